@@ -1,0 +1,101 @@
+"""Niro IR: a small, strongly typed SSA IR between ONNX and MLIR.
+
+Pure Python: this package never imports onnx or mlir. Callers import from `niro.ir`, never from
+a submodule.
+"""
+
+from .attributes import Attribute, Buffer, Literal, as_memoryview, buffer_nbytes, is_buffer
+from .diagnostics import Diagnostic, Location
+from .errors import NirocError, ParseError, VerifyError
+from .ops import (
+    OP_KINDS,
+    Add,
+    Branch,
+    Call,
+    CondBranch,
+    Const,
+    GetGlobal,
+    If,
+    MatMul,
+    Mul,
+    Op,
+    Return,
+    TensorExtract,
+    Transpose,
+    UnknownOp,
+    Yield,
+    is_terminator,
+    op_name,
+    operands_of,
+    regions_of,
+    results_of,
+    successors_of,
+)
+from .structure import Block, Function, FunctionType, Global, Module, Region, SymbolName
+from .types import (
+    Dim,
+    ScalarType,
+    Shape,
+    TensorType,
+    Type,
+    element_type_of,
+    format_type,
+    static_element_count,
+)
+from .values import Value, ValueId
+from .walk import walk_blocks, walk_ops
+
+__all__ = [
+    "OP_KINDS",
+    "Add",
+    "Attribute",
+    "Block",
+    "Branch",
+    "Buffer",
+    "Call",
+    "CondBranch",
+    "Const",
+    "Diagnostic",
+    "Dim",
+    "Function",
+    "FunctionType",
+    "GetGlobal",
+    "Global",
+    "If",
+    "Literal",
+    "Location",
+    "MatMul",
+    "Module",
+    "Mul",
+    "NirocError",
+    "Op",
+    "ParseError",
+    "Region",
+    "Return",
+    "ScalarType",
+    "Shape",
+    "SymbolName",
+    "TensorExtract",
+    "TensorType",
+    "Transpose",
+    "Type",
+    "UnknownOp",
+    "Value",
+    "ValueId",
+    "VerifyError",
+    "Yield",
+    "as_memoryview",
+    "buffer_nbytes",
+    "element_type_of",
+    "format_type",
+    "is_buffer",
+    "is_terminator",
+    "op_name",
+    "operands_of",
+    "regions_of",
+    "results_of",
+    "static_element_count",
+    "successors_of",
+    "walk_blocks",
+    "walk_ops",
+]

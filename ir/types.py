@@ -1,0 +1,193 @@
+"""Niro IR types: scalars and tensors.
+
+Types are immutable values compared by content. This module knows nothing of ONNX or MLIR; the
+spelling here (`f32`, `tensor<?x4xf32>`) is Niro's own assembly syntax, which happens to follow
+MLIR's because our users read both.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Union
+
+__all__ = [
+    "ScalarType",
+    "TensorType",
+    "Type",
+    "Shape",
+    "Dim",
+    "format_type",
+    "element_type_of",
+    "static_element_count",
+]
+
+
+class ScalarType(enum.Enum):
+    """A single non-tensor value's type.
+
+    The spec's initial five (BOOL, I32, I64, F32, F64) plus the element types real models need
+    (DESIGN.md). The enum value is the assembly spelling.
+    """
+
+    BOOL = "i1"
+    I8 = "i8"
+    I16 = "i16"
+    I32 = "i32"
+    I64 = "i64"
+    U8 = "ui8"
+    U16 = "ui16"
+    U32 = "ui32"
+    U64 = "ui64"
+    F16 = "f16"
+    BF16 = "bf16"
+    F32 = "f32"
+    F64 = "f64"
+
+    @property
+    def spelling(self) -> str:
+        return self.value
+
+    @property
+    def byte_width(self) -> int:
+        """Bytes one element occupies in a packed tensor buffer (BOOL takes one byte)."""
+        return _BYTE_WIDTHS[self]
+
+    @property
+    def is_bool(self) -> bool:
+        return self is ScalarType.BOOL
+
+    @property
+    def is_float(self) -> bool:
+        return self in _FLOATS
+
+    @property
+    def is_integer(self) -> bool:
+        """Signed or unsigned integer; BOOL is not an integer here."""
+        return self in _SIGNED or self in _UNSIGNED
+
+    @property
+    def is_signed_integer(self) -> bool:
+        return self in _SIGNED
+
+    @property
+    def is_unsigned_integer(self) -> bool:
+        return self in _UNSIGNED
+
+    @property
+    def integer_range(self) -> tuple[int, int]:
+        """Inclusive (min, max) an integer literal of this type may hold."""
+        if self is ScalarType.BOOL:
+            return (0, 1)
+        bits = 8 * self.byte_width
+        if self in _SIGNED:
+            return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+        if self in _UNSIGNED:
+            return (0, (1 << bits) - 1)
+        raise ValueError(f"{self.name} is not an integer type")
+
+    @classmethod
+    def from_spelling(cls, spelling: str) -> ScalarType:
+        try:
+            return _BY_SPELLING[spelling]
+        except KeyError:
+            raise ValueError(f"unknown scalar type '{spelling}'") from None
+
+    def __repr__(self) -> str:
+        return f"ScalarType.{self.name}"
+
+
+_BYTE_WIDTHS = {
+    ScalarType.BOOL: 1,
+    ScalarType.I8: 1,
+    ScalarType.I16: 2,
+    ScalarType.I32: 4,
+    ScalarType.I64: 8,
+    ScalarType.U8: 1,
+    ScalarType.U16: 2,
+    ScalarType.U32: 4,
+    ScalarType.U64: 8,
+    ScalarType.F16: 2,
+    ScalarType.BF16: 2,
+    ScalarType.F32: 4,
+    ScalarType.F64: 8,
+}
+_FLOATS = frozenset({ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64})
+_SIGNED = frozenset({ScalarType.I8, ScalarType.I16, ScalarType.I32, ScalarType.I64})
+_UNSIGNED = frozenset({ScalarType.U8, ScalarType.U16, ScalarType.U32, ScalarType.U64})
+_BY_SPELLING = {scalar.value: scalar for scalar in ScalarType}
+
+Dim = Union[int, None]
+"""A tensor dimension: a size, or None when dynamic."""
+
+Shape = Union[tuple[Dim, ...], None]
+"""A tensor shape: a tuple of dims, or None for unknown rank."""
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType:
+    """A tensor of `element_type` with `shape` (None = unranked, () = rank zero).
+
+    Construction accepts any shape so that the verifier, not the constructor, reports a negative
+    dimension with a location; only the field types are checked here.
+    """
+
+    element_type: ScalarType
+    shape: Shape
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.element_type, ScalarType):
+            raise TypeError(f"TensorType element_type must be a ScalarType, got {self.element_type!r}")
+        if self.shape is not None:
+            if not isinstance(self.shape, tuple):
+                object.__setattr__(self, "shape", tuple(self.shape))
+            for dim in self.shape:
+                if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool)):
+                    raise TypeError(f"TensorType dims must be int or None, got {dim!r}")
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def is_ranked(self) -> bool:
+        return self.shape is not None
+
+    @property
+    def is_static(self) -> bool:
+        """Ranked with every dim known."""
+        return self.shape is not None and all(dim is not None for dim in self.shape)
+
+    def __str__(self) -> str:
+        return format_type(self)
+
+
+Type = Union[ScalarType, TensorType]
+
+
+def format_type(type_: Type) -> str:
+    """The assembly spelling: `f32`, `tensor<*xf32>`, `tensor<f32>`, `tensor<?x4xf32>`."""
+    if isinstance(type_, ScalarType):
+        return type_.spelling
+    if isinstance(type_, TensorType):
+        element = type_.element_type.spelling
+        if type_.shape is None:
+            return f"tensor<*x{element}>"
+        dims = "".join(("?" if dim is None else str(dim)) + "x" for dim in type_.shape)
+        return f"tensor<{dims}{element}>"
+    raise TypeError(f"not a Niro type: {type_!r}")
+
+
+def element_type_of(type_: Type) -> ScalarType:
+    """The scalar type itself, or a tensor's element type."""
+    return type_ if isinstance(type_, ScalarType) else type_.element_type
+
+
+def static_element_count(tensor: TensorType) -> int:
+    """Number of elements of a static-shaped tensor (1 for rank zero)."""
+    if not tensor.is_static:
+        raise ValueError(f"{format_type(tensor)} has no static element count")
+    count = 1
+    for dim in tensor.shape:  # type: ignore[union-attr]
+        count *= dim  # type: ignore[operator]
+    return count
