@@ -25,3 +25,6 @@ format: ## ruff format
 
 clean: ## remove the venv and generated files
 	rm -rf $(VENV) build *.egg-info .pytest_cache testdata/generated
+
+bench: ## benchmarks: import/lower memory and speed on generated models (slow, not in `make test`)
+	@for script in tests/bench/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

@@ -6,6 +6,7 @@ a submodule.
 
 from .attributes import Attribute, Buffer, Literal, as_memoryview, buffer_nbytes, is_buffer
 from .diagnostics import Diagnostic, Location
+from .equality import structurally_equal
 from .errors import NirocError, ParseError, VerifyError
 from .ops import (
     OP_KINDS,
@@ -31,6 +32,8 @@ from .ops import (
     results_of,
     successors_of,
 )
+from .parser import parse_module
+from .printer import print_module
 from .structure import Block, Function, FunctionType, Global, Module, Region, SymbolName
 from .types import (
     Dim,
@@ -42,7 +45,9 @@ from .types import (
     format_type,
     static_element_count,
 )
+from .tree import format_tree
 from .values import Value, ValueId
+from .verifier import verify
 from .walk import walk_blocks, walk_ops
 
 __all__ = [
@@ -87,15 +92,20 @@ __all__ = [
     "as_memoryview",
     "buffer_nbytes",
     "element_type_of",
+    "format_tree",
     "format_type",
     "is_buffer",
     "is_terminator",
     "op_name",
+    "parse_module",
+    "print_module",
     "operands_of",
     "regions_of",
     "results_of",
     "static_element_count",
+    "structurally_equal",
     "successors_of",
+    "verify",
     "walk_blocks",
     "walk_ops",
 ]
