@@ -28,3 +28,6 @@ clean: ## remove the venv and generated files
 
 bench: ## benchmarks: import/lower memory and speed on generated models (slow, not in `make test`)
 	@for script in tests/bench/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+conformance: ## every ONNX node test end to end (niroc -> iree-compile -> run -> compare); writes testdata/generated/conformance-report.md
+	$(BIN)/python -m tests.conformance.run_all --jobs $(JOBS)

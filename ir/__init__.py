@@ -8,6 +8,7 @@ from .attributes import Attribute, Buffer, Literal, as_memoryview, buffer_nbytes
 from .diagnostics import Diagnostic, Location
 from .equality import structurally_equal
 from .errors import NirocError, ParseError, VerifyError
+from .literals import literal_problem
 from .ops import (
     OP_KINDS,
     Add,
@@ -33,7 +34,8 @@ from .ops import (
     successors_of,
 )
 from .parser import parse_module
-from .printer import print_module
+from .printer import print_module, write_module
+from .shapes import broadcast_shapes
 from .structure import Block, Function, FunctionType, Global, Module, Region, SymbolName
 from .types import (
     Dim,
@@ -47,11 +49,23 @@ from .types import (
 )
 from .tree import format_tree
 from .values import Value, ValueId
-from .verifier import verify
+from .verifier import (
+    VERIFIER_RULES,
+    VerifierRule,
+    register_op_type_rule,
+    unregister_op_type_rule,
+    verify,
+)
 from .walk import walk_blocks, walk_ops
 
 __all__ = [
     "OP_KINDS",
+    "VERIFIER_RULES",
+    "VerifierRule",
+    "broadcast_shapes",
+    "literal_problem",
+    "register_op_type_rule",
+    "unregister_op_type_rule",
     "Add",
     "Attribute",
     "Block",
@@ -108,4 +122,5 @@ __all__ = [
     "verify",
     "walk_blocks",
     "walk_ops",
+    "write_module",
 ]

@@ -1,0 +1,80 @@
+"""The UnknownOp type-rule hook the operator library fills: `register_op_type_rule`."""
+
+from __future__ import annotations
+
+import pytest
+from niro.ir import (
+    Return,
+    ScalarType,
+    UnknownOp,
+    format_type,
+    register_op_type_rule,
+    unregister_op_type_rule,
+    verify,
+)
+
+from .builders import F32, I32, one_block, v
+
+
+def relu_rule(op: UnknownOp, report) -> None:
+    (operand,) = op.operands
+    (result,) = op.results
+    if result.type != operand.type:
+        report(
+            "relu-result-type",
+            f"expected result type {format_type(operand.type)}, got {format_type(result.type)}",
+            result,
+        )
+
+
+@pytest.fixture
+def relu():
+    register_op_type_rule("onnx.Relu", relu_rule)
+    yield
+    unregister_op_type_rule("onnx.Relu")
+
+
+def _relu_module(result_type):
+    return one_block(
+        [UnknownOp("onnx.Relu", (v(0),), (v(1, result_type),), loc="relu_1"), Return()], (v(0),)
+    )
+
+
+def test_registered_rule_reports_under_its_own_id(relu) -> None:
+    (diagnostic,) = verify(_relu_module(I32))
+    assert diagnostic.rule == "relu-result-type"
+    assert diagnostic.message == "'onnx.Relu' op expected result type f32, got i32"
+    assert str(diagnostic.location) == "@main ^bb0 op#0 (onnx.Relu) [node 'relu_1']"
+    assert diagnostic.location.value_ids == (1,)
+
+
+def test_registered_rule_accepts_valid_op(relu) -> None:
+    assert verify(_relu_module(F32)) == []
+
+
+def test_without_a_registered_rule_unknown_ops_are_opaque() -> None:
+    assert verify(_relu_module(ScalarType.I32)) == []
+
+
+def test_registering_twice_is_an_error(relu) -> None:
+    with pytest.raises(ValueError, match=r"^a type rule for 'onnx\.Relu' is already registered$"):
+        register_op_type_rule("onnx.Relu", relu_rule)
+
+
+def test_registering_needs_a_name_and_a_callable() -> None:
+    with pytest.raises(ValueError, match=r"^an op type rule needs a non-empty op name, got ''$"):
+        register_op_type_rule("", relu_rule)
+    with pytest.raises(
+        TypeError, match=r"^the type rule for 'onnx\.Relu' must be callable, got 3$"
+    ):
+        register_op_type_rule("onnx.Relu", 3)  # type: ignore[arg-type]
+
+
+def test_a_rule_reporting_a_bad_rule_id_is_an_internal_error() -> None:
+    register_op_type_rule("test.badid", lambda op, report: report("Not Kebab", "x"))
+    try:
+        (diagnostic,) = verify(one_block([UnknownOp("test.badid"), Return()]))
+    finally:
+        unregister_op_type_rule("test.badid")
+    assert diagnostic.rule == "internal-error"
+    assert "ValueError: rule ids are kebab-case, got 'Not Kebab'" in diagnostic.message
