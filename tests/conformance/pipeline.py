@@ -25,7 +25,7 @@ from ..onnx_node_cases import NodeTestCase
 STAGES = ("import", "verify", "lower", "compile", "run", "match")
 RTOL = 1e-3
 ATOL = 1e-5
-IREE_COMPILE_FLAGS = ("--iree-llvmcpu-target-cpu=host",)
+IREE_COMPILE_FLAGS = ("--iree-llvmcpu-target-cpu=host", "--iree-input-demote-f64-to-f32=false")
 
 
 @dataclass(frozen=True)

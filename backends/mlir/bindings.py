@@ -1,0 +1,64 @@
+"""The one place that imports the MLIR Python bindings.
+
+The upstream bindings are used when they are installed as the `mlir` package; otherwise the copy
+that ships inside the `iree-base-compiler` wheel (`iree.compiler.ir`). Every other module of the
+backend imports `ir` and the dialect modules from here, so switching binding is one edit.
+
+The IREE wheel has no Python module for the `ml_program` dialect (the dialect itself is
+registered in its context), so `ml_program` ops are built with the generic `Operation.create`
+(see `create_ml_program_global` and friends in `rules.py`); `make_context` checks the context
+knows them.
+"""
+
+from __future__ import annotations
+
+try:  # NOTE: the upstream package wins when both are installed (DESIGN.md).
+    from mlir import ir  # type: ignore[import-not-found]
+    from mlir.dialects import arith, cf, func, linalg, scf, tensor  # type: ignore[import-not-found]
+
+    BINDING = "mlir"
+except ImportError:
+    from iree.compiler import ir  # type: ignore[no-redef]
+    from iree.compiler.dialects import arith, cf, func, linalg, scf, tensor  # type: ignore[no-redef]
+
+    BINDING = "iree.compiler"
+
+__all__ = [
+    "BINDING",
+    "ir",
+    "arith",
+    "cf",
+    "func",
+    "linalg",
+    "scf",
+    "tensor",
+    "make_context",
+    "REQUIRED_OPERATIONS",
+]
+
+REQUIRED_OPERATIONS = (
+    "ml_program.global",
+    "ml_program.global_load_const",
+    "linalg.generic",
+    "func.func",
+    "scf.if",
+    "cf.cond_br",
+)
+"""Ops the lowering builds; a context that does not know one of them cannot be used."""
+
+
+def make_context(*, allow_unregistered_dialects: bool = False) -> ir.Context:
+    """A fresh MLIR context with every dialect the lowering emits loaded.
+
+    One context per lowered module: resource blob names are unique per context, so a fresh one
+    keeps the names we choose (deterministic output), and dropping the module frees its blobs.
+    """
+    context = ir.Context()
+    context.allow_unregistered_dialects = allow_unregistered_dialects
+    missing = [name for name in REQUIRED_OPERATIONS if not context.is_registered_operation(name)]
+    if missing:
+        raise RuntimeError(
+            f"the MLIR bindings from '{BINDING}' do not register {', '.join(missing)}; "
+            "install iree-base-compiler or upstream MLIR bindings built with those dialects"
+        )
+    return context

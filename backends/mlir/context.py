@@ -1,0 +1,239 @@
+"""The lowering-rule context, the rule tables, and the registry for UnknownOp lowerings.
+
+Every rule, built in or registered, receives one `LoweringRuleContext` (as JAX's lowering rules
+receive a `LoweringRuleContext`): the Niro op, its MLIR operand values, the MLIR types its
+results must have, the location and insertion point to build at, and helpers. A rule builds ops
+and returns the MLIR values of the op's results, in order (terminators return nothing).
+
+Two tables: `KNOWN_LOWERINGS` keyed by Niro op class (`@lowering(Add)`, filled by `rules.py`,
+checked complete against `niro.ir.OP_KINDS`), and the public registry keyed by UnknownOp name
+(`@register_lowering("onnx.Relu")`), which op libraries fill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from niro.ir import Location, Op, TensorType, Value, format_type, op_name, operands_of, results_of
+
+from .bindings import arith, ir, linalg, tensor
+from .errors import LoweringError
+from .types import index_type, lower_scalar_type, lower_type
+
+if TYPE_CHECKING:
+    from .lowering import FunctionLowering
+
+__all__ = [
+    "LoweringRuleContext",
+    "LoweringRule",
+    "lowering",
+    "KNOWN_LOWERINGS",
+    "register_lowering",
+    "unregister_lowering",
+    "registered_lowerings",
+    "lowering_for",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LoweringRuleContext:
+    """What a lowering rule gets: one per Niro op lowered.
+
+    `operands` are the MLIR values of `operands_of(op)` in order; `result_types` the MLIR types of
+    `results_of(op)`. The rule runs with `location` and `insertion_point` already entered, so
+    builders pick them up implicitly. `niro_location` says where the op is in the Niro module, for
+    error messages. `lowering` is the function being lowered: its blocks and nested regions
+    (control-flow rules) and, through `lowering.module`, the module's symbols and blobs.
+    """
+
+    op: Op
+    operands: tuple[ir.Value, ...]
+    result_types: tuple[ir.Type, ...]
+    location: ir.Location
+    insertion_point: ir.InsertionPoint
+    niro_location: Location
+    lowering: FunctionLowering
+
+    # -- errors ---------------------------------------------------------------------------------
+
+    def error(self, message: str) -> LoweringError:
+        """A LoweringError in MLIR's form (`'niro.add' op ...`) located at this op."""
+        return LoweringError(f"'{op_name(self.op)}' op {message}", location=str(self.niro_location))
+
+    # -- Niro views of the operands ---------------------------------------------------------------
+
+    @property
+    def niro_operands(self) -> tuple[Value, ...]:
+        return operands_of(self.op)
+
+    @property
+    def niro_results(self) -> tuple[Value, ...]:
+        return results_of(self.op)
+
+    def ranked(self, value: Value, what: str) -> TensorType:
+        """`value`'s type when it is a ranked tensor, else an error naming the op and operand."""
+        type_ = value.type
+        if not isinstance(type_, TensorType):
+            raise self.error(f"expected a tensor {what}, got {format_type(type_)}")
+        if type_.shape is None:
+            raise self.error(f"needs a ranked tensor {what}, got {format_type(type_)}")
+        return type_
+
+    # -- builders ---------------------------------------------------------------------------------
+
+    def index_constant(self, value: int) -> ir.Value:
+        return arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), value)).result
+
+    def dim_size(self, value: ir.Value, axis: int) -> ir.Value:
+        """`tensor.dim` of a ranked tensor value, as an index."""
+        return tensor.DimOp(value, self.index_constant(axis)).result
+
+    def empty_tensor(self, result: TensorType, sizes: Sequence[ir.Value | None]) -> ir.Value:
+        """`tensor.empty` of `result`; `sizes[i]` is the index value of dynamic dim i (else None)."""
+        mixed: list[int | ir.Value] = []
+        for dim, size in zip(result.shape, sizes, strict=True):
+            if dim is not None:
+                mixed.append(dim)
+            elif size is None:
+                raise self.error(f"cannot find the size of a dynamic dim of {format_type(result)}")
+            else:
+                mixed.append(size)
+        return tensor.EmptyOp(mixed, lower_scalar_type(result.element_type)).result
+
+    def zero(self, element: ir.Type) -> ir.Value:
+        """A scalar 0 of an integer or float MLIR type."""
+        if isinstance(element, ir.IntegerType):
+            return arith.ConstantOp(element, ir.IntegerAttr.get(element, 0)).result
+        return arith.ConstantOp(element, ir.FloatAttr.get(element, 0.0)).result
+
+    def elementwise(
+        self,
+        body: Callable[[Sequence[ir.Value]], ir.Value],
+        inputs: Sequence[tuple[ir.Value, Value]] | None = None,
+        result: Value | None = None,
+    ) -> ir.Value:
+        """A broadcasting element-wise `linalg.generic`: `body(elements)` computes one element.
+
+        `inputs` pairs each MLIR value with its Niro value (default: the op's operands); `result`
+        is the Niro result (default: the op's only result). Shapes broadcast as in NumPy,
+        right-aligned; a static size-1 dim against a larger result dim reads index 0.
+
+        NOTE: a *dynamic* operand dim is assumed to equal the result dim: a dynamic dim that is 1
+        at run time is not broadcast (as in most MLIR frontends; it would need a runtime select
+        of the indexing). Only static 1s broadcast.
+        """
+        if inputs is None:
+            inputs = tuple(zip(self.operands, self.niro_operands, strict=True))
+        result = self.niro_results[0] if result is None else result
+        result_type = self.ranked(result, "result")
+        rank = len(result_type.shape)
+        maps, shapes = [], []
+        for index, (_, niro_value) in enumerate(inputs):
+            shape = self.ranked(niro_value, f"operand #{index}").shape
+            if len(shape) > rank:
+                raise self.error(
+                    f"operand #{index} {format_type(niro_value.type)} has a higher rank than the "
+                    f"result {format_type(result_type)}"
+                )
+            offset = rank - len(shape)
+            exprs = [
+                ir.AffineConstantExpr.get(0)
+                if dim == 1 and result_type.shape[offset + axis] != 1
+                else ir.AffineDimExpr.get(offset + axis)
+                for axis, dim in enumerate(shape)
+            ]
+            maps.append(ir.AffineMap.get(rank, 0, exprs))
+            shapes.append((offset, shape))
+        maps.append(ir.AffineMap.get_identity(rank))
+        sizes = [
+            None if dim is not None else self._broadcast_size(axis, inputs, shapes)
+            for axis, dim in enumerate(result_type.shape)
+        ]
+        init = self.empty_tensor(result_type, sizes)
+        parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+        generic = linalg.GenericOp(
+            [lower_type(result_type)],
+            [value for value, _ in inputs],
+            [init],
+            ir.ArrayAttr.get([ir.AffineMapAttr.get(map_) for map_ in maps]),
+            ir.ArrayAttr.get([parallel] * rank),
+        )
+        element_types = [lower_scalar_type(niro.type.element_type) for _, niro in inputs]
+        block = generic.regions[0].blocks.append(
+            *element_types, lower_scalar_type(result_type.element_type)
+        )
+        with ir.InsertionPoint(block):
+            linalg.YieldOp([body(list(block.arguments)[: len(inputs)])])
+        return generic.result
+
+    def _broadcast_size(self, axis, inputs, shapes) -> ir.Value | None:
+        """The index value of dynamic result dim `axis`: a static non-1 operand size, else a
+        `tensor.dim` of the first operand that is dynamic there."""
+        dynamic_source = None
+        for (value, _), (offset, shape) in zip(inputs, shapes, strict=True):
+            if axis < offset:
+                continue
+            dim = shape[axis - offset]
+            if dim is not None and dim != 1:
+                return self.index_constant(dim)
+            if dim is None and dynamic_source is None:
+                dynamic_source = (value, axis - offset)
+        if dynamic_source is None:
+            return None
+        return self.dim_size(*dynamic_source)
+
+
+LoweringRule = Callable[[LoweringRuleContext], Sequence[ir.Value]]
+
+KNOWN_LOWERINGS: dict[type, LoweringRule] = {}
+"""Niro op class -> rule; `rules.py` fills it and checks it covers `OP_KINDS`."""
+
+_REGISTERED: dict[str, LoweringRule] = {}
+
+
+def lowering(op_class: type) -> Callable[[LoweringRule], LoweringRule]:
+    """Registers the built-in rule for a Niro op class (`@lowering(Add)`)."""
+
+    def register(rule: LoweringRule) -> LoweringRule:
+        if op_class in KNOWN_LOWERINGS:
+            raise ValueError(f"{op_class.__name__} already has a lowering")
+        KNOWN_LOWERINGS[op_class] = rule
+        return rule
+
+    return register
+
+
+def register_lowering(
+    name: str, *, replace: bool = False
+) -> Callable[[LoweringRule], LoweringRule]:
+    """Registers the lowering of the UnknownOp called `name` (`@register_lowering("onnx.Relu")`).
+
+    The rule gets a `LoweringRuleContext` and returns the MLIR values of the op's results.
+    Registering a name twice is an error unless `replace=True`.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"an UnknownOp lowering needs a non-empty op name, got {name!r}")
+
+    def register(rule: LoweringRule) -> LoweringRule:
+        if name in _REGISTERED and not replace:
+            raise ValueError(f"'{name}' already has a registered MLIR lowering")
+        _REGISTERED[name] = rule
+        return rule
+
+    return register
+
+
+def unregister_lowering(name: str) -> LoweringRule:
+    """Removes and returns the lowering registered for `name` (KeyError when there is none)."""
+    return _REGISTERED.pop(name)
+
+
+def registered_lowerings() -> tuple[str, ...]:
+    """The UnknownOp names that have a registered lowering, sorted."""
+    return tuple(sorted(_REGISTERED))
+
+
+def lowering_for(name: str) -> LoweringRule | None:
+    return _REGISTERED.get(name)

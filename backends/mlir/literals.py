@@ -1,0 +1,208 @@
+"""Niro literals and generic attributes -> MLIR attributes, and the module's resource blobs.
+
+Tensor data (Const literals, Global initializers) becomes a `dense_resource` blob built straight
+from the Niro buffer with `DenseResourceElementsAttr.get_from_buffer`: MLIR keeps a reference to
+the buffer, never a copy, and no per-element Python object is made. One-element and splat
+tensors become `DenseElementsAttr` splats instead (resources mishandle 0-d tensors and splats
+read better), and so do BOOL tensors (see `tensor_data_attr`). Every blob is also recorded in a `ResourceTable`, so the text writer can stream
+it in hex chunks rather than let MLIR build the whole hex string in memory.
+
+Blob names are derived from the symbol that owns them (a Global's name, or the function and a
+counter for Consts), sanitised to MLIR keyword characters and made unique in a fixed order, so
+the same Niro module gives the same bytes every time.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+from niro.ir import Literal as NiroLiteral
+from niro.ir import ScalarType, TensorType, as_memoryview, buffer_nbytes, is_buffer
+
+from .bindings import ir
+from .types import lower_scalar_type, lower_type
+
+__all__ = [
+    "ResourceBlob",
+    "ResourceTable",
+    "scalar_attr",
+    "tensor_data_attr",
+    "generic_attr",
+]
+
+_SPLAT_CHECK_CHUNK = 1 << 20
+"""Elements compared per step when looking for a splat (bounded temporary memory)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceBlob:
+    """One `dense_resource` blob: its key in `dialect_resources`, the bytes, their alignment."""
+
+    name: str
+    data: memoryview
+    alignment: int
+
+
+@dataclass(slots=True)
+class ResourceTable:
+    """The blobs of one lowered module, in creation order; keeps their buffers alive.
+
+    Owned by the LoweredModule: MLIR's blobs point into these buffers.
+    """
+
+    blobs: list[ResourceBlob] = field(default_factory=list)
+    _names: set[str] = field(default_factory=set)
+
+    def unique_name(self, base: str) -> str:
+        """`base` made a bare MLIR keyword (letters, digits, `_`, `.`) and unique in this table."""
+        name = re.sub(r"[^A-Za-z0-9_.]", "_", base) or "blob"
+        if not (name[0].isalpha() or name[0] == "_"):
+            name = "_" + name
+        candidate, suffix = name, 0
+        while candidate in self._names:
+            suffix += 1
+            candidate = f"{name}_{suffix}"
+        self._names.add(candidate)
+        return candidate
+
+    def add(self, base: str, data: memoryview, alignment: int, type_: ir.Type) -> ir.Attribute:
+        name = self.unique_name(base)
+        attribute = ir.DenseResourceElementsAttr.get_from_buffer(
+            data, name, type_, alignment=alignment
+        )
+        # NOTE: get_from_buffer may rename on a collision inside the context; ours are unique
+        # in a fresh context, so the name we record is the name MLIR prints.
+        self.blobs.append(ResourceBlob(name, data, alignment))
+        return attribute
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(blob.data.nbytes for blob in self.blobs)
+
+
+def _signless(value: int, bits: int) -> int:
+    """An integer as the signed two's-complement number with the same low `bits` bits."""
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if value >= 1 << (bits - 1) else value
+
+
+def scalar_attr(scalar: ScalarType, literal: bool | int | float) -> ir.Attribute:
+    """A typed IntegerAttr/FloatAttr holding one literal (unsigned values wrap to signless)."""
+    mlir_type = lower_scalar_type(scalar)
+    if scalar.is_float:
+        return ir.FloatAttr.get(mlir_type, float(literal))
+    bits = 1 if scalar.is_bool else 8 * scalar.byte_width
+    value = int(bool(literal)) if scalar.is_bool else int(literal)
+    return ir.IntegerAttr.get(mlir_type, _signless(value, bits) if bits > 1 else value)
+
+
+_UNPACK = {
+    ScalarType.F16: "<e",
+    ScalarType.F32: "<f",
+    ScalarType.F64: "<d",
+}
+
+
+def _decode_element(scalar: ScalarType, raw: bytes) -> bool | int | float:
+    """One packed little-endian element as a Python number (for a splat attribute)."""
+    if scalar.is_bool:
+        return raw != b"\x00"
+    if scalar.is_integer:
+        return int.from_bytes(raw, "little", signed=True)
+    if scalar is ScalarType.BF16:
+        return struct.unpack("<f", b"\x00\x00" + raw)[0]
+    return struct.unpack(_UNPACK[scalar], raw)[0]
+
+
+def _is_splat(data: memoryview, width: int) -> bool:
+    """Whether every `width`-byte element equals the first; stops at the first chunk that differs."""
+    elements = np.frombuffer(data, dtype=np.uint8).reshape(-1, width)
+    first = elements[0]
+    for start in range(0, elements.shape[0], _SPLAT_CHECK_CHUNK):
+        if not (elements[start : start + _SPLAT_CHECK_CHUNK] == first).all():
+            return False
+    return True
+
+
+def tensor_data_attr(
+    tensor: TensorType, literal: NiroLiteral, *, resources: ResourceTable, name: str
+) -> ir.Attribute:
+    """The elements attribute of a static tensor: a splat, or a blob named after `name`.
+
+    `literal` is a buffer of packed elements (a scalar literal is accepted as a splat). The
+    caller checks the shape is static; the byte count is checked here because a wrong count
+    would make MLIR read past the buffer.
+    """
+    mlir_type = lower_type(tensor)
+    element = tensor.element_type
+    if not is_buffer(literal):
+        return ir.DenseElementsAttr.get_splat(mlir_type, scalar_attr(element, literal))
+    count = 1
+    for dim in tensor.shape or ():
+        count *= dim
+    width = element.byte_width
+    data = as_memoryview(literal)
+    if buffer_nbytes(literal) != count * width:
+        raise ValueError(
+            f"{tensor} needs {count * width} bytes of data, got {buffer_nbytes(literal)}"
+        )
+    if count == 0:
+        return ir.DenseElementsAttr.get_splat(mlir_type, scalar_attr(element, 0))
+    if count == 1 or _is_splat(data, width):
+        value = _decode_element(element, bytes(data[:width]))
+        return ir.DenseElementsAttr.get_splat(mlir_type, scalar_attr(element, value))
+    if element.is_bool:
+        # NOTE: i1 blobs are ambiguous in MLIR (IREE crashes iterating a `dense_resource` of
+        # i1), so BOOL tensors become a bit-packed DenseElementsAttr: the numpy view is free and
+        # MLIR's packed copy is 1/8 of the buffer.
+        flags = np.frombuffer(data, dtype=np.bool_).reshape(tensor.shape)
+        return ir.DenseElementsAttr.get(flags, type=lower_scalar_type(element))
+    return resources.add(name, data, width, mlir_type)
+
+
+def generic_attr(value: object, *, resources: ResourceTable, name: str) -> ir.Attribute:
+    """An UnknownOp attribute as an MLIR attribute.
+
+    None -> unit, bool -> BoolAttr, int -> i64, float -> f64, str -> string, buffer -> a
+    `dense_resource` of `tensor<Nxi8>` (empty: `dense<> : tensor<0xi8>`), tuple -> array,
+    dict -> dictionary. `name` seeds the blob names of buffers.
+    """
+    if value is None:
+        return ir.UnitAttr.get()
+    if isinstance(value, bool):
+        return ir.BoolAttr.get(value)
+    if isinstance(value, int):
+        if not -(1 << 63) <= value < 1 << 63:
+            raise ValueError(f"integer attribute {value} does not fit in i64")
+        return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+    if isinstance(value, float):
+        return ir.FloatAttr.get(ir.F64Type.get(), value)
+    if isinstance(value, str):
+        return ir.StringAttr.get(value)
+    if is_buffer(value):
+        data = as_memoryview(value)
+        byte_tensor = ir.RankedTensorType.get([data.nbytes], ir.IntegerType.get_signless(8))
+        if data.nbytes == 0:
+            return ir.DenseElementsAttr.get_splat(
+                byte_tensor, ir.IntegerAttr.get(ir.IntegerType.get_signless(8), 0)
+            )
+        return resources.add(name, data, 1, byte_tensor)
+    if isinstance(value, tuple):
+        return ir.ArrayAttr.get(
+            [
+                generic_attr(item, resources=resources, name=f"{name}.{index}")
+                for index, item in enumerate(value)
+            ]
+        )
+    if isinstance(value, Mapping):
+        return ir.DictAttr.get(
+            {
+                key: generic_attr(item, resources=resources, name=f"{name}.{key}")
+                for key, item in value.items()
+            }
+        )
+    raise ValueError(f"{type(value).__name__} is not a generic attribute kind")

@@ -1,0 +1,448 @@
+"""The lowering driver: a Niro Module in, a verified MLIR module out.
+
+It walks the module once: globals become `ml_program.global`s, functions `func.func`s, and every
+op goes through its rule (`rules.py`, or the UnknownOp registry) with a `LoweringRuleContext`.
+Blocks of a region are all created first (so branches can name any of them) and then filled in
+reverse post-order, which puts every block after the blocks that dominate it, so every operand
+is lowered before its use even when the Niro block order is arbitrary.
+
+Before anything is built, UnknownOps without a registered lowering are counted: unless the
+caller allows generic ops, the module is rejected with one error listing each name.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from niro.ir import (
+    Block,
+    Function,
+    Location,
+    Module,
+    Op,
+    Region,
+    ScalarType,
+    TensorType,
+    UnknownOp,
+    Value,
+    ValueId,
+    format_type,
+    is_terminator,
+    op_name,
+    operands_of,
+    regions_of,
+    results_of,
+    successors_of,
+)
+
+from . import rules as _rules  # noqa: F401  (fills KNOWN_LOWERINGS; checks it is complete)
+from .bindings import func, ir, make_context
+from .context import KNOWN_LOWERINGS, LoweringRuleContext, lowering_for
+from .errors import LoweringError
+from .literals import ResourceTable, generic_attr, scalar_attr, tensor_data_attr
+from .output import LoweredModule
+from .types import lower_type
+
+__all__ = ["lower_to_mlir", "FunctionLowering", "ModuleLowering", "NAME_ATTRIBUTE"]
+
+NAME_ATTRIBUTE = "niro.name"
+"""Argument/result attribute carrying a Function's input_names/output_names."""
+
+YieldBuilder = Callable[[LoweringRuleContext], None]
+
+
+def lower_to_mlir(module: Module, *, allow_unknown: bool = False) -> LoweredModule:
+    """Lowers a verified Niro module to an MLIR module that verifies.
+
+    The input should pass `niro.ir.verify` first (the CLI does that): the lowering checks only
+    what its rules rely on (ranked tensors, known symbols, literal sizes, defined operands), and
+    MLIR's verifier, run on the result, catches the rest with the node named.
+
+    UnknownOps need a registered lowering (`register_lowering`), or `allow_unknown=True` to keep
+    them as generic operations (`"onnx.Relu"(%0) {alpha = ...}`) in a context that allows
+    unregistered dialects. Raises LoweringError.
+    """
+    _reject_unknown_ops(module, allow_unknown)
+    context = make_context(allow_unregistered_dialects=allow_unknown)
+    diagnostics: list[str] = []
+
+    def collect(diagnostic) -> bool:
+        diagnostics.append(_format_diagnostic(diagnostic))
+        return True
+
+    handler = context.attach_diagnostic_handler(collect)
+    try:
+        with context, ir.Location.unknown():
+            mlir_module = ir.Module.create()
+            state = ModuleLowering(module, mlir_module, ResourceTable())
+            state.lower()
+            _verify(mlir_module, diagnostics)
+    finally:
+        handler.detach()
+    return LoweredModule(
+        mlir_module, context, state.resources, has_generic_ops=state.has_generic_ops
+    )
+
+
+def _format_diagnostic(diagnostic) -> str:
+    text = f"{diagnostic.location}: {diagnostic.message}"
+    for note in diagnostic.notes:
+        text += f"\n  note: {note.location}: {note.message}"
+    return text
+
+
+def _verify(mlir_module: ir.Module, collected: list[str]) -> None:
+    """Runs MLIR's verifier; a failure names the MLIR diagnostics and the Niro node."""
+    try:
+        mlir_module.operation.verify()
+        return
+    except ir.MLIRError as error:
+        messages = [_format_diagnostic(diagnostic) for diagnostic in error.error_diagnostics]
+        locations = [str(diagnostic.location) for diagnostic in error.error_diagnostics]
+    messages = messages or collected or ["verification failed without a diagnostic"]
+    node = None
+    for location in locations:
+        if location.startswith('loc("') and location.endswith('")'):
+            node = location[5:-2]
+            break
+    raise LoweringError(
+        f"the lowered module fails MLIR verification: {messages[0].splitlines()[0]}",
+        location=f"node {node!r}" if node else None,
+        notes=messages,
+    )
+
+
+def _ops_with_paths(region: Region, prefix: tuple[str, ...]) -> Iterator:
+    for block_index, block in enumerate(region.blocks):
+        for op_index, op in enumerate(block.operations):
+            yield prefix + (f"^bb{block_index}", f"op#{op_index}"), op
+
+
+def _walk_with_paths(module: Module) -> Iterator[tuple[str, tuple[str, ...], Op]]:
+    """(function name, path, op) for every op in textual pre-order (an op, then the ops of its
+    regions, then the next op); paths as in Niro diagnostics. Iterative: deep nesting is fine."""
+    for function in module.functions:
+        if function.body is None:
+            continue
+        stack = [_ops_with_paths(function.body, ())]
+        while stack:
+            item = next(stack[-1], None)
+            if item is None:
+                stack.pop()
+                continue
+            path, op = item
+            yield function.name, path, op
+            for region_index, nested in reversed(list(enumerate(regions_of(op)))):
+                stack.append(_ops_with_paths(nested, path + (f"region#{region_index}",)))
+
+
+def _reject_unknown_ops(module: Module, allow_unknown: bool) -> None:
+    """One LoweringError listing every UnknownOp name that has no lowering (unless allowed)."""
+    if allow_unknown:
+        return
+    counts: Counter[str] = Counter()
+    first: dict[str, str] = {}
+    for symbol, path, op in _walk_with_paths(module):
+        if isinstance(op, UnknownOp) and lowering_for(op.name) is None:
+            counts[op.name] += 1
+            if op.name not in first:
+                where = f"node {op.loc!r}" if op.loc else f"@{symbol} {' '.join(path)}"
+                first[op.name] = where
+    if not counts:
+        return
+    total = sum(counts.values())
+    listing = ", ".join(
+        f"{name} (x{count}, first at {first[name]})" for name, count in counts.items()
+    )
+    noun = "operation has" if total == 1 else "operations have"
+    raise LoweringError(
+        f"{total} {noun} no MLIR lowering: {listing}",
+        notes=[
+            "register a lowering with niro.backends.mlir.register_lowering, or keep them as "
+            "generic operations (allow_unknown=True)"
+        ],
+    )
+
+
+@dataclass
+class ModuleLowering:
+    """Module-wide state: the MLIR module being built, its blobs, and the symbol tables."""
+
+    niro: Module
+    mlir: ir.Module
+    resources: ResourceTable
+    global_types: dict[str, ScalarType | TensorType] = field(default_factory=dict)
+    function_names: set[str] = field(default_factory=set)
+    has_generic_ops: bool = False
+
+    def lower(self) -> None:
+        self.function_names = {function.name for function in self.niro.functions}
+        with ir.InsertionPoint(self.mlir.body):
+            for global_ in self.niro.globals:
+                self._lower_global(global_)
+            for function in self.niro.functions:
+                FunctionLowering(self, function).lower()
+
+    def _lower_global(self, global_) -> None:
+        where = f"@{global_.name}"
+        type_ = global_.type
+        try:
+            if isinstance(type_, ScalarType):
+                if not isinstance(global_.initializer, (bool, int, float)):
+                    raise ValueError(
+                        f"expected a bool, int or float initializer for {type_.spelling}"
+                    )
+                stored = TensorType(type_, ())
+                value = ir.DenseElementsAttr.get_splat(
+                    lower_type(stored), scalar_attr(type_, global_.initializer)
+                )
+            else:
+                if not type_.is_static:
+                    raise ValueError(f"needs a static tensor type, got {format_type(type_)}")
+                stored = type_
+                value = tensor_data_attr(
+                    type_, global_.initializer, resources=self.resources, name=global_.name
+                )
+        except ValueError as error:
+            raise LoweringError(f"global {error}", location=where) from error
+        self.global_types[global_.name] = type_
+        ir.Operation.create(
+            "ml_program.global",
+            attributes={
+                "sym_name": ir.StringAttr.get(global_.name),
+                "sym_visibility": ir.StringAttr.get("private"),
+                "type": ir.TypeAttr.get(lower_type(stored)),
+                "value": value,
+            },
+        )
+
+
+class FunctionLowering:
+    """Lowers one Function: owns its ValueId -> MLIR value map and Niro -> MLIR block map."""
+
+    def __init__(self, module: ModuleLowering, function: Function):
+        self.module = module
+        self.function = function
+        self.values: dict[ValueId, ir.Value] = {}
+        self._blocks: dict[int, ir.Block] = {}
+        self._yield_builders: list[YieldBuilder] = []
+        self._constants = 0
+
+    # -- entry points -------------------------------------------------------------------------
+
+    def lower(self) -> None:
+        function = self.function
+        signature = ir.FunctionType.get(
+            [lower_type(type_) for type_ in function.type.inputs],
+            [lower_type(type_) for type_ in function.type.outputs],
+        )
+        func_op = func.FuncOp(
+            function.name, signature, visibility="private" if function.is_declaration else None
+        )
+        if function.input_names is not None and any(function.input_names):
+            func_op.arg_attrs = _name_attrs(function.input_names)
+        if function.output_names is not None and any(function.output_names):
+            func_op.res_attrs = _name_attrs(function.output_names)
+        if function.body is not None:
+            self.lower_region(function.body, func_op.body, (), yield_builder=None)
+
+    # -- services for rules ---------------------------------------------------------------------
+
+    def next_constant_name(self) -> str:
+        """The base blob name of the next tensor Const in this function (`main.const0`...)."""
+        name = f"{self.function.name}.const{self._constants}"
+        self._constants += 1
+        return name
+
+    def block_for(self, block: Block) -> ir.Block:
+        """The MLIR block made for a Niro block of this function (a ValueError when there is
+        none, e.g. a branch out of its region in an unverified module)."""
+        try:
+            return self._blocks[id(block)]
+        except KeyError:
+            raise ValueError(
+                "targets a block that is not in this function (is the module verified?)"
+            ) from None
+
+    def build_yield(self, ctx: LoweringRuleContext) -> None:
+        if not self._yield_builders or self._yield_builders[-1] is None:
+            raise ctx.error("is not inside a region that a Yield may end")
+        self._yield_builders[-1](ctx)
+
+    def lower_region(
+        self,
+        region: Region,
+        mlir_region: ir.Region,
+        path: tuple[str, ...],
+        *,
+        yield_builder: YieldBuilder | None,
+    ) -> None:
+        """Fills an empty MLIR region with `region`'s blocks; Yields use `yield_builder`."""
+        mlir_blocks = []
+        for block in region.blocks:
+            mlir_block = mlir_region.blocks.append(
+                *[lower_type(arg.type) for arg in block.arguments]
+            )
+            self._blocks[id(block)] = mlir_block
+            for argument, mlir_argument in zip(block.arguments, mlir_block.arguments, strict=True):
+                self.values[argument.id] = mlir_argument
+            mlir_blocks.append(mlir_block)
+        index_of = {id(block): index for index, block in enumerate(region.blocks)}
+        self._yield_builders.append(yield_builder)
+        try:
+            for block in _reverse_post_order(region):
+                index = index_of[id(block)]
+                self._lower_ops(block, mlir_blocks[index], path + (f"^bb{index}",))
+        finally:
+            self._yield_builders.pop()
+
+    def lower_single_block(
+        self,
+        block: Block,
+        mlir_block: ir.Block,
+        path: tuple[str, ...],
+        *,
+        yield_builder: YieldBuilder,
+    ) -> None:
+        """Fills an existing argument-free MLIR block (an scf.if arm) with `block`'s ops."""
+        self._blocks[id(block)] = mlir_block
+        self._yield_builders.append(yield_builder)
+        try:
+            self._lower_ops(block, mlir_block, path)
+        finally:
+            self._yield_builders.pop()
+
+    def build_generic(self, ctx: LoweringRuleContext) -> list[ir.Value]:
+        """An UnknownOp kept as a generic operation, its attributes, regions and successors kept."""
+        op: UnknownOp = ctx.op  # type: ignore[assignment]
+        if not ctx.location.context.allow_unregistered_dialects:
+            raise ctx.error("has no MLIR lowering")
+        self.module.has_generic_ops = True
+        base = f"{self.function.name}.{op.name}"
+        try:
+            attributes = {
+                key: generic_attr(value, resources=self.module.resources, name=f"{base}.{key}")
+                for key, value in op.attributes.items()
+            }
+        except ValueError as error:
+            raise ctx.error(f"has an attribute MLIR cannot hold: {error}") from error
+        generic = ir.Operation.create(
+            op.name,
+            results=list(ctx.result_types),
+            operands=list(ctx.operands),
+            attributes=attributes,
+            successors=[self.block_for(target) for target in op.successors],
+            regions=len(op.regions),
+        )
+        for index, region in enumerate(op.regions):
+            if region.blocks:
+                self.lower_region(
+                    region,
+                    generic.regions[index],
+                    ctx.niro_location.path + (f"region#{index}",),
+                    yield_builder=_build_generic_yield,
+                )
+        return list(generic.results)
+
+    # -- ops --------------------------------------------------------------------------------------
+
+    def _lower_ops(self, block: Block, mlir_block: ir.Block, path: tuple[str, ...]) -> None:
+        insertion_point = ir.InsertionPoint(mlir_block)
+        for index, op in enumerate(block.operations):
+            self._lower_op(op, insertion_point, path + (f"op#{index}",))
+
+    def _lower_op(self, op: Op, insertion_point: ir.InsertionPoint, path: tuple[str, ...]) -> None:
+        name = op_name(op)
+        niro_location = Location(symbol=self.function.name, path=path, op_name=name, source=op.loc)
+        location = ir.Location.name(op.loc) if op.loc else ir.Location.unknown()
+        operands = tuple(self._value(value, niro_location, name) for value in operands_of(op))
+        results = results_of(op)
+        with location, insertion_point:
+            ctx = LoweringRuleContext(
+                op=op,
+                operands=operands,
+                result_types=tuple(lower_type(value.type) for value in results),
+                location=location,
+                insertion_point=insertion_point,
+                niro_location=niro_location,
+                lowering=self,
+            )
+            try:
+                built = list(KNOWN_LOWERINGS[type(op)](ctx))
+            except LoweringError:
+                raise
+            except (ValueError, TypeError, ir.MLIRError) as error:
+                raise LoweringError(
+                    f"'{name}' op could not be lowered: {error}", location=str(niro_location)
+                ) from error
+        self._bind_results(ctx, results, built)
+
+    def _bind_results(self, ctx: LoweringRuleContext, results: tuple[Value, ...], built) -> None:
+        if len(built) != len(results):
+            raise ctx.error(f"lowering returned {len(built)} values for {len(results)} results")
+        for index, (value, mlir_value, expected) in enumerate(
+            zip(results, built, ctx.result_types, strict=True)
+        ):
+            if not isinstance(mlir_value, ir.Value):
+                raise ctx.error(
+                    f"lowering returned {type(mlir_value).__name__} for result #{index}"
+                )
+            if mlir_value.type != expected:
+                raise ctx.error(
+                    f"lowering returned {mlir_value.type} for result #{index}, expected {expected}"
+                )
+            self.values[value.id] = mlir_value
+
+    def _value(self, value: Value, where: Location, name: str) -> ir.Value:
+        try:
+            return self.values[value.id]
+        except KeyError:
+            raise LoweringError(
+                f"'{name}' op uses {value.id}, which is not defined before it (is the module verified?)",
+                location=str(where),
+            ) from None
+
+
+def _build_generic_yield(ctx: LoweringRuleContext) -> None:
+    """Yield inside an UnknownOp region: its convention is opaque, so it stays generic too."""
+    ir.Operation.create("niro.yield", operands=list(ctx.operands))
+
+
+def _name_attrs(names: tuple[str | None, ...]) -> ir.ArrayAttr:
+    return ir.ArrayAttr.get(
+        [
+            ir.DictAttr.get({NAME_ATTRIBUTE: ir.StringAttr.get(name)} if name else {})
+            for name in names
+        ]
+    )
+
+
+def _successor_blocks(block: Block) -> list[Block]:
+    if not block.operations or not is_terminator(block.operations[-1]):
+        return []
+    return [target for target, _ in successors_of(block.operations[-1])]
+
+
+def _reverse_post_order(region: Region) -> list[Block]:
+    """Blocks reachable from the entry in reverse post-order (dominators first), then the rest."""
+    if not region.blocks:
+        return []
+    entry = region.blocks[0]
+    visited = {id(entry)}
+    post_order: list[Block] = []
+    stack = [(entry, iter(_successor_blocks(entry)))]
+    while stack:
+        block, successors = stack[-1]
+        for successor in successors:
+            if id(successor) not in visited:
+                visited.add(id(successor))
+                stack.append((successor, iter(_successor_blocks(successor))))
+                break
+        else:
+            stack.pop()
+            post_order.append(block)
+    order = post_order[::-1]
+    order.extend(block for block in region.blocks if id(block) not in visited)
+    return order

@@ -1,0 +1,244 @@
+"""The built-in lowering rules: one per Niro op class, checked complete at import.
+
+Each rule follows DESIGN.md's table (func, ml_program, arith, linalg, tensor, cf, scf). Rules
+build at the context's insertion point and location and return the MLIR values of the op's
+results. Control-flow rules ask `ctx.lowering` for blocks and nested regions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from niro.ir import (
+    OP_KINDS,
+    Add,
+    Branch,
+    Call,
+    CondBranch,
+    Const,
+    GetGlobal,
+    If,
+    MatMul,
+    Mul,
+    Return,
+    ScalarType,
+    TensorExtract,
+    TensorType,
+    Transpose,
+    UnknownOp,
+    Yield,
+    format_type,
+)
+
+from .bindings import arith, cf, func, ir, linalg, scf, tensor
+from .context import KNOWN_LOWERINGS, LoweringRuleContext, lowering, lowering_for
+from .literals import scalar_attr, tensor_data_attr
+from .types import index_type, lower_type
+
+__all__ = ["KNOWN_LOWERINGS"]
+
+
+@lowering(Const)
+def _lower_const(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    op: Const = ctx.op  # type: ignore[assignment]
+    result_type = op.result.type
+    if isinstance(result_type, ScalarType):
+        if not isinstance(op.literal, (bool, int, float)):
+            raise ctx.error(f"expected a bool, int or float literal for {format_type(result_type)}")
+        attribute = scalar_attr(result_type, op.literal)
+    else:
+        if not result_type.is_static:
+            raise ctx.error(f"needs a static tensor type, got {format_type(result_type)}")
+        name = ctx.lowering.next_constant_name()
+        try:
+            attribute = tensor_data_attr(
+                result_type, op.literal, resources=ctx.lowering.module.resources, name=name
+            )
+        except ValueError as error:
+            raise ctx.error(str(error)) from error
+    return [arith.ConstantOp(ctx.result_types[0], attribute).result]
+
+
+@lowering(GetGlobal)
+def _lower_get_global(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    op: GetGlobal = ctx.op  # type: ignore[assignment]
+    global_type = ctx.lowering.module.global_types.get(op.name)
+    if global_type is None:
+        raise ctx.error(f"refers to @{op.name}, which is not a global of this module")
+    symbol = ir.FlatSymbolRefAttr.get(op.name)
+    if isinstance(global_type, ScalarType):
+        # A scalar global is stored as a 0-d tensor; read it back with tensor.extract.
+        stored = lower_type(TensorType(global_type, ()))
+        load = ir.Operation.create(
+            "ml_program.global_load_const", results=[stored], attributes={"global": symbol}
+        )
+        return [tensor.ExtractOp(load.result, []).result]
+    load = ir.Operation.create(
+        "ml_program.global_load_const", results=[ctx.result_types[0]], attributes={"global": symbol}
+    )
+    return [load.result]
+
+
+@lowering(Transpose)
+def _lower_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    op: Transpose = ctx.op  # type: ignore[assignment]
+    source = ctx.ranked(op.operand, "operand")
+    result = ctx.ranked(op.result, "result")
+    if sorted(op.permutation) != list(range(len(source.shape))):
+        raise ctx.error(
+            f"permutation {list(op.permutation)} is not a permutation of rank {len(source.shape)}"
+        )
+    sizes = [
+        ctx.dim_size(ctx.operands[0], op.permutation[axis]) if dim is None else None
+        for axis, dim in enumerate(result.shape)
+    ]
+    init = ctx.empty_tensor(result, sizes)
+    transposed = linalg.TransposeOp(
+        [ctx.result_types[0]], ctx.operands[0], init, list(op.permutation)
+    )
+    # linalg.transpose has a region (one yield of the input element); build it as its
+    # printer/parser would.
+    element = ir.RankedTensorType(ctx.result_types[0]).element_type
+    block = transposed.regions[0].blocks.append(element, element)
+    with ir.InsertionPoint(block):
+        linalg.YieldOp([block.arguments[0]])
+    return [transposed.results[0]]
+
+
+@lowering(TensorExtract)
+def _lower_tensor_extract(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    op: TensorExtract = ctx.op  # type: ignore[assignment]
+    source = ctx.ranked(op.operand, "operand")
+    if len(op.indices) != len(source.shape):
+        raise ctx.error(
+            f"needs {len(source.shape)} indices for {format_type(source)}, got {len(op.indices)}"
+        )
+    indices = [arith.IndexCastOp(index_type(), index).result for index in ctx.operands[1:]]
+    return [tensor.ExtractOp(ctx.operands[0], indices).result]
+
+
+def _arith_binary(ctx: LoweringRuleContext, float_op, integer_op) -> Sequence[ir.Value]:
+    """Add/Mul: arith on scalars, a broadcasting linalg.generic on tensors."""
+    element = ctx.niro_results[0].type
+    element = element if isinstance(element, ScalarType) else element.element_type
+    if element.is_bool:
+        raise ctx.error("does not compute on i1 (BOOL)")
+    build = float_op if element.is_float else integer_op
+    if isinstance(ctx.niro_results[0].type, ScalarType):
+        return [build(ctx.operands[0], ctx.operands[1])]
+    return [ctx.elementwise(lambda elements: build(elements[0], elements[1]))]
+
+
+@lowering(Add)
+def _lower_add(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    return _arith_binary(ctx, arith.addf, arith.addi)
+
+
+@lowering(Mul)
+def _lower_mul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    return _arith_binary(ctx, arith.mulf, arith.muli)
+
+
+@lowering(MatMul)
+def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    op: MatMul = ctx.op  # type: ignore[assignment]
+    lhs = ctx.ranked(op.lhs, "lhs")
+    rhs = ctx.ranked(op.rhs, "rhs")
+    result = ctx.ranked(op.result, "result")
+    if len(lhs.shape) != 2 or len(rhs.shape) != 2 or len(result.shape) != 2:
+        raise ctx.error(f"expected rank-2 operands, got {format_type(lhs)} and {format_type(rhs)}")
+    if result.element_type.is_bool:
+        raise ctx.error("does not compute on i1 (BOOL)")
+    sizes = [
+        ctx.dim_size(ctx.operands[0], 0) if result.shape[0] is None else None,
+        ctx.dim_size(ctx.operands[1], 1) if result.shape[1] is None else None,
+    ]
+    init = ctx.empty_tensor(result, sizes)
+    zero = ctx.zero(ir.RankedTensorType(ctx.result_types[0]).element_type)
+    filled = _only_value(linalg.fill(zero, outs=[init]))
+    return [_only_value(linalg.matmul(ctx.operands[0], ctx.operands[1], outs=[filled]))]
+
+
+def _only_value(built) -> ir.Value:
+    """The single result of a linalg structured-op helper (a Value or a one-item result list)."""
+    return built if isinstance(built, ir.Value) else built[0]
+
+
+@lowering(Call)
+def _lower_call(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    op: Call = ctx.op  # type: ignore[assignment]
+    if op.callee not in ctx.lowering.module.function_names:
+        raise ctx.error(f"calls @{op.callee}, which is not a function of this module")
+    call = func.CallOp(
+        list(ctx.result_types), ir.FlatSymbolRefAttr.get(op.callee), list(ctx.operands)
+    )
+    return list(call.results)
+
+
+@lowering(Branch)
+def _lower_branch(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    op: Branch = ctx.op  # type: ignore[assignment]
+    cf.BranchOp(list(ctx.operands), ctx.lowering.block_for(op.target))
+    return []
+
+
+@lowering(CondBranch)
+def _lower_cond_branch(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    op: CondBranch = ctx.op  # type: ignore[assignment]
+    true_count = len(op.true_arguments)
+    cf.CondBranchOp(
+        ctx.operands[0],
+        list(ctx.operands[1 : 1 + true_count]),
+        list(ctx.operands[1 + true_count :]),
+        ctx.lowering.block_for(op.true_target),
+        ctx.lowering.block_for(op.false_target),
+    )
+    return []
+
+
+@lowering(Return)
+def _lower_return(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    func.ReturnOp(list(ctx.operands))
+    return []
+
+
+@lowering(Yield)
+def _lower_yield(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    ctx.lowering.build_yield(ctx)
+    return []
+
+
+@lowering(If)
+def _lower_if(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    op: If = ctx.op  # type: ignore[assignment]
+    if_op = scf.IfOp(ctx.operands[0], list(ctx.result_types), has_else=True)
+    for index, (niro_region, block) in enumerate(
+        ((op.then_region, if_op.then_block), (op.else_region, if_op.else_block))
+    ):
+        if len(niro_region.blocks) != 1 or niro_region.blocks[0].arguments:
+            raise ctx.error("expects each region to hold one argument-free block")
+        ctx.lowering.lower_single_block(
+            niro_region.blocks[0],
+            block,
+            ctx.niro_location.path + (f"region#{index}", "^bb0"),
+            yield_builder=_build_scf_yield,
+        )
+    return list(if_op.results)
+
+
+def _build_scf_yield(ctx: LoweringRuleContext) -> None:
+    scf.YieldOp(list(ctx.operands))
+
+
+@lowering(UnknownOp)
+def _lower_unknown(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    op: UnknownOp = ctx.op  # type: ignore[assignment]
+    rule = lowering_for(op.name)
+    if rule is not None:
+        return rule(ctx)
+    return ctx.lowering.build_generic(ctx)
+
+
+_missing = [kind.__name__ for kind in OP_KINDS if kind not in KNOWN_LOWERINGS]
+if _missing:  # pragma: no cover - a new op kind without a rule fails at import
+    raise AssertionError(f"no MLIR lowering for Niro op kinds: {', '.join(_missing)}")
