@@ -11,6 +11,7 @@ from .errors import NirocError, ParseError, VerifyError
 from .literals import literal_problem
 from .ops import (
     OP_KINDS,
+    OPSET_ATTRIBUTE,
     Add,
     Branch,
     Call,
@@ -60,6 +61,7 @@ from .walk import walk_blocks, walk_ops
 
 __all__ = [
     "OP_KINDS",
+    "OPSET_ATTRIBUTE",
     "VERIFIER_RULES",
     "VerifierRule",
     "broadcast_shapes",

@@ -39,6 +39,7 @@ __all__ = [
     "UnknownOp",
     "Op",
     "OP_KINDS",
+    "OPSET_ATTRIBUTE",
     "op_name",
     "operands_of",
     "results_of",
@@ -231,6 +232,11 @@ class UnknownOp:
         self.successors = _tuple(self.successors)
         if self.attributes is None:
             self.attributes = {}
+
+
+OPSET_ATTRIBUTE = "niro.opset"
+"""UnknownOp attribute: the version of the op set (e.g. the ONNX opset of the op's domain) whose
+semantics the op has, so a registered lowering can refuse versions it does not implement."""
 
 
 Op = Union[

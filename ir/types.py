@@ -54,6 +54,11 @@ class ScalarType(enum.Enum):
         return _BYTE_WIDTHS[self]
 
     @property
+    def numpy_name(self) -> str:
+        """The numpy dtype name of one element (`bfloat16` needs the ml_dtypes package)."""
+        return _NUMPY_NAMES[self]
+
+    @property
     def is_bool(self) -> bool:
         return self is ScalarType.BOOL
 
@@ -111,6 +116,21 @@ _BYTE_WIDTHS = {
     ScalarType.BF16: 2,
     ScalarType.F32: 4,
     ScalarType.F64: 8,
+}
+_NUMPY_NAMES = {
+    ScalarType.BOOL: "bool",
+    ScalarType.I8: "int8",
+    ScalarType.I16: "int16",
+    ScalarType.I32: "int32",
+    ScalarType.I64: "int64",
+    ScalarType.U8: "uint8",
+    ScalarType.U16: "uint16",
+    ScalarType.U32: "uint32",
+    ScalarType.U64: "uint64",
+    ScalarType.F16: "float16",
+    ScalarType.BF16: "bfloat16",
+    ScalarType.F32: "float32",
+    ScalarType.F64: "float64",
 }
 _FLOATS = frozenset({ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64})
 _SIGNED = frozenset({ScalarType.I8, ScalarType.I16, ScalarType.I32, ScalarType.I64})

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 from niro.ir import Location, Op, TensorType, Value, format_type, op_name, operands_of, results_of
 
 from .bindings import arith, ir, linalg, tensor
@@ -34,6 +35,8 @@ __all__ = [
     "unregister_lowering",
     "registered_lowerings",
     "lowering_for",
+    "registered_lowering",
+    "RegisteredLowering",
 ]
 
 
@@ -80,6 +83,11 @@ class LoweringRuleContext:
         if type_.shape is None:
             raise self.error(f"needs a ranked tensor {what}, got {format_type(type_)}")
         return type_
+
+    def constant_operand(self, index: int) -> np.ndarray | None:
+        """Operand `index` as a numpy array when it is a compile-time constant (defined by a
+        Const or a GetGlobal), else None: for axes, shapes, pads given as ONNX inputs."""
+        return self.lowering.constant_value(self.niro_operands[index])
 
     # -- builders ---------------------------------------------------------------------------------
 
@@ -190,7 +198,7 @@ LoweringRule = Callable[[LoweringRuleContext], Sequence[ir.Value]]
 KNOWN_LOWERINGS: dict[type, LoweringRule] = {}
 """Niro op class -> rule; `rules.py` fills it and checks it covers `OP_KINDS`."""
 
-_REGISTERED: dict[str, LoweringRule] = {}
+_REGISTERED: dict[str, RegisteredLowering] = {}
 
 
 def lowering(op_class: type) -> Callable[[LoweringRule], LoweringRule]:
@@ -205,13 +213,34 @@ def lowering(op_class: type) -> Callable[[LoweringRule], LoweringRule]:
     return register
 
 
+@dataclass(frozen=True, slots=True)
+class RegisteredLowering:
+    """A registered UnknownOp lowering and the op-set versions it implements (`until` inclusive,
+    None = every later version)."""
+
+    name: str
+    rule: LoweringRule
+    since: int = 1
+    until: int | None = None
+
+    def supports(self, version: int) -> bool:
+        return version >= self.since and (self.until is None or version <= self.until)
+
+    def describe_versions(self) -> str:
+        if self.until is None:
+            return f"opset {self.since} and later"
+        return f"opsets {self.since} to {self.until}"
+
+
 def register_lowering(
-    name: str, *, replace: bool = False
+    name: str, *, since: int = 1, until: int | None = None, replace: bool = False
 ) -> Callable[[LoweringRule], LoweringRule]:
     """Registers the lowering of the UnknownOp called `name` (`@register_lowering("onnx.Relu")`).
 
     The rule gets a `LoweringRuleContext` and returns the MLIR values of the op's results.
-    Registering a name twice is an error unless `replace=True`.
+    `since`/`until` bound the op-set versions (the op's `niro.opset` attribute) it implements;
+    an op of another version is refused with a LoweringError rather than lowered with the wrong
+    semantics. Registering a name twice is an error unless `replace=True`.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"an UnknownOp lowering needs a non-empty op name, got {name!r}")
@@ -219,7 +248,7 @@ def register_lowering(
     def register(rule: LoweringRule) -> LoweringRule:
         if name in _REGISTERED and not replace:
             raise ValueError(f"'{name}' already has a registered MLIR lowering")
-        _REGISTERED[name] = rule
+        _REGISTERED[name] = RegisteredLowering(name, rule, since, until)
         return rule
 
     return register
@@ -227,7 +256,7 @@ def register_lowering(
 
 def unregister_lowering(name: str) -> LoweringRule:
     """Removes and returns the lowering registered for `name` (KeyError when there is none)."""
-    return _REGISTERED.pop(name)
+    return _REGISTERED.pop(name).rule
 
 
 def registered_lowerings() -> tuple[str, ...]:
@@ -235,5 +264,11 @@ def registered_lowerings() -> tuple[str, ...]:
     return tuple(sorted(_REGISTERED))
 
 
-def lowering_for(name: str) -> LoweringRule | None:
+def registered_lowering(name: str) -> RegisteredLowering | None:
+    """The registration for `name`, with its op-set range (for `niroc ops`)."""
     return _REGISTERED.get(name)
+
+
+def lowering_for(name: str) -> LoweringRule | None:
+    registration = _REGISTERED.get(name)
+    return None if registration is None else registration.rule

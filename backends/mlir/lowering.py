@@ -16,9 +16,12 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 from niro.ir import (
     Block,
+    Const,
     Function,
+    GetGlobal,
     Location,
     Module,
     Op,
@@ -35,6 +38,7 @@ from niro.ir import (
     regions_of,
     results_of,
     successors_of,
+    walk_ops,
 )
 
 from . import rules as _rules  # noqa: F401  (fills KNOWN_LOWERINGS; checks it is complete)
@@ -229,6 +233,7 @@ class FunctionLowering:
         self._blocks: dict[int, ir.Block] = {}
         self._yield_builders: list[YieldBuilder] = []
         self._constants = 0
+        self._definitions: dict[ValueId, Op] | None = None
 
     # -- entry points -------------------------------------------------------------------------
 
@@ -249,6 +254,38 @@ class FunctionLowering:
             self.lower_region(function.body, func_op.body, (), yield_builder=None)
 
     # -- services for rules ---------------------------------------------------------------------
+
+    def constant_value(self, value: Value) -> np.ndarray | None:
+        """`value`'s contents as a numpy array when a Const or GetGlobal defines it, else None.
+
+        Lowerings of ops whose axes, shapes or pads arrive as operands need them at compile time.
+        The array is a read-only view of the literal's buffer (no copy); BF16 data is not
+        decoded (None)."""
+        if self._definitions is None:
+            self._definitions = {
+                result.id: op for op in walk_ops(self.function) for result in results_of(op)
+            }
+        op = self._definitions.get(value.id)
+        if isinstance(op, Const):
+            literal = op.literal
+        elif isinstance(op, GetGlobal):
+            global_ = self.module.niro.get_global(op.name)
+            if global_ is None:
+                return None
+            literal = global_.initializer
+        else:
+            return None
+        type_ = value.type
+        element = type_ if isinstance(type_, ScalarType) else type_.element_type
+        if element is ScalarType.BF16:
+            return None
+        dtype = np.dtype(element.numpy_name).newbyteorder("<")
+        if isinstance(literal, (bool, int, float)):
+            return np.asarray(literal, dtype=dtype)
+        if not isinstance(type_, TensorType) or not type_.is_static:
+            return None
+        array = np.frombuffer(literal, dtype=dtype)
+        return array.reshape(type_.shape)
 
     def next_constant_name(self) -> str:
         """The base blob name of the next tensor Const in this function (`main.const0`...)."""

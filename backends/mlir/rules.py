@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from niro.ir import (
     OP_KINDS,
+    OPSET_ATTRIBUTE,
     Add,
     Branch,
     Call,
@@ -31,7 +32,7 @@ from niro.ir import (
 )
 
 from .bindings import arith, cf, func, ir, linalg, scf, tensor
-from .context import KNOWN_LOWERINGS, LoweringRuleContext, lowering, lowering_for
+from .context import KNOWN_LOWERINGS, LoweringRuleContext, lowering, registered_lowering
 from .literals import scalar_attr, tensor_data_attr
 from .types import index_type, lower_type
 
@@ -233,10 +234,15 @@ def _build_scf_yield(ctx: LoweringRuleContext) -> None:
 @lowering(UnknownOp)
 def _lower_unknown(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     op: UnknownOp = ctx.op  # type: ignore[assignment]
-    rule = lowering_for(op.name)
-    if rule is not None:
-        return rule(ctx)
-    return ctx.lowering.build_generic(ctx)
+    registration = registered_lowering(op.name)
+    if registration is None:
+        return ctx.lowering.build_generic(ctx)
+    version = op.attributes.get(OPSET_ATTRIBUTE)
+    if isinstance(version, int) and not isinstance(version, bool) and not registration.supports(version):
+        raise ctx.error(
+            f"is not supported at opset {version} (niroc lowers {registration.describe_versions()})"
+        )
+    return registration.rule(ctx)
 
 
 _missing = [kind.__name__ for kind in OP_KINDS if kind not in KNOWN_LOWERINGS]
