@@ -1,0 +1,207 @@
+"""The state a node converter sees: value ids, scopes, the node, its inputs and result types.
+
+A `FunctionBuilder` hands out ValueIds (one counter per Niro Function, nested regions included,
+so ids are unique function-wide). A `Scope` maps ONNX values (onnx_ir `Value` objects, which
+onnx_ir already resolves across subgraph boundaries) to Niro values and owns the Block new ops go
+into; a subgraph's scope chains to its parent's, so captured outer values resolve and inner
+values stay invisible outside. A `NodeContext` is what a converter in `converters.py` gets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import onnx
+import onnx_ir as ir
+from niro.ir import Block, Buffer, Op, Region, ScalarType, TensorType, Type, Value, ValueId
+
+from .errors import OnnxImportError
+from .inference import GraphTypes
+from .onnx_types import UnsupportedTypeError, niro_type_from_proto, schema_element_type
+
+__all__ = ["FunctionBuilder", "NodeContext", "Scope", "describe_node", "node_label", "op_type_label"]
+
+
+class FunctionBuilder:
+    """Hands out the ValueIds of one Niro Function."""
+
+    def __init__(self) -> None:
+        self._next = 0
+
+    def new_value(self, type_: Type) -> Value:
+        value = Value(ValueId(self._next), type_)
+        self._next += 1
+        return value
+
+
+@dataclass(eq=False)
+class Scope:
+    """ONNX values visible in one block, chained to the enclosing graph's scope."""
+
+    block: Block
+    parent: Scope | None = None
+    values: dict[ir.Value, Value] = field(default_factory=dict)
+
+    def lookup(self, onnx_value: ir.Value) -> Value | None:
+        scope: Scope | None = self
+        while scope is not None:
+            found = scope.values.get(onnx_value)
+            if found is not None:
+                return found
+            scope = scope.parent
+        return None
+
+    def bind(self, onnx_value: ir.Value, value: Value) -> None:
+        self.values[onnx_value] = value
+
+
+def op_type_label(node: ir.Node | onnx.NodeProto) -> str:
+    """`Conv` for the default domain, `com.microsoft.FusedMatMul` otherwise."""
+    if node.domain in ("", "ai.onnx"):
+        return node.op_type
+    return f"{node.domain}.{node.op_type}"
+
+
+def node_label(node: ir.Node | onnx.NodeProto, index: int) -> str:
+    """The node's name, or `OpType_index` (its position in its graph) when it has none."""
+    return node.name or f"{node.op_type}_{index}"
+
+
+def describe_node(node: ir.Node | onnx.NodeProto, index: int) -> str:
+    return f"node '{node_label(node, index)}' ({op_type_label(node)})"
+
+
+def resolve_type(
+    type_proto,
+    onnx_value: ir.Value,
+    what: str,
+    filename: str,
+    fallback_element: Callable[[], ScalarType | None] | None = None,
+) -> TensorType:
+    """The Niro type of a value from its inferred `type_proto` (or its declared type).
+
+    A value without a known shape becomes an unranked tensor (its element type from the
+    declaration, else from `fallback_element`, the op schema's answer); one without even a
+    known element type, or of a type Niro lacks (sequence, map, string, ...), is an
+    OnnxImportError naming it.
+    """
+    prefix = f"value '{onnx_value.name}' ({what})"
+    try:
+        found = niro_type_from_proto(type_proto)
+    except UnsupportedTypeError as error:
+        raise OnnxImportError(f"{prefix}: {error}", filename=filename) from None
+    if found is None and onnx_value.type is not None:
+        try:
+            declared = ir.serde.serialize_type(onnx_value.type)
+            found = niro_type_from_proto(declared)
+        except UnsupportedTypeError as error:
+            raise OnnxImportError(f"{prefix}: {error}", filename=filename) from None
+        except Exception:  # an onnx_ir type it cannot serialise: treat as unknown
+            found = None
+        if found is not None:
+            found = TensorType(found.element_type, None)
+    if found is None and fallback_element is not None:
+        element = fallback_element()
+        if element is not None:
+            found = TensorType(element, None)
+    if found is None:
+        raise OnnxImportError(
+            f"{prefix}: element type is unknown (shape inference could not type it)",
+            filename=filename,
+        )
+    return found
+
+
+@dataclass(eq=False)
+class NodeContext:
+    """One ONNX node being converted: its resolved inputs (None where absent) and where to emit."""
+
+    node: ir.Node
+    index: int
+    inputs: tuple[Value | None, ...]
+    builder: FunctionBuilder
+    scope: Scope
+    types: GraphTypes
+    opsets: dict[str, int]
+    filename: str
+    read_tensor: Callable[[ir.TensorProtocol, str], tuple[TensorType, Buffer]]
+    """(tensor, what) -> its Niro type and packed bytes; `what` names it in errors."""
+    build_region: Callable[[NodeContext, str, int], tuple[Region, tuple[Value, ...]]]
+    """(ctx, graph attribute name, position) -> the subgraph as a Region and its yielded values."""
+
+    @property
+    def loc(self) -> str:
+        return node_label(self.node, self.index)
+
+    def error(self, message: str) -> OnnxImportError:
+        return OnnxImportError(f"{describe_node(self.node, self.index)}: {message}", filename=self.filename)
+
+    def emit(self, op: Op) -> None:
+        self.scope.block.operations.append(op)
+
+    def new_value(self, type_: Type) -> Value:
+        return self.builder.new_value(type_)
+
+    def bind(self, output_index: int, value: Value) -> None:
+        """Make the node's output `output_index` (if it has one) denote `value`."""
+        outputs = self.node.outputs
+        if output_index < len(outputs) and outputs[output_index].name:
+            self.scope.bind(outputs[output_index], value)
+
+    def result_type(self, output_index: int) -> TensorType:
+        """The inferred type of output `output_index`."""
+        output = self.node.outputs[output_index]
+        what = f"output of node '{node_label(self.node, self.index)}'"
+        return resolve_type(
+            self.types.values.get(output.name),
+            output,
+            what,
+            self.filename,
+            lambda: schema_element_type(self.node, output_index, self.inputs, self.opset(self.node.domain)),
+        )
+
+    def inferred_type(self, output_index: int) -> TensorType | None:
+        """The inferred type of an output, or None when inference has none Niro can hold."""
+        output = self.node.outputs[output_index]
+        try:
+            return niro_type_from_proto(self.types.values.get(output.name))
+        except UnsupportedTypeError:
+            return None
+
+    def opset(self, domain: str = "") -> int:
+        if domain in ("", "ai.onnx"):
+            return self.opsets.get("", self.opsets.get("ai.onnx", 1))
+        return self.opsets.get(domain, 1)
+
+    def read_node_tensor(self, tensor: ir.TensorProtocol, what: str) -> tuple[TensorType, Buffer]:
+        """`read_tensor` for a tensor of this node (`what`: `attribute 'value'`): errors name
+        the node."""
+        return self.read_tensor(tensor, f"{describe_node(self.node, self.index)}: {what}")
+
+    def attribute(self, name: str) -> ir.Attr | None:
+        return self.node.attributes.get(name)
+
+    def int_attribute(self, name: str, default: int) -> int:
+        found = self.attribute(name)
+        if found is None:
+            return default
+        if found.type is not ir.AttributeType.INT:
+            raise self.error(f"attribute '{name}' must be an int, got {found.type.name}")
+        return int(found.value)
+
+    def float_attribute(self, name: str, default: float) -> float:
+        found = self.attribute(name)
+        if found is None:
+            return default
+        if found.type is not ir.AttributeType.FLOAT:
+            raise self.error(f"attribute '{name}' must be a float, got {found.type.name}")
+        return float(found.value)
+
+    def ints_attribute(self, name: str) -> tuple[int, ...] | None:
+        found = self.attribute(name)
+        if found is None:
+            return None
+        if found.type is not ir.AttributeType.INTS:
+            raise self.error(f"attribute '{name}' must be a list of ints, got {found.type.name}")
+        return tuple(int(item) for item in found.value)

@@ -1,0 +1,523 @@
+"""ONNX model -> Niro Module: the graph walk that ties the frontend together.
+
+The main graph becomes a Function named after the graph; initializers (of any graph) become
+Globals read through GetGlobal where used; each node goes to its converter in `CONVERTERS`, to a
+Call of a specialised model-local function, or else to an UnknownOp named `onnx.<OpType>`
+(`<domain>.<OpType>` for other domains) whose graph attributes become regions. Types come from
+`inference` (ONNX shape inference on a weightless copy); tensor data from `tensors` and
+`external_data` without copies.
+
+This module must not let a raw exception escape for bad input: every failure is an
+OnnxImportError naming the node, value or initializer.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+from niro.ir import (
+    OPSET_ATTRIBUTE,
+    Block,
+    Buffer,
+    Call,
+    Function,
+    FunctionType,
+    GetGlobal,
+    Global,
+    Module,
+    Region,
+    Return,
+    TensorType,
+    UnknownOp,
+    Value,
+    Yield,
+    format_type,
+)
+
+from .attributes import AttributeConversionError, generic_attribute
+from .context import FunctionBuilder, NodeContext, Scope, describe_node, node_label, resolve_type
+from .converters import CONVERTERS
+from .errors import OnnxImportError, first_line
+from .external_data import ExternalDataError, ExternalDataReader
+from .functions import FunctionKey, specialization_key, specialize
+from .inference import GraphTypes, InferenceFailure, infer_types
+from .symbols import SymbolTable
+from .tensors import TensorDataError, pack_tensor_proto, scalar_type_for
+from .validation import StructureError, check_graph, check_text
+from .wire import split_raw_data
+
+__all__ = ["ImportedModel", "import_model", "import_model_with_info", "load_onnx_text"]
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+@dataclass
+class ImportedModel:
+    """An imported Module and what ties it back to the ONNX model.
+
+    `onnx_names` maps every module symbol to the ONNX name it came from (the graph's name for
+    the main Function, an initializer's name for a Global, a function's name for each of its
+    specialisations). `input_defaults` maps each graph input that is also an initializer (old IR
+    versions) to the Global holding its default value; the input itself stays a Function input.
+    """
+
+    module: Module
+    main: str
+    onnx_names: dict[str, str] = field(default_factory=dict)
+    input_defaults: dict[str, str] = field(default_factory=dict)
+
+
+def load_onnx_text(path: str | os.PathLike, *, filename: str | None = None) -> onnx.ModelProto:
+    """Parse a model written in ONNX's text syntax (`.onnxtxt`)."""
+    display = filename or os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as error:
+        raise OnnxImportError(f"cannot read model: {first_line(error)}", filename=display) from error
+    return _parse_text(text, display)
+
+
+def _parse_text(text: str, display: str) -> onnx.ModelProto:
+    try:
+        return onnx.parser.parse_model(text)
+    except Exception as error:  # onnx.parser.ParseError and friends
+        raise OnnxImportError(f"cannot parse ONNX text: {first_line(error)}", filename=display) from error
+
+
+def _load_binary(path: str, display: str) -> tuple[onnx.ModelProto, dict[str, memoryview]]:
+    """The model in a `.onnx` file, and its main-graph initializers' raw_data as views into the
+    mapped file (see `wire`): inline weights are then never copied."""
+    try:
+        with open(path, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            data: bytes | mmap.mmap
+            if stat.S_ISREG(info.st_mode) and info.st_size:
+                data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            else:  # empty, or a pipe such as /dev/stdin: read what comes
+                data = handle.read()
+    except OSError as error:
+        raise OnnxImportError(f"cannot read model: {first_line(error)}", filename=display) from error
+    split = split_raw_data(data)
+    remainder, spans = split if split is not None else (bytes(data), {})
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(remainder)
+    except Exception as error:  # google.protobuf.message.DecodeError
+        raise OnnxImportError(f"not an ONNX model: {first_line(error)}", filename=display) from error
+    whole = memoryview(data)
+    return model, {name: whole[start:end] for name, (start, end) in spans.items()}
+
+
+@dataclass
+class _Source:
+    """A loaded model: the message, its name for messages, the folder its external data lives
+    in, and (for a binary file) its main-graph initializers' raw_data, split out of the message
+    as views into the mapped file."""
+
+    model: onnx.ModelProto
+    display: str
+    base_dir: str | None
+    raw_views: dict[str, memoryview] = field(default_factory=dict)
+
+
+def _load(source, filename: str | None) -> _Source:
+    if isinstance(source, onnx.ModelProto):
+        base_dir = os.path.dirname(os.path.abspath(filename)) if filename else None
+        return _Source(source, filename or "<model>", base_dir)
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        display = filename or path
+        base_dir = os.path.dirname(os.path.abspath(path))
+        if path.endswith(".onnxtxt"):
+            return _Source(load_onnx_text(path, filename=display), display, base_dir)
+        model, raw_views = _load_binary(path, display)
+        return _Source(model, display, base_dir, raw_views)
+    raise TypeError(f"import_model takes a path or an onnx.ModelProto, got {type(source).__name__}")
+
+
+@contextmanager
+def _quiet_onnx_ir() -> Iterator[None]:
+    """onnx_ir logs a warning per dangling name; we report those ourselves, as errors."""
+    logger = logging.getLogger("onnx_ir")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _deserialize(model: onnx.ModelProto, display: str) -> ir.Model:
+    try:
+        with _quiet_onnx_ir():
+            return ir.serde.deserialize_model(model)
+    except Exception as error:
+        # onnx_ir wraps the root cause in one "Error calling ..." layer per nesting level
+        root: BaseException = error
+        while root.__cause__ is not None:
+            root = root.__cause__
+        message = first_line(root)
+        if "Map types are not supported" in message:
+            message = "map types are not supported"
+        raise OnnxImportError(f"cannot read model: {message}", filename=display) from error
+
+
+def _opsets(model: onnx.ModelProto) -> dict[str, int]:
+    return {("" if entry.domain == "ai.onnx" else entry.domain): entry.version for entry in model.opset_import}
+
+
+def _op_name(node: ir.Node) -> str:
+    domain = "onnx" if node.domain in _DEFAULT_DOMAINS else node.domain
+    return f"{domain}.{node.op_type}"
+
+
+class _Importer:
+    """One import: the module being built and the tables that outlive a single graph."""
+
+    def __init__(self, source: _Source) -> None:
+        model = self.model = source.model
+        self.filename = source.display
+        self.reader = ExternalDataReader(source.base_dir)
+        self.raw_views = source.raw_views
+        self.symbols = SymbolTable()
+        self.module = Module()
+        self.global_for: dict[ir.Value, Global] = {}
+        self.input_defaults: dict[str, str] = {}
+        self.function_protos: dict[FunctionKey, onnx.FunctionProto] = {
+            (function.domain, function.name, function.overload): function for function in model.functions
+        }
+        self.specializations: dict[tuple, Function] = {}
+        self.in_progress: list[FunctionKey] = []
+        self.main_graph: ir.Graph | None = None
+
+    def error(self, message: str) -> OnnxImportError:
+        return OnnxImportError(message, filename=self.filename)
+
+    # -- driver --------------------------------------------------------------------------------
+
+    def _check(self, model: onnx.ModelProto, what: str) -> None:
+        try:
+            for function in model.functions:
+                check_text(function.name, "function name")
+                check_text(function.domain, f"function '{function.name}': domain")
+            check_graph(model.graph, what, _opsets(model), self.function_protos)
+        except StructureError as error:
+            raise self.error(str(error)) from None
+
+    def run(self) -> ImportedModel:
+        if not self.model.HasField("graph"):
+            raise self.error("not an ONNX model: it has no graph")
+        self._check(self.model, f"graph '{self.model.graph.name}'")
+        ir_model = _deserialize(self.model, self.filename)
+        graph = self.main_graph = ir_model.graph
+        for declared, value in zip(self.model.graph.input, graph.inputs, strict=True):
+            # before shape inference: ONNX's C++ code is not robust to every odd input type
+            resolve_type(declared.type, value, f"input of graph '{graph.name}'", self.filename)
+        types = self._infer(self.model)
+        main = self.symbols.claim(graph.name or "main", fallback="main")
+        opsets = dict(ir_model.opset_imports)
+        function = self._import_function(graph, types, opsets, main, f"graph '{graph.name}'")
+        self.module.functions.insert(0, function)
+        return ImportedModel(self.module, main, dict(self.symbols.onnx_names), self.input_defaults)
+
+    def _infer(self, model: onnx.ModelProto) -> GraphTypes:
+        try:
+            return infer_types(model, self.raw_views)
+        except InferenceFailure as error:
+            raise self.error(f"shape inference failed: {first_line(error)}") from error
+
+    # -- tensors and globals -------------------------------------------------------------------
+
+    def read_tensor(
+        self, tensor: ir.TensorProtocol | None, what: str, raw_view: memoryview | None = None
+    ) -> tuple[TensorType, Buffer]:
+        """A tensor's Niro type and bytes: inline data as views, external data mapped.
+
+        `raw_view` is the tensor's raw_data found in the model file's bytes, if known."""
+        if tensor is None:
+            raise self.error(f"{what} has no data")
+        try:
+            if isinstance(tensor, ir.ExternalTensor):
+                return self._read_external(tensor)
+            if isinstance(tensor, ir.serde.TensorProtoTensor):
+                return pack_tensor_proto(tensor.raw, raw_view)
+            scalar = scalar_type_for(int(tensor.dtype))
+            dims = tuple(int(dim) for dim in tensor.shape.dims)
+            data = np.ascontiguousarray(tensor.numpy())
+            return TensorType(scalar, dims), memoryview(data).cast("B")
+        except (TensorDataError, ExternalDataError) as error:
+            raise self.error(f"{what}: {error}") from None
+
+    def _read_external(self, tensor: ir.ExternalTensor) -> tuple[TensorType, Buffer]:
+        scalar = scalar_type_for(int(tensor.dtype))
+        dims = tuple(tensor.shape.dims)
+        if any(not isinstance(dim, int) or dim < 0 for dim in dims):
+            raise TensorDataError(f"has invalid dims {list(dims)}")
+        tensor_type = TensorType(scalar, dims)
+        count = 1
+        for dim in dims:
+            count *= dim
+        data = self.reader.view(os.fspath(tensor.location), tensor.offset, tensor.length, count * scalar.byte_width)
+        return tensor_type, data
+
+    def _register_initializers(self, graph: ir.Graph, *, main: bool = False) -> None:
+        for name, value in graph.initializers.items():
+            raw_view = self.raw_views.get(name) if main else None
+            tensor_type, data = self.read_tensor(value.const_value, f"initializer '{name}'", raw_view)
+            symbol = self.symbols.claim(name, fallback="weight")
+            global_ = Global(symbol, tensor_type, data)
+            self.module.globals.append(global_)
+            if value.is_graph_input():
+                self.input_defaults[name] = symbol
+            else:
+                self.global_for[value] = global_
+
+    # -- graphs --------------------------------------------------------------------------------
+
+    def _typed_inputs(
+        self, graph: ir.Graph, types: GraphTypes, builder: FunctionBuilder, scope: Scope, what: str
+    ) -> tuple[Value, ...]:
+        arguments = []
+        for onnx_value in graph.inputs:
+            type_ = resolve_type(types.values.get(onnx_value.name), onnx_value, f"input of {what}", self.filename)
+            value = builder.new_value(type_)
+            scope.bind(onnx_value, value)
+            arguments.append(value)
+        return tuple(arguments)
+
+    def _import_function(
+        self,
+        graph: ir.Graph,
+        types: GraphTypes,
+        opsets: dict[str, int],
+        symbol: str,
+        what: str,
+        input_names: tuple[str, ...] | None = None,
+        output_names: tuple[str, ...] | None = None,
+    ) -> Function:
+        builder = FunctionBuilder()
+        entry = Block()
+        scope = Scope(entry)
+        entry.arguments = self._typed_inputs(graph, types, builder, scope, what)
+        self._register_initializers(graph, main=graph is self.main_graph)
+        self._convert_nodes(graph, types, scope, builder, opsets)
+        outputs = tuple(self._resolve_output(scope, builder, value, what) for value in graph.outputs)
+        entry.operations.append(Return(outputs))
+        return Function(
+            name=symbol,
+            type=FunctionType(
+                tuple(argument.type for argument in entry.arguments), tuple(value.type for value in outputs)
+            ),
+            body=Region([entry]),
+            input_names=input_names or tuple(value.name or None for value in graph.inputs),
+            output_names=output_names or tuple(value.name or None for value in graph.outputs),
+        )
+
+    def build_region(self, ctx: NodeContext, attribute: str, position: int) -> tuple[Region, tuple[Value, ...]]:
+        """The subgraph in `ctx.node`'s graph attribute as a one-block Region ending in Yield.
+
+        The block's arguments are the subgraph's inputs (a Loop or Scan body's); values the
+        subgraph uses from outside resolve through the scope chain and stay captures.
+        """
+        found = ctx.node.attributes[attribute]
+        graph = found.value if found.type is ir.AttributeType.GRAPH else found.value[position]
+        types = ctx.types.subgraph(ctx.index, attribute, position)
+        block = Block()
+        scope = Scope(block, parent=ctx.scope)
+        what = f"graph '{graph.name}' (attribute '{attribute}' of {describe_node(ctx.node, ctx.index)})"
+        block.arguments = self._typed_inputs(graph, types, ctx.builder, scope, what)
+        self._register_initializers(graph)
+        self._convert_nodes(graph, types, scope, ctx.builder, ctx.opsets)
+        yielded = tuple(self._resolve_output(scope, ctx.builder, value, what) for value in graph.outputs)
+        block.operations.append(Yield(yielded, loc=ctx.loc))
+        return Region([block]), yielded
+
+    def _lookup(self, scope: Scope, builder: FunctionBuilder, onnx_value: ir.Value, loc: str | None) -> Value | None:
+        found = scope.lookup(onnx_value)
+        if found is not None:
+            return found
+        global_ = self.global_for.get(onnx_value)
+        if global_ is None:
+            return None
+        value = builder.new_value(global_.type)
+        scope.block.operations.append(GetGlobal(value, global_.name, loc=loc))
+        scope.bind(onnx_value, value)
+        return value
+
+    def _resolve_output(self, scope: Scope, builder: FunctionBuilder, onnx_value: ir.Value, what: str) -> Value:
+        found = self._lookup(scope, builder, onnx_value, None)
+        if found is None:
+            raise self.error(f"{what}: output '{onnx_value.name}' is not produced by any node, input or initializer")
+        return found
+
+    def _convert_nodes(
+        self, graph: ir.Graph, types: GraphTypes, scope: Scope, builder: FunctionBuilder, opsets: dict[str, int]
+    ) -> None:
+        for index, node in enumerate(graph):
+            inputs = []
+            for onnx_value in node.inputs:
+                if onnx_value is None or not onnx_value.name:
+                    inputs.append(None)
+                    continue
+                value = self._lookup(scope, builder, onnx_value, node_label(node, index))
+                if value is None:
+                    raise self.error(
+                        f"{describe_node(node, index)}: input '{onnx_value.name}' is not defined before the node"
+                    )
+                inputs.append(value)
+            ctx = NodeContext(
+                node=node,
+                index=index,
+                inputs=tuple(inputs),
+                builder=builder,
+                scope=scope,
+                types=types,
+                opsets=opsets,
+                filename=self.filename,
+                read_tensor=self.read_tensor,
+                build_region=self.build_region,
+            )
+            self._convert_node(ctx)
+
+    def _convert_node(self, ctx: NodeContext) -> None:
+        node = ctx.node
+        key = (node.domain, node.op_type, node.overload)
+        if key in self.function_protos:
+            self._call_function(ctx, key)
+            return
+        if node.domain in _DEFAULT_DOMAINS:
+            converter = CONVERTERS.get(node.op_type)
+            if converter is not None and converter(ctx):
+                return
+        self._convert_generic(ctx)
+
+    # -- everything else -----------------------------------------------------------------------
+
+    def _convert_generic(self, ctx: NodeContext) -> None:
+        """An UnknownOp keeping the node's operands, attributes, subgraphs (as regions) and
+        typed results; absent optional inputs/outputs are listed in `absent_inputs` /
+        `absent_outputs` (positions in the node's input/output lists)."""
+        node = ctx.node
+        attributes: dict = {}
+        regions: list[Region] = []
+        region_names: list[str] = []
+        for name, attribute in node.attributes.items():
+            if attribute.type is ir.AttributeType.GRAPH and not attribute.is_ref():
+                regions.append(self.build_region(ctx, name, 0)[0])
+                region_names.append(name)
+            elif attribute.type is ir.AttributeType.GRAPHS and not attribute.is_ref():
+                for position in range(len(attribute.value)):
+                    regions.append(self.build_region(ctx, name, position)[0])
+                    region_names.append(f"{name}#{position}")
+            else:
+                try:
+                    attributes[name] = generic_attribute(name, attribute, ctx.read_node_tensor)
+                except AttributeConversionError as error:
+                    raise ctx.error(str(error)) from None
+        if region_names:
+            attributes["regions"] = tuple(region_names)
+        absent_inputs = tuple(position for position, value in enumerate(ctx.inputs) if value is None)
+        if absent_inputs:
+            attributes["absent_inputs"] = absent_inputs
+        results = []
+        absent_outputs = []
+        for position, output in enumerate(node.outputs):
+            if not output.name:
+                absent_outputs.append(position)
+                continue
+            result = ctx.new_value(ctx.result_type(position))
+            results.append(result)
+            ctx.bind(position, result)
+        if absent_outputs:
+            attributes["absent_outputs"] = tuple(absent_outputs)
+        # NOTE: the opset in effect for the node's domain travels with the op, so an operator
+        # library can pick the semantics of that version (e.g. Softmax before and after 13).
+        attributes[OPSET_ATTRIBUTE] = ctx.opset(node.domain)
+        operands = tuple(value for value in ctx.inputs if value is not None)
+        ctx.emit(UnknownOp(_op_name(node), operands, tuple(results), attributes, tuple(regions), loc=ctx.loc))
+
+    # -- model-local functions -----------------------------------------------------------------
+
+    def _call_function(self, ctx: NodeContext, key: FunctionKey) -> None:
+        """A Call of the Niro Function specialised for this call site (built on first use)."""
+        function_proto = self.function_protos[key]
+        if len(ctx.inputs) > len(function_proto.input):
+            raise ctx.error(f"passes {len(ctx.inputs)} inputs to a function of {len(function_proto.input)}")
+        if len(ctx.node.outputs) > len(function_proto.output):
+            raise ctx.error(f"expects {len(ctx.node.outputs)} outputs from a function of {len(function_proto.output)}")
+        input_types = []
+        for value in ctx.inputs:
+            if value is not None and not isinstance(value.type, TensorType):
+                raise ctx.error(f"function input has non-tensor type {format_type(value.type)}")
+            input_types.append(None if value is None else value.type)
+        call_attributes = {}
+        for name, attribute in ctx.node.attributes.items():
+            if attribute.is_ref():
+                raise ctx.error(f"attribute '{name}' refers to a function attribute outside a function")
+            call_attributes[name] = ir.serde.serialize_attribute(attribute)
+        spec_key = specialization_key(key, input_types, call_attributes)
+        function = self.specializations.get(spec_key)
+        if function is None:
+            if key in self.in_progress:
+                raise ctx.error(f"function '{key[0]}.{key[1]}' calls itself (recursion is not allowed)")
+            self.in_progress.append(key)
+            try:
+                function = self._specialize(ctx, key, function_proto, input_types, call_attributes)
+            finally:
+                self.in_progress.pop()
+            self.specializations[spec_key] = function
+            self.module.functions.append(function)
+        results = tuple(ctx.new_value(type_) for type_ in function.type.outputs)
+        ctx.emit(Call(function.name, tuple(value for value in ctx.inputs if value is not None), results, loc=ctx.loc))
+        for position, result in enumerate(results):
+            ctx.bind(position, result)
+
+    def _specialize(self, ctx, key, function_proto, input_types, call_attributes) -> Function:
+        model = specialize(self.model, function_proto, input_types, call_attributes)
+        self._check(model, f"function '{function_proto.name}'")
+        try:
+            types = infer_types(model)
+        except InferenceFailure as error:
+            raise ctx.error(f"shape inference of function '{key[1]}' failed: {first_line(error)}") from error
+        ir_model = _deserialize(model, self.filename)
+        symbol = self.symbols.claim(function_proto.name, fallback="function")
+        present = tuple(name for name, type_ in zip(function_proto.input, input_types, strict=False) if type_ is not None)
+        return self._import_function(
+            ir_model.graph,
+            types,
+            dict(ir_model.opset_imports),
+            symbol,
+            f"function '{function_proto.name}'",
+            input_names=present,
+            output_names=tuple(function_proto.output),
+        )
+
+
+def import_model_with_info(source, *, filename: str | None = None) -> ImportedModel:
+    """Import `source` (a `.onnx` / `.onnxtxt` path or an `onnx.ModelProto`), with the tables
+    that tie the Module back to the ONNX model. `filename` names the model in messages (and,
+    for a ModelProto, locates the folder its external data lives in)."""
+    loaded = _load(source, filename)
+    try:
+        return _Importer(loaded).run()
+    except UnicodeDecodeError as error:
+        # protobuf (proto2) does not check string fields; Python decodes them on access
+        raise OnnxImportError(
+            f"not an ONNX model: a name or string attribute is not valid UTF-8 ({first_line(error)})",
+            filename=loaded.display,
+        ) from error
+
+
+def import_model(source, *, filename: str | None = None) -> Module:
+    """Import an ONNX model as a Niro Module; raises OnnxImportError for a model it refuses."""
+    return import_model_with_info(source, filename=filename).module

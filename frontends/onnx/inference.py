@@ -1,0 +1,149 @@
+"""Types for every ONNX value, from ONNX shape inference run on a weightless copy of the model.
+
+Shape inference serialises the whole model and would copy every weight (and fail past 2 GB), so
+it never sees one: `strip_weights` copies the model's structure with each large tensor (graph
+initializers and tensor attributes, at any depth) replaced by an external-data placeholder that
+keeps its name, element type and dims. Small tensors stay, so data propagation still folds
+shape arithmetic (`Reshape` by an initializer shape). Node order and nesting are unchanged, so
+the inferred graphs line up with the original's node by node.
+
+Inference runs with strict mode off (a node it cannot type is skipped, not fatal) and data
+propagation on. The result is a `GraphTypes` tree: the inferred `TypeProto` of each value name
+per graph, and the tree of each subgraph keyed by (node index, attribute name, position).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import onnx
+
+__all__ = ["GraphTypes", "InferenceFailure", "copy_fields", "infer_types", "strip_weights"]
+
+STRIP_THRESHOLD_BYTES = 4096
+"""Tensors bigger than this lose their data before shape inference (shape tensors are tiny)."""
+
+_PLACEHOLDER_LOCATION = "niroc-weights-stripped-for-shape-inference"
+
+
+class InferenceFailure(ValueError):
+    """ONNX shape inference raised although strict mode is off (the message says why)."""
+
+
+@dataclass
+class GraphTypes:
+    """Inferred types of one graph's values, and of its subgraphs'."""
+
+    values: dict[str, onnx.TypeProto] = field(default_factory=dict)
+    subgraphs: dict[tuple[int, str, int], GraphTypes] = field(default_factory=dict)
+
+    def subgraph(self, node_index: int, attribute: str, position: int = 0) -> GraphTypes:
+        return self.subgraphs.get((node_index, attribute, position)) or GraphTypes()
+
+
+def _is_repeated(descriptor) -> bool:
+    repeated = getattr(descriptor, "is_repeated", None)  # protobuf >= 5.28; `label` before
+    return descriptor.label == descriptor.LABEL_REPEATED if repeated is None else repeated
+
+
+def copy_fields(source, target, skip: frozenset[str]) -> None:
+    """Copy every set field of protobuf message `source` into `target`, except `skip`."""
+    for descriptor, value in source.ListFields():
+        if descriptor.name in skip:
+            continue
+        if _is_repeated(descriptor):
+            getattr(target, descriptor.name).extend(value)
+        elif descriptor.type == descriptor.TYPE_MESSAGE:
+            getattr(target, descriptor.name).CopyFrom(value)
+        else:
+            setattr(target, descriptor.name, value)
+
+
+def _data_bytes(tensor: onnx.TensorProto) -> int:
+    """An upper bound of the tensor's data size from its dims alone (never touching the data:
+    upb's ByteSize serialises the message, i.e. copies the weight)."""
+    count = 1
+    for dim in tensor.dims:
+        count *= max(dim, 0)
+    return count * 8
+
+
+def _strip_tensor(
+    source: onnx.TensorProto, target: onnx.TensorProto, split_raw: Mapping[str, memoryview] | None = None
+) -> None:
+    if source.data_location == onnx.TensorProto.EXTERNAL or _data_bytes(source) <= STRIP_THRESHOLD_BYTES:
+        target.CopyFrom(source)
+        if split_raw is not None and source.name in split_raw:
+            target.raw_data = bytes(split_raw[source.name])  # small: shape data to propagate
+        return
+    target.name = source.name
+    target.data_type = source.data_type
+    target.dims.extend(source.dims)
+    target.data_location = onnx.TensorProto.EXTERNAL
+    entry = target.external_data.add()
+    entry.key = "location"
+    entry.value = _PLACEHOLDER_LOCATION
+
+
+def _strip_attribute(source: onnx.AttributeProto, target: onnx.AttributeProto) -> None:
+    copy_fields(source, target, frozenset({"t", "tensors", "g", "graphs"}))
+    if source.HasField("t"):
+        _strip_tensor(source.t, target.t)
+    for tensor in source.tensors:
+        _strip_tensor(tensor, target.tensors.add())
+    if source.HasField("g"):
+        _strip_graph(source.g, target.g)
+    for graph in source.graphs:
+        _strip_graph(graph, target.graphs.add())
+
+
+def _strip_graph(
+    source: onnx.GraphProto, target: onnx.GraphProto, split_raw: Mapping[str, memoryview] | None = None
+) -> None:
+    copy_fields(source, target, frozenset({"initializer", "node"}))
+    for tensor in source.initializer:
+        _strip_tensor(tensor, target.initializer.add(), split_raw)
+    for node in source.node:
+        copy = target.node.add()
+        copy_fields(node, copy, frozenset({"attribute"}))
+        for attribute in node.attribute:
+            _strip_attribute(attribute, copy.attribute.add())
+
+
+def strip_weights(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | None = None) -> onnx.ModelProto:
+    """A copy of `model` whose large tensors carry no data (see the module docstring).
+
+    `split_raw` holds the raw_data of main-graph initializers that was split out of the
+    message before parsing (see `wire`); the small ones are put back for data propagation.
+    """
+    stripped = onnx.ModelProto()
+    copy_fields(model, stripped, frozenset({"graph"}))
+    _strip_graph(model.graph, stripped.graph, split_raw)
+    return stripped
+
+
+def _collect(graph: onnx.GraphProto) -> GraphTypes:
+    types = GraphTypes()
+    for info in (*graph.input, *graph.value_info, *graph.output):
+        if info.HasField("type"):
+            types.values[info.name] = info.type
+    for index, node in enumerate(graph.node):
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                types.subgraphs[(index, attribute.name, 0)] = _collect(attribute.g)
+            for position, subgraph in enumerate(attribute.graphs):
+                types.subgraphs[(index, attribute.name, position)] = _collect(subgraph)
+    return types
+
+
+def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | None = None) -> GraphTypes:
+    """The inferred types of `model`'s values (the model itself is left untouched)."""
+    stripped = strip_weights(model, split_raw)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(
+            stripped, check_type=False, strict_mode=False, data_prop=True
+        )
+    except Exception as error:  # onnx raises InferenceError, ValidationError, RuntimeError...
+        raise InferenceFailure(str(error)) from error
+    return _collect(inferred.graph)

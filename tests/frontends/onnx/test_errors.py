@@ -1,0 +1,183 @@
+"""Bad input: each failure is one OnnxImportError line naming the file and the node, value or
+initializer, never a raw exception."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import onnx
+import pytest
+from niro.frontends.onnx import OnnxImportError, import_model, load_onnx_text
+from onnx import TensorProto, helper
+
+OPSET = '<ir_version: 8, opset_import: ["" : 17, "local" : 1, "custom" : 1]>'
+
+
+def refuse(text: str, message: str) -> None:
+    with pytest.raises(OnnxImportError, match="^" + re.escape(f"m.onnx: {message}") + "$"):
+        import_model(onnx.parser.parse_model(OPSET + text), filename="m.onnx")
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nope.onnx"
+    with pytest.raises(OnnxImportError, match=re.escape(f"{path}: cannot read model: [Errno 2] No such file or directory")):
+        import_model(path)
+
+
+def test_not_a_protobuf(tmp_path: Path) -> None:
+    path = tmp_path / "junk.onnx"
+    path.write_bytes(b"\xff\xff\xff garbage")
+    with pytest.raises(OnnxImportError, match=re.escape(f"{path}: not an ONNX model: Error parsing message")):
+        import_model(path)
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "empty.onnx"
+    path.write_bytes(b"")
+    with pytest.raises(OnnxImportError, match=re.escape(f"{path}: not an ONNX model: it has no graph")):
+        import_model(path)
+    with pytest.raises(OnnxImportError, match=re.escape("<model>: not an ONNX model: it has no graph")):
+        import_model(onnx.ModelProto())
+
+
+def test_bad_onnx_text(tmp_path: Path) -> None:
+    path = tmp_path / "bad.onnxtxt"
+    path.write_text("<ir_version: 8> g (float x) => (float y) { y = Relu(x }")
+    with pytest.raises(OnnxImportError, match=re.escape(f"{path}: cannot parse ONNX text: ")):
+        load_onnx_text(path)
+    with pytest.raises(OnnxImportError, match=re.escape(f"{path}: cannot parse ONNX text: ")):
+        import_model(path)
+
+
+def test_binary_onnx_file_imports(tmp_path: Path) -> None:
+    path = tmp_path / "ok.onnx"
+    onnx.save(onnx.parser.parse_model(OPSET + "g (float x) => (float y) { y = Relu(x) }"), path)
+    assert import_model(path).functions[0].name == "g"
+
+
+def test_not_a_model_source() -> None:
+    with pytest.raises(TypeError, match="import_model takes a path or an onnx.ModelProto, got int"):
+        import_model(3)
+
+
+def test_sequence_value_names_the_node() -> None:
+    refuse(
+        """g (float[6] x) => (float[2] y) {
+          a = Relu(x)
+          zero = Constant <value_int = 0> ()
+          c = Relu(a)
+          seq = SplitToSequence(c)
+          y = SequenceAt(seq, zero)
+        }""",
+        "value 'seq' (output of node 'SplitToSequence_3'): sequence types are not supported",
+    )
+
+
+def test_string_input_is_refused() -> None:
+    refuse("g (string s) => (string t) { t = Identity(s) }",
+           "value 's' (input of graph 'g'): element type STRING is not supported")
+
+
+def test_undefined_input() -> None:
+    refuse("g (float x) => (float y) { y = Add(x, nope) }",
+           "node 'Add_0' (Add): input 'nope' is not defined before the node")
+
+
+def test_missing_required_input() -> None:
+    refuse("g (float x) => (float y) { y = Relu() }", "node 'Relu_0' (Relu): required input #0 ('X') is missing")
+
+
+def test_too_many_inputs() -> None:
+    refuse("g (float x) => (float y) { y = Relu(x, x) }", "node 'Relu_0' (Relu): has 2 inputs, at most 1 allowed")
+
+
+def test_undefined_input_in_a_subgraph() -> None:
+    refuse(
+        """g (bool c, float x) => (float y) {
+          y = If (c) <then_branch = t () => (float a) { a = Relu(nope) }, else_branch = e () => (float b) { b = Identity(x) }>
+        }""",
+        "node 'Relu_0' (Relu): input 'nope' is not defined before the node",
+    )
+
+
+def test_undefined_graph_output() -> None:
+    refuse("g (float x) => (float y, float z) { y = Relu(x) }",
+           "graph 'g': output 'z' is not produced by any node, input or initializer")
+
+
+def test_shapes_that_do_not_broadcast() -> None:
+    refuse("g (float[2] x, float[3] w) => (float[N] y) { y = Add(x, w) }",
+           "node 'Add_0' (Add): shapes (2,) and (3,) do not broadcast: dim 2 vs 3 at axis 0 of the broadcast result")
+
+
+def test_matmul_inner_dims_differ() -> None:
+    refuse("g (float[2, 3] x, float[4, 5] w) => (float[N, M] y) { y = MatMul(x, w) }",
+           "node 'MatMul_0' (MatMul): inner dimensions differ: tensor<2x3xf32> x tensor<4x5xf32>")
+
+
+def test_bad_transpose_permutation() -> None:
+    refuse("g (float[2, 3] x) => (float[N, M] y) { y = Transpose <perm = [0, 0]> (x) }",
+           "node 'Transpose_0' (Transpose): perm [0, 0] is not a permutation of the 2 dims of tensor<2x3xf32>")
+
+
+def test_untyped_custom_op_output() -> None:
+    refuse("g (float x) => (y) { y = custom.Foo(x) }",
+           "value 'y' (output of node 'Foo_0'): element type is unknown (shape inference could not type it)")
+
+
+def test_attribute_reference_outside_a_function() -> None:
+    refuse("g (float x) => (float y) { y = LeakyRelu <alpha: float = @a> (x) }",
+           "node 'LeakyRelu_0' (LeakyRelu): attribute 'alpha' refers to function attribute 'a' outside a function")
+
+
+def test_recursive_function_is_refused_by_shape_inference() -> None:
+    refuse(
+        """g (float x) => (float y) { y = local.f(x) }
+        <domain: "local", opset_import: ["" : 17, "local" : 1]>
+        f (a) => (b) { b = local.f(a) }""",
+        # ONNX shape inference sees the cycle first; its message is passed on
+        "shape inference failed: Cycle detected in model-local function references: local::f -> local::f. "
+        "Model-local functions must not be recursive.",
+    )
+
+
+def test_sparse_constant() -> None:
+    sparse = helper.make_sparse_tensor(
+        helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0]), helper.make_tensor("i", TensorProto.INT64, [1], [0]), [4]
+    )
+    node = helper.make_node("Constant", [], ["y"], name="c", sparse_value=sparse)
+    graph = helper.make_graph([node], "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(OnnxImportError, match=re.escape("<model>: node 'c' (Constant): sparse constants are not supported")):
+        import_model(model)
+
+
+def test_condition_with_many_elements() -> None:
+    refuse(
+        """g (bool[2] c, float x) => (float y) {
+          y = If (c) <then_branch = t () => (float a) { a = Identity(x) }, else_branch = e () => (float b) { b = Identity(x) }>
+        }""",
+        "node 'If_0' (If): condition must hold one element, got tensor<2xi1>",
+    )
+
+
+def test_string_tensor_attribute_names_the_node() -> None:
+    refuse('g (int64[1] s) => (y) { y = ConstantOfShape <value = string[1] {"a"}> (s) }',
+           "node 'ConstantOfShape_0' (ConstantOfShape): attribute 'value': element type STRING is not supported")
+
+
+def test_messages_stay_on_one_line() -> None:
+    model = onnx.parser.parse_model(OPSET + "g (float x) => (float y) { y = Add(x, nope) }")
+    model.graph.node[0].name = "two\nlines"
+    with pytest.raises(OnnxImportError, match=re.escape(r"node 'two\nlines' (Add): input 'nope' is not defined")):
+        import_model(model)
+
+
+def test_invalid_utf8_names_are_refused() -> None:
+    blob = bytearray(onnx.parser.parse_model(OPSET + "g (float x) => (float y) { y = Relu(x) }").SerializeToString())
+    blob[blob.find(b"Relu")] = 0x80
+    model = onnx.ModelProto()
+    model.ParseFromString(bytes(blob))
+    with pytest.raises(OnnxImportError, match=re.escape(r"<model>: node #0: op type b'\x80elu' is not valid UTF-8")):
+        import_model(model)
