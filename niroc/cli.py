@@ -1,2 +1,189 @@
-def main():
+"""The `niroc` command: a click group whose default command is `compile`.
+
+`niroc model.onnx -o model.mlir` needs no command word, like `mlir-opt`; `niroc verify` and
+`niroc dump` are the other commands. `main()` is the console script: it runs click without its
+standalone error handling and turns every failure into one line and an exit code:
+
+    0  success
+    1  invalid input, failed verification, failed lowering, an output that cannot be written
+    2  usage error (unknown option, missing file, bad combination of options)
+    130  interrupted (Ctrl-C)
+
+A traceback is shown only with --debug. The commands import the heavy layers (onnx, the MLIR
+bindings) when they run, so `niroc --help` and `niroc --version` stay fast.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+import traceback
+
+import click
+
+from . import __version__
+from .compile_cmd import compile_command
+from .dump_cmd import dump_command
+from .session import SESSION_FLAGS, Session, session_options
+from .verify_cmd import verify_command
+
+__all__ = ["cli", "main"]
+
+DEFAULT_COMMAND = "compile"
+
+_HELP = f"""Compile ONNX models to MLIR through Niro IR.
+
+Without a command word, niroc runs `{DEFAULT_COMMAND}`: it reads an ONNX model (.onnx, ONNX text
+.onnxtxt) or Niro assembly (.niro), verifies it, and writes MLIR (upstream dialects only) that
+iree-compile and mlir-opt take.
+
+\b
+Examples:
+  niroc model.onnx -o model.mlir          compile to MLIR text
+  niroc model.onnx -o model.mlirbc        compile to MLIR bytecode
+  niroc verify --stats model.onnx         check a model, count its ops
+  niroc dump --pretty model.onnx          show the Niro IR as a tree
+  iree-compile model.mlir --iree-hal-target-device=local \\
+      --iree-hal-local-target-device-backends=llvm-cpu \\
+      --iree-llvmcpu-target-cpu=host -o model.vmfb
+
+\b
+Exit codes: 0 ok, 1 invalid input / failed verification / failed lowering,
+2 usage error. Run `niroc COMMAND --help` for a command's options.
+"""
+
+
+class DefaultCommandGroup(click.Group):
+    """A click Group that runs `default_command` when the first argument names no command.
+
+    The group's own flags (--quiet, --debug) may come first: `niroc --debug m.onnx` compiles.
+    A first word that is no file but looks like a mistyped command (`niroc verfy m.onnx`) is a
+    usage error with a suggestion, rather than "file 'verfy' does not exist". A model file
+    named like a command needs the command word: `niroc compile verify`.
+    """
+
+    def __init__(self, *args, default_command: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.default_command = default_command
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        index = 0
+        while index < len(args) and args[index] in SESSION_FLAGS:
+            index += 1
+        if index < len(args):
+            word = args[index]
+            if word not in self.commands and word not in ctx.help_option_names + ["--version"]:
+                self._reject_mistyped_command(ctx, word)
+                args = [*args[:index], self.default_command, *args[index:]]
+        return super().parse_args(ctx, args)
+
+    def _reject_mistyped_command(self, ctx: click.Context, word: str) -> None:
+        if word.startswith("-") or os.path.exists(word) or "." in os.path.basename(word):
+            return
+        matches = difflib.get_close_matches(word, list(self.commands), n=1)
+        if matches:
+            raise click.UsageError(
+                f"No such command '{word}'. Did you mean '{matches[0]}'?", ctx=ctx
+            )
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(ctx.command_path, "[OPTIONS] INPUT [-o OUTPUT]")
+        formatter.write_usage(ctx.command_path, "COMMAND [ARGS]...", prefix="   or: ")
+
+
+@click.group(
+    cls=DefaultCommandGroup,
+    default_command=DEFAULT_COMMAND,
+    help=_HELP,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    no_args_is_help=True,
+)
+@click.version_option(__version__, "--version", prog_name="niroc", message="%(prog)s %(version)s")
+@session_options
+def cli() -> None:
     pass
+
+
+for _command in (compile_command, verify_command, dump_command):
+    cli.add_command(_command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console script: run the CLI, exit with its code; one line per failure."""
+    _never_fail_on_encoding()
+    session = Session()
+    try:
+        code = _run(argv, session)
+    except KeyboardInterrupt:  # NOTE: outside click's own handling (e.g. while printing)
+        code = _interrupted()
+    sys.exit(code)
+
+
+def _never_fail_on_encoding() -> None:
+    """Names from a model may hold anything (lone surrogates from non-UTF-8 bytes, characters
+    the terminal's encoding lacks); printing them must not raise. They are written as
+    backslash escapes, which also keeps JSON output valid UTF-8.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
+def _run(argv: list[str] | None, session: Session) -> int:
+    from niro.ir import NirocError
+
+    from .render import make_console, print_error
+
+    try:
+        result = cli.main(argv, prog_name="niroc", obj=session, standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except click.ClickException as error:
+        error.show()
+        return error.exit_code
+    except click.Abort:
+        return _interrupted()
+    except BrokenPipeError:
+        _silence_stdout()
+        return 1
+    except NirocError as error:
+        _maybe_traceback(session)
+        print_error(make_console(stderr=True), error)
+        return 1
+    except OSError as error:
+        _maybe_traceback(session)
+        print_error(make_console(stderr=True), error)
+        return 1
+    except Exception as error:  # noqa: BLE001 - the last line of defence; the message says so
+        _maybe_traceback(session)
+        kind = type(error).__name__
+        message = f"internal error: {kind}: {error}"
+        if not session.debug:
+            message += " (run with --debug for a traceback)"
+        print_error(make_console(stderr=True), RuntimeError(message))
+        return 1
+
+
+def _interrupted() -> int:
+    """Ctrl-C: one line, and 130 (128 + SIGINT) as shells expect."""
+    print("error: interrupted", file=sys.stderr)
+    return 130
+
+
+def _maybe_traceback(session: Session) -> None:
+    if session.debug:
+        traceback.print_exc()
+
+
+def _silence_stdout() -> None:
+    """After the reader of a pipe went away (`niroc dump m.onnx | head`), exit quietly.
+
+    NOTE: the Python docs' recipe: point stdout at devnull so the final flush cannot fail again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Loading a Niro Module from any file niroc accepts: `.onnx`, `.onnxtxt`, or Niro assembly.
+
+The format comes from the suffix (a table below); a file with another suffix is recognised by
+its content, or refused with a message listing what niroc reads. Loading wraps every failure in
+a NirocError that names the file, so the CLI can print one line. The ONNX frontend is imported
+only when an ONNX file is loaded (it pulls in onnx and protobuf, which are slow to import).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from niro.ir import Module, NirocError, parse_module
+
+__all__ = ["InputError", "INPUT_FORMATS", "detect_format", "load_module", "name_file"]
+
+
+class InputError(NirocError):
+    """The input file cannot be read or is in no format niroc knows."""
+
+
+def _load_onnx(path: Path) -> Module:
+    from niro.frontends.onnx import import_model
+
+    return import_model(path, filename=str(path))
+
+
+def _load_onnx_text(path: Path) -> Module:
+    # NOTE: parsed here rather than by import_model(path), which tells text from binary by the
+    # suffix: a sniffed text model may be named anything.
+    from niro.frontends.onnx import import_model, load_onnx_text
+
+    return import_model(load_onnx_text(path, filename=str(path)), filename=str(path))
+
+
+def _load_niro(path: Path) -> Module:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(
+            f"not UTF-8 text (invalid byte at offset {error.start}): Niro assembly must be UTF-8",
+            location=str(path),
+        ) from error
+    return parse_module(text, filename=str(path))
+
+
+# NOTE: one loader per format; a new input format is a new row.
+INPUT_FORMATS: dict[str, Callable[[Path], Module]] = {
+    "onnx": _load_onnx,
+    "onnxtxt": _load_onnx_text,
+    "niro": _load_niro,
+}
+
+_SUFFIXES = {".onnx": "onnx", ".onnxtxt": "onnxtxt", ".niro": "niro"}
+_OUTPUT_SUFFIXES = (".mlir", ".mlirbc")
+_SNIFF_BYTES = 4096
+
+
+def detect_format(path: Path) -> str:
+    """The input format of `path`: by suffix, else by the first few KiB of content."""
+    by_suffix = _SUFFIXES.get(path.suffix.lower())
+    if by_suffix is not None:
+        return by_suffix
+    if path.suffix.lower() in _OUTPUT_SUFFIXES:
+        raise InputError(
+            "is MLIR, which niroc writes but does not read; "
+            "give it an ONNX model (.onnx, .onnxtxt) or Niro assembly (.niro)",
+            location=str(path),
+        )
+    head = _read_head(path)
+    sniffed = _sniff(head)
+    if sniffed is None:
+        raise InputError(
+            "cannot tell the input format from the suffix or the content; "
+            "niroc reads .onnx, .onnxtxt (ONNX text) and .niro (Niro assembly)",
+            location=str(path),
+        )
+    return sniffed
+
+
+def _read_head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as stream:
+            return stream.read(_SNIFF_BYTES)
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror}", location=str(path)) from error
+
+
+def _sniff(head: bytes) -> str | None:
+    """Text that starts like Niro assembly or ONNX text, else a protobuf (binary) model.
+
+    NOTE: a heuristic for files without a known suffix only; the suffix always wins.
+    """
+    if not head:
+        return None
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or "\x00" in text:
+        # ONNX ModelProto starts with field 1 (ir_version, varint): tag byte 0x08.
+        return "onnx" if head[0] == 0x08 else None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "//")):
+            continue
+        if stripped.startswith("niro."):
+            return "niro"
+        if stripped.startswith("<") or "=>" in text:
+            return "onnxtxt"
+        return None
+    return None
+
+
+def load_module(path: str | Path) -> Module:
+    """Read `path` into a Module; every failure is a NirocError naming the file."""
+    path = Path(path)
+    input_format = detect_format(path)
+    loader = INPUT_FORMATS[input_format]
+    try:
+        return loader(path)
+    except NirocError as error:
+        name_file(error, str(path))
+        raise
+    except OSError as error:
+        raise InputError(f"cannot read: {error.strerror or error}", location=str(path)) from error
+
+
+def name_file(error: NirocError, filename: str) -> None:
+    """Prefix the error's location with the file, unless its text names the file already."""
+    if not str(error).startswith(filename):
+        error.location = f"{filename}: {error.location}" if error.location else filename

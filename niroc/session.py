@@ -1,0 +1,62 @@
+"""Per-run settings shared by every command (--quiet, --debug) and the options that set them.
+
+`main()` creates one Session and hands it to click as `ctx.obj`; the flags may be given before
+or after the command word (`niroc --debug verify m.onnx` and `niroc verify --debug m.onnx`).
+`main()` still reads `debug` after click has returned, to decide whether a traceback is shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import click
+
+__all__ = ["Session", "session_options", "current_session", "SESSION_FLAGS"]
+
+F = TypeVar("F", bound=Callable)
+
+
+@dataclass
+class Session:
+    debug: bool = False
+    quiet: bool = False
+
+
+# The flags (they take no value) accepted both before and after the command word.
+SESSION_FLAGS = ("--quiet", "-q", "--debug")
+
+
+def current_session() -> Session:
+    return click.get_current_context().ensure_object(Session)
+
+
+def _set_flag(name: str) -> Callable:
+    def callback(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+        if value:
+            setattr(ctx.ensure_object(Session), name, True)
+
+    return callback
+
+
+def session_options(function: F) -> F:
+    """Add --quiet and --debug to a command or group."""
+    function = click.option(
+        "--debug",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_set_flag("debug"),
+        help="Show a full Python traceback when something fails.",
+    )(function)
+    function = click.option(
+        "-q",
+        "--quiet",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_set_flag("quiet"),
+        help="No progress display and no summary line.",
+    )(function)
+    return function

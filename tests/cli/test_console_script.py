@@ -1,0 +1,97 @@
+"""The installed `niroc` console script, run the way a user runs it.
+
+A subprocess of the venv's `niroc` in a fresh working directory (no repo files around, no
+PYTHONPATH games): --version, a compile whose MLIR iree-compile then compiles, and failures that
+must be one line with the right exit code and no traceback.
+"""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from .niroc_runner import ROOT, VENV_BIN, assert_clean_failure, run_niroc
+
+MODEL = ROOT / "testdata" / "cli" / "mlp.onnxtxt"
+
+
+def run(*arguments: str, cwd) -> subprocess.CompletedProcess:
+    return run_niroc(*arguments, cwd=cwd)
+
+
+def test_version(tmp_path):
+    completed = run("--version", cwd=tmp_path)
+    assert completed.returncode == 0
+    assert completed.stdout == "niroc 0.1.0\n"
+    assert completed.stderr == ""
+
+
+@pytest.mark.parametrize("output", ["model.mlir", "model.mlirbc"])
+def test_compile_then_iree_compile_and_run(tmp_path, output):
+    """The README's commands: niroc, iree-compile for the CPU, iree-run-module; the numbers
+    are x @ weight + bias for x = [[1 2 3] [4 5 6]]."""
+    shutil.copy(MODEL, tmp_path / "mlp.onnxtxt")
+    completed = run("mlp.onnxtxt", "-o", output, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == ""
+    assert completed.stderr == ""
+    if output.endswith(".mlir"):
+        assert "func.func @mlp(" in (tmp_path / output).read_text()
+    compiled = subprocess.run(
+        [
+            str(VENV_BIN / "iree-compile"),
+            output,
+            "--iree-hal-target-device=local",
+            "--iree-hal-local-target-device-backends=llvm-cpu",
+            "--iree-llvmcpu-target-cpu=host",
+            "-o",
+            "mlp.vmfb",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert compiled.returncode == 0, compiled.stderr
+    ran = subprocess.run(
+        [
+            str(VENV_BIN / "iree-run-module"),
+            "--module=mlp.vmfb",
+            "--function=mlp",
+            "--input=2x3xf32=1 2 3 4 5 6",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines()[-1] == "2x4xf32=[4.8 6.4 8 9.6][9.3 11.8 14.3 16.8]"
+
+
+def test_a_broken_model_is_one_line_and_exit_1(tmp_path):
+    (tmp_path / "broken.onnx").write_bytes(b"\x08\x07this is not a protobuf model")
+    (tmp_path / "out.mlir").write_text("old output\n")
+    completed = run("broken.onnx", "-o", "out.mlir", cwd=tmp_path)
+    assert_clean_failure(completed, "broken.onnx")
+    assert len(completed.stderr.splitlines()) == 1, completed.stderr
+    assert (tmp_path / "out.mlir").read_text() == "old output\n"
+    assert sorted(os.listdir(tmp_path)) == ["broken.onnx", "out.mlir"]
+
+
+def test_a_missing_file_is_a_usage_error(tmp_path):
+    completed = run("missing.onnx", cwd=tmp_path)
+    assert completed.returncode == 2
+    assert "Error: Invalid value for 'INPUT': File 'missing.onnx' does not exist." in (
+        completed.stderr
+    )
+    assert "Traceback" not in completed.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    (tmp_path / "broken.onnx").write_bytes(b"\x08\x07this is not a protobuf model")
+    completed = run("--debug", "broken.onnx", cwd=tmp_path)
+    assert completed.returncode == 1
+    assert "Traceback (most recent call last)" in completed.stderr
+    assert completed.stderr.splitlines()[-1].startswith("error: broken.onnx: ")
