@@ -1,0 +1,344 @@
+"""MLIR lowerings of the contractions: N-D MatMul, MatMulInteger and Einsum.
+
+All three are one `linalg.generic` built from index labels (einsum's view): every operand dim
+and every result dim carries a label, each label is one loop, labels absent from the result are
+reduction loops. A static size-1 operand dim whose label is larger elsewhere reads index 0
+(NumPy broadcasting of batch dims). MatMul follows NumPy: a 1-D lhs is a row vector and a 1-D
+rhs a column vector, whose unit dim is then dropped. Rank-2 MatMul is Niro's own op and never
+gets here. f16/bf16 products accumulate in f32, integers in their own type (wrapping, as ONNX
+MatMul on integers); MatMulInteger widens to i32 after subtracting the zero points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from niro.ir import ScalarType, Value, format_type
+
+from ..bindings import arith, ir
+from ..context import LoweringRuleContext, register_lowering
+from .common import element_type, input_value
+from .structured import (
+    accumulator_type,
+    constant,
+    convert,
+    empty,
+    fill,
+    generic,
+    ranked_result,
+    tensor_sizes,
+)
+
+__all__ = ["contract", "parse_einsum"]
+
+Label = object  # a str letter, or ("...", i) for the i-th broadcast (ellipsis) dim
+
+
+def contract(
+    ctx: LoweringRuleContext,
+    operands: Sequence[tuple[ir.Value, Value, Sequence[Label]]],
+    output: Sequence[Label],
+    accumulator: ir.Type,
+    product: Callable[[list[ir.Value]], ir.Value],
+    finish: Callable[[ir.Value], ir.Value],
+) -> ir.Value:
+    """sum over the labels not in `output` of `product(elements)`, then `finish` it into the
+    op's result type. Each operand is (MLIR value, Niro value, one label per dim)."""
+    order: list[Label] = list(output)
+    for _, _, labels in operands:
+        for label in labels:
+            if label not in order:
+                order.append(label)
+    loop_of = {label: loop for loop, label in enumerate(order)}
+    static: dict[Label, int] = {}
+    dynamic_source: dict[Label, tuple[ir.Value, int]] = {}
+    for value, niro_value, labels in operands:
+        shape = ctx.ranked(niro_value, "operand").shape
+        if len(shape) != len(labels):
+            raise ctx.error(
+                f"operand {format_type(niro_value.type)} has rank {len(shape)}, "
+                f"the equation gives it {len(labels)} labels"
+            )
+        for axis, (label, dim) in enumerate(zip(labels, shape, strict=True)):
+            if dim is None:
+                dynamic_source.setdefault(label, (value, axis))
+                continue
+            known = static.get(label, 1)
+            if known != 1 and dim != 1 and known != dim:
+                raise ctx.error(f"sizes {known} and {dim} of one index disagree")
+            static[label] = max(known, dim) if dim != 0 and known != 0 else 0
+    inputs = []
+    for value, niro_value, labels in operands:
+        shape = ctx.ranked(niro_value, "operand").shape
+        # A static 1 against a larger (or dynamic) size of its label broadcasts: index 0.
+        index_map = [
+            None
+            if dim == 1 and (static.get(label, 1) != 1 or label in dynamic_source)
+            else loop_of[label]
+            for label, dim in zip(labels, shape, strict=True)
+        ]
+        inputs.append((value, index_map))
+    result_type = ranked_result(ctx, 0)
+    if result_type.rank != len(output):
+        raise ctx.error(
+            f"result {format_type(ctx.niro_results[0].type)} does not have rank {len(output)}"
+        )
+    sizes: list[int | ir.Value] = []
+    for axis, label in enumerate(output):
+        if not result_type.is_dynamic_dim(axis):
+            sizes.append(result_type.shape[axis])
+        elif label in static and static[label] != 1:
+            sizes.append(static[label])
+        elif label in dynamic_source:
+            value, dim = dynamic_source[label]
+            sizes.append(tensor_sizes(value)[dim])
+        else:
+            sizes.append(static.get(label, 1))
+    loops = len(order)
+    identity = list(range(len(output)))
+    init = fill(empty(sizes, accumulator), constant(accumulator, 0))
+    floating = not isinstance(accumulator, ir.IntegerType)
+    add = arith.AddFOp if floating else arith.AddIOp
+    summed = generic(
+        inputs,
+        [(init, identity)],
+        loops,
+        tuple(range(len(output), loops)),
+        lambda arguments: [add(product(arguments[:-1]), arguments[-1]).result],
+    )[0]
+    return generic(
+        [(summed, identity)],
+        [(empty(sizes, result_type.element_type), identity)],
+        len(output),
+        (),
+        lambda arguments: [finish(arguments[0])],
+    )[0]
+
+
+def _multiply_all(scalar: ScalarType, accumulator: ir.Type) -> Callable[[list[ir.Value]], ir.Value]:
+    def product(elements: list[ir.Value]) -> ir.Value:
+        result = None
+        for element in elements:
+            if scalar.is_float:
+                element = convert(element, accumulator)
+            if result is None:
+                result = element
+            else:
+                result = (arith.MulFOp if scalar.is_float else arith.MulIOp)(result, element).result
+        assert result is not None
+        return result
+
+    return product
+
+
+def _narrow_to_result(
+    ctx: LoweringRuleContext, scalar: ScalarType
+) -> Callable[[ir.Value], ir.Value]:
+    element = ranked_result(ctx, 0).element_type
+    return (lambda value: convert(value, element)) if scalar.is_float else (lambda value: value)
+
+
+def _matmul_labels(lhs_rank: int, rhs_rank: int) -> tuple[list, list, list]:
+    """NumPy matmul as labels: batch dims right-aligned, then (m, k) x (k, n)."""
+    if lhs_rank < 1 or rhs_rank < 1:
+        raise ValueError("MatMul operands must have rank >= 1")
+    lhs_batch = max(lhs_rank - 2, 0)
+    rhs_batch = max(rhs_rank - 2, 0)
+    batch = max(lhs_batch, rhs_batch)
+    lhs = [("batch", batch - lhs_batch + axis) for axis in range(lhs_batch)]
+    rhs = [("batch", batch - rhs_batch + axis) for axis in range(rhs_batch)]
+    out = [("batch", axis) for axis in range(batch)]
+    lhs += ["m", "k"] if lhs_rank >= 2 else ["k"]
+    rhs += ["k", "n"] if rhs_rank >= 2 else ["k"]
+    if lhs_rank >= 2:
+        out.append("m")
+    if rhs_rank >= 2:
+        out.append("n")
+    return lhs, rhs, out
+
+
+@register_lowering("onnx.MatMul")
+def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    lhs = ctx.ranked(ctx.niro_operands[0], "operand #0")
+    rhs = ctx.ranked(ctx.niro_operands[1], "operand #1")
+    scalar = lhs.element_type
+    if scalar.is_bool or rhs.element_type is not scalar:
+        raise ctx.error(
+            f"expects two numeric operands of one type, got {format_type(lhs)} and {format_type(rhs)}"
+        )
+    if not lhs.shape or not rhs.shape:
+        raise ctx.error(
+            f"expects operands of rank >= 1, got {format_type(lhs)} and {format_type(rhs)}"
+        )
+    lhs_labels, rhs_labels, out = _matmul_labels(len(lhs.shape), len(rhs.shape))
+    accumulator = accumulator_type(scalar)
+    operands = [
+        (ctx.operands[0], ctx.niro_operands[0], lhs_labels),
+        (ctx.operands[1], ctx.niro_operands[1], rhs_labels),
+    ]
+    return [
+        contract(
+            ctx,
+            operands,
+            out,
+            accumulator,
+            _multiply_all(scalar, accumulator),
+            _narrow_to_result(ctx, scalar),
+        )
+    ]
+
+
+@register_lowering("onnx.MatMulInteger", since=10)
+def _lower_matmul_integer(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    """(A - a_zero_point) x (B - b_zero_point) in i32; zero points are scalars, or per row of
+    A / per column of B (1-D)."""
+    lhs = ctx.ranked(ctx.niro_operands[0], "operand #0")
+    rhs = ctx.ranked(ctx.niro_operands[1], "operand #1")
+    for operand in (lhs, rhs):
+        if operand.element_type not in (ScalarType.I8, ScalarType.U8):
+            raise ctx.error(f"expects int8 or uint8 operands, got {format_type(operand)}")
+    if not lhs.shape or not rhs.shape:
+        raise ctx.error(
+            f"expects operands of rank >= 1, got {format_type(lhs)} and {format_type(rhs)}"
+        )
+    lhs_labels, rhs_labels, out = _matmul_labels(len(lhs.shape), len(rhs.shape))
+    operands = [
+        (ctx.operands[0], ctx.niro_operands[0], lhs_labels),
+        (ctx.operands[1], ctx.niro_operands[1], rhs_labels),
+    ]
+    signed = [lhs.element_type is ScalarType.I8, rhs.element_type is ScalarType.I8]
+    has_zero_point = []
+    for position, row_label, what in ((2, "m", "a_zero_point"), (3, "n", "b_zero_point")):
+        present = input_value(ctx, position)
+        has_zero_point.append(present is not None)
+        if present is None:
+            continue
+        value, niro_value = present
+        shape = ctx.ranked(niro_value, what).shape
+        if element_type(niro_value) is not (lhs if position == 2 else rhs).element_type:
+            raise ctx.error(f"{what} {format_type(niro_value.type)} must have its matrix's type")
+        if all(dim == 1 for dim in shape):
+            labels = [("zero_point", position, axis) for axis in range(len(shape))]
+        elif len(shape) == 1 and row_label in (lhs_labels if position == 2 else rhs_labels):
+            labels = [row_label]
+        else:
+            raise ctx.error(f"supports a scalar or 1-D {what}, got {format_type(niro_value.type)}")
+        operands.append((value, niro_value, labels))
+        signed.append(signed[position - 2])
+    # NOTE: a scalar zero point's dims get labels of their own: size-1 reduction loops.
+    i32 = ir.IntegerType.get_signless(32)
+
+    def widen(value: ir.Value, is_signed: bool) -> ir.Value:
+        return (arith.ExtSIOp if is_signed else arith.ExtUIOp)(i32, value).result
+
+    def product(elements: list[ir.Value]) -> ir.Value:
+        wide = [
+            widen(element, is_signed) for element, is_signed in zip(elements, signed, strict=True)
+        ]
+        a, b, *zero_points = wide
+        if has_zero_point[0]:
+            a = arith.SubIOp(a, zero_points.pop(0)).result
+        if has_zero_point[1]:
+            b = arith.SubIOp(b, zero_points.pop(0)).result
+        return arith.MulIOp(a, b).result
+
+    return [contract(ctx, operands, out, i32, product, lambda value: value)]
+
+
+# -- Einsum -------------------------------------------------------------------------------------
+
+
+def parse_einsum(equation: str, ranks: Sequence[int]) -> tuple[list[list[Label]], list[Label]]:
+    """Labels per operand and for the output of an einsum `equation` over operands of `ranks`.
+
+    `...` becomes labels ("...", i), right-aligned across operands (NumPy broadcasting). A label
+    repeated within one term reads a diagonal (the same loop indexes both dims). Raises
+    ValueError for a malformed equation."""
+    text = equation.replace(" ", "")
+    if "->" in text:
+        inputs_text, output_text = text.split("->", 1)
+    else:
+        inputs_text, output_text = text, None
+    terms = inputs_text.split(",")
+    if len(terms) != len(ranks):
+        raise ValueError(f"equation '{equation}' has {len(terms)} terms for {len(ranks)} operands")
+    ellipsis_rank = 0
+    parsed: list[tuple[str, str | None, str]] = []
+    for term, rank in zip(terms, ranks, strict=True):
+        before, has_ellipsis, after = term.partition("...")
+        letters = before + after
+        if not all(letter.isalpha() for letter in letters):
+            raise ValueError(f"equation '{equation}' has a term '{term}' that is not letters")
+        if has_ellipsis:
+            covered = rank - len(letters)
+            if covered < 0:
+                raise ValueError(f"term '{term}' has more indices than its operand's rank {rank}")
+            ellipsis_rank = max(ellipsis_rank, covered)
+        elif len(letters) != rank:
+            raise ValueError(
+                f"term '{term}' has {len(letters)} indices for an operand of rank {rank}"
+            )
+        parsed.append((before, has_ellipsis or None, after))
+    labels: list[list[Label]] = []
+    for (before, has_ellipsis, after), rank in zip(parsed, ranks, strict=True):
+        term_labels: list[Label] = list(before)
+        if has_ellipsis:
+            covered = rank - len(before) - len(after)
+            term_labels += [("...", ellipsis_rank - covered + axis) for axis in range(covered)]
+        term_labels += list(after)
+        labels.append(term_labels)
+    ellipsis = [("...", axis) for axis in range(ellipsis_rank)]
+    if output_text is None:
+        counts: dict[str, int] = {}
+        for before, _, after in parsed:
+            for letter in before + after:
+                counts[letter] = counts.get(letter, 0) + 1
+        output: list[Label] = ellipsis + sorted(
+            letter for letter, count in counts.items() if count == 1
+        )
+    else:
+        before, has_ellipsis, after = output_text.partition("...")
+        if not all(letter.isalpha() for letter in before + after):
+            raise ValueError(f"equation '{equation}' has an output that is not letters")
+        if len(set(before + after)) != len(before + after):
+            raise ValueError(f"equation '{equation}' repeats an output index")
+        output = list(before) + (ellipsis if has_ellipsis else []) + list(after)
+        known = {label for term in labels for label in term}
+        missing = [label for label in output if isinstance(label, str) and label not in known]
+        if missing:
+            raise ValueError(f"equation '{equation}' outputs index '{missing[0]}' no operand has")
+        if not has_ellipsis and ellipsis_rank:
+            raise ValueError(f"equation '{equation}' drops the '...' dims from the output")
+    return labels, output
+
+
+@register_lowering("onnx.Einsum", since=12)
+def _lower_einsum(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    equation = ctx.op.attributes.get("equation")  # type: ignore[union-attr]
+    if not isinstance(equation, str):
+        raise ctx.error("needs a string 'equation' attribute")
+    types = [
+        ctx.ranked(value, f"operand #{index}") for index, value in enumerate(ctx.niro_operands)
+    ]
+    scalar = types[0].element_type
+    if scalar.is_bool or any(type_.element_type is not scalar for type_ in types):
+        raise ctx.error("expects numeric operands of one element type")
+    try:
+        labels, output = parse_einsum(equation, [len(type_.shape) for type_ in types])
+    except ValueError as error:
+        raise ctx.error(f"is not supported: {error}") from None
+    accumulator = accumulator_type(scalar)
+    operands = [
+        (value, niro_value, term)
+        for value, niro_value, term in zip(ctx.operands, ctx.niro_operands, labels, strict=True)
+    ]
+    return [
+        contract(
+            ctx,
+            operands,
+            output,
+            accumulator,
+            _multiply_all(scalar, accumulator),
+            _narrow_to_result(ctx, scalar),
+        )
+    ]

@@ -1,0 +1,253 @@
+"""MLIR lowerings of CumSum and TopK: order-dependent ops built from plain `linalg.generic`s.
+
+CumSum is a reduction over a second copy of the axis: out[i] = sum of x[j] for j <= i (j < i
+exclusive, j >= i / j > i reversed). TopK ranks every element by counting the elements that come
+before it in the order ONNX asks for (larger first, or smaller; equal elements by lower index),
+which makes the ranks a permutation, then gathers rank r into output position r. Both are
+quadratic in the axis length: exact and sort-free with upstream dialects only, meant for the
+short axes such ops have in real models (position ids, beam widths).
+
+The `axis` of CumSum and `K` of TopK are inputs. When not compile-time constants: K is read from
+the static result shape, CumSum's axis is picked at run time among the operand's axes (one
+`scf.if` per axis); either way a `cf.assert` fails the program if the run-time value disagrees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from niro.ir import ScalarType, format_type
+
+from ..bindings import arith, ir, linalg, tensor
+from ..context import LoweringRuleContext, register_lowering
+from .common import attribute, normalize_axis, opset
+from .reductions import RuntimeAxes, dispatch
+from .structured import (
+    accumulator_type,
+    assert_true,
+    constant,
+    convert,
+    empty,
+    fill,
+    generic,
+    ranked_result,
+    tensor_sizes,
+)
+
+__all__: list[str] = []
+
+
+# -- CumSum -------------------------------------------------------------------------------------
+
+
+def _cumsum(ctx: LoweringRuleContext, axis: int) -> ir.Value:
+    source = ctx.operands[0]
+    data = ctx.ranked(ctx.niro_operands[0], "operand #0")
+    scalar = data.element_type
+    rank = len(data.shape)
+    exclusive = bool(attribute(ctx, "exclusive", 0))
+    reverse = bool(attribute(ctx, "reverse", 0))
+    accumulator = accumulator_type(scalar)
+    sizes = tensor_sizes(source)
+    init = fill(empty(sizes, accumulator), constant(accumulator, 0))
+    # Loops: the result dims, then `rank` = the position j summed over along `axis`.
+    read = [rank if dim == axis else dim for dim in range(rank)]
+    if reverse:
+        predicate = arith.CmpIPredicate.ugt if exclusive else arith.CmpIPredicate.uge
+    else:
+        predicate = arith.CmpIPredicate.ult if exclusive else arith.CmpIPredicate.ule
+
+    def body(arguments):
+        value, accumulated = arguments
+        position = linalg.IndexOp(rank).result
+        here = linalg.IndexOp(axis).result
+        include = arith.CmpIOp(predicate, position, here).result
+        if scalar.is_float:
+            added = arith.AddFOp(accumulated, convert(value, accumulator)).result
+        else:
+            added = arith.AddIOp(accumulated, value).result
+        return [arith.SelectOp(include, added, accumulated).result]
+
+    summed = generic([(source, read)], [(init, list(range(rank)))], rank + 1, (rank,), body)[0]
+    result_element = ranked_result(ctx, 0).element_type
+    identity = list(range(rank))
+    return generic(
+        [(summed, identity)],
+        [(empty(sizes, result_element), identity)],
+        rank,
+        (),
+        lambda arguments: [
+            convert(arguments[0], result_element) if scalar.is_float else arguments[0]
+        ],
+    )[0]
+
+
+@register_lowering("onnx.CumSum", since=11)
+def _lower_cumsum(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    data = ctx.ranked(ctx.niro_operands[0], "operand #0")
+    if data.element_type.is_bool:
+        raise ctx.error("does not sum BOOL tensors")
+    rank = len(data.shape)
+    if rank == 0:
+        raise ctx.error("expects an input of rank >= 1")
+    given = ctx.constant_operand(1)
+    if given is not None:
+        return [_cumsum(ctx, normalize_axis(ctx, int(given.reshape(-1)[0]), rank))]
+    axis_type = ctx.ranked(ctx.niro_operands[1], "axis")
+    if any(dim != 1 for dim in axis_type.shape):
+        raise ctx.error(f"expects a one-element axis, got {format_type(axis_type)}")
+    (axis,) = _first(ctx.operands[1])
+    i64 = ir.IntegerType.get_signless(64)
+    negative = arith.CmpIOp(arith.CmpIPredicate.slt, axis, constant(i64, 0)).result
+    axis = arith.SelectOp(negative, arith.AddIOp(axis, constant(i64, rank)).result, axis).result
+    selectors = tuple(
+        arith.CmpIOp(arith.CmpIPredicate.eq, axis, constant(i64, option)).result
+        for option in range(rank)
+    )
+    valid = selectors[0]
+    for selector in selectors[1:]:
+        valid = arith.OrIOp(valid, selector).result
+    assert_true(valid, f"{ctx.niro_location}: the CumSum axis is out of range")
+    runtime = RuntimeAxes(tuple((option,) for option in range(rank)), selectors)
+    return [dispatch(ctx, runtime, lambda option: _cumsum(ctx, option[0]))]
+
+
+def _first(value: ir.Value) -> list[ir.Value]:
+    """The first element of a 1-element tensor of any rank, as i64."""
+    shaped = ir.RankedTensorType(value.type)
+    zero = arith.ConstantOp(ir.IndexType.get(), ir.IntegerAttr.get(ir.IndexType.get(), 0)).result
+    element = tensor.ExtractOp(value, [zero] * shaped.rank).result
+    i64 = ir.IntegerType.get_signless(64)
+    if ir.IntegerType(element.type).width < 64:
+        element = arith.ExtSIOp(i64, element).result
+    return [element]
+
+
+# -- TopK ---------------------------------------------------------------------------------------
+
+
+def _comes_before(scalar: ScalarType, largest: bool, other, value, other_index, index) -> ir.Value:
+    """i1: `other` (at `other_index`) is ordered before `value` (at `index`): larger (smaller)
+    first, NaN as the largest, equal elements by lower index."""
+    if scalar.is_float:
+        ordered = arith.CmpFPredicate.OGT if largest else arith.CmpFPredicate.OLT
+        strictly = arith.CmpFOp(ordered, other, value).result
+        other_nan = arith.CmpFOp(arith.CmpFPredicate.UNO, other, other).result
+        value_nan = arith.CmpFOp(arith.CmpFPredicate.UNO, value, value).result
+        true = constant(other_nan.type, 1)
+        value_number = arith.XOrIOp(value_nan, true).result
+        other_number = arith.XOrIOp(other_nan, true).result
+        # NaN is the largest value: first when largest, last when smallest.
+        nan_first = other_nan if largest else value_nan
+        number_first = value_number if largest else other_number
+        strictly = arith.OrIOp(
+            arith.AndIOp(arith.AndIOp(value_number, other_number).result, strictly).result,
+            arith.AndIOp(nan_first, number_first).result,
+        ).result
+        equal = arith.OrIOp(
+            arith.CmpFOp(arith.CmpFPredicate.OEQ, other, value).result,
+            arith.AndIOp(other_nan, value_nan).result,
+        ).result
+    else:
+        unsigned = scalar.is_unsigned_integer or scalar.is_bool
+        if largest:
+            predicate = arith.CmpIPredicate.ugt if unsigned else arith.CmpIPredicate.sgt
+        else:
+            predicate = arith.CmpIPredicate.ult if unsigned else arith.CmpIPredicate.slt
+        strictly = arith.CmpIOp(predicate, other, value).result
+        equal = arith.CmpIOp(arith.CmpIPredicate.eq, other, value).result
+    earlier = arith.CmpIOp(arith.CmpIPredicate.ult, other_index, index).result
+    return arith.OrIOp(strictly, arith.AndIOp(equal, earlier).result).result
+
+
+@register_lowering("onnx.TopK")
+def _lower_topk(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    """Values and i64 indices of the K largest (smallest) elements along `axis`, sorted."""
+    source = ctx.operands[0]
+    data = ctx.ranked(ctx.niro_operands[0], "operand #0")
+    scalar = data.element_type
+    rank = len(data.shape)
+    if rank == 0:
+        raise ctx.error("expects an input of rank >= 1")
+    if len(ctx.result_types) != 2:
+        raise ctx.error("expects both the Values and Indices outputs")
+    axis = normalize_axis(ctx, int(attribute(ctx, "axis", -1)), rank)
+    largest = bool(attribute(ctx, "largest", 1))
+    values_type = ranked_result(ctx, 0)
+    if values_type.rank != rank or values_type.is_dynamic_dim(axis):
+        raise ctx.error(
+            f"needs a static K: result {format_type(ctx.niro_results[0].type)} has no static size at axis {axis}"
+        )
+    k = values_type.shape[axis]
+    _check_k(ctx, k)
+    length = data.shape[axis]
+    if length is not None and k > length:
+        raise ctx.error(f"K = {k} exceeds the axis size {length}")
+    i64 = ir.IntegerType.get_signless(64)
+    sizes = tensor_sizes(source)
+
+    # ranks[..., i, ...] = how many elements along the axis come before element i.
+    counts_init = fill(empty(sizes, i64), constant(i64, 0))
+    other_read = [rank if dim == axis else dim for dim in range(rank)]
+
+    def count_body(arguments):
+        value, other, counted = arguments
+        index = linalg.IndexOp(axis).result
+        other_index = linalg.IndexOp(rank).result
+        before = _comes_before(scalar, largest, other, value, other_index, index)
+        return [arith.AddIOp(counted, arith.ExtUIOp(i64, before).result).result]
+
+    ranks = generic(
+        [(source, list(range(rank))), (source, other_read)],
+        [(counts_init, list(range(rank)))],
+        rank + 1,
+        (rank,),
+        count_body,
+    )[0]
+
+    # Output position r along the axis takes the element whose rank is r.
+    out_sizes = [k if dim == axis else size for dim, size in enumerate(sizes)]
+    element = values_type.element_type
+    values_init = fill(empty(out_sizes, element), constant(element, 0))
+    indices_init = fill(empty(out_sizes, i64), constant(i64, 0))
+
+    def gather_body(arguments):
+        value, rank_value, chosen, chosen_index = arguments
+        position = arith.IndexCastOp(i64, linalg.IndexOp(axis).result).result
+        source_index = arith.IndexCastOp(i64, linalg.IndexOp(rank).result).result
+        hit = arith.CmpIOp(arith.CmpIPredicate.eq, rank_value, position).result
+        return [
+            arith.SelectOp(hit, value, chosen).result,
+            arith.SelectOp(hit, source_index, chosen_index).result,
+        ]
+
+    values, indices = generic(
+        [(source, other_read), (ranks, other_read)],
+        [(values_init, list(range(rank))), (indices_init, list(range(rank)))],
+        rank + 1,
+        (rank,),
+        gather_body,
+    )
+    return [values, indices]
+
+
+def _check_k(ctx: LoweringRuleContext, k: int) -> None:
+    """K from the result shape must be K's value: checked now if constant (or the `k`
+    attribute before opset 10), else at run time."""
+    if opset(ctx) < 10:
+        if int(attribute(ctx, "k", -1)) != k:
+            raise ctx.error(f"k = {attribute(ctx, 'k')} disagrees with the result shape (K = {k})")
+        return
+    given = ctx.constant_operand(1)
+    if given is not None:
+        if int(given.reshape(-1)[0]) != k:
+            raise ctx.error(
+                f"K = {int(given.reshape(-1)[0])} disagrees with the result shape (K = {k})"
+            )
+        return
+    k_type = ctx.ranked(ctx.niro_operands[1], "K")
+    if any(dim != 1 for dim in k_type.shape):
+        raise ctx.error(f"expects a one-element K, got {format_type(k_type)}")
+    (value,) = _first(ctx.operands[1])
+    equal = arith.CmpIOp(arith.CmpIPredicate.eq, value, constant(value.type, k)).result
+    assert_true(equal, f"{ctx.niro_location}: K differs from the static result shape (K = {k})")
