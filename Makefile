@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 JOBS ?= 2
 
-.PHONY: help install test lint format bench conformance fuzz clean
+.PHONY: help install test zoo lint format bench conformance fuzz clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -14,8 +14,11 @@ install: ## create .venv and install niroc editable with its dev extras
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 
-test: ## run the whole test suite (unit, property, golden lit tests)
-	$(BIN)/python -m pytest -n $(JOBS) tests
+test: ## run the whole test suite (unit, property, golden lit tests); `make zoo` runs the model zoo
+	$(BIN)/python -m pytest -n $(JOBS) tests --ignore=tests/backends/mlir/onnx_ops/test_model_zoo.py
+
+zoo: ## the onnx wheel's model-zoo nets with random weights, niroc+IREE vs onnxruntime (slow: ~15 min)
+	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/onnx_ops/test_model_zoo.py
 
 lint: ## ruff check
 	$(BIN)/ruff check .
@@ -26,8 +29,12 @@ format: ## ruff format
 clean: ## remove the venv and generated files
 	rm -rf $(VENV) build *.egg-info .pytest_cache testdata/generated
 
-bench: ## benchmarks: import/lower memory and speed on generated models (slow, not in `make test`)
-	@for script in tests/bench/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+bench: ## benchmarks (slow, not in `make test`): niroc vs the floors and iree-import-onnx on generated models (report in testdata/generated/bench/report.md), then import/lower memory and verifier speed
+	$(BIN)/python tests/bench/bench_models.py
+	@for script in $(filter-out tests/bench/bench_models.py,$(wildcard tests/bench/bench_*.py)); do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+fuzz: ## long fuzzing run: mutated models and Niro text through import/parse, verify, lower (random seeds; NIROC_FUZZ_EXAMPLES, default 2000 per test)
+	NIROC_FUZZ_EXAMPLES=$${NIROC_FUZZ_EXAMPLES:-2000} NIROC_FUZZ_RANDOM=1 $(BIN)/python -m pytest -n $(JOBS) -p no:cacheprovider tests/fuzz
 
 conformance: ## every ONNX node test end to end (niroc -> iree-compile -> run -> compare); writes testdata/generated/conformance-report.md
 	$(BIN)/python -m tests.conformance.run_all --jobs $(JOBS)

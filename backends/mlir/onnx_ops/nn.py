@@ -1,0 +1,145 @@
+"""Dropout (inference) and LRN.
+
+Dropout at inference is the identity, and its optional mask is all true. Training-mode dropout
+draws random numbers, which a compiled model cannot reproduce, so it is refused unless the
+ratio is a constant 0 (then it is the identity too). LRN sums squares over a window of
+channels: the squares are zero-padded on the channel axis and summed by a window
+`linalg.generic`, then y = x / (bias + alpha / size * sum) ** beta.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from niro.ir import ScalarType
+
+from ..bindings import arith, ir, math, tensor
+from ..context import LoweringRuleContext, register_lowering
+from ..types import lower_scalar_type, lower_type
+from .common import attribute, element_type, input_index, opset
+from .windows import (
+    PARALLEL,
+    REDUCTION,
+    dim,
+    filled,
+    generic,
+    pad,
+    scalar_constant,
+    static_shape,
+)
+
+__all__: list[str] = []
+
+FLOATS = (ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64)
+
+
+def _constant_scalar(ctx: LoweringRuleContext, position: int, what: str):
+    """ONNX input `position` as a Python scalar when a compile-time constant; None when absent."""
+    index = input_index(ctx, position)
+    if index is None:
+        return None
+    value = ctx.constant_operand(index)
+    if value is None:
+        raise ctx.error(
+            f"needs {what} to be a compile-time constant (training-mode dropout is random)"
+        )
+    return value.reshape(-1)[0].item()
+
+
+@register_lowering("onnx.Dropout")
+def _lower_dropout(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    if opset(ctx) < 7 and not attribute(ctx, "is_test", 0):
+        raise ctx.error(
+            "in training mode (is_test=0) draws random numbers; only inference is supported"
+        )
+    training = _constant_scalar(ctx, 2, "training_mode") if opset(ctx) >= 12 else False
+    if training:
+        ratio = _constant_scalar(ctx, 1, "ratio") if opset(ctx) >= 12 else None
+        if ratio is None:
+            ratio = 0.5
+        if ratio != 0:
+            raise ctx.error(
+                f"in training mode with ratio {ratio} draws random numbers; only inference "
+                "(or ratio 0) is supported"
+            )
+    results = [ctx.operands[0]]
+    absent = attribute(ctx, "absent_outputs", ())
+    if len(ctx.niro_results) > 1 and 1 not in absent:
+        # NOTE: shape inference may leave the mask unranked (old opsets); it has X's shape.
+        mask_type = ctx.niro_results[1].type
+        shape = static_shape(ctx, ctx.niro_operands[0], "input X")
+        element = lower_scalar_type(mask_type.element_type)
+        one = scalar_constant(element, 1 if isinstance(element, ir.IntegerType) else 1.0)
+        mask = filled(ctx, shape, element, one)
+        target = lower_type(mask_type)
+        if mask.type != target:
+            mask = tensor.CastOp(target, mask).result
+        results.append(mask)
+    return results
+
+
+@register_lowering("onnx.LRN")
+def _lower_lrn(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    x, x_niro = ctx.operands[0], ctx.niro_operands[0]
+    scalar = element_type(x_niro)
+    if scalar not in FLOATS:
+        raise ctx.error(f"supports float tensors only, got {scalar.spelling}")
+    shape = static_shape(ctx, x_niro, "input X")
+    if len(shape) < 3:
+        raise ctx.error(f"needs an input of rank >= 3 (N, C, spatial...), got {shape}")
+    size = attribute(ctx, "size")
+    if not isinstance(size, int) or size < 1:
+        raise ctx.error(f"needs a positive 'size' attribute, got {size!r}")
+    alpha = float(attribute(ctx, "alpha", 0.0001))
+    beta = float(attribute(ctx, "beta", 0.75))
+    bias = float(attribute(ctx, "bias", 1.0))
+    element = lower_scalar_type(scalar)
+    rank = len(shape)
+    loops = [dim(a) for a in range(rank)]
+    tensor_type = ir.RankedTensorType.get(list(shape), element)
+
+    squares = generic(
+        tensor_type,
+        [x],
+        tensor.EmptyOp(list(shape), element).result,
+        [loops, loops],
+        [PARALLEL] * rank,
+        lambda args: arith.MulFOp(args[0], args[0]).result,
+    )
+    before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+    padded = pad(
+        ctx,
+        squares,
+        [0, before] + [0] * (rank - 2),
+        [0, after] + [0] * (rank - 2),
+        ctx.zero(element),
+    )
+    window = tensor.EmptyOp([size], element).result
+    k = dim(rank)
+    zero = ctx.zero(element)
+    sums = generic(
+        tensor_type,
+        [padded, window],
+        filled(ctx, shape, element, zero),
+        [[loops[0], loops[1] + k, *loops[2:]], [k], loops],
+        [PARALLEL] * rank + [REDUCTION],
+        lambda args: arith.AddFOp(args[2], args[0]).result,
+    )
+    scale = scalar_constant(element, alpha / size)
+    offset = scalar_constant(element, bias)
+    power = scalar_constant(element, beta)
+
+    def body(args):
+        base = arith.AddFOp(offset, arith.MulFOp(scale, args[1]).result).result
+        return arith.DivFOp(args[0], math.PowFOp(base, power).result).result
+
+    return [
+        generic(
+            tensor_type,
+            [x, sums],
+            tensor.EmptyOp(list(shape), element).result,
+            [loops, loops, loops],
+            [PARALLEL] * rank,
+            body,
+        )
+    ]

@@ -1,0 +1,364 @@
+"""MaxPool, AveragePool, LpPool and their Global forms as window `linalg.generic`s.
+
+A window pool reads the padded input at (n, c, o*s + k*d) for every kernel position k; the
+kernel loops get their bounds from an uninitialised "window" operand of the kernel's shape, as
+linalg's named pooling ops do. Padding uses the reduction's neutral value (-inf or the type's
+minimum for max, 0 for sums), so padded positions never win or add. The one thing that depends
+on where a window lies is AveragePool's divisor: it is computed at compile time (static shapes)
+as the count of window positions inside the input (count_include_pad=0) or inside the
+explicitly padded input (count_include_pad=1), and divides the window sums as a small constant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from niro.ir import ScalarType
+
+from ..bindings import arith, ir, linalg, math, tensor
+from ..context import LoweringRuleContext, register_lowering
+from ..types import lower_scalar_type
+from .common import attribute, element_type
+from .windows import (
+    PARALLEL,
+    REDUCTION,
+    WindowGeometry,
+    dim,
+    expand_dim,
+    filled,
+    generic,
+    numpy_constant,
+    pad_for_window,
+    scalar_constant,
+    static_shape,
+    window_geometry,
+)
+
+__all__: list[str] = []
+
+FLOATS = (ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64)
+SIGNED = (ScalarType.I8, ScalarType.I16, ScalarType.I32, ScalarType.I64)
+UNSIGNED = (ScalarType.U8, ScalarType.U16, ScalarType.U32, ScalarType.U64)
+
+
+def _input(ctx: LoweringRuleContext, allowed: Sequence[ScalarType]):
+    x, x_niro = ctx.operands[0], ctx.niro_operands[0]
+    scalar = element_type(x_niro)
+    if scalar not in allowed:
+        raise ctx.error(f"does not support element type {scalar.spelling}")
+    shape = static_shape(ctx, x_niro, "input X")
+    if len(shape) < 3:
+        raise ctx.error(f"needs an input of rank >= 3 (N, C, spatial...), got {shape}")
+    return x, shape, scalar
+
+
+def _check_output(ctx: LoweringRuleContext, expected: Sequence[int]) -> None:
+    result = static_shape(ctx, ctx.niro_results[0], "the result")
+    if tuple(result) != tuple(expected):
+        raise ctx.error(
+            f"computed output shape {tuple(expected)} but the result type says {result}"
+        )
+
+
+def _window_reduce(
+    ctx, x, shape, geometry: WindowGeometry, padding, init_value, combine
+) -> ir.Value:
+    """out[n, c, o] = combine over k of padded[n, c, o*s + k*d] (starting from init_value)."""
+    element = ir.RankedTensorType(x.type).element_type
+    padded = pad_for_window(ctx, x, geometry, padding)
+    rank = len(geometry.kernel)
+    out_shape = [shape[0], shape[1], *geometry.output]
+    init = filled(ctx, out_shape, element, init_value)
+    window = tensor.EmptyOp(list(geometry.kernel), element).result
+    outs = [dim(2 + a) for a in range(rank)]
+    ks = [dim(2 + rank + a) for a in range(rank)]
+    x_map = [dim(0), dim(1)] + [
+        outs[a] * geometry.strides[a] + ks[a] * geometry.dilations[a] for a in range(rank)
+    ]
+    return generic(
+        ir.RankedTensorType.get(out_shape, element),
+        [padded, window],
+        init,
+        [x_map, ks, [dim(0), dim(1), *outs]],
+        [PARALLEL] * (2 + rank) + [REDUCTION] * rank,
+        lambda args: combine(args[0], args[2]),
+    )
+
+
+def _max_parts(scalar: ScalarType, element: ir.Type):
+    """(lowest value, max combiner) for a float, signed or unsigned element type."""
+    if scalar in FLOATS:
+        return scalar_constant(element, float("-inf")), lambda a, b: arith.MaximumFOp(a, b).result
+    width = element.width
+    if scalar in UNSIGNED:
+        return scalar_constant(element, 0), lambda a, b: arith.MaxUIOp(a, b).result
+    return scalar_constant(element, -(1 << (width - 1))), lambda a, b: arith.MaxSIOp(a, b).result
+
+
+def _map_elements(y: ir.Value, body) -> ir.Value:
+    """An element-wise linalg.generic over one static tensor."""
+    y_type = ir.RankedTensorType(y.type)
+    loops = [dim(a) for a in range(len(y_type.shape))]
+    init = tensor.EmptyOp(list(y_type.shape), y_type.element_type).result
+    return generic(y_type, [y], init, [loops, loops], [PARALLEL] * len(loops), lambda a: body(a[0]))
+
+
+@register_lowering("onnx.MaxPool")
+def _lower_max_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    x, shape, scalar = _input(ctx, (*FLOATS, *SIGNED, *UNSIGNED))
+    geometry = window_geometry(ctx, shape[2:], ceil_mode=bool(attribute(ctx, "ceil_mode", 0)))
+    _check_output(ctx, (shape[0], shape[1], *geometry.output))
+    element = lower_scalar_type(scalar)
+    lowest, combine = _max_parts(scalar, element)
+    if len(ctx.niro_results) > 1:
+        if scalar not in FLOATS:
+            raise ctx.error("supports the Indices output on float inputs only")
+        return _max_pool_with_indices(ctx, x, shape, geometry, lowest)
+    return [_window_reduce(ctx, x, shape, geometry, lowest, lowest, combine)]
+
+
+def _max_pool_with_indices(ctx, x, shape, geometry: WindowGeometry, lowest) -> list[ir.Value]:
+    """MaxPool's values and Indices: the first maximum in window order (row-major over the
+    kernel), as a flat index into X (storage_order 0: row-major, 1: column-major spatial dims).
+
+    One `linalg.generic` with two outputs carries (value, row-major index); a position wins
+    when it lies inside X (not padding) and is larger, or equal with a smaller index, so the
+    result does not depend on the order linalg visits the window."""
+    storage_order = int(attribute(ctx, "storage_order", 0))
+    if storage_order not in (0, 1):
+        raise ctx.error(f"has an invalid storage_order {storage_order}")
+    element = ir.RankedTensorType(x.type).element_type
+    i64 = ir.IntegerType.get_signless(64)
+    padded = pad_for_window(ctx, x, geometry, lowest)
+    rank = len(geometry.kernel)
+    spatial = shape[2:]
+    out_shape = [shape[0], shape[1], *geometry.output]
+    values_init = filled(ctx, out_shape, element, lowest)
+    sentinel = scalar_constant(i64, 2**63 - 1)
+    indices_init = filled(ctx, out_shape, i64, sentinel)
+    window = tensor.EmptyOp(list(geometry.kernel), element).result
+    outs = [dim(2 + a) for a in range(rank)]
+    ks = [dim(2 + rank + a) for a in range(rank)]
+    x_map = [dim(0), dim(1)] + [
+        outs[a] * geometry.strides[a] + ks[a] * geometry.dilations[a] for a in range(rank)
+    ]
+    loops = 2 + 2 * rank
+    out_map = [dim(0), dim(1), *outs]
+    maps = [x_map, ks, out_map, out_map]
+    generic_op = linalg.GenericOp(
+        [ir.RankedTensorType.get(out_shape, element), ir.RankedTensorType.get(out_shape, i64)],
+        [padded, window],
+        [values_init, indices_init],
+        ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get(loops, 0, list(m))) for m in maps]),
+        ir.ArrayAttr.get(
+            [ir.Attribute.parse(f"#linalg.iterator_type<{PARALLEL}>")] * (2 + rank)
+            + [ir.Attribute.parse(f"#linalg.iterator_type<{REDUCTION}>")] * rank
+        ),
+    )
+    block = generic_op.regions[0].blocks.append(element, element, element, i64)
+    with ir.InsertionPoint(block):
+        value, _, best, best_index = block.arguments
+        index = [linalg.IndexOp(a).result for a in range(loops)]
+        as_i64 = lambda v: arith.IndexCastOp(i64, v).result  # noqa: E731
+        flat = arith.AddIOp(
+            arith.MulIOp(as_i64(index[0]), scalar_constant(i64, shape[1])).result, as_i64(index[1])
+        ).result
+        inside = None
+        for a in range(rank):
+            position = arith.AddIOp(
+                arith.MulIOp(
+                    as_i64(index[2 + a]), scalar_constant(i64, geometry.strides[a])
+                ).result,
+                arith.MulIOp(
+                    as_i64(index[2 + rank + a]), scalar_constant(i64, geometry.dilations[a])
+                ).result,
+            ).result
+            position = arith.SubIOp(position, scalar_constant(i64, geometry.pads_begin[a])).result
+            valid = arith.AndIOp(
+                arith.CmpIOp(arith.CmpIPredicate.sge, position, scalar_constant(i64, 0)).result,
+                arith.CmpIOp(
+                    arith.CmpIPredicate.slt, position, scalar_constant(i64, spatial[a])
+                ).result,
+            ).result
+            inside = valid if inside is None else arith.AndIOp(inside, valid).result
+            flat = arith.AddIOp(
+                arith.MulIOp(flat, scalar_constant(i64, spatial[a])).result, position
+            ).result
+        larger = arith.CmpFOp(arith.CmpFPredicate.OGT, value, best).result
+        tie = arith.AndIOp(
+            arith.CmpFOp(arith.CmpFPredicate.OEQ, value, best).result,
+            arith.CmpIOp(arith.CmpIPredicate.slt, flat, best_index).result,
+        ).result
+        wins = arith.AndIOp(inside, arith.OrIOp(larger, tie).result).result
+        linalg.YieldOp(
+            [
+                arith.SelectOp(wins, value, best).result,
+                arith.SelectOp(wins, flat, best_index).result,
+            ]
+        )
+    values, indices = generic_op.results
+    if storage_order == 1:
+        indices = _column_major(indices, shape)
+    return [values, indices]
+
+
+def _column_major(indices: ir.Value, shape: Sequence[int]) -> ir.Value:
+    """Row-major flat indices into X rewritten with the spatial dims in column-major order."""
+    i64 = ir.IntegerType.get_signless(64)
+    spatial = list(shape[2:])
+    plane = int(np.prod(spatial))
+
+    def body(value):
+        c = lambda v: scalar_constant(i64, v)  # noqa: E731
+        channel = arith.DivSIOp(value, c(plane)).result
+        rest = arith.RemSIOp(value, c(plane)).result
+        coordinates = []
+        for size in reversed(spatial):
+            coordinates.append(arith.RemSIOp(rest, c(size)).result)
+            rest = arith.DivSIOp(rest, c(size)).result
+        coordinates.reverse()
+        result, stride = arith.MulIOp(channel, c(plane)).result, 1
+        for coordinate, size in zip(coordinates, spatial, strict=True):
+            result = arith.AddIOp(result, arith.MulIOp(coordinate, c(stride)).result).result
+            stride *= size
+        return result
+
+    return _map_elements(indices, body)
+
+
+def _divisor(shape: Sequence[int], geometry: WindowGeometry, include_pad: bool) -> np.ndarray:
+    """How many window positions of each output count towards the average."""
+    counts = []
+    for axis, size in enumerate(shape):
+        begin, end = geometry.pads_begin[axis], geometry.pads_end[axis]
+        low, high = (-begin, size + end) if include_pad else (0, size)
+        starts = np.arange(geometry.output[axis]) * geometry.strides[axis] - begin
+        taps = (
+            starts[:, None] + np.arange(geometry.kernel[axis])[None, :] * geometry.dilations[axis]
+        )
+        counts.append(((taps >= low) & (taps < high)).sum(axis=1))
+    divisor = counts[0]
+    for count in counts[1:]:
+        divisor = np.multiply.outer(divisor, count)
+    return divisor
+
+
+@register_lowering("onnx.AveragePool")
+def _lower_average_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    x, shape, scalar = _input(ctx, FLOATS)
+    geometry = window_geometry(ctx, shape[2:], ceil_mode=bool(attribute(ctx, "ceil_mode", 0)))
+    _check_output(ctx, (shape[0], shape[1], *geometry.output))
+    element = lower_scalar_type(scalar)
+    zero = ctx.zero(element)
+    sums = _window_reduce(
+        ctx, x, shape, geometry, zero, zero, lambda a, b: arith.AddFOp(a, b).result
+    )
+    divisor = _divisor(shape[2:], geometry, bool(attribute(ctx, "count_include_pad", 0)))
+    if (divisor == 0).any():
+        raise ctx.error("has a window that lies entirely in the padding (its average is undefined)")
+    return [_divide(sums, divisor, scalar, element)]
+
+
+def _divide(sums: ir.Value, divisor: np.ndarray, scalar: ScalarType, element: ir.Type) -> ir.Value:
+    """sums (N, C, O...) / divisor (O...), a scalar divide when every window counts the same."""
+    if (divisor == divisor.flat[0]).all():
+        count = scalar_constant(element, float(divisor.flat[0]))
+        return _map_elements(sums, lambda value: arith.DivFOp(value, count).result)
+    table = numpy_constant(divisor.astype(np.float64), scalar)
+    y_type = ir.RankedTensorType(sums.type)
+    rank = len(y_type.shape)
+    loops = [dim(a) for a in range(rank)]
+    init = tensor.EmptyOp(list(y_type.shape), element).result
+    return generic(
+        y_type,
+        [sums, table],
+        init,
+        [loops, loops[2:], loops],
+        [PARALLEL] * rank,
+        lambda args: arith.DivFOp(args[0], args[1]).result,
+    )
+
+
+def _lp_parts(ctx: LoweringRuleContext, element: ir.Type):
+    """(|x|^p accumulation, root) for LpPool's integer p."""
+    p = int(attribute(ctx, "p", 2))
+    if p < 1:
+        raise ctx.error(f"needs p >= 1, got {p}")
+
+    def accumulate(value, acc):
+        magnitude = math.AbsFOp(value).result
+        if p == 1:
+            term = magnitude
+        elif p == 2:
+            term = arith.MulFOp(value, value).result
+        else:
+            term = math.PowFOp(magnitude, scalar_constant(element, float(p))).result
+        return arith.AddFOp(acc, term).result
+
+    def root(total):
+        if p == 1:
+            return total
+        if p == 2:
+            return math.SqrtOp(total).result
+        return math.PowFOp(total, scalar_constant(element, 1.0 / p)).result
+
+    return accumulate, root
+
+
+@register_lowering("onnx.LpPool")
+def _lower_lp_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    x, shape, scalar = _input(ctx, FLOATS)
+    geometry = window_geometry(ctx, shape[2:], ceil_mode=bool(attribute(ctx, "ceil_mode", 0)))
+    _check_output(ctx, (shape[0], shape[1], *geometry.output))
+    element = lower_scalar_type(scalar)
+    zero = ctx.zero(element)
+    accumulate, root = _lp_parts(ctx, element)
+    sums = _window_reduce(ctx, x, shape, geometry, zero, zero, accumulate)
+    return [_map_elements(sums, root)]
+
+
+# -- Global pools -------------------------------------------------------------------------------
+
+
+def _global_reduce(ctx, x, shape, init_value, combine) -> ir.Value:
+    """(N, C, S...) -> (N, C, 1, ...) combining every spatial element."""
+    element = ir.RankedTensorType(x.type).element_type
+    rank = len(shape)
+    init = filled(ctx, shape[:2], element, init_value)
+    loops = [dim(a) for a in range(rank)]
+    reduced = generic(
+        ir.RankedTensorType.get(list(shape[:2]), element),
+        [x],
+        init,
+        [loops, loops[:2]],
+        [PARALLEL] * 2 + [REDUCTION] * (rank - 2),
+        lambda args: combine(args[0], args[1]),
+    )
+    return expand_dim(reduced, 1, (shape[1],) + (1,) * (rank - 2))
+
+
+@register_lowering("onnx.GlobalMaxPool")
+def _lower_global_max_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    x, shape, scalar = _input(ctx, (*FLOATS, *SIGNED, *UNSIGNED))
+    lowest, combine = _max_parts(scalar, lower_scalar_type(scalar))
+    return [_global_reduce(ctx, x, shape, lowest, combine)]
+
+
+@register_lowering("onnx.GlobalAveragePool")
+def _lower_global_average_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    x, shape, scalar = _input(ctx, FLOATS)
+    element = lower_scalar_type(scalar)
+    zero = ctx.zero(element)
+    sums = _global_reduce(ctx, x, shape, zero, lambda a, b: arith.AddFOp(a, b).result)
+    count = scalar_constant(element, float(np.prod(shape[2:])))
+    return [_map_elements(sums, lambda value: arith.DivFOp(value, count).result)]
+
+
+@register_lowering("onnx.GlobalLpPool")
+def _lower_global_lp_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    x, shape, scalar = _input(ctx, FLOATS)
+    element = lower_scalar_type(scalar)
+    accumulate, root = _lp_parts(ctx, element)
+    sums = _global_reduce(ctx, x, shape, ctx.zero(element), accumulate)
+    return [_map_elements(sums, root)]

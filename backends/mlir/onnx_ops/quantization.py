@@ -1,0 +1,532 @@
+"""QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearMatMul, QLinearConv and
+ConvInteger: linear (de)quantization of 8/16-bit integers, as ONNX's reference computes it.
+
+Quantize: round_half_even(x / scale) + zero_point, saturated to the integer type's range.
+Dequantize: (x - zero_point) * scale, in f32, cast to the scale's type. Scales and zero points
+are per tensor (0-d or one element), per axis (1-D along `axis`) or blocked (same rank as x,
+`block_size` elements of `axis` per entry): each layout is just an indexing map of the scale
+operand (`d_axis`, `d_axis floordiv block`), so one element-wise `linalg.generic` covers them.
+The QLinear ops subtract the zero points in i32 first (so padding with 0 is padding with the
+zero point), accumulate in i32, then requantize: the multiplier x_scale * w_scale / y_scale is
+formed in the scales' own type, the i32 sum scaled in f64, rounded half to even, plus the
+output zero point, saturated (the reference's numpy promotion, reproduced so results are
+bit-exact). Unsigned 8/16-bit types use unsigned conversions (uitofp, extui, fptoui).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from niro.ir import ScalarType
+
+from ..bindings import arith, ir, math, tensor
+from ..context import LoweringRuleContext, register_lowering
+from ..types import lower_scalar_type
+from .common import attribute, element_type, input_value, normalize_axis
+from .conv import add_channel_bias, grouped_conv, integer_mul_add
+from .windows import (
+    PARALLEL,
+    REDUCTION,
+    dim,
+    filled,
+    generic,
+    pad_for_window,
+    scalar_constant,
+    static_shape,
+    window_geometry,
+)
+
+__all__: list[str] = []
+
+QUANTIZED = (ScalarType.I8, ScalarType.U8, ScalarType.I16, ScalarType.U16)
+FLOATS = (ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64)
+_RANGES = {
+    ScalarType.I8: (-128, 127),
+    ScalarType.U8: (0, 255),
+    ScalarType.I16: (-32768, 32767),
+    ScalarType.U16: (0, 65535),
+    ScalarType.I32: (-(2**31), 2**31 - 1),
+}
+
+
+def _f32() -> ir.Type:
+    return ir.F32Type.get()
+
+
+def _f64() -> ir.Type:
+    return ir.F64Type.get()
+
+
+def _i32() -> ir.Type:
+    return ir.IntegerType.get_signless(32)
+
+
+def to_float(value: ir.Value, scalar: ScalarType, target: ir.Type) -> ir.Value:
+    """An element of Niro type `scalar` converted to the float type `target` (exact for ints
+    up to 32 bits into f32/f64)."""
+    if scalar.is_float:
+        source = value.type
+        if source == target:
+            return value
+        widths = {ir.F16Type: 16, ir.BF16Type: 16, ir.F32Type: 32, ir.F64Type: 64}
+        source_bits = next(bits for kind, bits in widths.items() if isinstance(source, kind))
+        target_bits = next(bits for kind, bits in widths.items() if isinstance(target, kind))
+        if source_bits < target_bits:
+            return arith.ExtFOp(target, value).result
+        return arith.TruncFOp(target, value).result
+    if scalar.is_unsigned_integer:
+        return arith.UIToFPOp(target, value).result
+    return arith.SIToFPOp(target, value).result
+
+
+def to_i32(value: ir.Value, scalar: ScalarType) -> ir.Value:
+    """An 8/16/32-bit integer element widened to i32 (zero-extended when unsigned)."""
+    if value.type == _i32():
+        return value
+    if scalar.is_unsigned_integer:
+        return arith.ExtUIOp(_i32(), value).result
+    return arith.ExtSIOp(_i32(), value).result
+
+
+def saturate(ctx: LoweringRuleContext, value: ir.Value, scalar: ScalarType) -> ir.Value:
+    """A float already rounded to an integer, clamped to `scalar`'s range and converted."""
+    low, high = _RANGES[scalar]
+    float_type = value.type
+    value = arith.MaximumFOp(value, scalar_constant(float_type, low)).result
+    value = arith.MinimumFOp(value, scalar_constant(float_type, high)).result
+    target = lower_scalar_type(scalar)
+    if scalar.is_unsigned_integer:
+        return arith.FPToUIOp(target, value).result
+    return arith.FPToSIOp(target, value).result
+
+
+def _parameter_map(ctx, name: str, shape, x_shape, axis: int, block: int) -> list[ir.AffineExpr]:
+    """The indexing map of a scale / zero point of `shape` against x of `x_shape`."""
+    rank = len(x_shape)
+    if len(shape) == 0:
+        return []
+    if shape == (1,) and (block == 0 or rank == 1):
+        return [ir.AffineConstantExpr.get(0)]
+    axis = normalize_axis(ctx, axis, rank)
+    if block:
+        if len(shape) != rank:
+            raise ctx.error(f"blocked {name} needs rank {rank}, got shape {shape}")
+        exprs = []
+        for index in range(rank):
+            if index == axis:
+                if shape[index] != -(-x_shape[index] // block):
+                    raise ctx.error(
+                        f"{name} shape {shape} does not match block_size {block} on axis {axis}"
+                    )
+                exprs.append(
+                    ir.AffineFloorDivExpr.get(dim(index), ir.AffineConstantExpr.get(block))
+                )
+            else:
+                if shape[index] != x_shape[index]:
+                    raise ctx.error(
+                        f"{name} shape {shape} does not match the input shape {x_shape}"
+                    )
+                exprs.append(dim(index))
+        return exprs
+    if len(shape) == 1 and shape[0] == x_shape[axis]:
+        return [dim(axis)]
+    raise ctx.error(
+        f"{name} of shape {shape} is neither per-tensor nor per-axis for input {x_shape}"
+    )
+
+
+def _layout(ctx: LoweringRuleContext, x_shape):
+    # NOTE: the axis only matters (and is only checked) for per-axis or blocked parameters;
+    # a per-tensor scale on a 1-D input keeps the default axis 1.
+    axis = int(attribute(ctx, "axis", 1))
+    block = int(attribute(ctx, "block_size", 0) or 0)
+    if block < 0:
+        raise ctx.error(f"needs block_size >= 0, got {block}")
+    return axis, block
+
+
+def _elementwise(out_shape, element, operands, maps, body) -> ir.Value:
+    rank = len(out_shape)
+    loops = [dim(index) for index in range(rank)]
+    init = tensor.EmptyOp(list(out_shape), element).result
+    return generic(
+        ir.RankedTensorType.get(list(out_shape), element),
+        operands,
+        init,
+        [*maps, loops],
+        [PARALLEL] * rank,
+        body,
+    )
+
+
+@register_lowering("onnx.QuantizeLinear", since=10)
+def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    x, x_niro = input_value(ctx, 0)
+    scale, scale_niro = input_value(ctx, 1)
+    zero = input_value(ctx, 2)
+    x_scalar, scale_scalar = element_type(x_niro), element_type(scale_niro)
+    out_scalar = element_type(ctx.niro_results[0])
+    if out_scalar not in QUANTIZED:
+        raise ctx.error(f"supports int8/uint8/int16/uint16 outputs only, got {out_scalar.spelling}")
+    if x_scalar not in (*FLOATS, ScalarType.I32) or scale_scalar not in FLOATS:
+        raise ctx.error(
+            f"does not support input {x_scalar.spelling} with scale {scale_scalar.spelling}"
+        )
+    precision = attribute(ctx, "precision", 0)
+    if precision not in (0, None, 1):  # 1 = FLOAT
+        raise ctx.error(f"supports precision FLOAT only, got {precision}")
+    x_shape = static_shape(ctx, x_niro, "input x")
+    axis, block = _layout(ctx, x_shape)
+    # NOTE: numpy divides in the promoted type of x and the scale: f32 unless either is f64
+    # (or x is i32, which promotes with f32 to f64).
+    wide = ScalarType.F64 in (x_scalar, scale_scalar) or x_scalar is ScalarType.I32
+    compute = _f64() if wide else _f32()
+    operands = [x, scale]
+    maps = [
+        [dim(i) for i in range(len(x_shape))],
+        _parameter_map(
+            ctx, "y_scale", static_shape(ctx, scale_niro, "y_scale"), x_shape, axis, block
+        ),
+    ]
+    zero_scalar = None
+    if zero is not None:
+        zero_scalar = element_type(zero[1])
+        operands.append(zero[0])
+        maps.append(
+            _parameter_map(
+                ctx,
+                "y_zero_point",
+                static_shape(ctx, zero[1], "y_zero_point"),
+                x_shape,
+                axis,
+                block,
+            )
+        )
+
+    def body(args):
+        value = to_float(args[0], x_scalar, compute)
+        quotient = arith.DivFOp(value, to_float(args[1], scale_scalar, compute)).result
+        rounded = math.RoundEvenOp(quotient).result
+        if zero_scalar is not None:
+            rounded = arith.AddFOp(rounded, to_float(args[2], zero_scalar, compute)).result
+        return saturate(ctx, rounded, out_scalar)
+
+    return [_elementwise(x_shape, lower_scalar_type(out_scalar), operands, maps, body)]
+
+
+@register_lowering("onnx.DequantizeLinear", since=10)
+def _lower_dequantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    x, x_niro = input_value(ctx, 0)
+    scale, scale_niro = input_value(ctx, 1)
+    zero = input_value(ctx, 2)
+    x_scalar, scale_scalar = element_type(x_niro), element_type(scale_niro)
+    out_scalar = element_type(ctx.niro_results[0])
+    if x_scalar not in (*QUANTIZED, ScalarType.I32):
+        raise ctx.error(
+            f"supports int8/uint8/int16/uint16/int32 inputs only, got {x_scalar.spelling}"
+        )
+    if scale_scalar not in FLOATS or out_scalar not in FLOATS:
+        raise ctx.error(
+            f"needs float scale and output, got {scale_scalar.spelling} -> {out_scalar.spelling}"
+        )
+    x_shape = static_shape(ctx, x_niro, "input x")
+    axis, block = _layout(ctx, x_shape)
+    compute = _f64() if ScalarType.F64 in (scale_scalar, out_scalar) else _f32()
+    operands = [x, scale]
+    maps = [
+        [dim(i) for i in range(len(x_shape))],
+        _parameter_map(
+            ctx, "x_scale", static_shape(ctx, scale_niro, "x_scale"), x_shape, axis, block
+        ),
+    ]
+    zero_scalar = None
+    if zero is not None:
+        zero_scalar = element_type(zero[1])
+        operands.append(zero[0])
+        maps.append(
+            _parameter_map(
+                ctx,
+                "x_zero_point",
+                static_shape(ctx, zero[1], "x_zero_point"),
+                x_shape,
+                axis,
+                block,
+            )
+        )
+    out_element = lower_scalar_type(out_scalar)
+
+    def body(args):
+        value = to_float(args[0], x_scalar, compute)
+        if zero_scalar is not None:
+            value = arith.SubFOp(value, to_float(args[2], zero_scalar, compute)).result
+        value = arith.MulFOp(value, to_float(args[1], scale_scalar, compute)).result
+        return to_float(value, ScalarType.F64 if compute == _f64() else ScalarType.F32, out_element)
+
+    return [_elementwise(x_shape, out_element, operands, maps, body)]
+
+
+# -- integer convolution and matmul ------------------------------------------------------------------
+
+
+def _shifted(
+    ctx, value: ir.Value, scalar: ScalarType, shape, zero, zero_axis: int | None
+) -> ir.Value:
+    """value - zero_point as an i32 tensor; `zero` is (mlir, niro) or None; a 1-D zero point
+    (per output channel) runs along `zero_axis`."""
+    if scalar not in (ScalarType.I8, ScalarType.U8):
+        raise ctx.error(f"supports int8/uint8 operands only, got {scalar.spelling}")
+    rank = len(shape)
+    loops = [dim(index) for index in range(rank)]
+    operands, maps = [value], [loops]
+    zero_scalar = None
+    if zero is not None:
+        zero_scalar = element_type(zero[1])
+        zero_shape = static_shape(ctx, zero[1], "a zero point")
+        if len(zero_shape) == 0 or zero_shape == (1,):
+            zero_map = [ir.AffineConstantExpr.get(0)] * len(zero_shape)
+        elif zero_axis is not None and zero_shape == (shape[zero_axis],):
+            zero_map = [dim(zero_axis)]
+        else:
+            raise ctx.error(
+                f"a zero point of shape {zero_shape} does not fit an operand of shape {shape}"
+            )
+        operands.append(zero[0])
+        maps.append(zero_map)
+
+    def body(args):
+        widened = to_i32(args[0], scalar)
+        if zero_scalar is not None:
+            widened = arith.SubIOp(widened, to_i32(args[1], zero_scalar)).result
+        return widened
+
+    return _elementwise(shape, _i32(), operands, maps, body)
+
+
+def _integer_conv(ctx, x, x_niro, x_zero, w, w_niro, w_zero) -> ir.Value:
+    """The i32 convolution of (x - x_zero) and (w - w_zero) with the op's window attributes."""
+    x_shape = static_shape(ctx, x_niro, "input x")
+    w_shape = static_shape(ctx, w_niro, "filter w")
+    if len(x_shape) < 3 or len(w_shape) != len(x_shape):
+        raise ctx.error(f"needs x of rank >= 3 and w of the same rank, got {x_shape} and {w_shape}")
+    geometry = window_geometry(ctx, x_shape[2:], w_shape[2:])
+    expected = (x_shape[0], w_shape[0], *geometry.output)
+    result = static_shape(ctx, ctx.niro_results[0], "the result")
+    if result != expected:
+        raise ctx.error(f"computed output shape {expected} but the result type says {result}")
+    xs = _shifted(ctx, x, element_type(x_niro), x_shape, x_zero, None)
+    ws = _shifted(ctx, w, element_type(w_niro), w_shape, w_zero, 0)
+    padded = pad_for_window(ctx, xs, geometry, ctx.zero(_i32()))
+    group = int(attribute(ctx, "group", 1))
+    return grouped_conv(
+        ctx,
+        padded,
+        ws,
+        group,
+        geometry.strides,
+        geometry.dilations,
+        geometry.output,
+        _i32(),
+        integer_mul_add,
+    )
+
+
+@register_lowering("onnx.ConvInteger", since=10)
+def _lower_conv_integer(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    x, x_niro = input_value(ctx, 0)
+    w, w_niro = input_value(ctx, 1)
+    return [_integer_conv(ctx, x, x_niro, input_value(ctx, 2), w, w_niro, input_value(ctx, 3))]
+
+
+def _scalar_of(ctx, position: int, what: str) -> tuple[ir.Value, ScalarType]:
+    """A per-tensor parameter (0-d or one element) read as a scalar."""
+    value, niro_value = input_value(ctx, position)
+    shape = static_shape(ctx, niro_value, what)
+    if len(shape) > 1 or (shape and shape[0] != 1):
+        raise ctx.error(f"supports a per-tensor {what} only, got shape {shape}")
+    return tensor.ExtractOp(value, [ctx.index_constant(0)] * len(shape)).result, element_type(
+        niro_value
+    )
+
+
+def _requantize(
+    ctx,
+    acc_i32: ir.Value,
+    multiplier: ir.Value,
+    zero: tuple[ir.Value, ScalarType] | None,
+    out_scalar: ScalarType,
+) -> ir.Value:
+    """round_half_even(acc * multiplier (f64) + zero) saturated to `out_scalar`."""
+    value = arith.MulFOp(arith.SIToFPOp(_f64(), acc_i32).result, multiplier).result
+    if zero is not None:
+        value = arith.AddFOp(value, to_float(zero[0], zero[1], _f64())).result
+    return saturate(ctx, math.RoundEvenOp(value).result, out_scalar)
+
+
+def _multiplier(
+    a_scale, a_type: ScalarType, b_scale, b_type: ScalarType, y_scale, y_type: ScalarType
+) -> ir.Value:
+    """a_scale * b_scale / y_scale in the scales' (promoted) type, then as f64."""
+    kinds = (a_type, b_type, y_type)
+    common = max(
+        kinds,
+        key=lambda kind: {
+            ScalarType.F16: 0,
+            ScalarType.BF16: 0,
+            ScalarType.F32: 1,
+            ScalarType.F64: 2,
+        }[kind],
+    )
+    element = lower_scalar_type(common)
+    product = arith.MulFOp(
+        to_float(a_scale, a_type, element), to_float(b_scale, b_type, element)
+    ).result
+    quotient = arith.DivFOp(product, to_float(y_scale, y_type, element)).result
+    return to_float(quotient, common, _f64())
+
+
+@register_lowering("onnx.QLinearConv", since=10)
+def _lower_qlinear_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    x, x_niro = input_value(ctx, 0)
+    w, w_niro = input_value(ctx, 3)
+    out_scalar = element_type(ctx.niro_results[0])
+    if out_scalar not in (ScalarType.I8, ScalarType.U8):
+        raise ctx.error(f"supports int8/uint8 outputs only, got {out_scalar.spelling}")
+    acc = _integer_conv(ctx, x, x_niro, input_value(ctx, 2), w, w_niro, input_value(ctx, 5))
+    bias = input_value(ctx, 8)
+    if bias is not None:
+        if element_type(bias[1]) is not ScalarType.I32:
+            raise ctx.error("needs an int32 bias B")
+        acc = add_channel_bias(acc, bias[0], lambda a, b: arith.AddIOp(a, b).result)
+    x_scale, x_scale_type = _scalar_of(ctx, 1, "x_scale")
+    y_scale, y_scale_type = _scalar_of(ctx, 6, "y_scale")
+    y_zero = _scalar_of(ctx, 7, "y_zero_point")
+    w_scale, w_scale_niro = input_value(ctx, 4)
+    w_scale_type = element_type(w_scale_niro)
+    w_scale_shape = static_shape(ctx, w_scale_niro, "w_scale")
+    out_shape = static_shape(ctx, ctx.niro_results[0], "the result")
+    rank = len(out_shape)
+    loops = [dim(index) for index in range(rank)]
+    if len(w_scale_shape) == 0 or w_scale_shape == (1,):
+        w_map = [ir.AffineConstantExpr.get(0)] * len(w_scale_shape)
+    elif w_scale_shape == (out_shape[1],):
+        w_map = [dim(1)]
+    else:
+        raise ctx.error(f"w_scale of shape {w_scale_shape} is neither per-tensor nor per-channel")
+
+    def body(args):
+        multiplier = _multiplier(
+            x_scale, x_scale_type, args[1], w_scale_type, y_scale, y_scale_type
+        )
+        return _requantize(ctx, args[0], multiplier, y_zero, out_scalar)
+
+    return [
+        _elementwise(out_shape, lower_scalar_type(out_scalar), [acc, w_scale], [loops, w_map], body)
+    ]
+
+
+def _integer_matmul(ctx, a, a_niro, a_zero, b, b_niro, b_zero) -> ir.Value:
+    """(a - a_zero) @ (b - b_zero) in i32, NumPy matmul broadcasting over static batch dims."""
+    a_shape = static_shape(ctx, a_niro, "input A")
+    b_shape = static_shape(ctx, b_niro, "input B")
+    if len(a_shape) < 2 or len(b_shape) < 2:
+        raise ctx.error(f"supports operands of rank >= 2 only, got {a_shape} and {b_shape}")
+    out_shape = static_shape(ctx, ctx.niro_results[0], "the result")
+    batch = out_shape[:-2]
+    m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
+    if b_shape[-2] != k or out_shape[-2:] != (m, n):
+        raise ctx.error(f"shapes {a_shape} x {b_shape} do not give the result {out_shape}")
+    a_shifted = _shifted(ctx, a, element_type(a_niro), a_shape, a_zero, None)
+    b_shifted = _shifted(ctx, b, element_type(b_niro), b_shape, b_zero, None)
+    depth = len(batch)
+
+    def batch_map(shape):
+        offset = depth - (len(shape) - 2)
+        exprs = []
+        for index, size in enumerate(shape[:-2]):
+            loop = offset + index
+            exprs.append(
+                ir.AffineConstantExpr.get(0) if size == 1 and batch[loop] != 1 else dim(loop)
+            )
+        return exprs
+
+    mi, ni, ki = dim(depth), dim(depth + 1), dim(depth + 2)
+    init = filled(ctx, out_shape, _i32(), ctx.zero(_i32()))
+    return generic(
+        ir.RankedTensorType.get(list(out_shape), _i32()),
+        [a_shifted, b_shifted],
+        init,
+        [
+            [*batch_map(a_shape), mi, ki],
+            [*batch_map(b_shape), ki, ni],
+            [*[dim(i) for i in range(depth)], mi, ni],
+        ],
+        [PARALLEL] * (depth + 2) + [REDUCTION],
+        lambda args: integer_mul_add(args[0], args[1], args[2]),
+    )
+
+
+@register_lowering("onnx.QLinearMatMul", since=10)
+def _lower_qlinear_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    a, a_niro = input_value(ctx, 0)
+    b, b_niro = input_value(ctx, 3)
+    out_scalar = element_type(ctx.niro_results[0])
+    if out_scalar not in (ScalarType.I8, ScalarType.U8):
+        raise ctx.error(f"supports int8/uint8 outputs only, got {out_scalar.spelling}")
+    acc = _integer_matmul(ctx, a, a_niro, input_value(ctx, 2), b, b_niro, input_value(ctx, 5))
+    a_scale, a_type = _scalar_of(ctx, 1, "a_scale")
+    b_scale, b_type = _scalar_of(ctx, 4, "b_scale")
+    y_scale, y_type = _scalar_of(ctx, 6, "y_scale")
+    y_zero = _scalar_of(ctx, 7, "y_zero_point")
+    out_shape = static_shape(ctx, ctx.niro_results[0], "the result")
+    loops = [dim(index) for index in range(len(out_shape))]
+
+    def body(args):
+        multiplier = _multiplier(a_scale, a_type, b_scale, b_type, y_scale, y_type)
+        return _requantize(ctx, args[0], multiplier, y_zero, out_scalar)
+
+    return [_elementwise(out_shape, lower_scalar_type(out_scalar), [acc], [loops], body)]
+
+
+@register_lowering("onnx.DynamicQuantizeLinear", since=11)
+def _lower_dynamic_quantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    """y_scale = (max(0, max x) - min(0, min x)) / 255, y_zero_point = saturate(round(-min /
+    y_scale)), y = saturate(round(x / y_scale) + y_zero_point), all uint8, in f32."""
+    x, x_niro = ctx.operands[0], ctx.niro_operands[0]
+    if element_type(x_niro) is not ScalarType.F32:
+        raise ctx.error(f"supports float32 input only, got {element_type(x_niro).spelling}")
+    shape = static_shape(ctx, x_niro, "input x")
+    rank = len(shape)
+    loops = [dim(index) for index in range(rank)]
+    f32 = _f32()
+    zero = scalar_constant(f32, 0.0)
+
+    def reduce(combine):
+        init = filled(ctx, [], f32, zero)
+        return generic(
+            ir.RankedTensorType.get([], f32),
+            [x],
+            init,
+            [loops, []],
+            [REDUCTION] * rank,
+            lambda args: combine(args[0], args[1]),
+        )
+
+    high = tensor.ExtractOp(reduce(lambda a, b: arith.MaximumFOp(a, b).result), []).result
+    low = tensor.ExtractOp(reduce(lambda a, b: arith.MinimumFOp(a, b).result), []).result
+    scale = arith.DivFOp(arith.SubFOp(high, low).result, scalar_constant(f32, 255.0)).result
+    zero_point_f = math.RoundEvenOp(
+        arith.DivFOp(arith.SubFOp(zero, low).result, scale).result
+    ).result
+    zero_point = saturate(ctx, zero_point_f, ScalarType.U8)
+    zero_point_f = arith.UIToFPOp(f32, zero_point).result
+
+    def body(args):
+        rounded = math.RoundEvenOp(arith.DivFOp(args[0], scale).result).result
+        return saturate(ctx, arith.AddFOp(rounded, zero_point_f).result, ScalarType.U8)
+
+    y = _elementwise(shape, lower_scalar_type(ScalarType.U8), [x], [loops], body)
+    scale_tensor = tensor.FromElementsOp(ir.RankedTensorType.get([], f32), [scale]).result
+    zero_tensor = tensor.FromElementsOp(
+        ir.RankedTensorType.get([], lower_scalar_type(ScalarType.U8)), [zero_point]
+    ).result
+    return [y, scale_tensor, zero_tensor][: len(ctx.niro_results)]

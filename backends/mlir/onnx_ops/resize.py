@@ -1,0 +1,487 @@
+"""Resize (opset 11+) and Upsample (nearest): a gather `linalg.generic` over the output.
+
+The output shape is static (ONNX shape inference gives it), but the scales, sizes and roi are
+often graph inputs, so the coordinate transform is computed at run time, per output element,
+in f64 as ONNX's reference does: for each resized axis the output index y maps to a source
+coordinate x (`coordinate_transformation_mode`), the taps around x and their coefficients
+follow from `mode` (nearest: a choice of two taps by `nearest_mode`; linear: 2 taps; cubic: 4,
+optionally `exclude_outside`), tap indices are clamped to the input (edge padding), and the
+interpolated value is the coefficient-weighted sum of the input elements read with
+`tensor.extract` — the separable 1-D rules of the spec applied jointly over the resized axes.
+`tf_crop_and_resize` positions outside the roi get `extrapolation_value`. Antialiasing needs
+the tap count, which depends on the scale, so it is supported only when the scale is known at
+compile time (constant scales, or sizes with the default 'stretch' policy).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math as pymath
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from niro.ir import ScalarType
+
+from ..bindings import arith, ir, linalg, math, tensor
+from ..context import LoweringRuleContext, register_lowering
+from ..types import lower_scalar_type
+from .common import attribute, element_type, input_index, input_value, normalize_axes, opset
+from .windows import PARALLEL, dim, generic, scalar_constant, static_shape
+
+__all__: list[str] = []
+
+FLOATS = (ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64)
+COORDINATE_MODES = (
+    "half_pixel",
+    "half_pixel_symmetric",
+    "pytorch_half_pixel",
+    "align_corners",
+    "asymmetric",
+    "tf_crop_and_resize",
+)
+NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+Scalar = float | ir.Value  # a compile-time float, or a run-time f64 value
+
+
+@dataclass(frozen=True)
+class Settings:
+    mode: str
+    coordinates: str
+    nearest_mode: str
+    cubic_a: float
+    exclude_outside: bool
+    extrapolation_value: float
+    antialias: bool
+
+
+@dataclass(frozen=True)
+class AxisPlan:
+    """One resized axis: sizes, its scale and (tf_crop_and_resize) its roi start/end."""
+
+    axis: int
+    in_size: int
+    out_size: int
+    scale: Scalar
+    roi: tuple[Scalar, Scalar] | None
+
+
+# -- f64 arithmetic on run-time values ---------------------------------------------------------------
+
+
+def _f64() -> ir.Type:
+    return ir.F64Type.get()
+
+
+def _c(value: float) -> ir.Value:
+    return scalar_constant(_f64(), value)
+
+
+def _v(value: Scalar) -> ir.Value:
+    return _c(value) if isinstance(value, (int, float)) else value
+
+
+def _add(a, b):
+    return arith.AddFOp(_v(a), _v(b)).result
+
+
+def _sub(a, b):
+    return arith.SubFOp(_v(a), _v(b)).result
+
+
+def _mul(a, b):
+    return arith.MulFOp(_v(a), _v(b)).result
+
+
+def _div(a, b):
+    return arith.DivFOp(_v(a), _v(b)).result
+
+
+def _cmp(predicate, a, b):
+    return arith.CmpFOp(predicate, _v(a), _v(b)).result
+
+
+def _select(condition, a, b):
+    return arith.SelectOp(condition, a, b).result
+
+
+def _floor(a):
+    return math.FloorOp(_v(a)).result
+
+
+def _i64(value: int) -> ir.Value:
+    return scalar_constant(ir.IntegerType.get_signless(64), value)
+
+
+def _to_i64(a: ir.Value) -> ir.Value:
+    return arith.FPToSIOp(ir.IntegerType.get_signless(64), a).result
+
+
+def _index_to_f64(index: ir.Value) -> ir.Value:
+    as_int = arith.IndexCastOp(ir.IntegerType.get_signless(64), index).result
+    return arith.SIToFPOp(_f64(), as_int).result
+
+
+# -- reading the op ------------------------------------------------------------------------------
+
+
+def _settings(ctx: LoweringRuleContext) -> Settings:
+    mode = attribute(ctx, "mode", "nearest")
+    coordinates = attribute(ctx, "coordinate_transformation_mode", "half_pixel")
+    nearest_mode = attribute(ctx, "nearest_mode", "round_prefer_floor")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise ctx.error(f"does not support mode '{mode}'")
+    if coordinates not in COORDINATE_MODES:
+        raise ctx.error(f"does not support coordinate_transformation_mode '{coordinates}'")
+    if nearest_mode not in NEAREST_MODES:
+        raise ctx.error(f"does not support nearest_mode '{nearest_mode}'")
+    antialias = bool(attribute(ctx, "antialias", 0))
+    if antialias and mode == "nearest":
+        raise ctx.error("antialias is not defined for mode 'nearest'")
+    return Settings(
+        mode,
+        coordinates,
+        nearest_mode,
+        float(attribute(ctx, "cubic_coeff_a", -0.75)),
+        bool(attribute(ctx, "exclude_outside", 0)),
+        float(attribute(ctx, "extrapolation_value", 0.0)),
+        antialias,
+    )
+
+
+def _operand_entries(ctx: LoweringRuleContext, position: int, count: int, what: str):
+    """ONNX input `position` as `count` Python numbers (a constant) or run-time f64 values."""
+    index = input_index(ctx, position)
+    if index is None:
+        return None
+    niro_value = ctx.niro_operands[index]
+    shape = static_shape(ctx, niro_value, what)
+    if shape != (count,):
+        if shape == (0,):
+            return None
+        raise ctx.error(f"needs {what} of shape ({count},), got {shape}")
+    constant = ctx.constant_operand(index)
+    if constant is not None:
+        return [float(item) for item in constant.reshape(-1)]
+    scalar = element_type(niro_value)
+    entries = []
+    for position_ in range(count):
+        item = tensor.ExtractOp(ctx.operands[index], [ctx.index_constant(position_)]).result
+        if scalar.is_float:
+            entries.append(item if item.type == _f64() else arith.ExtFOp(_f64(), item).result)
+        else:
+            entries.append(arith.SIToFPOp(_f64(), item).result)
+    return entries
+
+
+def _plans(ctx: LoweringRuleContext, in_shape, out_shape, settings: Settings) -> list[AxisPlan]:
+    rank = len(in_shape)
+    axes_attribute = attribute(ctx, "axes")
+    axes = (
+        normalize_axes(ctx, axes_attribute, rank)
+        if axes_attribute is not None
+        else tuple(range(rank))
+    )
+    count = len(axes)
+    scales = _operand_entries(ctx, 2, count, "scales")
+    sizes = _operand_entries(ctx, 3, count, "sizes")
+    if (scales is None) == (sizes is None):
+        raise ctx.error("needs exactly one of 'scales' and 'sizes'")
+    roi = None
+    if settings.coordinates == "tf_crop_and_resize":
+        roi = _operand_entries(ctx, 1, 2 * count, "roi")
+        if roi is None:
+            raise ctx.error(
+                "needs an roi input for coordinate_transformation_mode 'tf_crop_and_resize'"
+            )
+    for axis in range(rank):
+        if axis not in axes and in_shape[axis] != out_shape[axis]:
+            raise ctx.error(f"result dim {axis} differs from the input but the axis is not resized")
+    axis_scales: list[Scalar]
+    if scales is not None:
+        axis_scales = list(scales)
+        for position, axis in enumerate(axes):
+            scale = scales[position]
+            if (
+                isinstance(scale, float)
+                and int(pymath.floor(in_shape[axis] * scale)) != out_shape[axis]
+            ):
+                raise ctx.error(
+                    f"scale {scale} of axis {axis} does not give the result size {out_shape[axis]}"
+                )
+    else:
+        policy = attribute(ctx, "keep_aspect_ratio_policy", "stretch")
+        ratios: list[Scalar] = []
+        for position, axis in enumerate(axes):
+            size = sizes[position]
+            ratios.append(
+                size / in_shape[axis]
+                if isinstance(size, float)
+                else _div(size, float(in_shape[axis]))
+            )
+        if policy == "stretch":
+            for position, axis in enumerate(axes):
+                if isinstance(sizes[position], float) and int(sizes[position]) != out_shape[axis]:
+                    raise ctx.error(f"sizes {sizes} disagree with the result shape {out_shape}")
+            # NOTE: with 'stretch' the result dim is the requested size, so out/in is exact.
+            axis_scales = [out_shape[axis] / in_shape[axis] for axis in axes]
+        elif policy in ("not_larger", "not_smaller"):
+            pick = min if policy == "not_larger" else max
+            if all(isinstance(ratio, float) for ratio in ratios):
+                common = pick(ratios)
+            else:
+                common = _v(ratios[0])
+                for ratio in ratios[1:]:
+                    op = arith.MinimumFOp if policy == "not_larger" else arith.MaximumFOp
+                    common = op(common, _v(ratio)).result
+            axis_scales = [common] * count
+        else:
+            raise ctx.error(f"does not support keep_aspect_ratio_policy '{policy}'")
+    plans = []
+    for position, axis in enumerate(axes):
+        scale = axis_scales[position]
+        axis_roi = (roi[position], roi[count + position]) if roi is not None else None
+        trivial_roi = axis_roi is None or (axis_roi[0] == 0.0 and axis_roi[1] == 1.0)
+        identity = in_shape[axis] == out_shape[axis] and isinstance(scale, float) and scale == 1.0
+        if (identity and trivial_roi) or in_shape[axis] == out_shape[axis] == 1:
+            continue  # NOTE: the reference skips such axes too; every tap would read index 0/y.
+        if settings.antialias and not isinstance(scale, float):
+            raise ctx.error("antialias needs the scales to be compile-time constants")
+        plans.append(AxisPlan(axis, in_shape[axis], out_shape[axis], scale, axis_roi))
+    return plans
+
+
+# -- the per-element computation -------------------------------------------------------------------
+
+
+def _source_coordinate(settings: Settings, plan: AxisPlan, y: ir.Value):
+    """(x, extrapolated flag or None) for output index y (f64) on one axis."""
+    in_size, scale = float(plan.in_size), plan.scale
+    output_width = _mul(scale, in_size)
+    mode = settings.coordinates
+    is_one = _cmp(arith.CmpFPredicate.OEQ, output_width, 1.0)
+    if mode == "align_corners":
+        x = _select(is_one, _c(0.0), _div(_mul(y, in_size - 1), _sub(output_width, 1.0)))
+        return x, None
+    if mode == "asymmetric":
+        return _div(y, scale), None
+    if mode == "pytorch_half_pixel":
+        x = _sub(_div(_add(y, 0.5), scale), 0.5)
+        return _select(is_one, _c(-0.5), x), None
+    if mode == "half_pixel":
+        return _sub(_div(_add(y, 0.5), scale), 0.5), None
+    if mode == "half_pixel_symmetric":
+        adjustment = _div(float(plan.out_size), output_width)
+        offset = _mul(in_size / 2, _sub(1.0, adjustment))
+        return _add(offset, _sub(_div(_add(y, 0.5), scale), 0.5)), None
+    # tf_crop_and_resize
+    start, end = plan.roi
+    span = _sub(end, start)
+    centre = _div(_mul(span, in_size - 1), 2.0)
+    stretched = _div(_mul(_mul(y, span), in_size - 1), _sub(output_width, 1.0))
+    x = _add(_select(is_one, centre, stretched), _mul(start, in_size - 1))
+    outside = arith.OrIOp(
+        _cmp(arith.CmpFPredicate.OLT, x, 0.0), _cmp(arith.CmpFPredicate.OGT, x, in_size - 1)
+    ).result
+    return x, outside
+
+
+def _coefficients(settings: Settings, plan: AxisPlan, ratio: ir.Value) -> list[ir.Value]:
+    """The tap coefficients (f64) for `ratio` in (0, 1] — the spec's linear/cubic kernels."""
+    a = settings.cubic_a
+    if settings.mode == "linear" and not settings.antialias:
+        return [_sub(1.0, ratio), ratio]
+    if settings.mode == "cubic" and not settings.antialias:
+        r1 = _add(ratio, 1.0)
+        s = _sub(1.0, ratio)
+        s1 = _add(s, 1.0)
+        return [
+            _sub(_mul(_add(_mul(_sub(_mul(a, r1), 5 * a), r1), 8 * a), r1), 4 * a),
+            _add(_mul(_mul(_sub(_mul(a + 2, ratio), a + 3), ratio), ratio), 1.0),
+            _add(_mul(_mul(_sub(_mul(a + 2, s), a + 3), s), s), 1.0),
+            _sub(_mul(_add(_mul(_sub(_mul(a, s1), 5 * a), s1), 8 * a), s1), 4 * a),
+        ]
+    scale = min(float(plan.scale), 1.0)
+    if settings.mode == "linear":
+        start = int(pymath.floor(-1 / scale) + 1)
+        taps = range(start, start + 2 - 2 * start)
+        raw = []
+        for tap in taps:
+            arg = _mul(_sub(float(tap), ratio), scale)
+            magnitude = math.AbsFOp(arg).result
+            raw.append(arith.MaximumFOp(_c(0.0), _sub(1.0, magnitude)).result)
+    else:
+        start = int(pymath.floor(-2 / scale) + 1)
+        raw = []
+        for tap in range(start, 2 - start):
+            x = math.AbsFOp(_mul(_sub(float(tap), ratio), scale)).result
+            x2 = _mul(x, x)
+            x3 = _mul(x, x2)
+            inner = _add(_sub(_mul(a + 2, x3), _mul(a + 3, x2)), 1.0)
+            outer = _sub(_add(_sub(_mul(a, x3), _mul(5 * a, x2)), _mul(8 * a, x)), 4 * a)
+            value = _select(
+                _cmp(arith.CmpFPredicate.OLE, x, 1.0),
+                inner,
+                _select(_cmp(arith.CmpFPredicate.OLT, x, 2.0), outer, _c(0.0)),
+            )
+            raw.append(value)
+    total = raw[0]
+    for value in raw[1:]:
+        total = _add(total, value)
+    return [_div(value, total) for value in raw]
+
+
+def _taps(settings: Settings, plan: AxisPlan, x: ir.Value, count: int) -> list[ir.Value]:
+    """The i64 indices (unclamped) of the `count` taps nearest x, ties to the smaller index."""
+    pad_width = (count + 1) // 2
+    shifted = _add(x, float(pad_width))
+    base = _floor(shifted)
+    fraction = _sub(shifted, base)
+    if count % 2 == 0:
+        exact = _cmp(arith.CmpFPredicate.OEQ, fraction, 0.0)
+        offset = _select(exact, _i64(-(count // 2)), _i64(-(count // 2) + 1))
+    else:
+        low = -((count - 1) // 2)
+        lower_half = _cmp(arith.CmpFPredicate.OLE, fraction, 0.5)
+        offset = _select(lower_half, _i64(low), _i64(low + 1))
+    start = arith.AddIOp(_to_i64(base), offset).result
+    return [arith.AddIOp(start, _i64(tap - pad_width)).result for tap in range(count)]
+
+
+def _clamp_index(index: ir.Value, size: int) -> ir.Value:
+    clamped = arith.MaxSIOp(index, _i64(0)).result
+    clamped = arith.MinSIOp(clamped, _i64(size - 1)).result
+    return arith.IndexCastOp(ir.IndexType.get(), clamped).result
+
+
+def _axis_reads(settings: Settings, plan: AxisPlan, y_index: ir.Value):
+    """[(clamped index, coefficient or None)] for one axis, and its extrapolation flag."""
+    x, outside = _source_coordinate(settings, plan, _index_to_f64(y_index))
+    floor = _floor(x)
+    ratio = _select(_cmp(arith.CmpFPredicate.OEQ, x, floor), _c(1.0), _sub(x, floor))
+    if settings.mode == "nearest":
+        taps = _taps(settings, plan, x, 2)
+        integral = _cmp(arith.CmpFPredicate.OEQ, ratio, 1.0)
+        match settings.nearest_mode:
+            case "round_prefer_floor":
+                upper = _cmp(arith.CmpFPredicate.OGT, ratio, 0.5)
+            case "round_prefer_ceil":
+                upper = _cmp(arith.CmpFPredicate.OGE, ratio, 0.5)
+            case "floor":
+                upper = arith.ConstantOp(ir.IntegerType.get_signless(1), 0).result
+            case _:
+                upper = arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result
+        upper = arith.OrIOp(upper, integral).result
+        chosen = _select(upper, taps[1], taps[0])
+        return [(_clamp_index(chosen, plan.in_size), None)], outside
+    coefficients = _coefficients(settings, plan, ratio)
+    taps = _taps(settings, plan, x, len(coefficients))
+    if settings.exclude_outside:
+        kept = []
+        for tap, coefficient in zip(taps, coefficients, strict=True):
+            inside = arith.AndIOp(
+                arith.CmpIOp(arith.CmpIPredicate.sge, tap, _i64(0)).result,
+                arith.CmpIOp(arith.CmpIPredicate.slt, tap, _i64(plan.in_size)).result,
+            ).result
+            kept.append(_select(inside, coefficient, _c(0.0)))
+        total = kept[0]
+        for value in kept[1:]:
+            total = _add(total, value)
+        total = _select(_cmp(arith.CmpFPredicate.OEQ, total, 0.0), _c(1.0), total)
+        coefficients = [_div(value, total) for value in kept]
+    return [
+        (_clamp_index(tap, plan.in_size), c) for tap, c in zip(taps, coefficients, strict=True)
+    ], outside
+
+
+def _resize(
+    ctx: LoweringRuleContext, x: ir.Value, scalar: ScalarType, out_shape, plans, settings
+) -> ir.Value:
+    element = lower_scalar_type(scalar)
+    rank = len(out_shape)
+    result_type = ir.RankedTensorType.get(list(out_shape), element)
+    init = tensor.EmptyOp(list(out_shape), element).result
+    by_axis = {plan.axis: plan for plan in plans}
+
+    def body(args):
+        indices = [linalg.IndexOp(axis).result for axis in range(rank)]
+        reads, flags = [], []
+        for axis in range(rank):
+            if axis in by_axis:
+                axis_reads, outside = _axis_reads(settings, by_axis[axis], indices[axis])
+                reads.append(axis_reads)
+                if outside is not None:
+                    flags.append(outside)
+            else:
+                reads.append([(indices[axis], None)])
+        if settings.mode == "nearest":
+            value = tensor.ExtractOp(x, [read[0][0] for read in reads]).result
+        else:
+            total = None
+            for combination in itertools.product(*reads):
+                element_value = tensor.ExtractOp(x, [index for index, _ in combination]).result
+                if element_value.type != _f64():
+                    element_value = arith.ExtFOp(_f64(), element_value).result
+                for _, coefficient in combination:
+                    if coefficient is not None:
+                        element_value = _mul(element_value, coefficient)
+                total = element_value if total is None else _add(total, element_value)
+            value = total if element == _f64() else arith.TruncFOp(element, total).result
+        if flags:
+            outside = flags[0]
+            for flag in flags[1:]:
+                outside = arith.OrIOp(outside, flag).result
+            fill = scalar_constant(element, settings.extrapolation_value)
+            value = _select(outside, fill, value)
+        return value
+
+    loops = [dim(axis) for axis in range(rank)]
+    return generic(result_type, [], init, [loops], [PARALLEL] * rank, body)
+
+
+def _data(ctx: LoweringRuleContext, settings: Settings):
+    x, x_niro = input_value(ctx, 0)
+    scalar = element_type(x_niro)
+    if settings.mode != "nearest" and scalar not in FLOATS:
+        raise ctx.error(
+            f"supports mode '{settings.mode}' on float tensors only, got {scalar.spelling}"
+        )
+    in_shape = static_shape(ctx, x_niro, "input X")
+    out_shape = static_shape(ctx, ctx.niro_results[0], "the result")
+    if len(in_shape) != len(out_shape):
+        raise ctx.error(f"result rank {len(out_shape)} differs from the input rank {len(in_shape)}")
+    return x, scalar, in_shape, out_shape
+
+
+@register_lowering("onnx.Resize", since=11)
+def _lower_resize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    settings = _settings(ctx)
+    x, scalar, in_shape, out_shape = _data(ctx, settings)
+    plans = _plans(ctx, in_shape, out_shape, settings)
+    return [_resize(ctx, x, scalar, out_shape, plans, settings)]
+
+
+@register_lowering("onnx.Upsample", since=7)
+def _lower_upsample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    mode = attribute(ctx, "mode", "nearest")
+    if mode != "nearest":
+        raise ctx.error(f"supports mode 'nearest' only, got '{mode}'")
+    settings = Settings("nearest", "asymmetric", "floor", -0.75, False, 0.0, False)
+    x, scalar, in_shape, out_shape = _data(ctx, settings)
+    if opset(ctx) < 9:
+        scales = [float(value) for value in attribute(ctx, "scales", ())]
+    else:
+        scales = _operand_entries(ctx, 1, len(in_shape), "scales")
+    if scales is None or len(scales) != len(in_shape):
+        raise ctx.error(f"needs {len(in_shape)} scales")
+    plans = []
+    for axis, scale in enumerate(scales):
+        if isinstance(scale, float):
+            if int(pymath.floor(in_shape[axis] * scale)) != out_shape[axis]:
+                raise ctx.error(
+                    f"scale {scale} of axis {axis} does not give the result size {out_shape[axis]}"
+                )
+            if scale == 1.0:
+                continue
+        plans.append(AxisPlan(axis, in_shape[axis], out_shape[axis], scale, None))
+    return [_resize(ctx, x, scalar, out_shape, plans, settings)]

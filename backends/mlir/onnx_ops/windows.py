@@ -1,0 +1,303 @@
+"""Sliding-window helpers shared by the NN lowerings (conv, pooling, resize, quantized conv).
+
+ONNX's Conv, ConvTranspose and the pooling ops describe a window by `kernel_shape`, `strides`,
+`dilations`, `pads` (all begins, then all ends) or `auto_pad`. `window_geometry` resolves those
+to explicit per-axis numbers once, checked against the result type that shape inference gave
+the op, so every lowering builds from the same numbers and a disagreement is a clear refusal
+rather than a wrong result. The builders here (`generic`, `pad`, `numpy_constant`,
+`expand_dim`, `collapse_dims`) are the few MLIR constructions those lowerings share.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from niro.ir import ScalarType
+
+from ..bindings import arith, ir, linalg, tensor
+from ..context import LoweringRuleContext
+from ..types import index_type, lower_scalar_type
+from .common import attribute
+
+__all__ = [
+    "WindowGeometry",
+    "window_geometry",
+    "static_shape",
+    "generic",
+    "pad",
+    "numpy_constant",
+    "scalar_constant",
+    "expand_dim",
+    "collapse_dims",
+    "dim",
+    "PARALLEL",
+    "REDUCTION",
+]
+
+PARALLEL = "parallel"
+REDUCTION = "reduction"
+
+
+@dataclass(frozen=True)
+class WindowGeometry:
+    """Explicit per-spatial-axis window numbers: `pads_begin`/`pads_end` as ONNX means them,
+    `extra_end` the additional end padding ceil_mode needs so every window lies inside the
+    padded input, `output` the spatial output sizes."""
+
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads_begin: tuple[int, ...]
+    pads_end: tuple[int, ...]
+    extra_end: tuple[int, ...]
+    output: tuple[int, ...]
+
+
+def static_shape(ctx: LoweringRuleContext, value, what: str) -> tuple[int, ...]:
+    """The shape of a Niro tensor value when fully static, else a clear refusal."""
+    shape = ctx.ranked(value, what).shape
+    if any(size is None for size in shape):
+        raise ctx.error(f"needs a static shape for {what}, got {shape}")
+    return tuple(shape)
+
+
+def _ints(
+    ctx: LoweringRuleContext, name: str, default: Sequence[int], count: int
+) -> tuple[int, ...]:
+    value = attribute(ctx, name)
+    if value is None:
+        return tuple(default)
+    value = tuple(int(item) for item in value)
+    if len(value) != count:
+        raise ctx.error(f"attribute '{name}' has {len(value)} values, expected {count}")
+    return value
+
+
+def window_geometry(
+    ctx: LoweringRuleContext,
+    spatial: Sequence[int],
+    kernel: Sequence[int] | None = None,
+    *,
+    ceil_mode: bool = False,
+    allow_dilations: bool = True,
+) -> WindowGeometry:
+    """Resolve kernel/strides/dilations/pads/auto_pad for an input of spatial sizes `spatial`.
+
+    `kernel` is the filter's spatial shape (convolutions); pools take `kernel_shape`.
+
+    SAME_UPPER/SAME_LOWER pad so the output is ceil(input / stride), the odd unit at the end
+    (UPPER) or beginning (LOWER); VALID pads nothing. ceil_mode rounds the output size up, but
+    (as ONNX and PyTorch do) drops a last window that would start in the end padding.
+    """
+    rank = len(spatial)
+    declared = _ints(ctx, "kernel_shape", (), rank) if attribute(ctx, "kernel_shape") else None
+    if kernel is not None and declared is not None and tuple(declared) != tuple(kernel):
+        raise ctx.error(f"kernel_shape {declared} disagrees with the filter's {tuple(kernel)}")
+    kernel = tuple(kernel) if kernel is not None else declared or ()
+    if len(kernel) != rank:
+        raise ctx.error(f"needs kernel_shape with {rank} values, got {tuple(kernel)}")
+    strides = _ints(ctx, "strides", (1,) * rank, rank)
+    dilations = _ints(ctx, "dilations", (1,) * rank, rank)
+    if not allow_dilations and any(d != 1 for d in dilations):
+        raise ctx.error(f"does not support dilations {dilations}")
+    if any(value < 1 for value in (*strides, *dilations, *kernel)):
+        raise ctx.error("needs positive kernel_shape, strides and dilations")
+    auto_pad = attribute(ctx, "auto_pad", "NOTSET")
+    extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=True)]
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for size, stride, span in zip(spatial, strides, extent, strict=True):
+            out = -(-size // stride)
+            total = max(0, (out - 1) * stride + span - size)
+            small, large = total // 2, total - total // 2
+            begin.append(small if auto_pad == "SAME_UPPER" else large)
+            end.append(large if auto_pad == "SAME_UPPER" else small)
+    elif auto_pad == "VALID":
+        begin, end = [0] * rank, [0] * rank
+    elif auto_pad == "NOTSET":
+        pads = _ints(ctx, "pads", (0,) * (2 * rank), 2 * rank)
+        begin, end = list(pads[:rank]), list(pads[rank:])
+    else:
+        raise ctx.error(f"has an unknown auto_pad '{auto_pad}'")
+    if any(value < 0 for value in (*begin, *end)):
+        raise ctx.error(f"does not support negative pads {(*begin, *end)}")
+    output, extra = [], []
+    for axis in range(rank):
+        padded = spatial[axis] + begin[axis] + end[axis]
+        if padded < extent[axis]:
+            raise ctx.error(
+                f"window of extent {extent[axis]} does not fit the padded input size {padded} "
+                f"on spatial axis {axis}"
+            )
+        steps = (padded - extent[axis]) / strides[axis]
+        out = (math.ceil(steps) if ceil_mode else math.floor(steps)) + 1
+        if ceil_mode and (out - 1) * strides[axis] >= spatial[axis] + begin[axis]:
+            out -= 1
+        output.append(out)
+        extra.append(max(0, (out - 1) * strides[axis] + extent[axis] - padded))
+    return WindowGeometry(
+        tuple(kernel), strides, dilations, tuple(begin), tuple(end), tuple(extra), tuple(output)
+    )
+
+
+# -- builders -------------------------------------------------------------------------------------
+
+
+def dim(position: int) -> ir.AffineExpr:
+    return ir.AffineDimExpr.get(position)
+
+
+def generic(
+    result: ir.Type,
+    inputs: Sequence[ir.Value],
+    init: ir.Value,
+    maps: Sequence[Sequence[ir.AffineExpr]],
+    iterators: Sequence[str],
+    body: Callable[[Sequence[ir.Value]], ir.Value],
+) -> ir.Value:
+    """One `linalg.generic` with one output: `maps` gives the affine results of each input's
+    and then the output's indexing map over `len(iterators)` loops; `body(args)` gets the input
+    elements followed by the output element and returns the element to yield."""
+    loops = len(iterators)
+    generic_op = linalg.GenericOp(
+        [result],
+        list(inputs),
+        [init],
+        ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get(loops, 0, list(m))) for m in maps]),
+        ir.ArrayAttr.get(
+            [ir.Attribute.parse(f"#linalg.iterator_type<{kind}>") for kind in iterators]
+        ),
+    )
+    element_types = [ir.RankedTensorType(value.type).element_type for value in (*inputs, init)]
+    block = generic_op.regions[0].blocks.append(*element_types)
+    with ir.InsertionPoint(block):
+        linalg.YieldOp([body(list(block.arguments))])
+    return generic_op.result
+
+
+def scalar_constant(element: ir.Type, value: float | int) -> ir.Value:
+    """An arith.constant scalar of an MLIR integer or float type."""
+    if isinstance(element, ir.IntegerType):
+        width = element.width
+        value = int(value)
+        if value >= 1 << (width - 1):  # signless: store the two's-complement bit pattern
+            value -= 1 << width
+        return arith.ConstantOp(element, ir.IntegerAttr.get(element, value)).result
+    return arith.ConstantOp(element, ir.FloatAttr.get(element, float(value))).result
+
+
+def numpy_constant(array: np.ndarray, scalar: ScalarType) -> ir.Value:
+    """A small constant tensor (tables computed at compile time) as `arith.constant dense<>`."""
+    element = lower_scalar_type(scalar)
+    type_ = ir.RankedTensorType.get(list(array.shape), element)
+    if scalar.is_float:
+        values = [ir.FloatAttr.get(element, float(item)) for item in array.reshape(-1)]
+    else:
+        values = [
+            ir.IntegerAttr.get(
+                element, int(item) - (1 << element.width) * (int(item) >= 1 << (element.width - 1))
+            )
+            for item in array.reshape(-1)
+        ]
+    return arith.ConstantOp(type_, ir.DenseElementsAttr.get(values, type=type_)).result
+
+
+def pad(
+    ctx: LoweringRuleContext,
+    value: ir.Value,
+    low: Sequence[int],
+    high: Sequence[int],
+    padding: ir.Value,
+) -> ir.Value:
+    """`tensor.pad` of a statically shaped tensor with a scalar `padding` (no-op when all 0)."""
+    if not any(low) and not any(high):
+        return value
+    source = ir.RankedTensorType(value.type)
+    shape = [size + lo + hi for size, lo, hi in zip(source.shape, low, high, strict=True)]
+    result = ir.RankedTensorType.get(shape, source.element_type)
+    pad_op = tensor.PadOp(result, value, [], [], list(low), list(high))
+    block = pad_op.regions[0].blocks.append(*([index_type()] * len(shape)))
+    with ir.InsertionPoint(block):
+        tensor.YieldOp(padding)
+    return pad_op.result
+
+
+def expand_dim(value: ir.Value, axis: int, sizes: Sequence[int]) -> ir.Value:
+    """Split static dim `axis` of `value` into `sizes` (tensor.expand_shape)."""
+    source = ir.RankedTensorType(value.type)
+    shape = list(source.shape)
+    new_shape = shape[:axis] + list(sizes) + shape[axis + 1 :]
+    groups, position = [], 0
+    for index in range(len(shape)):
+        width = len(sizes) if index == axis else 1
+        groups.append(list(range(position, position + width)))
+        position += width
+    result = ir.RankedTensorType.get(new_shape, source.element_type)
+    return tensor.ExpandShapeOp(result, value, _reassociation(groups), [], new_shape).result
+
+
+def collapse_dims(value: ir.Value, first: int, count: int) -> ir.Value:
+    """Merge `count` static dims of `value` starting at `first` (tensor.collapse_shape)."""
+    source = ir.RankedTensorType(value.type)
+    shape = list(source.shape)
+    merged = math.prod(shape[first : first + count])
+    new_shape = shape[:first] + [merged] + shape[first + count :]
+    groups = [[index] for index in range(first)]
+    groups.append(list(range(first, first + count)))
+    groups += [[index] for index in range(first + count, len(shape))]
+    result = ir.RankedTensorType.get(new_shape, source.element_type)
+    return tensor.CollapseShapeOp(result, value, _reassociation(groups)).result
+
+
+def _reassociation(groups: list[list[int]]) -> ir.ArrayAttr:
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.ArrayAttr.get(
+        [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, index) for index in group]) for group in groups]
+    )
+
+
+def filled(
+    ctx: LoweringRuleContext, shape: Sequence[int], element: ir.Type, value: ir.Value
+) -> ir.Value:
+    """A static tensor of `shape` filled with the scalar `value` (linalg.fill of tensor.empty)."""
+    empty = tensor.EmptyOp(list(shape), element).result
+    built = linalg.fill(value, outs=[empty])
+    return built if isinstance(built, ir.Value) else built.result
+
+
+__all__ += ["filled"]
+
+
+def pad_for_window(
+    ctx: LoweringRuleContext, x: ir.Value, geometry: WindowGeometry, padding: ir.Value
+) -> ir.Value:
+    """`x` (N, C, S...) padded as `geometry` says and cut to exactly the extent the windows
+    read, (O-1)*s + (K-1)*d + 1 per axis: linalg's static shape inference rejects an input
+    larger than its windows read (trailing rows a stride skips)."""
+    high = [end + extra for end, extra in zip(geometry.pads_end, geometry.extra_end, strict=True)]
+    padded = pad(ctx, x, [0, 0, *geometry.pads_begin], [0, 0, *high], padding)
+    shape = list(ir.RankedTensorType(padded.type).shape)
+    needed = shape[:2] + [
+        (out - 1) * s + (k - 1) * d + 1
+        for out, s, k, d in zip(
+            geometry.output, geometry.strides, geometry.kernel, geometry.dilations, strict=True
+        )
+    ]
+    return crop(padded, needed)
+
+
+def crop(value: ir.Value, sizes: Sequence[int]) -> ir.Value:
+    """The leading `sizes` of every axis of a static tensor (no-op when already that shape)."""
+    source = ir.RankedTensorType(value.type)
+    if list(source.shape) == list(sizes):
+        return value
+    result = ir.RankedTensorType.get(list(sizes), source.element_type)
+    return tensor.ExtractSliceOp(
+        result, value, [], [], [], [0] * len(sizes), list(sizes), [1] * len(sizes)
+    ).result
+
+
+__all__ += ["pad_for_window", "crop"]
