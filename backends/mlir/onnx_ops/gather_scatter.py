@@ -1,0 +1,489 @@
+"""MLIR lowerings of the ONNX ops that index with tensors: Gather, GatherElements, GatherND,
+ScatterElements (and the older Scatter), ScatterND, OneHot, NonZero, Compress.
+
+Gathers are gather-form `linalg.generic`s over the result (`tensor.extract` at the computed
+position). ONNX indices may be negative (counted from the end); they are normalized, then
+clamped into range so that an out-of-range index can never read outside the tensor (ONNX calls
+such a model invalid; we read a valid element rather than arbitrary memory).
+
+Scatters are written in gather form too, so they stay within upstream linalg: each result element
+folds, in order, every update aimed at it (`reduction` none/add/mul/max/min), starting from the
+data element. The cost is |data| x (updates per target line) for ScatterElements and
+|data| x (index tuples) for ScatterND; quadratic in the worst case, but exact, with no atomics.
+
+NonZero and Compress have data-dependent result lengths: a count (a reduction) sizes the
+result, an exclusive prefix count numbers the selected elements, and each result element finds
+its source by a reduction over the input. Quadratic in the input size: right, not fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from niro.ir import ScalarType, TensorType, format_type
+
+from ..bindings import arith, ir, tensor
+from ..context import LoweringRuleContext, register_lowering
+from ..types import index_type
+from .common import attribute, normalize_axis
+from .indexing import (
+    add,
+    clamp,
+    cmp,
+    collapse,
+    const_index,
+    expand,
+    fill,
+    floordiv,
+    from_index,
+    gather_generic,
+    mod,
+    projection,
+    scalar_reader,
+    select,
+    sub,
+    to_index,
+)
+
+__all__: list[str] = []
+
+Mixed = int | ir.Value
+
+
+def _size(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType, axis: int) -> ir.Value:
+    dim = type_.shape[axis]
+    return const_index(dim) if dim is not None else ctx.dim_size(value, axis)
+
+
+def _normalized(raw: ir.Value, extent: ir.Value) -> ir.Value:
+    """A possibly negative ONNX index into a dim of `extent`, wrapped once and clamped."""
+    wrapped = select(cmp("slt", raw, 0), add(raw, extent), raw)
+    return clamp(wrapped, 0, sub(extent, 1))
+
+
+def _wrapped(raw: ir.Value, extent: ir.Value) -> ir.Value:
+    """A possibly negative ONNX index wrapped once (no clamp: for comparisons)."""
+    return select(cmp("slt", raw, 0), add(raw, extent), raw)
+
+
+def _sizes_from(ctx: LoweringRuleContext, result: TensorType, sources: Sequence[tuple[ir.Value, int] | None]) -> list:
+    """Index values for the dynamic dims of `result`: `sources[i]` = (tensor, axis) it equals."""
+    sizes = []
+    for dim, source in zip(result.shape, sources, strict=True):
+        if dim is not None:
+            sizes.append(None)
+        elif source is None:
+            raise ValueError(f"cannot find the size of a dynamic dim of {format_type(result)}")
+        else:
+            sizes.append(ctx.dim_size(*source))
+    return sizes
+
+
+# -- Gather, GatherElements, GatherND -------------------------------------------------------------
+
+
+@register_lowering("onnx.Gather", since=1)
+def _lower_gather(ctx: LoweringRuleContext) -> list[ir.Value]:
+    data_type = ctx.ranked(ctx.niro_operands[0], "data")
+    indices_type = ctx.ranked(ctx.niro_operands[1], "indices")
+    result = ctx.ranked(ctx.niro_results[0], "result")
+    data, indices = ctx.operands[0], ctx.operands[1]
+    rank, q = len(data_type.shape), len(indices_type.shape)
+    axis = normalize_axis(ctx, attribute(ctx, "axis", 0), rank)
+    if len(result.shape) != rank - 1 + q:
+        raise ctx.error(f"result {format_type(result)} does not have rank {rank - 1 + q}")
+    extent = _size(ctx, data, data_type, axis)
+    sources = [(data, a) for a in range(axis)] + [(indices, a) for a in range(q)] + [(data, a) for a in range(axis + 1, rank)]
+    sizes = _sizes_from(ctx, result, sources)
+    total = len(result.shape)
+    index_map = projection(total, range(axis, axis + q))
+
+    def body(position, elements):
+        chosen = _normalized(to_index(elements[0], indices_type.element_type), extent)
+        source = list(position[:axis]) + [chosen] + list(position[axis + q:])
+        return tensor.ExtractOp(data, source).result
+
+    return [gather_generic(ctx, result, sizes, body, [(indices, index_map, indices_type.element_type)])]
+
+
+@register_lowering("onnx.GatherElements", since=11)
+def _lower_gather_elements(ctx: LoweringRuleContext) -> list[ir.Value]:
+    data_type = ctx.ranked(ctx.niro_operands[0], "data")
+    indices_type = ctx.ranked(ctx.niro_operands[1], "indices")
+    result = ctx.ranked(ctx.niro_results[0], "result")
+    data, indices = ctx.operands[0], ctx.operands[1]
+    rank = len(data_type.shape)
+    if len(indices_type.shape) != rank:
+        raise ctx.error(f"indices {format_type(indices_type)} do not have the rank of {format_type(data_type)}")
+    axis = normalize_axis(ctx, attribute(ctx, "axis", 0), rank)
+    extent = _size(ctx, data, data_type, axis)
+    sizes = _sizes_from(ctx, result, [(indices, a) for a in range(rank)])
+
+    def body(position, elements):
+        chosen = _normalized(to_index(elements[0], indices_type.element_type), extent)
+        source = list(position)
+        source[axis] = chosen
+        return tensor.ExtractOp(data, source).result
+
+    return [gather_generic(ctx, result, sizes, body, [(indices, projection(rank, range(rank)), indices_type.element_type)])]
+
+
+@register_lowering("onnx.GatherND", since=11)
+def _lower_gather_nd(ctx: LoweringRuleContext) -> list[ir.Value]:
+    data_type = ctx.ranked(ctx.niro_operands[0], "data")
+    indices_type = ctx.ranked(ctx.niro_operands[1], "indices")
+    result = ctx.ranked(ctx.niro_results[0], "result")
+    data, indices = ctx.operands[0], ctx.operands[1]
+    rank, q = len(data_type.shape), len(indices_type.shape)
+    batch = attribute(ctx, "batch_dims", 0)
+    k = indices_type.shape[-1] if q else None
+    if k is None:
+        raise ctx.error(f"needs a static last dim of its indices, got {format_type(indices_type)}")
+    if not 0 <= batch < q or batch + k > rank:
+        raise ctx.error(f"batch_dims {batch} and index depth {k} do not fit data {format_type(data_type)}")
+    if len(result.shape) != q - 1 + rank - batch - k:
+        raise ctx.error(f"result {format_type(result)} does not have rank {q - 1 + rank - batch - k}")
+    extents = [_size(ctx, data, data_type, batch + j) for j in range(k)]
+    sources = [(indices, a) for a in range(q - 1)] + [(data, a) for a in range(batch + k, rank)]
+    sizes = _sizes_from(ctx, result, sources)
+
+    def body(position, _):
+        leading = list(position[: q - 1])
+        chosen = [
+            _normalized(
+                to_index(tensor.ExtractOp(indices, leading + [const_index(j)]).result, indices_type.element_type),
+                extents[j],
+            )
+            for j in range(k)
+        ]
+        source = leading[:batch] + chosen + list(position[q - 1:])
+        return tensor.ExtractOp(data, source).result
+
+    return [gather_generic(ctx, result, sizes, body)]
+
+
+# -- ScatterElements, Scatter, ScatterND ----------------------------------------------------------
+
+
+def _combiner(ctx: LoweringRuleContext, element: ScalarType) -> Callable[[ir.Value, ir.Value], ir.Value]:
+    """How an update meets the current value: ONNX's `reduction` attribute."""
+    reduction = attribute(ctx, "reduction", "none")
+    is_float = element.is_float
+    unsigned = element in (ScalarType.U8, ScalarType.U16, ScalarType.U32, ScalarType.U64)
+    if element is ScalarType.BOOL and reduction != "none":
+        raise ctx.error(f"does not support reduction '{reduction}' on bool")
+    match reduction:
+        case "none":
+            return lambda current, update: update
+        case "add":
+            return lambda a, b: (arith.AddFOp(a, b) if is_float else arith.AddIOp(a, b)).result
+        case "mul":
+            return lambda a, b: (arith.MulFOp(a, b) if is_float else arith.MulIOp(a, b)).result
+        case "max":
+            if is_float:
+                return lambda a, b: arith.MaximumFOp(a, b).result
+            return lambda a, b: (arith.MaxUIOp(a, b) if unsigned else arith.MaxSIOp(a, b)).result
+        case "min":
+            if is_float:
+                return lambda a, b: arith.MinimumFOp(a, b).result
+            return lambda a, b: (arith.MinUIOp(a, b) if unsigned else arith.MinSIOp(a, b)).result
+    raise ctx.error(f"does not support reduction '{reduction}'")
+
+
+def _loop_anchor(total: int, dims: Sequence[int], extents: Sequence[Mixed]) -> tuple:
+    """An (unread) input that gives the reduction dims of a gather-form scatter their extents:
+    linalg takes every loop bound from an operand's shape."""
+    anchor = tensor.EmptyOp(list(extents), ir.IntegerType.get_signless(8)).result
+    return anchor, projection(total, dims), ScalarType.I8
+
+
+def _scatter_elements(ctx: LoweringRuleContext) -> list[ir.Value]:
+    data_type = ctx.ranked(ctx.niro_operands[0], "data")
+    indices_type = ctx.ranked(ctx.niro_operands[1], "indices")
+    updates_type = ctx.ranked(ctx.niro_operands[2], "updates")
+    result = ctx.ranked(ctx.niro_results[0], "result")
+    data, indices, updates = ctx.operands
+    rank = len(data_type.shape)
+    if len(indices_type.shape) != rank or indices_type.shape != updates_type.shape:
+        raise ctx.error(
+            f"needs indices and updates of one shape and the rank of data, got "
+            f"{format_type(indices_type)} and {format_type(updates_type)}"
+        )
+    axis = normalize_axis(ctx, attribute(ctx, "axis", 0), rank)
+    combine = _combiner(ctx, data_type.element_type)
+    extent = _size(ctx, data, data_type, axis)
+    bounds = [_size(ctx, indices, indices_type, a) for a in range(rank)]
+    lines = indices_type.shape[axis] if indices_type.shape[axis] is not None else bounds[axis]
+    anchor = _loop_anchor(rank + 1, [rank], [lines])
+
+    def body(position, elements):
+        target, line, current = position[:rank], position[rank], elements[-1]
+        inside = None
+        source = []
+        for a in range(rank):
+            if a == axis:
+                source.append(line)
+                continue
+            # Updates may cover only part of a dim: a data position past them gets nothing.
+            if indices_type.shape[a] is not None and indices_type.shape[a] == data_type.shape[a]:
+                source.append(target[a])
+                continue
+            within = cmp("slt", target[a], bounds[a])
+            inside = within if inside is None else arith.AndIOp(inside, within).result
+            source.append(clamp(target[a], 0, sub(bounds[a], 1)))
+        aimed = _wrapped(to_index(tensor.ExtractOp(indices, source).result, indices_type.element_type), extent)
+        hit = cmp("eq", aimed, target[axis])
+        if inside is not None:
+            hit = arith.AndIOp(hit, inside).result
+        update = tensor.ExtractOp(updates, source).result
+        return arith.SelectOp(hit, combine(current, update), current).result
+
+    return [gather_generic(ctx, result, [], body, [anchor], reduction_dims=1, init=data)]
+
+
+@register_lowering("onnx.ScatterElements", since=11)
+def _lower_scatter_elements(ctx: LoweringRuleContext) -> list[ir.Value]:
+    return _scatter_elements(ctx)
+
+
+@register_lowering("onnx.Scatter", since=9, until=10)
+def _lower_scatter(ctx: LoweringRuleContext) -> list[ir.Value]:
+    return _scatter_elements(ctx)
+
+
+@register_lowering("onnx.ScatterND", since=11)
+def _lower_scatter_nd(ctx: LoweringRuleContext) -> list[ir.Value]:
+    data_type = ctx.ranked(ctx.niro_operands[0], "data")
+    indices_type = ctx.ranked(ctx.niro_operands[1], "indices")
+    result = ctx.ranked(ctx.niro_results[0], "result")
+    data, indices, updates = ctx.operands
+    rank, q = len(data_type.shape), len(indices_type.shape)
+    k = indices_type.shape[-1] if q else None
+    if k is None or k > rank:
+        raise ctx.error(f"needs a static index depth of at most {rank}, got indices {format_type(indices_type)}")
+    combine = _combiner(ctx, data_type.element_type)
+    extents = [_size(ctx, data, data_type, j) for j in range(k)]
+
+    def body(position, elements):
+        target, which, current = position[:rank], list(position[rank:]), elements[-1]
+        hit = None
+        for j in range(k):
+            raw = to_index(tensor.ExtractOp(indices, which + [const_index(j)]).result, indices_type.element_type)
+            same = cmp("eq", _wrapped(raw, extents[j]), target[j])
+            hit = same if hit is None else arith.AndIOp(hit, same).result
+        update = tensor.ExtractOp(updates, which + list(target[k:])).result
+        if hit is None:  # k == 0: every index tuple updates the whole tensor
+            return combine(current, update)
+        return arith.SelectOp(hit, combine(current, update), current).result
+
+    if q == 1:  # one index tuple: no reduction dims
+        return [_scatter_nd_single(ctx, result, data, indices, indices_type, updates, k, extents, combine)]
+    tuples = [indices_type.shape[a] if indices_type.shape[a] is not None else ctx.dim_size(indices, a) for a in range(q - 1)]
+    anchor = _loop_anchor(rank + q - 1, range(rank, rank + q - 1), tuples)
+    return [gather_generic(ctx, result, [], body, [anchor], reduction_dims=q - 1, init=data)]
+
+
+def _scatter_nd_single(ctx, result, data, indices, indices_type, updates, k, extents, combine) -> ir.Value:
+    """ScatterND with a 1-D `indices` (one index tuple): an element-wise select."""
+    rank = len(result.shape)
+    identity = projection(rank, range(rank))
+    element = result.element_type
+
+    def body(position, elements):
+        current = elements[0]
+        hit = None
+        for j in range(k):
+            raw = to_index(tensor.ExtractOp(indices, [const_index(j)]).result, indices_type.element_type)
+            same = cmp("eq", _wrapped(raw, extents[j]), position[j])
+            hit = same if hit is None else arith.AndIOp(hit, same).result
+        update = tensor.ExtractOp(updates, list(position[k:])).result
+        if hit is None:
+            return combine(current, update)
+        return arith.SelectOp(hit, combine(current, update), current).result
+
+    return gather_generic(ctx, result, [ctx.dim_size(data, a) if d is None else None for a, d in enumerate(result.shape)], body, [(data, identity, element)])
+
+
+# -- OneHot ---------------------------------------------------------------------------------------
+
+
+@register_lowering("onnx.OneHot", since=9)
+def _lower_one_hot(ctx: LoweringRuleContext) -> list[ir.Value]:
+    indices_type = ctx.ranked(ctx.niro_operands[0], "indices")
+    result = ctx.ranked(ctx.niro_results[0], "result")
+    indices = ctx.operands[0]
+    q = len(indices_type.shape)
+    axis = attribute(ctx, "axis", -1)
+    if not -(q + 1) <= axis <= q:
+        raise ctx.error(f"axis {axis} is out of range for a result of rank {q + 1}")
+    axis = axis + q + 1 if axis < 0 else axis
+    depth_type = ctx.niro_operands[1].type
+    depth_element = depth_type.element_type if isinstance(depth_type, TensorType) else depth_type
+    read_depth = scalar_reader(ctx, ctx.operands[1], ctx.niro_operands[1])
+    values = ctx.operands[2]
+    sources: list = [(indices, a) for a in range(axis)] + [None] + [(indices, a) for a in range(axis, q)]
+    sizes = []
+    for dim, source in zip(result.shape, sources, strict=True):
+        if dim is not None:
+            sizes.append(None)
+        elif source is None:
+            if depth_element not in (ScalarType.I32, ScalarType.I64, ScalarType.F32, ScalarType.F64):
+                raise ctx.error(f"needs a static depth for a {format_type(depth_type)} depth input")
+            sizes.append(to_index(read_depth(), depth_element))
+        else:
+            sizes.append(ctx.dim_size(*source))
+    dims = [a for a in range(q + 1) if a != axis]
+    index_map = projection(q + 1, dims)
+
+    def body(position, elements):
+        depth = to_index(read_depth(), depth_element)
+        # Float indices and depth truncate toward zero, as ONNX's reference does.
+        raw = to_index(elements[0], indices_type.element_type)
+        hot = cmp("eq", _wrapped(raw, depth), position[axis])
+        on = tensor.ExtractOp(values, [const_index(1)]).result
+        off = tensor.ExtractOp(values, [const_index(0)]).result
+        return arith.SelectOp(hot, on, off).result
+
+    return [gather_generic(ctx, result, sizes, body, [(indices, index_map, indices_type.element_type)])]
+
+
+# -- NonZero, Compress ----------------------------------------------------------------------------
+
+
+def _is_nonzero(value: ir.Value, element: ScalarType) -> ir.Value:
+    if element.is_float:
+        zero = arith.ConstantOp(value.type, ir.FloatAttr.get(value.type, 0.0)).result
+        return arith.CmpFOp(arith.CmpFPredicate.UNE, value, zero).result
+    zero = arith.ConstantOp(value.type, ir.IntegerAttr.get(value.type, 0)).result
+    return arith.CmpIOp(arith.CmpIPredicate.ne, value, zero).result
+
+
+def _flatten(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType) -> tuple[ir.Value, TensorType]:
+    """A 1-D view of `value` (row-major)."""
+    rank = len(type_.shape)
+    count = None if not type_.is_static else 1
+    if count is not None:
+        for dim in type_.shape:
+            count *= dim
+    flat = TensorType(type_.element_type, (count,))
+    if rank == 1:
+        return value, type_
+    if rank == 0:
+        return expand(value, flat, [], [None]), flat
+    return collapse(value, flat, [list(range(rank))]), flat
+
+
+def _selected_positions(ctx: LoweringRuleContext, flat: ir.Value, flat_type: TensorType, limit: ir.Value | None = None):
+    """(positions, count): a 1-D i64 tensor of the indices of the non-zero elements of the 1-D
+    `flat` in increasing order, and their number as an index value. With `limit`, only
+    positions below it count (Compress with a condition longer than the axis)."""
+    element = flat_type.element_type
+    i64 = ir.IntegerType.get_signless(64)
+    length = flat_type.shape[0] if flat_type.shape[0] is not None else ctx.dim_size(flat, 0)
+    read = projection(2, [1])
+
+    def chosen(value, position):
+        hit = _is_nonzero(value, element)
+        if limit is not None:
+            hit = arith.AndIOp(hit, cmp("slt", position, limit)).result
+        return hit
+
+    one = arith.ConstantOp(i64, ir.IntegerAttr.get(i64, 1)).result
+    zero64 = arith.ConstantOp(i64, ir.IntegerAttr.get(i64, 0)).result
+    # Exclusive prefix count: prefix[i] = #{j < i chosen}.
+    prefix_type = TensorType(ScalarType.I64, (flat_type.shape[0],))
+    prefix_sizes = [None if flat_type.shape[0] is not None else length]
+    prefix_init = fill(zero64, ctx.empty_tensor(prefix_type, prefix_sizes))
+
+    def prefix_body(position, elements):
+        i, j = position
+        counted = arith.AndIOp(chosen(elements[0], j), cmp("slt", j, i)).result
+        return arith.SelectOp(counted, arith.AddIOp(elements[1], one).result, elements[1]).result
+
+    prefix = gather_generic(ctx, prefix_type, prefix_sizes, prefix_body, [(flat, read, element)], reduction_dims=1, init=prefix_init)
+    # The count: the prefix of the last element plus whether it is chosen (0 when empty).
+    scalar_type = TensorType(ScalarType.I64, ())
+    count_init = fill(zero64, ctx.empty_tensor(scalar_type, []))
+
+    def count_body(position, elements):
+        hit = chosen(elements[0], position[0])
+        return arith.SelectOp(hit, arith.AddIOp(elements[1], one).result, elements[1]).result
+
+    count_tensor = gather_generic(ctx, scalar_type, [], count_body, [(flat, projection(1, [0]), element)], reduction_dims=1, init=count_init)
+    count = arith.IndexCastOp(index_type(), tensor.ExtractOp(count_tensor, []).result).result
+    positions_type = TensorType(ScalarType.I64, (None,))
+    positions_init = fill(zero64, ctx.empty_tensor(positions_type, [count]))
+
+    def positions_body(position, elements):
+        k, i = position
+        value, rank_of, current = elements
+        hit = arith.AndIOp(chosen(value, i), cmp("eq", arith.IndexCastOp(index_type(), rank_of).result, k)).result
+        return arith.SelectOp(hit, from_index(i, ScalarType.I64), current).result
+
+    positions = gather_generic(
+        ctx, positions_type, [count], positions_body,
+        [(flat, read, element), (prefix, read, ScalarType.I64)], reduction_dims=1, init=positions_init,
+    )
+    return positions, count
+
+
+@register_lowering("onnx.NonZero", since=9)
+def _lower_non_zero(ctx: LoweringRuleContext) -> list[ir.Value]:
+    source = ctx.ranked(ctx.niro_operands[0], "input")
+    result = ctx.ranked(ctx.niro_results[0], "result")
+    rank = len(source.shape)
+    if len(result.shape) != 2 or result.shape[0] not in (rank, None):
+        raise ctx.error(f"expected a result of shape {rank}x?, got {format_type(result)}")
+    flat, flat_type = _flatten(ctx, ctx.operands[0], source)
+    positions, count = _selected_positions(ctx, flat, flat_type)
+    dims = [_size(ctx, ctx.operands[0], source, a) for a in range(rank)]
+    out_type = TensorType(ScalarType.I64, (rank, None))
+
+    def body(position, elements):
+        row, flat_index = position[0], arith.IndexCastOp(index_type(), elements[0]).result
+        # The coordinate on axis `row` of a row-major flat index.
+        coordinate = const_index(0)
+        stride = const_index(1)
+        for a in reversed(range(rank)):
+            value = mod(floordiv(flat_index, stride), dims[a])
+            coordinate = select(cmp("eq", row, a), value, coordinate)
+            stride = arith.MulIOp(stride, dims[a]).result
+        return from_index(coordinate, ScalarType.I64)
+
+    out = gather_generic(ctx, out_type, [None, count], body, [(positions, projection(2, [1]), ScalarType.I64)])
+    return [_cast(out, ctx.result_types[0])]
+
+
+def _cast(value: ir.Value, type_: ir.Type) -> ir.Value:
+    return value if value.type == type_ else tensor.CastOp(type_, value).result
+
+
+@register_lowering("onnx.Compress", since=9)
+def _lower_compress(ctx: LoweringRuleContext) -> list[ir.Value]:
+    source = ctx.ranked(ctx.niro_operands[0], "input")
+    condition_type = ctx.ranked(ctx.niro_operands[1], "condition")
+    data, condition = ctx.operands[0], ctx.operands[1]
+    if len(condition_type.shape) != 1:
+        raise ctx.error(f"needs a 1-D condition, got {format_type(condition_type)}")
+    axis = attribute(ctx, "axis")
+    if axis is None:
+        data, source = _flatten(ctx, data, source)
+        axis = 0
+    rank = len(source.shape)
+    axis = normalize_axis(ctx, axis, rank)
+    extent = _size(ctx, data, source, axis)
+    positions, count = _selected_positions(ctx, condition, condition_type, limit=extent)
+    shape = list(source.shape)
+    shape[axis] = None
+    out_type = TensorType(source.element_type, tuple(shape))
+    sizes = [count if a == axis else (None if dim is not None else ctx.dim_size(data, a)) for a, dim in enumerate(shape)]
+
+    def body(position, elements):
+        chosen = arith.IndexCastOp(index_type(), elements[0]).result
+        where = list(position)
+        where[axis] = chosen
+        return tensor.ExtractOp(data, where).result
+
+    out = gather_generic(ctx, out_type, sizes, body, [(positions, projection(rank, [axis]), ScalarType.I64)])
+    return [_cast(out, ctx.result_types[0])]
+

@@ -1,0 +1,338 @@
+"""Index arithmetic and the gather-form `linalg.generic` the ONNX shape ops are built from.
+
+Most data-movement ops (Slice with steps, Tile, Pad in edge/reflect/wrap mode, DepthToSpace,
+Gather and friends) have one honest form in upstream dialects: a `linalg.generic` over the
+*result* whose body computes, from the result position (`linalg.index`), the source position and
+reads it with `tensor.extract`. `gather_generic` builds that; the small helpers here spell the
+index arithmetic (`arith` on `index` values) so each op reads like its ONNX definition.
+
+Also here: reading ONNX inputs that must be compile-time constants (axes, pads, starts...), and
+the reshape helpers (`collapse`, `expand`, `reshape`) shared by Reshape, Flatten, Squeeze and
+Unsqueeze.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from niro.ir import ScalarType, TensorType, Value, format_type
+
+from ..bindings import arith, ir, linalg, tensor
+from ..context import LoweringRuleContext
+from ..types import index_type, lower_scalar_type, lower_type
+from .common import input_index
+
+__all__ = [
+    "constant_input",
+    "required_constant",
+    "const_index",
+    "to_index",
+    "from_index",
+    "add",
+    "sub",
+    "mul",
+    "floordiv",
+    "mod",
+    "clamp",
+    "cmp",
+    "select",
+    "gather_generic",
+    "cast_to",
+    "collapse",
+    "expand",
+    "reshape",
+    "unit_groups",
+    "scalar_input",
+    "static_dims",
+]
+
+PARALLEL = "#linalg.iterator_type<parallel>"
+REDUCTION = "#linalg.iterator_type<reduction>"
+UNSIGNED = frozenset({ScalarType.U8, ScalarType.U16, ScalarType.U32, ScalarType.U64})
+
+
+# -- constant inputs ----------------------------------------------------------------------------
+
+
+def constant_input(ctx: LoweringRuleContext, position: int) -> np.ndarray | None:
+    """ONNX input `position` as a numpy array when it is a compile-time constant, else None
+    (also None when the input is absent)."""
+    index = input_index(ctx, position)
+    if index is None:
+        return None
+    return ctx.constant_operand(index)
+
+
+def required_constant(ctx: LoweringRuleContext, position: int, what: str) -> np.ndarray:
+    """ONNX input `position` as a numpy array; a clear refusal when it is computed at run time."""
+    value = constant_input(ctx, position)
+    if value is None:
+        raise ctx.error(
+            f"needs its '{what}' input (input #{position}) to be a compile-time constant "
+            "(a Constant or an initializer); it is computed at run time"
+        )
+    return value
+
+
+def static_dims(ctx: LoweringRuleContext, type_: TensorType, what: str) -> tuple[int, ...]:
+    """The shape of `type_`, refusing a dynamic dim with the reason."""
+    if type_.shape is None or any(dim is None for dim in type_.shape):
+        raise ctx.error(f"needs a static shape for its {what}, got {format_type(type_)}")
+    return tuple(type_.shape)  # type: ignore[arg-type]
+
+
+# -- index arithmetic ---------------------------------------------------------------------------
+
+
+def const_index(value: int) -> ir.Value:
+    return arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), int(value))).result
+
+
+def _as_index(value: ir.Value | int) -> ir.Value:
+    return const_index(value) if isinstance(value, int) else value
+
+
+def add(a: ir.Value | int, b: ir.Value | int) -> ir.Value:
+    return arith.AddIOp(_as_index(a), _as_index(b)).result
+
+
+def sub(a: ir.Value | int, b: ir.Value | int) -> ir.Value:
+    return arith.SubIOp(_as_index(a), _as_index(b)).result
+
+
+def mul(a: ir.Value | int, b: ir.Value | int) -> ir.Value:
+    return arith.MulIOp(_as_index(a), _as_index(b)).result
+
+
+def floordiv(a: ir.Value | int, b: ir.Value | int) -> ir.Value:
+    return arith.FloorDivSIOp(_as_index(a), _as_index(b)).result
+
+
+def mod(a: ir.Value | int, b: ir.Value | int) -> ir.Value:
+    """`a mod b` with the sign of `b` (Python's %), for wrapping indices."""
+    return sub(a, mul(floordiv(a, b), b))
+
+
+def cmp(predicate: str, a: ir.Value | int, b: ir.Value | int) -> ir.Value:
+    """`arith.cmpi` with a predicate name (`slt`, `eq`, ...) on two index or integer values."""
+    return arith.CmpIOp(getattr(arith.CmpIPredicate, predicate), _as_index(a), _as_index(b)).result
+
+
+def select(condition: ir.Value, true_value: ir.Value | int, false_value: ir.Value | int) -> ir.Value:
+    return arith.SelectOp(condition, _as_index(true_value), _as_index(false_value)).result
+
+
+def clamp(value: ir.Value, low: ir.Value | int, high: ir.Value | int) -> ir.Value:
+    """`min(max(value, low), high)` on index values (signed)."""
+    return arith.MinSIOp(arith.MaxSIOp(value, _as_index(low)).result, _as_index(high)).result
+
+
+def to_index(value: ir.Value, element: ScalarType) -> ir.Value:
+    """An integer (or float, truncated toward zero) element as an `index` (unsigned kept)."""
+    if element in (ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64):
+        value = arith.FPToSIOp(ir.IntegerType.get_signless(64), value).result
+        return arith.IndexCastOp(index_type(), value).result
+    if element is ScalarType.BOOL:
+        return arith.IndexCastUIOp(index_type(), value).result
+    if element in UNSIGNED:
+        return arith.IndexCastUIOp(index_type(), value).result
+    return arith.IndexCastOp(index_type(), value).result
+
+
+def from_index(value: ir.Value, element: ScalarType) -> ir.Value:
+    """An `index` as an integer element of `element`'s width."""
+    return arith.IndexCastOp(lower_scalar_type(element), value).result
+
+
+def scalar_input(ctx: LoweringRuleContext, value: ir.Value, niro: Value) -> ir.Value:
+    """The single element of a 0-d or one-element tensor operand (or the scalar itself)."""
+    type_ = niro.type
+    if not isinstance(type_, TensorType):
+        return value
+    if type_.shape is None or any(dim != 1 for dim in type_.shape):
+        raise ctx.error(f"expected a scalar or one-element tensor, got {format_type(type_)}")
+    return tensor.ExtractOp(value, [const_index(0) for _ in type_.shape]).result
+
+
+def scalar_reader(ctx: LoweringRuleContext, value: ir.Value, niro: Value) -> Callable[[], ir.Value]:
+    """Like `scalar_input`, but the `tensor.extract` is built when the returned function is
+    called: inside a `linalg.generic` body. IREE's host-side VM has no f16/bf16/i8/i16 scalars,
+    so a data-typed scalar must be read inside the dispatch, not before it."""
+    type_ = niro.type
+    if isinstance(type_, TensorType) and (type_.shape is None or any(dim != 1 for dim in type_.shape)):
+        raise ctx.error(f"expected a scalar or one-element tensor, got {format_type(type_)}")
+    if not isinstance(type_, TensorType):
+        return lambda: value
+    rank = len(type_.shape)
+    return lambda: tensor.ExtractOp(value, [const_index(0) for _ in range(rank)]).result
+
+
+__all__.append("scalar_reader")
+
+HOST_SCALARS = frozenset({ScalarType.I32, ScalarType.I64, ScalarType.U32, ScalarType.U64, ScalarType.F32, ScalarType.F64})
+"""Element types IREE's host VM holds as scalars (a `tensor.extract` outside a dispatch)."""
+
+__all__.append("HOST_SCALARS")
+
+
+def fill(value: ir.Value, init: ir.Value) -> ir.Value:
+    """`linalg.fill` of `init` with the scalar `value` (the builder that makes its region)."""
+    return linalg.fill(value, outs=[init])
+
+
+__all__.append("fill")
+
+
+# -- the gather-form generic --------------------------------------------------------------------
+
+
+def gather_generic(
+    ctx: LoweringRuleContext,
+    result: TensorType,
+    sizes: Sequence[ir.Value | None],
+    body: Callable[[list[ir.Value], list[ir.Value]], ir.Value],
+    inputs: Sequence[tuple[ir.Value, ir.AffineMap, ScalarType]] = (),
+    reduction_dims: int = 0,
+    init: ir.Value | None = None,
+) -> ir.Value:
+    """A `linalg.generic` writing every element of `result`: `body(indices, elements)` gets the
+    result position as `index` values (`linalg.index`) and the elements of `inputs` (each read
+    through its affine map) and returns the element.
+
+    With `reduction_dims` > 0 the iteration space has that many extra trailing reduction dims
+    (their sizes come from the inputs' maps), `body` also gets the running value as the last
+    element and `init` (default: an empty tensor) seeds it.
+    """
+    rank = len(result.shape)
+    total = rank + reduction_dims
+    if init is None:
+        init = ctx.empty_tensor(result, sizes)
+    out_map = ir.AffineMap.get(total, 0, [ir.AffineDimExpr.get(axis) for axis in range(rank)])
+    maps = [map_ for _, map_, _ in inputs] + [out_map]
+    iterators = [ir.Attribute.parse(PARALLEL)] * rank + [ir.Attribute.parse(REDUCTION)] * reduction_dims
+    generic = linalg.GenericOp(
+        [lower_type(result)],
+        [value for value, _, _ in inputs],
+        [init],
+        ir.ArrayAttr.get([ir.AffineMapAttr.get(map_) for map_ in maps]),
+        ir.ArrayAttr.get(iterators),
+    )
+    element_types = [lower_scalar_type(element) for _, _, element in inputs]
+    block = generic.regions[0].blocks.append(*element_types, lower_scalar_type(result.element_type))
+    with ir.InsertionPoint(block):
+        indices = [linalg.IndexOp(axis).result for axis in range(total)]
+        arguments = list(block.arguments)
+        elements = arguments if reduction_dims else arguments[: len(inputs)]
+        linalg.YieldOp([body(indices, elements)])
+    return generic.result
+
+
+def projection(total: int, dims: Sequence[int]) -> ir.AffineMap:
+    """The affine map `(d0..d{total-1}) -> (d{dims[0]}, ...)`."""
+    return ir.AffineMap.get(total, 0, [ir.AffineDimExpr.get(dim) for dim in dims])
+
+
+__all__.append("projection")
+
+
+# -- casts and reshapes -------------------------------------------------------------------------
+
+
+def cast_to(value: ir.Value, type_: ir.Type) -> ir.Value:
+    """`value` as `type_` (a `tensor.cast` between compatible shapes) when the types differ."""
+    if value.type == type_:
+        return value
+    return tensor.CastOp(type_, value).result
+
+
+def _reassociation(groups: Sequence[Sequence[int]]) -> ir.ArrayAttr:
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.ArrayAttr.get(
+        [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, axis) for axis in group]) for group in groups]
+    )
+
+
+def _mlir_shape(shape: Sequence[int | None]) -> list[int]:
+    dynamic = ir.ShapedType.get_dynamic_size()
+    return [dynamic if dim is None else dim for dim in shape]
+
+
+def collapse(value: ir.Value, target: TensorType, groups: Sequence[Sequence[int]]) -> ir.Value:
+    """`tensor.collapse_shape` of `value` into `target` (each target dim is one group)."""
+    return tensor.CollapseShapeOp(lower_type(target), value, _reassociation(groups)).result
+
+
+def expand(
+    value: ir.Value,
+    target: TensorType,
+    groups: Sequence[Sequence[int]],
+    sizes: Sequence[ir.Value | None],
+) -> ir.Value:
+    """`tensor.expand_shape` of `value` into `target`; `sizes[i]` is the index value of dynamic
+    target dim i."""
+    dynamic = [size for dim, size in zip(target.shape, sizes, strict=True) if dim is None]
+    if any(size is None for size in dynamic):
+        raise ValueError(f"expand_shape to {format_type(target)} needs every dynamic size")
+    return tensor.ExpandShapeOp(
+        lower_type(target), value, _reassociation(groups), dynamic, _mlir_shape(target.shape)
+    ).result
+
+
+def unit_groups(rank: int, unit_axes: Sequence[int]) -> list[list[int]]:
+    """The reassociation between a rank-`rank` shape and the same shape without `unit_axes`:
+    each kept dim forms one group with the unit dims around it (leading units join the first)."""
+    kept = [axis for axis in range(rank) if axis not in unit_axes]
+    if not kept:
+        return []
+    groups: list[list[int]] = [[] for _ in kept]
+    current = 0
+    for axis in range(rank):
+        if axis not in unit_axes:
+            current = kept.index(axis)
+        groups[current].append(axis)
+    return groups
+
+
+def reshape(
+    ctx: LoweringRuleContext,
+    value: ir.Value,
+    source: TensorType,
+    target: TensorType,
+    sizes: Sequence[ir.Value | None],
+) -> ir.Value:
+    """`value` (of `source`) with the shape of `target`, elements kept in row-major order.
+
+    Static shapes go through a 1-D collapse and an expand (folded by MLIR's canonicalizer);
+    dynamic ones through `tensor.reshape` with a shape tensor of `sizes` (index values of the
+    target's dynamic dims)."""
+    if source.shape == target.shape:
+        return value
+    if source.is_static and target.is_static:
+        count = int(np.prod(source.shape, dtype=np.int64))
+        if count != int(np.prod(target.shape, dtype=np.int64)):
+            raise ctx.error(
+                f"cannot reshape {format_type(source)} into {format_type(target)}: "
+                "the element counts differ"
+            )
+        flat = TensorType(source.element_type, (count,))
+        if len(source.shape) == 0:
+            value = expand(value, flat, [], [None])
+        elif len(source.shape) > 1:
+            value = collapse(value, flat, [list(range(len(source.shape)))])
+        if len(target.shape) == 0:
+            return collapse(value, target, [])
+        if len(target.shape) == 1:
+            return value
+        return expand(value, target, [list(range(len(target.shape)))], [None] * len(target.shape))
+    extents = []
+    for dim, size in zip(target.shape, sizes, strict=True):
+        if dim is not None:
+            extents.append(const_index(dim))
+        elif size is None:
+            raise ctx.error(f"cannot find the size of a dynamic dim of {format_type(target)}")
+        else:
+            extents.append(size)
+    shape_type = ir.RankedTensorType.get([len(extents)], index_type())
+    shape = tensor.FromElementsOp(shape_type, extents).result
+    return tensor.ReshapeOp(lower_type(target), value, shape).result

@@ -1,0 +1,432 @@
+"""MLIR lowerings of the ONNX ops that cut and join tensors: Concat, Split, Slice, Pad.
+
+Concat is a chain of `tensor.insert_slice` into one `tensor.empty`; Split and positive-step Slice
+are `tensor.extract_slice`; negative steps, and Pad in edge/reflect/wrap mode, are gather-form
+`linalg.generic`s; Pad in constant mode is `tensor.pad` (after a crop for negative pads).
+
+Slice starts/ends and Split sizes may be computed at run time when the result's shape is known
+statically (the offsets are then `index` values); axes and steps must be compile-time constants,
+as the structure of the lowering depends on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from niro.ir import TensorType, format_type
+
+from ..bindings import arith, ir, tensor
+from ..context import LoweringRuleContext, register_lowering
+from ..literals import scalar_attr
+from ..types import index_type, lower_scalar_type, lower_type
+from .common import attribute, input_value, normalize_axes, normalize_axis, opset
+from .indexing import (
+    add,
+    cast_to,
+    clamp,
+    cmp,
+    const_index,
+    constant_input,
+    floordiv,
+    gather_generic,
+    mod,
+    mul,
+    required_constant,
+    scalar_reader,
+    select,
+    sub,
+    to_index,
+)
+
+__all__: list[str] = []
+
+Mixed = int | ir.Value
+INT64_MAX = np.iinfo(np.int64).max
+
+
+def _mixed(values: list[Mixed]) -> tuple[list[ir.Value], list[int]]:
+    """Split offsets/sizes into MLIR's dynamic operands and static array (kDynamic marks)."""
+    dynamic_mark = ir.ShapedType.get_dynamic_size()
+    dynamic = [value for value in values if not isinstance(value, int)]
+    static = [value if isinstance(value, int) else dynamic_mark for value in values]
+    return dynamic, static
+
+
+def _offset_mark(values: list[Mixed]) -> tuple[list[ir.Value], list[int]]:
+    """Like `_mixed` for offsets (MLIR uses the same kDynamic sentinel)."""
+    return _mixed(values)
+
+
+def extract_slice(
+    source: ir.Value, element: ir.Type, offsets: list[Mixed], sizes: list[Mixed], strides: list[int]
+) -> ir.Value:
+    """`tensor.extract_slice`; the result type has a static dim wherever the size is an int.
+    An empty slice is a `tensor.empty` (MLIR rejects even offset 0 into an empty dim)."""
+    if any(isinstance(size, int) and size == 0 for size in sizes):
+        return tensor.EmptyOp(list(sizes), element).result
+    dynamic_mark = ir.ShapedType.get_dynamic_size()
+    shape = [size if isinstance(size, int) else dynamic_mark for size in sizes]
+    result = ir.RankedTensorType.get(shape, element)
+    dyn_offsets, static_offsets = _offset_mark(offsets)
+    dyn_sizes, static_sizes = _mixed(sizes)
+    return tensor.ExtractSliceOp(
+        result, source, dyn_offsets, dyn_sizes, [], static_offsets, static_sizes, strides
+    ).result
+
+
+def insert_slice(source: ir.Value, dest: ir.Value, offsets: list[Mixed], sizes: list[Mixed]) -> ir.Value:
+    dyn_offsets, static_offsets = _offset_mark(offsets)
+    dyn_sizes, static_sizes = _mixed(sizes)
+    return tensor.InsertSliceOp(
+        source, dest, dyn_offsets, dyn_sizes, [], static_offsets, static_sizes, [1] * len(sizes)
+    ).result
+
+
+def _dim(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType, axis: int) -> Mixed:
+    dim = type_.shape[axis]
+    return dim if dim is not None else ctx.dim_size(value, axis)
+
+
+def _as_value(value: Mixed) -> ir.Value:
+    return const_index(value) if isinstance(value, int) else value
+
+
+# -- Concat ---------------------------------------------------------------------------------------
+
+
+@register_lowering("onnx.Concat", since=4)
+def _lower_concat(ctx: LoweringRuleContext) -> list[ir.Value]:
+    result = ctx.ranked(ctx.niro_results[0], "result")
+    rank = len(result.shape)
+    axis = normalize_axis(ctx, attribute(ctx, "axis", 0), rank)
+    inputs = []
+    for index, (value, niro) in enumerate(zip(ctx.operands, ctx.niro_operands, strict=True)):
+        type_ = ctx.ranked(niro, f"input #{index}")
+        if len(type_.shape) != rank:
+            raise ctx.error(f"input #{index} {format_type(type_)} does not have the rank of {format_type(result)}")
+        inputs.append((value, type_))
+    total: Mixed = 0
+    for value, type_ in inputs:
+        size = _dim(ctx, value, type_, axis)
+        total = total + size if isinstance(total, int) and isinstance(size, int) else add(_as_value(total), _as_value(size))
+    sizes = []
+    for dim_axis, dim in enumerate(result.shape):
+        if dim is not None:
+            sizes.append(None)
+        elif dim_axis == axis:
+            sizes.append(_as_value(total))
+        else:
+            sizes.append(ctx.dim_size(inputs[0][0], dim_axis))
+    out = ctx.empty_tensor(result, sizes)
+    offset: Mixed = 0
+    for value, type_ in inputs:
+        extent = [_dim(ctx, value, type_, dim_axis) for dim_axis in range(rank)]
+        if extent[axis] == 0:
+            continue
+        offsets: list[Mixed] = [0] * rank
+        offsets[axis] = offset
+        out = insert_slice(value, out, offsets, extent)
+        size = extent[axis]
+        offset = offset + size if isinstance(offset, int) and isinstance(size, int) else add(_as_value(offset), _as_value(size))
+    return [out]
+
+
+# -- Split ----------------------------------------------------------------------------------------
+
+
+def _split_sizes(ctx: LoweringRuleContext, source: TensorType, axis: int, count: int) -> list[Mixed]:
+    results = [ctx.ranked(value, f"result #{index}") for index, value in enumerate(ctx.niro_results)]
+    if all(result.shape[axis] is not None for result in results):
+        return [result.shape[axis] for result in results]  # type: ignore[misc]
+    split = None
+    if opset(ctx) < 13:
+        split = attribute(ctx, "split")
+    elif input_value(ctx, 1) is not None:
+        split = required_constant(ctx, 1, "split").reshape(-1).tolist()
+    if split is not None:
+        if len(split) != count:
+            raise ctx.error(f"has {len(split)} split sizes for {count} outputs")
+        return [int(size) for size in split]
+    dim = source.shape[axis]
+    whole: ir.Value = const_index(dim) if dim is not None else ctx.dim_size(ctx.operands[0], axis)
+    # Equal parts: ceil(dim / count) each, the last one what is left (opset 18's num_outputs).
+    chunk = floordiv(add(whole, count - 1), count)
+    return [chunk] * (count - 1) + [sub(whole, mul(chunk, count - 1))]
+
+
+@register_lowering("onnx.Split", since=2)
+def _lower_split(ctx: LoweringRuleContext) -> list[ir.Value]:
+    source = ctx.ranked(ctx.niro_operands[0], "input")
+    rank = len(source.shape)
+    axis = normalize_axis(ctx, attribute(ctx, "axis", 0), rank)
+    if attribute(ctx, "absent_outputs"):
+        raise ctx.error("does not support unnamed outputs")
+    count = len(ctx.niro_results)
+    sizes = _split_sizes(ctx, source, axis, count)
+    data = ctx.operands[0]
+    element = lower_scalar_type(source.element_type)
+    outputs = []
+    offset: Mixed = 0
+    for size, expected in zip(sizes, ctx.result_types, strict=True):
+        extent = [_dim(ctx, data, source, dim_axis) for dim_axis in range(rank)]
+        extent[axis] = size
+        offsets: list[Mixed] = [0] * rank
+        offsets[axis] = offset
+        outputs.append(cast_to(extract_slice(data, element, offsets, extent, [1] * rank), expected))
+        offset = offset + size if isinstance(offset, int) and isinstance(size, int) else add(_as_value(offset), _as_value(size))
+    return outputs
+
+
+# -- Slice ----------------------------------------------------------------------------------------
+
+
+def _slice_parameters(ctx: LoweringRuleContext, rank: int):
+    """(axes, starts, ends, steps) as lists of Python ints (compile-time constants, axes
+    normalized) or `index` values (computed at run time)."""
+    if opset(ctx) < 10:
+        starts, ends = attribute(ctx, "starts"), attribute(ctx, "ends")
+        axes = attribute(ctx, "axes", tuple(range(len(starts))))
+        return list(normalize_axes(ctx, axes, rank)), list(starts), list(ends), [1] * len(starts)
+    starts = _int_list(ctx, 1)
+    ends = _int_list(ctx, 2)
+    count = len(starts)
+    axes = list(range(count)) if input_value(ctx, 3) is None else _int_list(ctx, 3)
+    steps = [1] * count if input_value(ctx, 4) is None else _int_list(ctx, 4)
+    if not len(axes) == len(steps) == count == len(ends):
+        raise ctx.error("has starts, ends, axes and steps of different lengths")
+    if all(isinstance(axis, int) for axis in axes):
+        axes = list(normalize_axes(ctx, axes, rank))
+    return axes, starts, ends, steps
+
+
+def _int_list(ctx: LoweringRuleContext, position: int) -> list[Mixed]:
+    """A 1-D integer input as Python ints when constant, else as `index` values read with
+    `tensor.extract` (its length must be static)."""
+    constant = constant_input(ctx, position)
+    if constant is not None:
+        return [int(item) for item in constant.reshape(-1).tolist()]
+    value, niro = input_value(ctx, position)  # type: ignore[misc]
+    type_ = ctx.ranked(niro, f"input #{position}")
+    if type_.shape is None or len(type_.shape) != 1 or type_.shape[0] is None:
+        raise ctx.error(f"needs a static 1-D input #{position}, got {format_type(type_)}")
+    return [
+        to_index(tensor.ExtractOp(value, [const_index(index)]).result, type_.element_type)
+        for index in range(type_.shape[0])
+    ]
+
+
+def _static_bounds(start: int, end: int, step: int, dim: int) -> tuple[int, int]:
+    """ONNX's clamping of (start, end) for a static dim: returns (first index, element count)."""
+    start = start + dim if start < 0 else start
+    end = end + dim if end < 0 else end
+    if step > 0:
+        start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+        count = max(0, -(-(end - start) // step))
+    else:
+        start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+        count = max(0, -(-(start - end) // -step))
+    return start, count
+
+
+def _runtime_bounds(start: Mixed, end: Mixed, step: Mixed, dim: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """The same clamping as `_static_bounds` in `arith` (start, end or step known at run time;
+    a run-time step's sign is selected on)."""
+    start_v, end_v, step_v = _as_value(start), _as_value(end), _as_value(step)
+    start_v = select(cmp("slt", start_v, 0), add(start_v, dim), start_v)
+    end_v = select(cmp("slt", end_v, 0), add(end_v, dim), end_v)
+    last = sub(dim, 1)
+    forward = cmp("sgt", step_v, 0)
+    start_v = select(forward, clamp(start_v, 0, dim), clamp(start_v, 0, last))
+    end_v = select(forward, clamp(end_v, 0, dim), clamp(end_v, -1, last))
+    span = select(forward, sub(end_v, start_v), sub(start_v, end_v))
+    magnitude = select(forward, step_v, sub(0, step_v))
+    count = floordiv(add(span, sub(magnitude, 1)), magnitude)
+    return start_v, arith.MaxSIOp(count, const_index(0)).result
+
+
+@register_lowering("onnx.Slice", since=1)
+def _lower_slice(ctx: LoweringRuleContext) -> list[ir.Value]:
+    source = ctx.ranked(ctx.niro_operands[0], "data")
+    result = ctx.ranked(ctx.niro_results[0], "result")
+    rank = len(source.shape)
+    axes, starts, ends, steps = _slice_parameters(ctx, rank)
+    data = ctx.operands[0]
+    offsets: list[Mixed] = [0] * rank
+    counts: list[Mixed] = [_dim(ctx, data, source, axis) for axis in range(rank)]
+    strides: list[Mixed] = [1] * rank
+    for axis in range(rank):
+        entries = [j for j, given in enumerate(axes) if not isinstance(given, int) or given == axis]
+        if not entries:
+            continue
+        dim = source.shape[axis]
+        if len(entries) == 1 and isinstance(axes[entries[0]], int):
+            start, end, step = starts[entries[0]], ends[entries[0]], steps[entries[0]]
+        else:  # axes known at run time: pick this axis' entry with selects
+            start, end, step = const_index(0), _as_value(counts[axis]), const_index(1)
+            for j in entries:
+                given = _as_value(axes[j])
+                given = select(cmp("slt", given, 0), add(given, rank), given)
+                hit = cmp("eq", given, axis)
+                start = select(hit, _as_value(starts[j]), start)
+                end = select(hit, _as_value(ends[j]), end)
+                step = select(hit, _as_value(steps[j]), step)
+        if isinstance(step, int) and step == 0:
+            raise ctx.error("has a zero step")
+        strides[axis] = step
+        if dim is not None and isinstance(start, int) and isinstance(end, int) and isinstance(step, int):
+            offsets[axis], counts[axis] = _static_bounds(start, min(end, INT64_MAX), step, dim)
+        else:
+            offsets[axis], counts[axis] = _runtime_bounds(start, end, step, _as_value(_dim(ctx, data, source, axis)))
+    for axis, dim in enumerate(result.shape):
+        if dim is not None:
+            if isinstance(counts[axis], int) and counts[axis] != dim:
+                raise ctx.error(f"computes {counts[axis]} elements on axis {axis}, but its result is {format_type(result)}")
+            counts[axis] = dim
+    if 0 in result.shape:
+        return [ctx.empty_tensor(result, [None if dim is not None else _as_value(counts[axis]) for axis, dim in enumerate(result.shape)])]
+    if all(isinstance(step, int) and step > 0 for step in strides):
+        element = lower_scalar_type(source.element_type)
+        return [cast_to(extract_slice(data, element, offsets, counts, strides), ctx.result_types[0])]  # type: ignore[arg-type]
+    sizes = [None if dim is not None else _as_value(counts[axis]) for axis, dim in enumerate(result.shape)]
+
+    def body(indices, _):
+        position = [
+            index if isinstance(strides[axis], int) and strides[axis] == 1 and isinstance(offsets[axis], int) and offsets[axis] == 0
+            else add(_as_value(offsets[axis]), mul(index, strides[axis]))
+            for axis, index in enumerate(indices)
+        ]
+        return tensor.ExtractOp(data, position).result
+
+    return [gather_generic(ctx, result, sizes, body)]
+
+
+# -- Pad ------------------------------------------------------------------------------------------
+
+
+def _pad_parameters(ctx: LoweringRuleContext, rank: int) -> tuple[list[Mixed], list[Mixed], str]:
+    """(begin, end) pads per data axis, as ints when constant, else `index` values."""
+    mode = attribute(ctx, "mode", "constant")
+    if opset(ctx) < 11:
+        pads: list[Mixed] = list(attribute(ctx, "pads" if opset(ctx) >= 2 else "paddings") or ())
+        axes: list[Mixed] = list(range(rank))
+    else:
+        pads = _int_list(ctx, 1)
+        axes = list(range(rank)) if input_value(ctx, 3) is None else _int_list(ctx, 3)
+        if all(isinstance(axis, int) for axis in axes):
+            axes = list(normalize_axes(ctx, axes, rank))
+    if len(pads) != 2 * len(axes):
+        raise ctx.error(f"needs {2 * len(axes)} pads, got {len(pads)}")
+    begin: list[Mixed] = [0] * rank
+    end: list[Mixed] = [0] * rank
+    for index, axis in enumerate(axes):
+        low, high = pads[index], pads[index + len(axes)]
+        if isinstance(axis, int):
+            begin[axis], end[axis] = low, high
+            continue
+        given = select(cmp("slt", axis, 0), add(axis, rank), axis)
+        for target in range(rank):  # axes known at run time: select this axis' pads
+            hit = cmp("eq", given, target)
+            begin[target] = select(hit, _as_value(low), _as_value(begin[target]))
+            end[target] = select(hit, _as_value(high), _as_value(end[target]))
+    return begin, end, mode
+
+
+def _pad_value(ctx: LoweringRuleContext, element: ir.Type) -> Callable[[], ir.Value] | None:
+    """A builder of the constant-mode pad value (called where it is used), or None when it is
+    computed at run time and so must be read inside the dispatch (`pad_reader`)."""
+    if opset(ctx) < 11:
+        literal = float(attribute(ctx, "value", 0.0))
+    elif input_value(ctx, 2) is None:
+        literal = 0.0
+    else:
+        constant = constant_input(ctx, 2)
+        if constant is None or constant.size != 1:
+            return None
+        literal = constant.reshape(-1)[0].item()
+    scalar = ctx.niro_operands[0].type.element_type  # type: ignore[union-attr]
+    attr = scalar_attr(scalar, int(literal) if scalar.is_integer else literal)
+    return lambda: arith.ConstantOp(element, attr).result
+
+
+@register_lowering("onnx.Pad", since=1)
+def _lower_pad(ctx: LoweringRuleContext) -> list[ir.Value]:
+    source = ctx.ranked(ctx.niro_operands[0], "data")
+    result = ctx.ranked(ctx.niro_results[0], "result")
+    rank = len(source.shape)
+    begin, end, mode = _pad_parameters(ctx, rank)
+    if mode not in ("constant", "edge", "reflect", "wrap"):
+        raise ctx.error(f"does not support mode '{mode}'")
+    data = ctx.operands[0]
+    element = lower_scalar_type(source.element_type)
+    pads = begin + end
+    constant_value = _pad_value(ctx, element) if mode == "constant" else None
+    if constant_value is not None and all(isinstance(pad, int) and pad >= 0 for pad in pads):
+        padded = tensor.PadOp(lower_type(_padded_type(source, begin, end)), data, [], [], begin, end)  # type: ignore[arg-type]
+        block = padded.regions[0].blocks.append(*([index_type()] * rank))
+        with ir.InsertionPoint(block):
+            tensor.YieldOp(constant_value())
+        return [cast_to(padded.result, ctx.result_types[0])]
+    # The general form: negative pads crop first (as onnxruntime does), then each result index
+    # maps into the cropped input by the mode; pads may be known only at run time.
+    value = constant_value
+    if mode == "constant" and value is None:
+        value = scalar_reader(ctx, *input_value(ctx, 2))  # type: ignore[misc]
+    axes = []
+    for axis in range(rank):
+        low, high = begin[axis], end[axis]
+        if isinstance(low, int) and isinstance(high, int) and low == high == 0:
+            axes.append(None)
+            continue
+        dim = _as_value(_dim(ctx, data, source, axis))
+        crop_low = arith.MaxSIOp(sub(0, _as_value(low)), const_index(0)).result
+        crop_high = arith.MaxSIOp(sub(0, _as_value(high)), const_index(0)).result
+        kept = sub(sub(dim, crop_low), crop_high)
+        shift = arith.MaxSIOp(_as_value(low), const_index(0)).result
+        axes.append((crop_low, kept, shift))
+    sizes = []
+    for axis, dim in enumerate(result.shape):
+        if dim is not None:
+            sizes.append(None)
+        elif axes[axis] is None:
+            sizes.append(ctx.dim_size(data, axis))
+        else:
+            _, kept, shift = axes[axis]
+            sizes.append(add(add(kept, shift), arith.MaxSIOp(_as_value(end[axis]), const_index(0)).result))
+
+    def body(indices, _):
+        position = []
+        inside = None
+        for axis, index in enumerate(indices):
+            if axes[axis] is None:
+                position.append(index)
+                continue
+            crop_low, kept, shift = axes[axis]
+            local = sub(index, shift)
+            if mode == "constant":
+                within = arith.AndIOp(cmp("sge", local, 0), cmp("slt", local, kept)).result
+                inside = within if inside is None else arith.AndIOp(inside, within).result
+                local = clamp(local, 0, sub(kept, 1))
+            elif mode == "edge":
+                local = clamp(local, 0, sub(kept, 1))
+            elif mode == "wrap":
+                local = mod(local, kept)
+            else:  # reflect: period 2(d-1), mirrored in its second half; d == 1 repeats
+                period = arith.MaxSIOp(mul(sub(kept, 1), 2), const_index(1)).result
+                folded = mod(local, period)
+                local = select(cmp("slt", folded, kept), folded, sub(period, folded))
+            position.append(add(local, crop_low))
+        element_value = tensor.ExtractOp(data, position).result
+        if inside is None:
+            return element_value
+        return arith.SelectOp(inside, element_value, value()).result  # type: ignore[misc]
+
+    return [gather_generic(ctx, result, sizes, body)]
+
+
+def _padded_type(source: TensorType, begin: list, end: list) -> TensorType:
+    shape = tuple(
+        None if dim is None else dim + low + high
+        for dim, low, high in zip(source.shape, begin, end, strict=True)
+    )
+    return TensorType(source.element_type, shape)
