@@ -32,19 +32,25 @@ from niro.ir import (
 F32 = ScalarType.F32
 
 
-def relu_chain_module(count: int, *, with_conv: bool = False) -> Module:
-    """x -> Relu -> Relu ... (`count` times), optionally one onnx.Conv, on tensor<?x4xf32>."""
+UNLOWERED = "test.NoLowering"
+"""An op name no library registers (the op library now lowers onnx.Relu and onnx.Conv)."""
+
+
+def relu_chain_module(
+    count: int, *, with_conv: bool = False, relu: str = "onnx.Relu", conv: str = UNLOWERED
+) -> Module:
+    """x -> `relu` ... (`count` times), optionally one `conv` op, on tensor<?x4xf32>."""
     ids = Ids()
     dyn = tensor(F32, None, 4)
     x = ids(dyn)
     operations, current = [], x
     for index in range(count):
         result = ids(dyn)
-        operations.append(UnknownOp("onnx.Relu", (current,), (result,), loc=f"relu_{index + 1}"))
+        operations.append(UnknownOp(relu, (current,), (result,), loc=f"relu_{index + 1}"))
         current = result
     if with_conv:
         result = ids(dyn)
-        operations.append(UnknownOp("onnx.Conv", (current,), (result,), loc="conv0"))
+        operations.append(UnknownOp(conv, (current,), (result,), loc="conv0"))
         current = result
     operations.append(Return((current,)))
     function = Function("main", FunctionType((dyn,), (dyn,)), Region([Block((x,), operations)]))
@@ -54,10 +60,10 @@ def relu_chain_module(count: int, *, with_conv: bool = False) -> Module:
 def test_unknown_ops_are_listed_by_name_with_count_and_first_node():
     with pytest.raises(
         LoweringError,
-        match=r"^13 operations have no MLIR lowering: onnx\.Relu \(x12, first at node 'relu_1'\), "
-        r"onnx\.Conv \(x1, first at node 'conv0'\)$",
+        match=r"^13 operations have no MLIR lowering: test\.Unlowered \(x12, first at node 'relu_1'\), "
+        r"test\.NoLowering \(x1, first at node 'conv0'\)$",
     ) as caught:
-        lower_to_mlir(relu_chain_module(12, with_conv=True))
+        lower_to_mlir(relu_chain_module(12, with_conv=True, relu="test.Unlowered"))
     assert "allow_unknown=True" in caught.value.notes[0]
 
 
@@ -166,7 +172,7 @@ def test_registered_lowering_compiles_and_runs(relu_registered, tmp_path):
 def test_registered_lowering_still_rejects_other_unknown_ops(relu_registered):
     with pytest.raises(
         LoweringError,
-        match=r"^1 operation has no MLIR lowering: onnx\.Conv \(x1, first at node 'conv0'\)$",
+        match=r"^1 operation has no MLIR lowering: test\.NoLowering \(x1, first at node 'conv0'\)$",
     ):
         lower_to_mlir(relu_chain_module(3, with_conv=True))
 
