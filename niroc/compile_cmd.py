@@ -171,7 +171,7 @@ def _prepare_writer(
         try:
             lowered = lower_to_mlir(module, allow_unknown=allow_unknown)
         except LoweringError as error:
-            if not allow_unknown and _has_unknown_ops(module):
+            if not allow_unknown and _has_unlowerable_ops(module):
                 error.notes += ("pass --allow-unknown to keep them as generic MLIR ops",)
             raise
     if opt_tool is not None:
@@ -190,8 +190,12 @@ def _prepare_writer(
     return lambda stream: lowered.write_text(stream, elide_weights=elide_weights)
 
 
-def _has_unknown_ops(module: Module) -> bool:
-    return any(isinstance(op, UnknownOp) for op in walk_ops(module))
+def _has_unlowerable_ops(module: Module) -> bool:
+    """Whether an UnknownOp has no registered lowering: only then can --allow-unknown help (a
+    registered lowering that refuses an op, e.g. legacy broadcasting, refuses it either way)."""
+    from niro.backends.mlir import registered_lowering
+
+    return any(isinstance(op, UnknownOp) and registered_lowering(op.name) is None for op in walk_ops(module))
 
 
 def _opt_tool_flags(emit_format: str, elide_weights: bool) -> tuple[str, ...]:

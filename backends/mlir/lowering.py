@@ -46,6 +46,7 @@ from .bindings import func, ir, make_context
 from .context import KNOWN_LOWERINGS, LoweringRuleContext, lowering_for
 from .errors import LoweringError
 from .literals import ResourceTable, generic_attr, scalar_attr, tensor_data_attr
+from .nesting import recursion_headroom
 from .output import LoweredModule
 from .types import lower_type
 
@@ -78,7 +79,7 @@ def lower_to_mlir(module: Module, *, allow_unknown: bool = False) -> LoweredModu
 
     handler = context.attach_diagnostic_handler(collect)
     try:
-        with context, ir.Location.unknown():
+        with recursion_headroom(module), context, ir.Location.unknown():
             mlir_module = ir.Module.create()
             state = ModuleLowering(module, mlir_module, ResourceTable())
             state.lower()
@@ -180,6 +181,15 @@ class ModuleLowering:
     global_types: dict[str, ScalarType | TensorType] = field(default_factory=dict)
     function_names: set[str] = field(default_factory=set)
     has_generic_ops: bool = False
+    mlir_types: dict[ScalarType | TensorType, ir.Type] = field(default_factory=dict)
+
+    def mlir_type(self, type_: ScalarType | TensorType) -> ir.Type:
+        """`lower_type(type_)`, memoised: a model has few distinct types and many ops (each
+        `lower_type` makes several binding calls)."""
+        found = self.mlir_types.get(type_)
+        if found is None:
+            found = self.mlir_types[type_] = lower_type(type_)
+        return found
 
     def lower(self) -> None:
         self.function_names = {function.name for function in self.niro.functions}
@@ -400,7 +410,7 @@ class FunctionLowering:
             ctx = LoweringRuleContext(
                 op=op,
                 operands=operands,
-                result_types=tuple(lower_type(value.type) for value in results),
+                result_types=tuple(self.module.mlir_type(value.type) for value in results),
                 location=location,
                 insertion_point=insertion_point,
                 niro_location=niro_location,

@@ -274,7 +274,8 @@ def convert_if(ctx: NodeContext) -> bool:
     """TensorExtract of the one-element condition and a Niro If holding both subgraphs.
 
     Stays generic (`onnx.If` with two regions) when the condition's rank is unknown or the two
-    branches yield different types (Niro's If needs one result type per output).
+    branches yield different shapes (Niro's If needs one result type per output). Branches that
+    differ in element type, or take inputs, are invalid ONNX and refused.
     """
     condition = _tensor_input(ctx, 0, "cond")
     assert isinstance(condition.type, TensorType)
@@ -298,10 +299,21 @@ def convert_if(ctx: NodeContext) -> bool:
             f"then_branch yields {len(then_values)} and else_branch {len(else_values)} values for "
             f"{len(ctx.node.outputs)} outputs"
         )
+    for name, region in (("then_branch", then_region), ("else_branch", else_region)):
+        if region.blocks[0].arguments:
+            raise ctx.error(f"{name} takes {len(region.blocks[0].arguments)} inputs; If branches take none")
+    for position, (then_type, else_type) in enumerate(zip(then_types, else_types, strict=True)):
+        # NOTE: ONNX lets the branches' shapes differ (the output is then dynamic), never their
+        # element types or kinds
+        then_element = then_type.element_type if isinstance(then_type, TensorType) else then_type
+        else_element = else_type.element_type if isinstance(else_type, TensorType) else else_type
+        if then_element is not else_element:
+            raise ctx.error(
+                f"then_branch yields {format_type(then_type)} and else_branch {format_type(else_type)} "
+                f"for output #{position}: element types differ"
+            )
     if then_types != else_types:
         return False
-    if then_region.blocks[0].arguments or else_region.blocks[0].arguments:
-        return False  # a branch graph with inputs (invalid ONNX): Niro If arms take none
     indices: tuple[Value, ...] = ()
     if shape:
         zero = ctx.new_value(ScalarType.I64)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import re
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,7 +53,7 @@ from .functions import FunctionKey, specialization_key, specialize
 from .inference import GraphTypes, InferenceFailure, infer_types
 from .symbols import SymbolTable
 from .tensors import TensorDataError, pack_tensor_proto, scalar_type_for
-from .validation import StructureError, check_graph, check_text
+from .validation import StructureError, check_graph, check_opsets, check_text
 from .wire import split_raw_data
 
 __all__ = ["ImportedModel", "import_model", "import_model_with_info", "load_onnx_text"]
@@ -87,11 +88,66 @@ def load_onnx_text(path: str | os.PathLike, *, filename: str | None = None) -> o
     return _parse_text(text, display)
 
 
+_PARSE_ERROR = re.compile(
+    r"\[ParseError at position \(line: (\d+) column: (\d+)\)\]\s*Error context:(.*?)\n(.*)", re.DOTALL
+)
+
+
+def _parse_error_text(error: Exception) -> str:
+    """onnx's parser error as one line: `line 4, column 1: Expected character ) not found
+    (at '}')`. onnx raises it with bytes as its argument, a three-line report inside."""
+    argument = error.args[0] if error.args else str(error)
+    text = argument.decode("utf-8", "replace") if isinstance(argument, bytes) else str(argument)
+    match = _PARSE_ERROR.match(text.strip())
+    if match is None:
+        return first_line(RuntimeError(text))
+    line, column, context, message = match.groups()
+    message = " ".join(message.split())
+    context = " ".join(context.split())
+    return f"line {line}, column {column}: {message}" + (f" (at '{context}')" if context else "")
+
+
+MAX_TEXT_NESTING = 200
+"""Deepest bracket nesting of ONNX text handed to onnx's parser. Its C++ recursive descent
+overflows the stack (a segfault) somewhere past a few thousand levels; protobuf refuses a model
+nested past 100 messages anyway (each graph in a graph costs three), so no model it could load
+nests anywhere near this."""
+
+
+def _text_nesting(text: str) -> int:
+    """The deepest nesting of `{`, `(` and `[` in ONNX text, outside string literals."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{([":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "})]":
+            depth -= 1
+    return deepest
+
+
 def _parse_text(text: str, display: str) -> onnx.ModelProto:
+    nesting = _text_nesting(text)
+    if nesting > MAX_TEXT_NESTING:
+        raise OnnxImportError(
+            f"cannot parse ONNX text: brackets nest {nesting} deep, more than the {MAX_TEXT_NESTING} "
+            "niroc hands to onnx's parser (protobuf takes at most 100 nested messages)",
+            filename=display,
+        )
     try:
         return onnx.parser.parse_model(text)
     except Exception as error:  # onnx.parser.ParseError and friends
-        raise OnnxImportError(f"cannot parse ONNX text: {first_line(error)}", filename=display) from error
+        raise OnnxImportError(f"cannot parse ONNX text: {_parse_error_text(error)}", filename=display) from error
 
 
 def _load_binary(path: str, display: str) -> tuple[onnx.ModelProto, dict[str, memoryview]]:
@@ -113,7 +169,12 @@ def _load_binary(path: str, display: str) -> tuple[onnx.ModelProto, dict[str, me
     try:
         model.ParseFromString(remainder)
     except Exception as error:  # google.protobuf.message.DecodeError
-        raise OnnxImportError(f"not an ONNX model: {first_line(error)}", filename=display) from error
+        message = first_line(error)
+        if "MaxDepth" in message or "recursion" in message.lower():
+            # NOTE: protobuf (upb and C++ alike) stops at 100 nested messages; each nested graph
+            # (an If in an If...) costs three (graph, node, attribute)
+            message = "it nests messages deeper than protobuf's limit of 100 (graphs nested ~30 deep)"
+        raise OnnxImportError(f"not an ONNX model: {message}", filename=display) from error
     whole = memoryview(data)
     return model, {name: whole[start:end] for name, (start, end) in spans.items()}
 
@@ -207,9 +268,11 @@ class _Importer:
 
     def _check(self, model: onnx.ModelProto, what: str) -> None:
         try:
+            check_opsets(model.opset_import, "opset_import")
             for function in model.functions:
                 check_text(function.name, "function name")
                 check_text(function.domain, f"function '{function.name}': domain")
+                check_opsets(function.opset_import, f"function '{function.name}': opset_import")
             check_graph(model.graph, what, _opsets(model), self.function_protos)
         except StructureError as error:
             raise self.error(str(error)) from None
@@ -358,7 +421,36 @@ class _Importer:
         found = self._lookup(scope, builder, onnx_value, None)
         if found is None:
             raise self.error(f"{what}: output '{onnx_value.name}' is not produced by any node, input or initializer")
+        self._check_declared_output(onnx_value, found, what)
         return found
+
+    def _check_declared_output(self, onnx_value: ir.Value, found: Value, what: str) -> None:
+        """Refuse a graph output whose declared type contradicts the type its producer computes
+        (another element type or rank, or another size of a static dim): ONNX's checker does not
+        compare them, and non-strict shape inference keeps the declaration, so the model's
+        interface would lie about what the function returns."""
+        computed = found.type
+        if not isinstance(computed, TensorType) or onnx_value.dtype is None:
+            return
+        try:
+            element = scalar_type_for(int(onnx_value.dtype))
+        except TensorDataError as error:
+            raise self.error(f"{what}: output '{onnx_value.name}': {error}") from None
+        declared_shape = None
+        if onnx_value.shape is not None:
+            declared_shape = tuple(dim if isinstance(dim, int) else None for dim in onnx_value.shape.dims)
+        declared = TensorType(element, declared_shape)
+        agrees = element is computed.element_type
+        if agrees and declared_shape is not None and computed.shape is not None:
+            agrees = len(declared_shape) == len(computed.shape) and all(
+                left is None or right is None or left == right
+                for left, right in zip(declared_shape, computed.shape, strict=True)
+            )
+        if not agrees:
+            raise self.error(
+                f"{what}: output '{onnx_value.name}' is declared {format_type(declared)} "
+                f"but its producer computes {format_type(computed)}"
+            )
 
     def _convert_nodes(
         self, graph: ir.Graph, types: GraphTypes, scope: Scope, builder: FunctionBuilder, opsets: dict[str, int]

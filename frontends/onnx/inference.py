@@ -8,7 +8,7 @@ shape arithmetic (`Reshape` by an initializer shape). Node order and nesting are
 the inferred graphs line up with the original's node by node.
 
 Inference runs with strict mode off (a node it cannot type is skipped, not fatal) and data
-propagation on. The result is a `GraphTypes` tree: the inferred `TypeProto` of each value name
+propagation on, unless the model has a long 1-D value (see `DATA_PROPAGATION_LIMIT`). The result is a `GraphTypes` tree: the inferred `TypeProto` of each value name
 per graph, and the tree of each subgraph keyed by (node index, attribute name, position).
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-__all__ = ["GraphTypes", "InferenceFailure", "copy_fields", "infer_types", "strip_weights"]
+__all__ = ["DATA_PROPAGATION_LIMIT", "GraphTypes", "InferenceFailure", "copy_fields", "infer_types", "strip_weights"]
 
 STRIP_THRESHOLD_BYTES = 4096
 """Tensors bigger than this lose their data before shape inference (shape tensors are tiny)."""
@@ -137,13 +137,47 @@ def _collect(graph: onnx.GraphProto) -> GraphTypes:
     return types
 
 
-def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | None = None) -> GraphTypes:
-    """The inferred types of `model`'s values (the model itself is left untouched)."""
-    stripped = strip_weights(model, split_raw)
+DATA_PROPAGATION_LIMIT = 1 << 16
+"""Longest 1-D value a model may have for inference to run with data propagation.
+
+ONNX's data propagation materialises every element of a 1-D tensor it meets (shape arithmetic
+is its purpose) at ~100 bytes and real time per element, whether or not the tensor is a shape:
+a graph input float[2**31] feeding a Mul kept niroc busy for minutes, growing past any memory
+limit. Such a model is inferred without data propagation (only shape arithmetic folding is lost).
+"""
+
+
+def _has_long_vector(graph: onnx.GraphProto) -> bool:
+    """Whether `graph` (or a subgraph) types any value as 1-D longer than the limit."""
+    stack = [graph]
+    while stack:
+        current = stack.pop()
+        for info in (*current.input, *current.value_info, *current.output):
+            dims = info.type.tensor_type.shape.dim
+            if len(dims) == 1 and dims[0].dim_value > DATA_PROPAGATION_LIMIT:
+                return True
+        for node in current.node:
+            for attribute in node.attribute:
+                if attribute.HasField("g"):
+                    stack.append(attribute.g)
+                stack.extend(attribute.graphs)
+    return False
+
+
+def _infer(model: onnx.ModelProto, *, data_prop: bool) -> onnx.ModelProto:
     try:
-        inferred = onnx.shape_inference.infer_shapes(
-            stripped, check_type=False, strict_mode=False, data_prop=True
-        )
+        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=data_prop)
     except Exception as error:  # onnx raises InferenceError, ValidationError, RuntimeError...
         raise InferenceFailure(str(error)) from error
+
+
+def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | None = None) -> GraphTypes:
+    """The inferred types of `model`'s values (the model itself is left untouched).
+
+    A first pass without data propagation (cheap) finds the value types; unless one of them is a
+    long vector (see DATA_PROPAGATION_LIMIT), a second pass adds data propagation."""
+    stripped = strip_weights(model, split_raw)
+    inferred = _infer(stripped, data_prop=False)
+    if not _has_long_vector(inferred.graph):
+        inferred = _infer(stripped, data_prop=True)
     return _collect(inferred.graph)

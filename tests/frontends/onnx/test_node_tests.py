@@ -17,6 +17,7 @@ DOCUMENTED_REFUSALS = [
     r"value '[^']*' \((input of graph|output of node) '[^']*'\): element type [A-Z0-9]+ is not supported",
     r"value '[^']*' \((input of graph|output of node) '[^']*'\): (sequence|optional|map) types are not supported",
     r"value '[^']*' \(output of node '[^']*'\): element type is unknown \(shape inference could not type it\)",
+    r"node '[^']*' \([A-Za-z]+\): attribute '(to|dtype)': element type [A-Z0-9]+ is not supported",
 ]
 
 

@@ -1,0 +1,38 @@
+"""Shape inference (inference.py): data propagation folds shape arithmetic, except in a model
+with a long 1-D value, where ONNX's data propagation would materialise every element (a graph
+input float[2**31] into a Mul hung niroc for minutes; found by the hostile-input fuzzing)."""
+
+from __future__ import annotations
+
+import onnx
+from niro.frontends.onnx.inference import DATA_PROPAGATION_LIMIT, infer_types
+
+OPSET = '<ir_version: 8, opset_import: ["" : 17]>'
+SHAPE_ARITHMETIC = "s = Shape(x)\n y = Reshape(x, s)"
+
+
+def _dims(types, name: str) -> list[int] | None:
+    tensor = types.values[name].tensor_type
+    if not tensor.HasField("shape"):
+        return None
+    return [dim.dim_value if dim.HasField("dim_value") else None for dim in tensor.shape.dim]
+
+
+def test_data_propagation_folds_shape_arithmetic() -> None:
+    model = onnx.parser.parse_model(OPSET + f"g (float[2, 3] x) => (y) {{ {SHAPE_ARITHMETIC} }}")
+    assert _dims(infer_types(model), "y") == [2, 3]
+
+
+def test_a_long_vector_turns_data_propagation_off() -> None:
+    length = DATA_PROPAGATION_LIMIT + 1
+    model = onnx.parser.parse_model(
+        OPSET + f"g (float[2, 3] x, float[{length}] v) => (y, w) {{ {SHAPE_ARITHMETIC}\n w = Mul(v, v) }}"
+    )
+    types = infer_types(model)
+    assert _dims(types, "w") == [length]  # still typed
+    assert _dims(types, "y") in (None, [None, None])  # the Reshape is no longer folded
+
+
+def test_a_vector_of_2_pow_31_elements_is_typed_without_materialising_it() -> None:
+    model = onnx.parser.parse_model(OPSET + "g (float[2147483648] v) => (w) { w = Mul(v, v) }")
+    assert _dims(infer_types(model), "w") == [2**31]
