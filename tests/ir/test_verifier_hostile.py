@@ -3,7 +3,6 @@ nesting. It guards the CLI against hostile input, so each problem must become a 
 
 from __future__ import annotations
 
-
 import pytest
 from niro.ir import (
     Add,
