@@ -172,6 +172,10 @@ def _prepare_writer(
             lowered = lower_to_mlir(module, allow_unknown=allow_unknown)
         except LoweringError as error:
             if not allow_unknown and _has_unlowerable_ops(module):
+                # NOTE: the backend's note speaks of its Python API (allow_unknown=True); a CLI
+                # user needs the flag instead.
+                api_notes = tuple(note for note in error.notes if "allow_unknown=True" in note)
+                error.notes = tuple(note for note in error.notes if note not in api_notes)
                 error.notes += ("pass --allow-unknown to keep them as generic MLIR ops",)
             raise
     if opt_tool is not None:

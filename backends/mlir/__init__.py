@@ -27,6 +27,7 @@ from .context import (
     LoweringRule,
     LoweringRuleContext,
     register_lowering,
+    registered_lowering,
     registered_lowerings,
     unregister_lowering,
 )
@@ -34,6 +35,7 @@ from .errors import LoweringError
 from .lowering import NAME_ATTRIBUTE, lower_to_mlir
 from .opt_tool import find_tool, run_opt_tool
 from .output import LoweredModule
+from . import onnx_ops  # noqa: E402,F401  (registers the ONNX operator lowerings)
 
 __all__ = [
     "BINDING",
@@ -46,6 +48,7 @@ __all__ = [
     "lower_to_mlir",
     "make_context",
     "register_lowering",
+    "registered_lowering",
     "registered_lowerings",
     "run_opt_tool",
     "unregister_lowering",

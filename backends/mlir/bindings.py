@@ -14,12 +14,12 @@ from __future__ import annotations
 
 try:  # NOTE: the upstream package wins when both are installed (DESIGN.md).
     from mlir import ir  # type: ignore[import-not-found]
-    from mlir.dialects import arith, cf, func, linalg, scf, tensor  # type: ignore[import-not-found]
+    from mlir.dialects import arith, cf, func, linalg, math, scf, tensor  # type: ignore[import-not-found]
 
     BINDING = "mlir"
 except ImportError:
     from iree.compiler import ir  # type: ignore[no-redef]
-    from iree.compiler.dialects import arith, cf, func, linalg, scf, tensor  # type: ignore[no-redef]
+    from iree.compiler.dialects import arith, cf, func, linalg, math, scf, tensor  # type: ignore[no-redef]
 
     BINDING = "iree.compiler"
 
@@ -30,6 +30,7 @@ __all__ = [
     "cf",
     "func",
     "linalg",
+    "math",
     "scf",
     "tensor",
     "make_context",

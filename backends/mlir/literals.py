@@ -14,6 +14,7 @@ the same Niro module gives the same bytes every time.
 
 from __future__ import annotations
 
+import mmap
 import re
 import struct
 from collections.abc import Mapping
@@ -35,6 +36,8 @@ __all__ = [
 ]
 
 _SPLAT_CHECK_CHUNK = 1 << 20
+RELEASE_EVERY_BYTES = 64 << 20
+"""Blob bytes read (splat checks, writers) between two `release_mapped_pages` (issue #7)."""
 """Elements compared per step when looking for a splat (bounded temporary memory)."""
 
 
@@ -56,6 +59,7 @@ class ResourceTable:
 
     blobs: list[ResourceBlob] = field(default_factory=list)
     _names: set[str] = field(default_factory=set)
+    _unreleased: int = 0
 
     def unique_name(self, base: str) -> str:
         """`base` made a bare MLIR keyword (letters, digits, `_`, `.`) and unique in this table."""
@@ -77,7 +81,35 @@ class ResourceTable:
         # NOTE: get_from_buffer may rename on a collision inside the context; ours are unique
         # in a fresh context, so the name we record is the name MLIR prints.
         self.blobs.append(ResourceBlob(name, data, alignment))
+        self._unreleased += data.nbytes  # the splat check may have read all of it
+        if self._unreleased >= RELEASE_EVERY_BYTES:
+            self.release_mapped_pages()
         return attribute
+
+    def mapped_read_only(self) -> list[mmap.mmap]:
+        """The distinct read-only file mappings the blobs' buffers live in."""
+        found: dict[int, mmap.mmap] = {}
+        for blob in self.blobs:
+            owner = blob.data.obj
+            if isinstance(owner, mmap.mmap) and id(owner) not in found and not owner.closed:
+                with memoryview(owner) as whole:
+                    if whole.readonly:  # ACCESS_READ: shared, never privately modified
+                        found[id(owner)] = owner
+        return list(found.values())
+
+    def release_mapped_pages(self, mappings: list[mmap.mmap] | None = None) -> None:
+        """Drop this process's resident pages of the blobs' read-only file mappings.
+
+        Memory then stays bounded by what is read between two calls, not by the weights: the
+        pages stay in the page cache, and a later read maps them again (MADV_DONTNEED on a
+        read-only shared file mapping loses nothing). Writable or private mappings, whose pages
+        may hold changes, and ordinary memory are never touched.
+        """
+        self._unreleased = 0
+        if not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        for mapping in self.mapped_read_only() if mappings is None else mappings:
+            mapping.madvise(mmap.MADV_DONTNEED)
 
     @property
     def total_bytes(self) -> int:

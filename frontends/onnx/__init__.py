@@ -32,9 +32,14 @@ location outside the model's folder), inline raw_data of a `.onnx` file is split
 parsing and viewed in the mapped file (wire.py).
 """
 
-from .converters import CONVERTERS
-from .errors import OnnxImportError
-from .importer import ImportedModel, import_model, import_model_with_info, load_onnx_text
+from ._deferred import defer_sympy
+
+defer_sympy()  # NOTE: before anything imports onnx_ir (see _deferred.py)
+
+from . import oplib  # noqa: E402,F401  (registers the ONNX ops' type rules with niro.ir.verify)
+from .converters import CONVERTERS  # noqa: E402
+from .errors import OnnxImportError  # noqa: E402
+from .importer import ImportedModel, import_model, import_model_with_info, load_onnx_text  # noqa: E402
 
 __all__ = [
     "CONVERTERS",

@@ -1,0 +1,26 @@
+"""MLIR lowerings of ONNX operators, one module per op family; importing registers them."""
+
+from . import (  # noqa: F401
+    cast,
+    col2im,
+    common,  # noqa: F401
+    conv,  # noqa: F401
+    deform_conv,
+    elementwise,
+    elementwise_logic,
+    elementwise_math,
+    gather_scatter,
+    grid_sample,
+    linalg_ops,  # noqa: F401
+    nn,  # noqa: F401
+    normalization,  # noqa: F401
+    pooling,  # noqa: F401
+    quantization,  # noqa: F401
+    reductions,  # noqa: F401
+    resize,  # noqa: F401
+    roi_align,
+    scan,
+    selection,  # noqa: F401
+    shape_ops,  # noqa: F401
+    slice_ops,  # noqa: F401
+)

@@ -1,0 +1,255 @@
+"""Generates the benchmark models of issue #7 (with fixed seeds) into testdata/generated/bench/.
+
+    .venv/bin/python testdata/bench/generate.py [--only NAME ...] [--force]
+
+| name | what | bound by |
+| --- | --- | --- |
+| `mlp_external` | 16 x (MatMul 4096x4096 + Add bias), 1.0 GiB of float32 weights in `weights.bin` | weights |
+| `mlp_inline` | 25 x (MatMul 2048x2048 + Add bias), ~400 MiB of float32 weights inline (raw_data) | weights |
+| `transformer` | 12-layer encoder, d=384, 6 heads, seq 128, vocab 8192: ~100 MiB, ~600 nodes | both |
+| `small_nodes` | 20,000 nodes (Add, Mul, MatMul, Transpose, Relu) on 8x8 f32, ~6,500 initializers | nodes |
+| `one_node` | one Add of two 2x2 inputs | start-up |
+
+Weights are random normal numbers (never splats, which niroc would print as one literal), so the
+output holds every byte of them. A model is generated only when its folder lacks it (or with
+`--force`); the 1 GiB weights are written layer by layer, so the generator never holds them.
+The output folder is gitignored: nothing here is committed but this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "testdata" / "generated" / "bench"
+OPSET = [helper.make_opsetid("", 17)]
+F32 = TensorProto.FLOAT
+
+__all__ = ["MODELS", "OUT", "model_path", "generate"]
+
+
+def _random(rng: np.random.Generator, shape: tuple[int, ...], scale: float = 0.02) -> np.ndarray:
+    return (rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)).astype(np.float32)
+
+
+def _save(model: onnx.ModelProto, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, path)
+
+
+# -- MLPs --------------------------------------------------------------------------------------
+
+
+def _mlp_nodes(layers: int, side: int) -> tuple[list, onnx.ValueInfoProto, onnx.ValueInfoProto]:
+    nodes, previous = [], "x"
+    for layer in range(layers):
+        nodes.append(helper.make_node("MatMul", [previous, f"fc{layer}.weight"], [f"mm{layer}"], name=f"fc{layer}_matmul"))
+        nodes.append(helper.make_node("Add", [f"mm{layer}", f"fc{layer}.bias"], [f"h{layer}"], name=f"fc{layer}_add"))
+        previous = f"h{layer}"
+    x = helper.make_tensor_value_info("x", F32, [1, side])
+    y = helper.make_tensor_value_info(previous, F32, [1, side])
+    return nodes, x, y
+
+
+def mlp_external(folder: Path) -> None:
+    """16 layers of 4096x4096 f32 (64 MiB each) in one side file, written layer by layer."""
+    layers, side = 16, 4096
+    rng = np.random.default_rng(7001)
+    folder.mkdir(parents=True, exist_ok=True)
+    initializers, offset = [], 0
+    with open(folder / "weights.bin", "wb") as handle:
+        for layer in range(layers):
+            for name, shape in ((f"fc{layer}.weight", (side, side)), (f"fc{layer}.bias", (side,))):
+                data = _random(rng, shape)
+                data.tofile(handle)
+                tensor = TensorProto(name=name, data_type=F32, dims=list(shape))
+                tensor.data_location = TensorProto.EXTERNAL
+                for key, value in (("location", "weights.bin"), ("offset", offset), ("length", data.nbytes)):
+                    tensor.external_data.add(key=key, value=str(value))
+                initializers.append(tensor)
+                offset += data.nbytes
+    nodes, x, y = _mlp_nodes(layers, side)
+    graph = helper.make_graph(nodes, "mlp_external", [x], [y], initializers)
+    _save(helper.make_model(graph, opset_imports=OPSET), folder / "model.onnx")
+
+
+def mlp_inline(folder: Path) -> None:
+    """25 layers of 2048x2048 f32 (16 MiB each, ~400 MiB) as raw_data in the model file."""
+    layers, side = 25, 2048
+    rng = np.random.default_rng(7002)
+    initializers = []
+    for layer in range(layers):
+        initializers.append(numpy_helper.from_array(_random(rng, (side, side)), f"fc{layer}.weight"))
+        initializers.append(numpy_helper.from_array(_random(rng, (side,)), f"fc{layer}.bias"))
+    nodes, x, y = _mlp_nodes(layers, side)
+    graph = helper.make_graph(nodes, "mlp_inline", [x], [y], initializers)
+    _save(helper.make_model(graph, opset_imports=OPSET), folder / "model.onnx")
+
+
+# -- transformer encoder -----------------------------------------------------------------------
+
+
+class _GraphBuilder:
+    """Nodes and initializers with generated names; `op` returns the output name."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self.count = 0
+
+    def const(self, name: str, array: np.ndarray) -> str:
+        self.initializers.append(numpy_helper.from_array(array, name))
+        return name
+
+    def weight(self, name: str, shape: tuple[int, ...], scale: float = 0.02) -> str:
+        return self.const(name, _random(self.rng, shape, scale))
+
+    def op(self, op_type: str, inputs: list[str], prefix: str, **attributes) -> str:
+        self.count += 1
+        output = f"{prefix}.{op_type.lower()}{self.count}"
+        self.nodes.append(helper.make_node(op_type, inputs, [output], name=output, **attributes))
+        return output
+
+
+def _layer_norm(graph: _GraphBuilder, x: str, prefix: str, d: int, eps: str, two: str) -> str:
+    """LayerNorm decomposed as exporters write it: (x - mean) / sqrt(var + eps) * g + b."""
+    mean = graph.op("ReduceMean", [x], prefix, axes=[-1], keepdims=1)
+    centered = graph.op("Sub", [x, mean], prefix)
+    squared = graph.op("Pow", [centered, two], prefix)
+    variance = graph.op("ReduceMean", [squared], prefix, axes=[-1], keepdims=1)
+    shifted = graph.op("Add", [variance, eps], prefix)
+    deviation = graph.op("Sqrt", [shifted], prefix)
+    normed = graph.op("Div", [centered, deviation], prefix)
+    scaled = graph.op("Mul", [normed, graph.const(f"{prefix}.gamma", np.ones(d, np.float32) + _random(graph.rng, (d,)))], prefix)
+    return graph.op("Add", [scaled, graph.weight(f"{prefix}.beta", (d,))], prefix)
+
+
+def _linear(graph: _GraphBuilder, x: str, prefix: str, rows: int, cols: int) -> str:
+    product = graph.op("MatMul", [x, graph.weight(f"{prefix}.weight", (rows, cols))], prefix)
+    return graph.op("Add", [product, graph.weight(f"{prefix}.bias", (cols,))], prefix)
+
+
+def transformer(folder: Path) -> None:
+    """A BERT-like encoder: Gather embeddings, 12 x (LN, attention, LN, Erf-Gelu FFN)."""
+    layers, d, heads, seq, vocab = 12, 384, 6, 128, 8192
+    head = d // heads
+    graph = _GraphBuilder(np.random.default_rng(7003))
+    eps = graph.const("eps", np.array(1e-5, np.float32))
+    two = graph.const("two", np.array(2.0, np.float32))
+    one = graph.const("one", np.array(1.0, np.float32))
+    half = graph.const("half", np.array(0.5, np.float32))
+    sqrt2 = graph.const("sqrt2", np.array(np.sqrt(2.0), np.float32))
+    scale = graph.const("attention_scale", np.array(1.0 / np.sqrt(head), np.float32))
+    split = graph.const("split_heads", np.array([seq, heads, head], np.int64))
+    merge = graph.const("merge_heads", np.array([seq, d], np.int64))
+    embedded = graph.op("Gather", [graph.weight("embedding", (vocab, d)), "ids"], "embed", axis=0)
+    hidden = graph.op("Add", [embedded, graph.weight("position", (seq, d))], "embed")
+    for layer in range(layers):
+        prefix = f"layer{layer}"
+        normed = _layer_norm(graph, hidden, f"{prefix}.ln1", d, eps, two)
+        q, k, v = (_linear(graph, normed, f"{prefix}.{name}", d, d) for name in "qkv")
+        q_heads = graph.op("Transpose", [graph.op("Reshape", [q, split], prefix)], prefix, perm=[1, 0, 2])
+        k_heads = graph.op("Transpose", [graph.op("Reshape", [k, split], prefix)], prefix, perm=[1, 2, 0])
+        v_heads = graph.op("Transpose", [graph.op("Reshape", [v, split], prefix)], prefix, perm=[1, 0, 2])
+        scores = graph.op("Mul", [graph.op("MatMul", [q_heads, k_heads], prefix), scale], prefix)
+        weights = graph.op("Softmax", [scores], prefix, axis=-1)
+        context = graph.op("MatMul", [weights, v_heads], prefix)
+        merged = graph.op("Reshape", [graph.op("Transpose", [context], prefix, perm=[1, 0, 2]), merge], prefix)
+        hidden = graph.op("Add", [hidden, _linear(graph, merged, f"{prefix}.out", d, d)], prefix)
+        normed = _layer_norm(graph, hidden, f"{prefix}.ln2", d, eps, two)
+        up = _linear(graph, normed, f"{prefix}.ffn_up", d, 4 * d)
+        erf = graph.op("Erf", [graph.op("Div", [up, sqrt2], prefix)], prefix)
+        gelu = graph.op("Mul", [graph.op("Mul", [up, graph.op("Add", [erf, one], prefix)], prefix), half], prefix)
+        hidden = graph.op("Add", [hidden, _linear(graph, gelu, f"{prefix}.ffn_down", 4 * d, d)], prefix)
+    output = _layer_norm(graph, hidden, "final_ln", d, eps, two)
+    model = helper.make_graph(
+        graph.nodes, "transformer",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [seq])],
+        [helper.make_tensor_value_info(output, F32, [seq, d])],
+        graph.initializers,
+    )
+    _save(helper.make_model(model, opset_imports=OPSET), folder / "model.onnx")
+
+
+# -- node-bound graph and start-up --------------------------------------------------------------
+
+
+def small_nodes(folder: Path) -> None:
+    """20,000 nodes on 8x8 f32: a chain where about a third of the binary ops read a fresh
+    initializer and the rest an earlier value, so the graph is wide as well as long."""
+    count, side = 20_000, 8
+    rng = np.random.default_rng(7004)
+    kinds = ("Add", "Mul", "MatMul", "Transpose", "Relu")
+    nodes, initializers, values = [], [], ["x"]
+    for index in range(count):
+        kind = kinds[int(rng.integers(len(kinds)))]
+        current = values[-1]
+        if kind in ("Transpose", "Relu"):
+            inputs = [current]
+        elif rng.random() < 0.54:
+            name = f"w{len(initializers)}"
+            initializers.append(numpy_helper.from_array(_random(rng, (side, side), 0.3), name))
+            inputs = [current, name]
+        else:
+            inputs = [current, values[int(rng.integers(max(0, len(values) - 64), len(values)))]]
+        output = f"v{index}"
+        nodes.append(helper.make_node(kind, inputs, [output], name=f"n{index}"))
+        values.append(output)
+    x = helper.make_tensor_value_info("x", F32, [side, side])
+    y = helper.make_tensor_value_info(values[-1], F32, [side, side])
+    graph = helper.make_graph(nodes, "small_nodes", [x], [y], initializers)
+    _save(helper.make_model(graph, opset_imports=OPSET), folder / "model.onnx")
+
+
+def one_node(folder: Path) -> None:
+    x = helper.make_tensor_value_info("x", F32, [2, 2])
+    y = helper.make_tensor_value_info("y", F32, [2, 2])
+    z = helper.make_tensor_value_info("z", F32, [2, 2])
+    graph = helper.make_graph([helper.make_node("Add", ["x", "y"], ["z"], name="add")], "one_node", [x, y], [z])
+    _save(helper.make_model(graph, opset_imports=OPSET), folder / "model.onnx")
+
+
+MODELS: dict[str, Callable[[Path], None]] = {
+    "mlp_external": mlp_external,
+    "mlp_inline": mlp_inline,
+    "transformer": transformer,
+    "small_nodes": small_nodes,
+    "one_node": one_node,
+}
+
+
+def model_path(name: str) -> Path:
+    return OUT / name / "model.onnx"
+
+
+def generate(names: list[str] | None = None, force: bool = False) -> None:
+    for name in names or list(MODELS):
+        folder = OUT / name
+        if model_path(name).exists() and not force:
+            continue
+        started = time.perf_counter()
+        MODELS[name](folder)
+        size = sum(path.stat().st_size for path in folder.iterdir())
+        print(f"generated {name}: {size / 2**20:.1f} MiB in {time.perf_counter() - started:.1f} s", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", choices=list(MODELS), help="generate these models only")
+    parser.add_argument("--force", action="store_true", help="regenerate even if present")
+    options = parser.parse_args()
+    generate(options.only, options.force)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,416 @@
+"""Whole-process benchmark of niroc on the models of issue #7, against floors and the peer.
+
+    .venv/bin/python tests/bench/bench_models.py [--runs 3] [--only MODEL ...] [--skip-peer]
+
+Generates the models (testdata/bench/generate.py, fixed seeds) if they are missing, then for
+each model runs every command below as its own process, `--runs` times (median reported):
+
+| command | what it measures |
+| --- | --- |
+| `read` | reading the model's files (model + external data) in 1 MiB chunks: the I/O floor |
+| `copy` | copying those files into one output file: the floor for bytecode |
+| `hex` | streaming the weights' files as hex text to an output file in 256 KiB chunks (`binascii.hexlify`): the floor for MLIR text |
+| `onnx.load` | `python -c "import onnx; onnx.load(m)"` (with its external data): the parse floor |
+| `import onnx` | `python -c "import onnx"` (one-node model only): the start-up floor |
+| `niroc text` | `niroc -q M -o out.mlir` |
+| `niroc bytecode` | `niroc -q M -o out.mlirbc` |
+| `iree-import-onnx` | the peer, `iree-import-onnx M -o out.mlir`, from the iree-base-compiler wheel |
+
+Figures per process, from `os.wait4`'s rusage of the child: wall (perf_counter around spawn
+and reap), user and sys CPU, peak RSS (ru_maxrss). This parent imports nothing heavy (no numpy,
+no onnx) and spawns with subprocess (vfork/posix_spawn), so the children's peaks are their own:
+a forked child's ru_maxrss would start at its parent's. The `python -c pass` row checks that.
+Every output file written by the floors, niroc and the peer is fsynced before the process
+exits, as niroc's atomic writes must be, so the floors and niroc pay for the same disk work.
+
+The ratios (niroc over a floor, the peer over a floor) are computed from figures of the same
+run. Models whose ops niroc cannot lower yet get `--allow-unknown` (the table says so). The
+text output of every niroc run is hashed: different bytes for the same model fail the run.
+Results: a table on stdout and `testdata/generated/bench/report.md` (+ `report.json`).
+Not collected by pytest; `make bench` runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+OUT = ROOT / "testdata" / "generated" / "bench"
+GENERATOR = ROOT / "testdata" / "bench" / "generate.py"
+MODELS = ("one_node", "small_nodes", "transformer", "mlp_inline", "mlp_external")
+WEIGHT_BOUND = ("mlp_external", "mlp_inline", "transformer")
+HEX_CHUNK = 256 << 10
+MIB = 1 << 20
+
+_READ = """
+import sys
+buffer = bytearray(1 << 20)
+for path in sys.argv[1:]:
+    with open(path, "rb", buffering=0) as handle:
+        while handle.readinto(buffer):
+            pass
+"""
+
+_COPY = """
+import os, sys
+with open(sys.argv[1], "wb") as out:
+    for path in sys.argv[2:]:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                out.write(chunk)
+    out.flush()
+    os.fsync(out.fileno())
+"""
+
+_HEX = f"""
+import binascii, os, sys
+with open(sys.argv[1], "wb") as out:
+    for path in sys.argv[2:]:
+        with open(path, "rb") as handle:
+            while chunk := handle.read({HEX_CHUNK}):
+                out.write(binascii.hexlify(chunk))
+    out.flush()
+    os.fsync(out.fileno())
+"""
+
+_ONNX_LOAD = "import sys, onnx; onnx.load(sys.argv[1])"
+
+# The peer writes without fsync; this wrapper runs it and then fsyncs its output, so its
+# figures include the same disk work as niroc's (the child's rusage covers the peer).
+_PEER = """
+import os, subprocess, sys
+code = subprocess.call(sys.argv[2:])
+if code == 0:
+    descriptor = os.open(sys.argv[1], os.O_RDONLY)
+    os.fsync(descriptor)
+    os.close(descriptor)
+sys.exit(code)
+"""
+
+
+@dataclass
+class Sample:
+    wall: float
+    user: float
+    sys: float
+    rss_mib: float
+    output_bytes: int
+    ok: bool
+    error: str = ""
+    digest: str = ""
+
+
+@dataclass
+class Row:
+    model: str
+    command: str
+    note: str = ""
+    samples: list[Sample] = field(default_factory=list)
+
+    def median(self, name: str) -> float:
+        values = [getattr(sample, name) for sample in self.samples if sample.ok]
+        return statistics.median(values) if values else float("nan")
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.samples) and all(sample.ok for sample in self.samples)
+
+    @property
+    def cpu(self) -> float:
+        return self.median("user") + self.median("sys")
+
+
+def run_process(argv: list[str], output: Path | None, hash_output: bool = False) -> Sample:
+    """Run `argv` as a child; its wall time and its own rusage (wait4)."""
+    if output is not None and output.exists():
+        output.unlink()
+    with tempfile.TemporaryFile() as stderr:
+        started = time.perf_counter()
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        stderr.seek(0)
+        message = stderr.read().decode(errors="replace").strip()
+    ok = process.returncode == 0
+    size = output.stat().st_size if output is not None and output.exists() else 0
+    digest = ""
+    if ok and hash_output and output is not None:
+        digest = _digest(output)
+    if output is not None and output.exists():
+        output.unlink()  # NOTE: 2 GB outputs; the disk must not fill up over the runs
+    return Sample(
+        wall=wall,
+        user=usage.ru_utime,
+        sys=usage.ru_stime,
+        rss_mib=usage.ru_maxrss / 1024,  # Linux: KiB
+        output_bytes=size,
+        ok=ok,
+        error="" if ok else (message.splitlines() or [f"exit {process.returncode}"])[-1][:300],
+        digest=digest,
+    )
+
+
+def _digest(path: Path) -> str:
+    hasher = hashlib.blake2b(digest_size=16)
+    with open(path, "rb", buffering=0) as handle:
+        buffer = bytearray(4 * MIB)
+        view = memoryview(buffer)
+        while count := handle.readinto(buffer):
+            hasher.update(view[:count])
+    return hasher.hexdigest()
+
+
+def model_files(name: str) -> list[Path]:
+    folder = OUT / name
+    model = folder / "model.onnx"
+    return [model] + sorted(path for path in folder.iterdir() if path != model and not path.name.startswith("out."))
+
+
+def needs_allow_unknown(model: Path) -> str | None:
+    """The lowering error when niroc cannot lower every op of `model` yet, else None."""
+    completed = subprocess.run(
+        [str(BIN / "niroc"), "-q", "verify", str(model)], capture_output=True, text=True, check=False
+    )
+    if completed.returncode != 0:
+        raise SystemExit(f"niroc verify {model} failed:\n{completed.stdout}{completed.stderr}")
+    with tempfile.TemporaryDirectory() as folder:
+        completed = subprocess.run(
+            [str(BIN / "niroc"), "-q", str(model), "--elide-weights", "-o", os.path.join(folder, "m.mlir")],
+            capture_output=True, text=True, check=False,
+        )
+    if completed.returncode == 0:
+        return None
+    return completed.stderr.strip().splitlines()[0]
+
+
+def commands_for(name: str, allow_unknown: bool, skip_peer: bool) -> list[tuple[str, list[str], Path | None, str]]:
+    """(command label, argv, output file or None, note) for one model."""
+    python = str(BIN / "python")
+    files = [str(path) for path in model_files(name)]
+    model = files[0]
+    folder = OUT / name
+    text, bytecode = folder / "out.mlir", folder / "out.mlirbc"
+    floor, peer = folder / "out.floor", folder / "out.peer.mlir"
+    extra = ["--allow-unknown"] if allow_unknown else []
+    note = "--allow-unknown" if allow_unknown else ""
+    commands = [
+        ("python -c pass", [python, "-c", "pass"], None, ""),
+        ("read", [python, "-c", _READ, *files], None, ""),
+        ("copy", [python, "-c", _COPY, str(floor), *files], floor, ""),
+        ("hex", [python, "-c", _HEX, str(floor), *files], floor, ""),
+        ("onnx.load", [python, "-c", _ONNX_LOAD, model], None, ""),
+    ]
+    if name == "one_node":
+        commands.append(("import onnx", [python, "-c", "import onnx"], None, ""))
+    commands += [
+        ("niroc text", [str(BIN / "niroc"), "-q", model, *extra, "-o", str(text)], text, note),
+        ("niroc bytecode", [str(BIN / "niroc"), "-q", model, *extra, "-o", str(bytecode)], bytecode, note),
+    ]
+    if not skip_peer:
+        peer_argv = [python, "-c", _PEER, str(peer), str(BIN / "iree-import-onnx"), model, "-o", str(peer)]
+        commands.append(("iree-import-onnx", peer_argv, peer, ""))
+    return commands
+
+
+def runs_for(name: str, command: str, runs: int) -> int:
+    """The big models' slow processes run fewer times (the peer takes ~25 s and ~6 GB on the
+    1 GB model; niroc writes 2 GB of text a run)."""
+    if command == "iree-import-onnx" and name in ("mlp_external", "mlp_inline"):
+        return 1
+    if name == "mlp_external" and command.startswith("niroc"):
+        return min(runs, 2)
+    return runs
+
+
+def load_average() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def measure_model(name: str, runs: int, skip_peer: bool) -> list[Row]:
+    model = OUT / name / "model.onnx"
+    lowering_error = needs_allow_unknown(model)
+    rows = []
+    run_process([str(BIN / "python"), "-c", _READ, *map(str, model_files(name))], None)  # warm the page cache
+    for label, argv, output, note in commands_for(name, lowering_error is not None, skip_peer):
+        row = Row(name, label, note)
+        for _ in range(runs_for(name, label, runs)):
+            row.samples.append(run_process(argv, output, hash_output=label == "niroc text"))
+            if not row.samples[-1].ok:
+                break  # a failure is recorded once, not repeated
+        rows.append(row)
+        print(f"  {format_row(row)}", flush=True)
+    if lowering_error:
+        print(f"  (niroc cannot lower every op yet: {lowering_error})")
+    return rows
+
+
+def format_row(row: Row) -> str:
+    if not row.ok:
+        failed = next(sample for sample in row.samples if not sample.ok)
+        return f"{row.model:13} {row.command:17} FAILED: {failed.error}"
+    size = row.median("output_bytes")
+    return (
+        f"{row.model:13} {row.command:17} wall {row.median('wall'):7.2f} s  user {row.median('user'):6.2f} s  "
+        f"sys {row.median('sys'):5.2f} s  peak {row.median('rss_mib'):7.0f} MiB"
+        + (f"  out {size / MIB:8.1f} MiB" if size else "")
+        + f"  (n={len(row.samples)}) {row.note}"
+    )
+
+
+# -- ratios and targets --------------------------------------------------------------------------
+
+
+@dataclass
+class Check:
+    model: str
+    what: str
+    value: float
+    target: str
+    met: bool | None  # None: not measurable (a command failed)
+    detail: str = ""
+
+
+def _find(rows: list[Row], model: str, command: str) -> Row | None:
+    for row in rows:
+        if row.model == model and row.command == command and row.ok:
+            return row
+    return None
+
+
+def _ratio(rows, model, numerator, denominator, metric="wall") -> float | None:
+    top, bottom = _find(rows, model, numerator), _find(rows, model, denominator)
+    if top is None or bottom is None:
+        return None
+    if metric == "cpu":
+        return top.cpu / bottom.cpu
+    return top.median(metric) / bottom.median(metric)
+
+
+def checks(rows: list[Row]) -> list[Check]:
+    found: list[Check] = []
+
+    def ratio_check(model, what, numerator, denominator, limit, metric="wall"):
+        value = _ratio(rows, model, numerator, denominator, metric)
+        cpu = _ratio(rows, model, numerator, denominator, "cpu") if metric == "wall" else None
+        detail = f"CPU ratio {cpu:.2f}" if cpu is not None else ""
+        found.append(Check(model, what, value if value is not None else float("nan"), f"<= {limit}",
+                           None if value is None else value <= limit, detail))
+
+    models = {row.model for row in rows}
+    for model in WEIGHT_BOUND:
+        if model not in models:
+            continue
+        ratio_check(model, "niroc text / hex floor (wall)", "niroc text", "hex", 1.5)
+        ratio_check(model, "niroc bytecode / copy floor (wall)", "niroc bytecode", "copy", 2.0)
+        text, hex_floor = _find(rows, model, "niroc text"), _find(rows, model, "hex")
+        if text and hex_floor:
+            size = text.median("output_bytes") / hex_floor.median("output_bytes")
+            found.append(Check(model, "text size / weights' hex size", size, "~1 (+ the graph)", size <= 1.05))
+    if "mlp_external" in models:
+        for command in ("niroc text", "niroc bytecode"):
+            row = _find(rows, "mlp_external", command)
+            peak = row.median("rss_mib") if row else float("nan")
+            found.append(Check("mlp_external", f"{command} peak RSS (MiB)", peak, "<= 256",
+                               None if row is None else peak <= 256))
+    if "mlp_inline" in models:
+        for command in ("niroc text", "niroc bytecode"):
+            ratio_check("mlp_inline", f"{command} peak RSS / onnx.load's", command, "onnx.load", 1.1, "rss_mib")
+    if "small_nodes" in models:
+        ratio_check("small_nodes", "niroc text / onnx.load (wall)", "niroc text", "onnx.load", 2.0)
+        row = _find(rows, "small_nodes", "niroc text")
+        if row:
+            found.append(Check("small_nodes", "niroc text: us per node (wall)", row.median("wall") / 20_000 * 1e6,
+                               "~15", None, "whole process, start-up included"))
+    if "one_node" in models:
+        ratio_check("one_node", "niroc text / import onnx (wall)", "niroc text", "import onnx", 1.3)
+    for model in sorted(models, key=MODELS.index):
+        for command in ("niroc text", "niroc bytecode"):
+            row = next((row for row in rows if row.model == model and row.command == command), None)
+            if row is None or not row.ok:
+                continue
+            digests = {sample.digest for sample in row.samples if sample.digest}
+            if command == "niroc text" and len(row.samples) > 1:
+                found.append(Check(model, "same bytes every run (text)", float(len(digests)), "1 distinct",
+                                   len(digests) == 1))
+        peer = _ratio(rows, model, "iree-import-onnx", "hex")
+        if peer is not None and model in WEIGHT_BOUND:
+            found.append(Check(model, "peer: iree-import-onnx / hex floor (wall)", peer, "(for comparison)", None))
+        peer = _ratio(rows, model, "iree-import-onnx", "niroc text")
+        if peer is not None:
+            found.append(Check(model, "peer / niroc text (wall)", peer, "(for comparison)", None))
+    return found
+
+
+# -- report --------------------------------------------------------------------------------------
+
+
+def markdown(rows: list[Row], found: list[Check], header: dict[str, str]) -> str:
+    lines = ["# niroc benchmark (issue #7)", ""]
+    lines += [f"- {key}: {value}" for key, value in header.items()]
+    lines += ["", "## Processes (median of n runs)", "",
+              "| model | command | wall s | user s | sys s | peak RSS MiB | output MiB | n | note |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for row in rows:
+        if not row.ok:
+            failed = next(sample for sample in row.samples if not sample.ok)
+            lines.append(f"| {row.model} | {row.command} | failed | | | | | {len(row.samples)} | {failed.error.replace('|', '/')} |")
+            continue
+        size = row.median("output_bytes")
+        lines.append(
+            f"| {row.model} | {row.command} | {row.median('wall'):.2f} | {row.median('user'):.2f} | "
+            f"{row.median('sys'):.2f} | {row.median('rss_mib'):.0f} | {size / MIB:.1f} | {len(row.samples)} | {row.note} |"
+        )
+    lines += ["", "## Ratios and targets (same run)", "", "| model | ratio | value | target | met | detail |",
+              "| --- | --- | ---: | --- | --- | --- |"]
+    for check in found:
+        met = {True: "yes", False: "**no**", None: "-"}[check.met]
+        lines.append(f"| {check.model} | {check.what} | {check.value:.2f} | {check.target} | {met} | {check.detail} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs per command (median reported)")
+    parser.add_argument("--only", nargs="*", choices=MODELS, help="these models only")
+    parser.add_argument("--skip-peer", action="store_true", help="do not run iree-import-onnx")
+    options = parser.parse_args()
+    names = options.only or list(MODELS)
+    subprocess.run([str(BIN / "python"), str(GENERATOR), "--only", *names], check=True)
+    header = {
+        "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "load average at start (1, 5, 15 min)": load_average(),
+        "cpus": str(os.cpu_count()),
+        "command": "`.venv/bin/python tests/bench/bench_models.py " + " ".join(sys.argv[1:]) + "`",
+    }
+    rows: list[Row] = []
+    for name in names:
+        print(f"== {name} (load {load_average()})", flush=True)
+        rows += measure_model(name, options.runs, options.skip_peer)
+    header["load average at end"] = load_average()
+    found = checks(rows)
+    report = markdown(rows, found, header)
+    print()
+    print(report)
+    (OUT / "report.md").write_text(report)
+    (OUT / "report.json").write_text(
+        json.dumps({"header": header, "rows": [asdict(row) for row in rows], "checks": [asdict(check) for check in found]}, indent=1)
+    )
+    print(f"written: {(OUT / 'report.md').relative_to(ROOT)}")
+    nondeterministic = [check for check in found if check.what.startswith("same bytes") and check.met is False]
+    return 1 if nondeterministic else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
