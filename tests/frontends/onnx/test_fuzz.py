@@ -57,6 +57,15 @@ def _mutate(model: onnx.ModelProto, data: st.DataObject) -> None:
         )
 
 
+def _non_onnx_diagnostics(module) -> list:
+    """verify()'s diagnostics, less those of the ONNX operator library's rules (`onnx-*`): a
+    mutation may leave a model the importer takes but ONNX rejects (a BatchNormalization that
+    lost `training_mode` yet keeps 3 outputs), and saying so is their job."""
+    return [
+        diagnostic for diagnostic in nir.verify(module) if not diagnostic.rule.startswith("onnx-")
+    ]
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_importer_never_crashes(data: st.DataObject) -> None:
@@ -71,7 +80,7 @@ def test_importer_never_crashes(data: st.DataObject) -> None:
     except OnnxImportError as error:
         assert "\n" not in str(error)
         return
-    assert nir.verify(module) == []
+    assert _non_onnx_diagnostics(module) == []
 
 
 @settings(
@@ -94,4 +103,4 @@ def test_corrupted_model_files_never_crash(tmp_path_factory, data: st.DataObject
     except OnnxImportError as error:
         assert "\n" not in str(error)
         return
-    assert nir.verify(module) == []
+    assert _non_onnx_diagnostics(module) == []

@@ -1,0 +1,579 @@
+"""The ONNX node tests `make test` runs end to end (tests/conformance/test_conformance_subset.py).
+
+Two lists, one test name per line, grouped by op family under a `# family` header:
+
+- EXPECTED_PASS: tests that pass end to end today; each must keep passing (a regression fails
+  `make test`). When a lowering makes a test pass, move its name here, under its family.
+- NOT_YET_PASSING: a sample of tests that niroc refuses today (one or two per op type); each
+  must stay a pass or a clear refusal, never a bug.
+
+Keep the whole subset to a few hundred tests: it must run in about 6 minutes on 2 cores
+(`pytest -n 2`); `make conformance` runs all of them.
+"""
+
+from __future__ import annotations
+
+FAMILIES = ("core", "elementwise", "shape", "reductions", "nn")
+"""core: the ops Niro models natively (Add, Mul, MatMul, Gemm, Transpose, Identity, Constant,
+If); elementwise: math, comparisons, logic, Where, Cast; shape: reshaping, slicing, gathering,
+padding; reductions: Reduce*, ArgMax/ArgMin, CumSum, TopK, N-D MatMul, Einsum; nn: Conv,
+pooling, normalizations, Softmax, Resize, quantization, recurrent ops."""
+
+
+def _parse(text: str) -> dict[str, tuple[str, ...]]:
+    """`# family` headers, then one name per line (blank lines and `# ...` notes after a name
+    are ignored)."""
+    grouped: dict[str, list[str]] = {family: [] for family in FAMILIES}
+    family = None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            header = line.lstrip("#").strip()
+            if header not in grouped:
+                raise ValueError(
+                    f"unknown family header '{line}' (families: {', '.join(FAMILIES)})"
+                )
+            family = header
+            continue
+        if family is None:
+            raise ValueError(f"test '{line}' comes before any '# family' header")
+        grouped[family].append(line.split("#")[0].strip())
+    return {family: tuple(names) for family, names in grouped.items()}
+
+
+# fmt: off
+EXPECTED_PASS_TEXT = """
+# core
+test_add
+test_add_bcast
+test_add_int16
+test_add_int8
+test_add_uint16
+test_add_uint32
+test_add_uint64
+test_clip_default_inbounds_expanded
+test_clip_default_int8_inbounds_expanded
+test_constant
+test_gemm_all_attributes
+test_gemm_alpha
+test_gemm_beta
+test_gemm_default_matrix_bias
+test_gemm_default_no_bias
+test_gemm_default_scalar_bias
+test_gemm_default_single_elem_vector_bias
+test_identity
+test_if
+test_matmul_1d_1d
+test_matmul_1d_3d
+test_matmul_2d
+test_matmul_3d
+test_matmul_4d
+test_matmul_4d_1d
+test_matmul_bcast
+test_mul
+test_mul_bcast
+test_mul_example
+test_mul_int16
+test_mul_int8
+test_mul_uint16
+test_mul_uint32
+test_transpose_all_permutations_0
+test_transpose_all_permutations_1
+test_transpose_all_permutations_2
+test_transpose_all_permutations_3
+test_transpose_all_permutations_4
+test_transpose_all_permutations_5
+test_transpose_default
+
+# elementwise
+test_abs
+test_acos
+test_acos_example
+test_acosh
+test_acosh_example
+test_and2d
+test_and3d
+test_and_bcast4v3d
+test_asin
+test_asin_example
+test_asinh
+test_asinh_example
+test_atan
+test_atan_example
+test_atanh
+test_atanh_example
+test_bitshift_left_int16
+test_bitshift_left_int32
+test_bitshift_left_int32_shift_ge_width
+test_bitshift_right_int8_negative_input
+test_bitshift_right_uint64
+test_bitwise_and_i16_3d
+test_bitwise_and_i32_2d
+test_bitwise_not_2d
+test_bitwise_not_3d
+test_bitwise_or_i16_4d
+test_bitwise_or_i32_2d
+test_bitwise_xor_i16_3d
+test_bitwise_xor_i32_2d
+test_bitwise_xor_ui64_bcast_3v1d
+test_cast_BFLOAT16_to_FLOAT
+test_cast_DOUBLE_to_FLOAT
+test_cast_FLOAT16_to_DOUBLE
+test_cast_FLOAT_to_BFLOAT16
+test_cast_FLOAT_to_FLOAT16
+test_castlike_BFLOAT16_to_FLOAT
+test_castlike_DOUBLE_to_FLOAT
+test_castlike_DOUBLE_to_FLOAT16
+test_causal_conv_with_state_b1_c1_degenerate_expanded
+test_causal_conv_with_state_basic_expanded
+test_ceil
+test_ceil_example
+test_celu
+test_celu_bfloat16
+test_celu_float16
+test_clip
+test_clip_default_inbounds
+test_clip_default_int8_min
+test_clip_min_greater_than_max
+test_clip_outbounds
+test_cos
+test_cos_example
+test_cosh
+test_cosh_example
+test_div
+test_div_int32_trunc
+test_div_int8
+test_div_uint64
+test_div_uint8
+test_elu
+test_elu_expanded_ver18
+test_equal
+test_equal_uint8
+test_erf
+test_exp
+test_floor
+test_gelu_default_1
+test_gelu_tanh_2
+test_greater
+test_greater_equal
+test_greater_equal_int8
+test_hardsigmoid
+test_hardsigmoid_expanded_ver18
+test_hardswish
+test_isinf
+test_isinf_float16
+test_isinf_negative
+test_isnan
+test_isnan_float16
+test_leakyrelu
+test_leakyrelu_expanded
+test_less
+test_less_equal
+test_less_equal_uint16
+test_less_uint64
+test_log
+test_max_example
+test_max_float16
+test_max_int64
+test_mean_example
+test_mean_two_inputs
+test_min_example
+test_min_float64
+test_min_uint32
+test_mish
+test_mod_broadcast
+test_mod_float_edge_cases_fmod_0_float32
+test_mod_int64_fmod
+test_mod_mixed_sign_float16
+test_mod_mixed_sign_int8
+test_mod_uint32
+test_neg
+test_nllloss_NC_expanded
+test_not_2d
+test_or2d
+test_or_bcast3v1d
+test_pow
+test_pow_types_float32_uint64
+test_pow_types_int32_int32
+test_pow_types_int64_float32
+test_prelu_broadcast
+test_prelu_example
+test_reciprocal
+test_relu
+test_round
+test_selu
+test_selu_default
+test_shrink_hard_expanded_ver18
+test_sigmoid
+test_sign
+test_sin
+test_sinh
+test_softplus
+test_softsign
+test_sqrt
+test_sub
+test_sub_int8
+test_sub_uint8
+test_sum_example
+test_sum_one_input
+test_swiglu_alpha_expanded
+test_swish
+test_tan
+test_tanh
+test_thresholdedrelu
+test_where_example
+test_where_long_example
+test_xor2d
+test_xor_bcast4v4d
+
+# shape
+test_center_crop_pad_crop_and_pad_expanded
+test_center_crop_pad_crop_expanded
+test_center_crop_pad_pad_expanded
+test_compress_0
+test_compress_negative_axis
+test_concat_1d_axis_0
+test_concat_1d_axis_negative_1
+test_concat_2d_axis_0
+test_concat_2d_axis_1
+test_concat_2d_axis_negative_1
+test_constant_pad
+test_constant_pad_axes
+test_constant_pad_negative_axes
+test_constantofshape_float_ones
+test_constantofshape_int_shape_zero
+test_constantofshape_int_zeros
+test_depthtospace_crd_mode_example
+test_depthtospace_crd_mode_example_expanded
+test_depthtospace_example
+test_depthtospace_example_expanded
+test_edge_pad
+test_expand_dim_changed
+test_expand_dim_unchanged
+test_eyelike_populate_off_main_diagonal
+test_eyelike_with_dtype
+test_eyelike_without_dtype
+test_flatten_axis0
+test_flatten_axis1
+test_flatten_axis2
+test_flatten_axis3
+test_flatten_default_axis
+test_gather_negative_indices
+test_onehot_with_axis
+test_range_bfloat16_type_positive_delta
+test_range_float16_type_positive_delta
+test_range_float_type_positive_delta
+test_range_int32_type_negative_delta
+test_reflect_pad
+test_reshape_allowzero_reordered
+test_reshape_extended_dims
+test_reshape_negative_dim
+test_reshape_negative_extended_dims
+test_reshape_one_dim
+test_reshape_zero_and_negative_dim
+test_scatter_elements_with_reduction_min
+test_scatternd_multiply
+test_shape
+test_shape_clip_end
+test_shape_clip_start
+test_shape_end_1
+test_shape_end_negative_1
+test_size
+test_size_example
+test_slice
+test_slice_default_axes
+test_slice_default_steps
+test_slice_end_out_of_bounds
+test_slice_neg_steps
+test_slice_negative_axes
+test_slice_start_out_of_bounds
+test_spacetodepth
+test_spacetodepth_crd_mode_example
+test_spacetodepth_dcr_mode_example
+test_spacetodepth_example
+test_split_1d_uneven_split_opset18
+test_split_2d_uneven_split_opset18
+test_split_equal_parts_1d_opset13
+test_split_equal_parts_1d_opset18
+test_split_zero_size_splits_opset18
+test_squeeze
+test_squeeze_negative_axes
+test_tile
+test_tile_precomputed
+test_tril
+test_tril_neg
+test_tril_one_row_neg
+test_tril_out_neg
+test_triu_one_row
+test_unsqueeze_axis_0
+test_unsqueeze_axis_1
+test_unsqueeze_axis_2
+test_unsqueeze_negative_axes
+test_unsqueeze_unsorted_axes
+test_wrap_pad
+
+# reductions
+test_argmax_default_axis_example
+test_argmax_default_axis_example_select_last_index
+test_argmax_default_axis_random
+test_argmax_default_axis_random_select_last_index
+test_argmin_default_axis_example
+test_argmin_default_axis_example_select_last_index
+test_argmin_default_axis_random
+test_argmin_default_axis_random_select_last_index
+test_cumsum_1d
+test_cumsum_1d_exclusive
+test_cumsum_1d_int32_exclusive
+test_cumsum_1d_reverse
+test_einsum_batch_diagonal
+test_einsum_batch_matmul
+test_einsum_batch_matmul_bfloat16
+test_einsum_inner_prod
+test_matmulinteger
+test_reduce_l1_default_axes_keepdims_example
+test_reduce_l1_default_axes_keepdims_random
+test_reduce_l1_do_not_keepdims_example
+test_reduce_l1_do_not_keepdims_random
+test_reduce_l2_default_axes_keepdims_example
+test_reduce_l2_default_axes_keepdims_random
+test_reduce_l2_do_not_keepdims_example
+test_reduce_l2_do_not_keepdims_random
+test_reduce_log_sum_asc_axes
+test_reduce_log_sum_default
+test_reduce_log_sum_desc_axes
+test_reduce_log_sum_empty_set
+test_reduce_log_sum_exp_default_axes_keepdims_example
+test_reduce_log_sum_exp_default_axes_keepdims_random
+test_reduce_log_sum_exp_do_not_keepdims_example
+test_reduce_log_sum_exp_do_not_keepdims_random
+test_reduce_max_bool_inputs
+test_reduce_max_default_axes_keepdim_example
+test_reduce_max_default_axes_keepdims_random
+test_reduce_max_do_not_keepdims_example
+test_reduce_mean_default_axes_keepdims_example
+test_reduce_mean_default_axes_keepdims_random
+test_reduce_mean_do_not_keepdims_example
+test_reduce_mean_do_not_keepdims_random
+test_reduce_min_bool_inputs
+test_reduce_min_default_axes_keepdims_example
+test_reduce_min_default_axes_keepdims_random
+test_reduce_min_do_not_keepdims_example
+test_reduce_prod_default_axes_keepdims_example
+test_reduce_prod_default_axes_keepdims_random
+test_reduce_prod_do_not_keepdims_example
+test_reduce_prod_do_not_keepdims_random
+test_reduce_sum_default_axes_keepdims_example
+test_reduce_sum_default_axes_keepdims_random
+test_reduce_sum_do_not_keepdims_example
+test_reduce_sum_do_not_keepdims_random
+test_reduce_sum_square_default_axes_keepdims_example
+test_reduce_sum_square_default_axes_keepdims_random
+test_reduce_sum_square_do_not_keepdims_example
+test_reduce_sum_square_do_not_keepdims_random
+test_top_k
+test_top_k_negative_axis
+test_top_k_same_values
+
+# nn
+test_attention_23_boolmask_fullymasked_row_nan_robustness_expanded
+test_attention_23_fullymasked_qk_matmul_output_mode3_zero_expanded
+test_attention_3d_attn_mask_expanded
+test_averagepool_1d_default
+test_averagepool_2d_ceil
+test_averagepool_2d_ceil_last_window_starts_on_pad
+test_averagepool_2d_pads_count_include_pad
+test_averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_True
+test_basic_conv_with_padding
+test_basic_conv_without_padding
+test_basic_deform_conv_with_padding
+test_batchnorm_epsilon
+test_batchnorm_example
+test_blackmanwindow_expanded
+test_blackmanwindow_symmetric_expanded
+test_col2im
+test_col2im_5d
+test_conv_with_autopad_same
+test_conv_with_strides_and_asymmetric_padding
+test_convinteger_with_padding
+test_convinteger_without_padding
+test_convtranspose
+test_convtranspose_1d
+test_convtranspose_3d
+test_convtranspose_group_2_image_3
+test_convtranspose_output_shape
+test_convtranspose_pads
+test_deform_conv_with_mask_bias
+test_dequantizelinear
+test_dequantizelinear_axis
+test_dequantizelinear_blocked
+test_dropout_default
+test_dropout_default_mask
+test_dropout_default_mask_ratio
+test_dynamicquantizelinear
+test_dynamicquantizelinear_max_adjusted
+test_dynamicquantizelinear_min_adjusted
+test_gather_0
+test_gather_1
+test_gather_2d_indices
+test_gather_elements_0
+test_gather_elements_1
+test_gather_elements_negative_indices
+test_gathernd_example_float32
+test_gathernd_example_int32
+test_gathernd_example_int32_batch_dim1
+test_globalaveragepool
+test_globalaveragepool_precomputed
+test_globalmaxpool
+test_globalmaxpool_precomputed
+test_gridsample
+test_gridsample_bicubic
+test_gridsample_volumetric_nearest_align_corners_1
+test_group_normalization_epsilon
+test_group_normalization_epsilon_expanded
+test_group_normalization_example
+test_hammingwindow_expanded
+test_hammingwindow_symmetric_expanded
+test_hannwindow_expanded
+test_hannwindow_symmetric_expanded
+test_hardmax_axis_0
+test_hardmax_axis_1
+test_instancenorm_epsilon
+test_instancenorm_example
+test_l1normalization_axis_0
+test_l1normalization_axis_1
+test_layer_normalization_2d_axis0
+test_layer_normalization_2d_axis1
+test_logsoftmax_axis_0
+test_logsoftmax_axis_1
+test_lppool_1d_default
+test_lppool_2d_default
+test_lppool_2d_pads
+test_lrn
+test_lrn_default
+test_maxpool_1d_default
+test_maxpool_2d_ceil
+test_maxpool_2d_dilations
+test_maxpool_2d_same_lower
+test_maxpool_2d_uint8
+test_maxpool_with_argmax_2d_precomputed_strides
+test_mvn
+test_mvn_expanded
+test_nonzero_example
+test_onehot_negative_indices
+test_onehot_out_of_range_indices
+test_qlinearconv
+test_qlinearmatmul_2D_int8_float16
+test_qlinearmatmul_2D_int8_float32
+test_quantizelinear
+test_quantizelinear_axis
+test_quantizelinear_blocked_asymmetric
+test_resize_downsample_scales_cubic
+test_resize_downsample_scales_cubic_A_n0p5_exclude_outside
+test_resize_downsample_sizes_linear_antialias
+test_resize_downsample_sizes_nearest_not_larger
+test_resize_tf_crop_and_resize_axes_3_2
+test_resize_upsample_sizes_nearest_round_prefer_ceil_asymmetric
+test_rms_normalization_2d_axis0
+test_rms_normalization_2d_axis1
+test_roialign_aligned_false
+test_roialign_aligned_true
+test_roialign_mode_max
+test_scan9_multi_state
+test_scan9_scalar
+test_scatter_elements_with_axis
+test_scatter_elements_with_duplicate_indices
+test_scatter_with_axis
+test_scatter_without_axis
+test_scatternd
+test_scatternd_add
+test_softmax_axis_0
+test_softmax_axis_1
+test_upsample_nearest
+"""
+
+NOT_YET_PASSING_TEXT = """
+# core
+test_identity_opt
+test_if_opt
+test_loop11
+
+# elementwise
+test_adagrad
+test_adam
+test_ai_onnx_ml_array_feature_extractor
+test_ai_onnx_ml_binarizer
+test_ai_onnx_ml_label_encoder_string_int
+test_bernoulli
+test_bitcast_2d_float32_to_int32
+test_cast_FLOAT16_to_FLOAT4E2M1
+test_castlike_FLOAT16_to_FLOAT4E2M1
+test_causal_conv_with_state_b1_c1_degenerate
+test_flexattention
+test_image_decoder_decode_bmp_rgb
+test_linear_attention_decode_step
+test_mod_float64_mixed_sign_fmod_0
+test_momentum
+test_regex_full_match_basic
+test_sce_NCd1_mean_weight_negative_ii
+test_shrink_hard
+test_string_concat
+test_string_split_basic
+
+# shape
+test_center_crop_pad_crop
+test_optional_get_element_optional_sequence
+test_optional_has_element_empty_no_input_name_optional_input
+test_range_bfloat16_type_positive_delta_expanded
+test_reversesequence_batch
+test_sequence_insert_at_back
+test_sequence_map_add_1_sequence_1_tensor
+test_split_to_sequence_1
+test_tensorscatter
+test_unique_bfloat16_sorted_without_axis
+
+# reductions
+test_cumprod_1d
+test_det_2d
+test_reduce_l2_default_axes_keepdims_example_expanded
+test_reduce_log_sum_asc_axes_expanded
+test_reduce_log_sum_exp_default_axes_keepdims_example_expanded
+
+# nn
+test_affine_grid_2d
+test_attention_23_boolmask_fullymasked_row_nan_robustness
+test_blackmanwindow
+test_dft
+test_gru_batchwise
+test_hannwindow
+test_lstm_batchwise
+test_maxunpool_export_with_output_shape
+test_nonmaxsuppression_center_point_box_format
+test_quantizelinear_e4m3fn
+test_resize_downsample_scales_cubic_antialias
+test_rnn_seq_length
+test_rotary_embedding
+test_scan_sum
+test_strnormalizer_export_monday_casesensintive_lower
+test_tfidfvectorizer_tf_batch_onlybigrams_skip0
+"""
+# fmt: on
+
+
+_EXPECTED = _parse(EXPECTED_PASS_TEXT)
+_NOT_YET = _parse(NOT_YET_PASSING_TEXT)
+
+EXPECTED_PASS: frozenset[str] = frozenset(name for names in _EXPECTED.values() for name in names)
+NOT_YET_PASSING: frozenset[str] = frozenset(name for names in _NOT_YET.values() for name in names)
+SUBSET: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        name for grouped in (_EXPECTED, _NOT_YET) for names in grouped.values() for name in names
+    )
+)
+"""Every test of both lists, in file order, each once."""
+
+
+def names_by_family() -> dict[str, tuple[str, ...]]:
+    """EXPECTED_PASS by family (every family must have some)."""
+    return dict(_EXPECTED)
