@@ -28,7 +28,7 @@ def onnx_seeds() -> tuple[bytes, ...]:
 
     texts = sorted((ROOT / "testdata" / "onnx").glob("*.onnxtxt")) + [
         ROOT / "testdata" / "cli" / "mlp.onnxtxt",
-        ROOT / "testdata" / "cli" / "relu.onnxtxt",
+        ROOT / "testdata" / "cli" / "custom_op.onnxtxt",
     ]
     models = [onnx.parser.parse_model(path.read_text(encoding="utf-8")) for path in texts]
     models += [

@@ -145,9 +145,9 @@ def test_verify_reports_every_broken_file(tmp_path: Path) -> None:
 )
 def test_unwritable_output_path(tmp_path: Path, output: str, message: str) -> None:
     (tmp_path / "folder").mkdir()
-    shutil.copy(ROOT / "testdata" / "cli" / "relu.onnxtxt", tmp_path / "relu.onnxtxt")
+    shutil.copy(ROOT / "testdata" / "cli" / "mlp.onnxtxt", tmp_path / "mlp.onnxtxt")
     before = snapshot(tmp_path)
-    completed = run_niroc("relu.onnxtxt", "-o", output, cwd=tmp_path)
+    completed = run_niroc("mlp.onnxtxt", "-o", output, cwd=tmp_path)
     assert_no_traceback(completed)
     assert completed.returncode == 1
     assert completed.stderr == f"error: {output}: {message}\n"
