@@ -38,6 +38,7 @@ from .parser import parse_module
 from .printer import print_module, write_module
 from .shapes import broadcast_shapes
 from .structure import Block, Function, FunctionType, Global, Module, Region, SymbolName
+from .tree import format_tree
 from .types import (
     Dim,
     ScalarType,
@@ -48,7 +49,6 @@ from .types import (
     format_type,
     static_element_count,
 )
-from .tree import format_tree
 from .values import Value, ValueId
 from .verifier import (
     VERIFIER_RULES,

@@ -22,6 +22,7 @@ UnknownOps need a lowering registered with `@register_lowering("onnx.Relu")`, or
 `allow_unknown=True` to keep them as generic operations.
 """
 
+from . import onnx_ops  # noqa: E402,F401  (registers the ONNX operator lowerings)
 from .bindings import BINDING, make_context
 from .context import (
     LoweringRule,
@@ -35,7 +36,6 @@ from .errors import LoweringError
 from .lowering import NAME_ATTRIBUTE, lower_to_mlir
 from .opt_tool import find_tool, run_opt_tool
 from .output import LoweredModule
-from . import onnx_ops  # noqa: E402,F401  (registers the ONNX operator lowerings)
 
 __all__ = [
     "BINDING",

@@ -17,7 +17,6 @@ import tempfile
 from dataclasses import dataclass
 
 import numpy as np
-
 from niro.ir import NirocError, verify
 
 from ..onnx_node_cases import NodeTestCase
@@ -130,7 +129,7 @@ def _as_tuple(results) -> tuple[np.ndarray, ...]:
 def _mismatch(actual, expected) -> str:
     if len(actual) != len(expected):
         return f"expected {len(expected)} outputs, got {len(actual)}"
-    for index, (got, want) in enumerate(zip(actual, expected)):
+    for index, (got, want) in enumerate(zip(actual, expected, strict=True)):
         want = np.asarray(want)
         if want.dtype.kind in "iu" and got.dtype.kind in "iu" and got.dtype.itemsize == want.dtype.itemsize:
             # MLIR integers are signless: an unsigned tensor crosses the IREE ABI as the signed
