@@ -229,8 +229,33 @@ def _deserialize(model: onnx.ModelProto, display: str) -> ir.Model:
             root = root.__cause__
         message = first_line(root)
         if "Map types are not supported" in message:
-            message = "map types are not supported"
+            raise OnnxImportError(_describe_map_value(model), filename=display) from error
         raise OnnxImportError(f"cannot read model: {message}", filename=display) from error
+
+
+def _describe_map_value(model: onnx.ModelProto) -> str:
+    """Names the first declared map-typed value (onnx_ir refuses maps before we see values)."""
+    graphs = [model.graph]
+    while graphs:
+        graph = graphs.pop()
+        producers = {
+            output: describe_node(node, index)
+            for index, node in enumerate(graph.node)
+            for output in node.output
+        }
+        for value in (*graph.input, *graph.output, *graph.value_info):
+            if value.type.WhichOneof("value") == "map_type":
+                where = producers.get(value.name)
+                if where is None:
+                    role = "input" if value in graph.input else "value"
+                    return f"value '{value.name}' ({role} of graph '{graph.name}'): map types are not supported"
+                return f"value '{value.name}' (output of {where}): map types are not supported"
+        for node in graph.node:
+            for attribute in node.attribute:
+                graphs.extend(attribute.graphs)
+                if attribute.HasField("g"):
+                    graphs.append(attribute.g)
+    return "map types are not supported"
 
 
 def _opsets(model: onnx.ModelProto) -> dict[str, int]:

@@ -74,6 +74,38 @@ def test_sequence_value_names_the_node() -> None:
     )
 
 
+def _map_model(graph: onnx.GraphProto) -> onnx.ModelProto:
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.x", 1)])
+
+
+MAP_TYPE = helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, [2]))
+
+
+def test_map_input_names_the_value() -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["m"], ["y"], name="id")],
+        "g",
+        [helper.make_value_info("m", MAP_TYPE)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    with pytest.raises(OnnxImportError, match=re.escape("<model>: value 'm' (input of graph 'g'): map types are not supported")):
+        import_model(_map_model(graph))
+
+
+def test_map_output_names_the_node() -> None:
+    graph = helper.make_graph(
+        [helper.make_node("MakeMap", ["x"], ["z"], name="maker", domain="com.x")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_value_info("z", MAP_TYPE)],
+    )
+    with pytest.raises(
+        OnnxImportError,
+        match=re.escape("<model>: value 'z' (output of node 'maker' (com.x.MakeMap)): map types are not supported"),
+    ):
+        import_model(_map_model(graph))
+
+
 def test_string_input_is_refused() -> None:
     refuse("g (string s) => (string t) { t = Identity(s) }",
            "value 's' (input of graph 'g'): element type STRING is not supported")
