@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from niro.ir import Location, Op, TensorType, Value, format_type, op_name, operands_of, results_of
 
-from .bindings import arith, ir, linalg, tensor
+from .bindings import arith, cf, ir, linalg, tensor
 from .errors import LoweringError
 from .types import index_type, lower_scalar_type, lower_type
 
@@ -130,7 +130,9 @@ class LoweringRuleContext:
 
         NOTE: a *dynamic* operand dim is assumed to equal the result dim: a dynamic dim that is 1
         at run time is not broadcast (as in most MLIR frontends; it would need a runtime select
-        of the indexing). Only static 1s broadcast.
+        of the indexing). Only static 1s broadcast. A `cf.assert` checks that assumption at run
+        time, so a dynamic 1 stops the program with a message naming the op instead of reading
+        out of bounds and computing a wrong number.
         """
         if inputs is None:
             inputs = tuple(zip(self.operands, self.niro_operands, strict=True))
@@ -160,6 +162,7 @@ class LoweringRuleContext:
             for axis, dim in enumerate(result_type.shape)
         ]
         init = self.empty_tensor(result_type, sizes)
+        self._assert_dynamic_dims_match(inputs, shapes, result_type, sizes)
         parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
         generic = linalg.GenericOp(
             [lower_type(result_type)],
@@ -175,6 +178,25 @@ class LoweringRuleContext:
         with ir.InsertionPoint(block):
             linalg.YieldOp([body(list(block.arguments)[: len(inputs)])])
         return generic.result
+
+    def _assert_dynamic_dims_match(self, inputs, shapes, result_type, sizes) -> None:
+        """A run-time check per dynamic operand dim that it equals the result dim it maps to."""
+        for index, ((value, _), (offset, shape)) in enumerate(zip(inputs, shapes, strict=True)):
+            for axis, dim in enumerate(shape):
+                if dim is not None:
+                    continue
+                result_axis = offset + axis
+                expected = sizes[result_axis]
+                if expected is None:
+                    expected = self.index_constant(result_type.shape[result_axis])
+                equal = arith.CmpIOp(
+                    arith.CmpIPredicate.eq, self.dim_size(value, axis), expected
+                ).result
+                cf.AssertOp(
+                    equal,
+                    f"{self.niro_location}: '{op_name(self.op)}' op: dynamic dim {axis} of operand "
+                    f"#{index} differs from the result dim (a run-time size 1 is not broadcast)",
+                )
 
     def _broadcast_size(self, axis, inputs, shapes) -> ir.Value | None:
         """The index value of dynamic result dim `axis`: a static non-1 operand size, else a
