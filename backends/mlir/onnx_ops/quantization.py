@@ -100,6 +100,24 @@ def saturate(ctx: LoweringRuleContext, value: ir.Value, scalar: ScalarType) -> i
     return arith.FPToSIOp(target, value).result
 
 
+def _with_parameters(ctx, x, x_shape, scale, zero, axis: int, block: int, *, prefix: str):
+    """The generic's operands and indexing maps for x, its scale and its optional zero point
+    (`<prefix>_scale`, `<prefix>_zero_point`), and the zero point's element type (None if absent)."""
+    operands = [x, scale[0]]
+    maps = [
+        [dim(i) for i in range(len(x_shape))],
+        _parameter_map(
+            ctx, f"{prefix}_scale", static_shape(ctx, scale[1], f"{prefix}_scale"), x_shape, axis, block
+        ),
+    ]
+    if zero is None:
+        return operands, maps, None
+    name = f"{prefix}_zero_point"
+    operands.append(zero[0])
+    maps.append(_parameter_map(ctx, name, static_shape(ctx, zero[1], name), x_shape, axis, block))
+    return operands, maps, element_type(zero[1])
+
+
 def _parameter_map(ctx, name: str, shape, x_shape, axis: int, block: int) -> list[ir.AffineExpr]:
     """The indexing map of a scale / zero point of `shape` against x of `x_shape`."""
     rank = len(x_shape)
@@ -181,27 +199,9 @@ def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     # (or x is i32, which promotes with f32 to f64).
     wide = ScalarType.F64 in (x_scalar, scale_scalar) or x_scalar is ScalarType.I32
     compute = _f64() if wide else _f32()
-    operands = [x, scale]
-    maps = [
-        [dim(i) for i in range(len(x_shape))],
-        _parameter_map(
-            ctx, "y_scale", static_shape(ctx, scale_niro, "y_scale"), x_shape, axis, block
-        ),
-    ]
-    zero_scalar = None
-    if zero is not None:
-        zero_scalar = element_type(zero[1])
-        operands.append(zero[0])
-        maps.append(
-            _parameter_map(
-                ctx,
-                "y_zero_point",
-                static_shape(ctx, zero[1], "y_zero_point"),
-                x_shape,
-                axis,
-                block,
-            )
-        )
+    operands, maps, zero_scalar = _with_parameters(
+        ctx, x, x_shape, (scale, scale_niro), zero, axis, block, prefix="y"
+    )
 
     def body(args):
         value = to_float(args[0], x_scalar, compute)
@@ -232,27 +232,9 @@ def _lower_dequantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     x_shape = static_shape(ctx, x_niro, "input x")
     axis, block = _layout(ctx, x_shape)
     compute = _f64() if ScalarType.F64 in (scale_scalar, out_scalar) else _f32()
-    operands = [x, scale]
-    maps = [
-        [dim(i) for i in range(len(x_shape))],
-        _parameter_map(
-            ctx, "x_scale", static_shape(ctx, scale_niro, "x_scale"), x_shape, axis, block
-        ),
-    ]
-    zero_scalar = None
-    if zero is not None:
-        zero_scalar = element_type(zero[1])
-        operands.append(zero[0])
-        maps.append(
-            _parameter_map(
-                ctx,
-                "x_zero_point",
-                static_shape(ctx, zero[1], "x_zero_point"),
-                x_shape,
-                axis,
-                block,
-            )
-        )
+    operands, maps, zero_scalar = _with_parameters(
+        ctx, x, x_shape, (scale, scale_niro), zero, axis, block, prefix="x"
+    )
     out_element = lower_scalar_type(out_scalar)
 
     def body(args):
