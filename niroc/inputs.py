@@ -20,10 +20,19 @@ class InputError(NirocError):
     """The input file cannot be read or is in no format niroc knows."""
 
 
+def _cannot_lower(name: str, version: int) -> bool:
+    """The frontend's `expand_functions`: an op ONNX defines by a function body is imported as
+    a call of that body when the MLIR backend has no lowering of its own for it. Asked only
+    about such ops, so the backend (and the MLIR bindings) load only for models that have one."""
+    from niro.backends.mlir import cannot_lower
+
+    return cannot_lower(name, version)
+
+
 def _load_onnx(path: Path) -> Module:
     from niro.frontends.onnx import import_model
 
-    return import_model(path, filename=str(path))
+    return import_model(path, filename=str(path), expand_functions=_cannot_lower)
 
 
 def _load_onnx_text(path: Path) -> Module:
@@ -31,7 +40,9 @@ def _load_onnx_text(path: Path) -> Module:
     # suffix: a sniffed text model may be named anything.
     from niro.frontends.onnx import import_model, load_onnx_text
 
-    return import_model(load_onnx_text(path, filename=str(path)), filename=str(path))
+    return import_model(
+        load_onnx_text(path, filename=str(path)), filename=str(path), expand_functions=_cannot_lower
+    )
 
 
 def _load_niro(path: Path) -> Module:

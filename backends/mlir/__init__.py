@@ -18,6 +18,9 @@ Decisions a user can see in the output:
   Scalar Globals are 0-d tensor globals read with `tensor.extract`.
 - Ops carry `loc("<ONNX node name>")`; text output keeps debug locations.
 
+Ops that ONNX defines by a function body and that no lowering implements (Attention, the
+losses...) are best imported as calls of that body: `import_model(m, expand_functions=cannot_lower)`.
+
 UnknownOps need a lowering registered with `@register_lowering("onnx.Relu")`, or
 `allow_unknown=True` to keep them as generic operations.
 """
@@ -27,6 +30,8 @@ from .bindings import BINDING, make_context
 from .context import (
     LoweringRule,
     LoweringRuleContext,
+    cannot_lower,
+    lowers,
     register_lowering,
     registered_lowering,
     registered_lowerings,
@@ -41,6 +46,8 @@ __all__ = [
     "BINDING",
     "NAME_ATTRIBUTE",
     "LoweredModule",
+    "cannot_lower",
+    "lowers",
     "LoweringError",
     "LoweringRule",
     "LoweringRuleContext",

@@ -291,6 +291,20 @@ def registered_lowering(name: str) -> RegisteredLowering | None:
     return _REGISTERED.get(name)
 
 
+def lowers(name: str, version: int) -> bool:
+    """Whether a registered lowering implements UnknownOp `name` at op-set `version`.
+
+    The ONNX frontend asks this (as its `expand_functions`, negated) so that an op we cannot
+    lower, but which ONNX defines by a function body, arrives as a call of that body."""
+    registration = _REGISTERED.get(name)
+    return registration is not None and registration.supports(version)
+
+
+def cannot_lower(name: str, version: int) -> bool:
+    """`not lowers(...)`: the `expand_functions` predicate for `import_model`."""
+    return not lowers(name, version)
+
+
 def lowering_for(name: str) -> LoweringRule | None:
     registration = _REGISTERED.get(name)
     return None if registration is None else registration.rule

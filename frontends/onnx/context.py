@@ -14,25 +14,36 @@ from dataclasses import dataclass, field
 
 import onnx
 import onnx_ir as ir
-from niro.ir import Block, Buffer, Op, Region, ScalarType, TensorType, Type, Value, ValueId
+from niro.ir import Block, Buffer, Const, Op, Region, ScalarType, TensorType, Type, Value, ValueId
 
 from .errors import OnnxImportError
 from .inference import GraphTypes
+from .node_inference import constant_proto, infer_node
 from .onnx_types import UnsupportedTypeError, niro_type_from_proto, schema_element_type
 
 __all__ = ["FunctionBuilder", "NodeContext", "Scope", "describe_node", "node_label", "op_type_label"]
 
 
 class FunctionBuilder:
-    """Hands out the ValueIds of one Niro Function."""
+    """Hands out the ValueIds of one Niro Function, and remembers which values are constants
+    (a Const, or a GetGlobal of an initializer) so a node can be re-typed from their data."""
 
     def __init__(self) -> None:
         self._next = 0
+        self.literals: dict[ValueId, tuple[TensorType, object]] = {}
 
     def new_value(self, type_: Type) -> Value:
         value = Value(ValueId(self._next), type_)
         self._next += 1
         return value
+
+    def note_constant(self, value: Value, literal: object) -> None:
+        if isinstance(value.type, TensorType):
+            self.literals[value.id] = (value.type, literal)
+
+    def constant_data(self, value: Value) -> onnx.TensorProto | None:
+        found = self.literals.get(value.id)
+        return None if found is None else constant_proto(*found)
 
 
 @dataclass(eq=False)
@@ -129,6 +140,7 @@ class NodeContext:
     """(tensor, what) -> its Niro type and packed bytes; `what` names it in errors."""
     build_region: Callable[[NodeContext, str, int], tuple[Region, tuple[Value, ...]]]
     """(ctx, graph attribute name, position) -> the subgraph as a Region and its yielded values."""
+    _retyped: dict[int, TensorType] | None = field(default=None, init=False)
 
     @property
     def loc(self) -> str:
@@ -138,6 +150,8 @@ class NodeContext:
         return OnnxImportError(f"{describe_node(self.node, self.index)}: {message}", filename=self.filename)
 
     def emit(self, op: Op) -> None:
+        if isinstance(op, Const):
+            self.builder.note_constant(op.result, op.literal)
         self.scope.block.operations.append(op)
 
     def new_value(self, type_: Type) -> Value:
@@ -150,16 +164,28 @@ class NodeContext:
             self.scope.bind(outputs[output_index], value)
 
     def result_type(self, output_index: int) -> TensorType:
-        """The inferred type of output `output_index`."""
+        """The inferred type of output `output_index`.
+
+        When graph inference left it of unknown rank, the node is inferred again on its own
+        from its operands' Niro types and constant data (`node_inference`)."""
         output = self.node.outputs[output_index]
         what = f"output of node '{node_label(self.node, self.index)}'"
-        return resolve_type(
+        found = resolve_type(
             self.types.values.get(output.name),
             output,
             what,
             self.filename,
             lambda: schema_element_type(self.node, output_index, self.inputs, self.opset(self.node.domain)),
         )
+        if found.shape is None:
+            if self._retyped is None:
+                self._retyped = infer_node(
+                    self.node, self.inputs, self.builder.constant_data, self.opset(self.node.domain)
+                )
+            retyped = self._retyped.get(output_index)
+            if retyped is not None and retyped.element_type is found.element_type:
+                return retyped
+        return found
 
     def inferred_type(self, output_index: int) -> TensorType | None:
         """The inferred type of an output, or None when inference has none Niro can hold."""

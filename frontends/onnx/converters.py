@@ -26,6 +26,7 @@ from niro.ir import (
     broadcast_shapes,
     format_type,
 )
+from onnx import numpy_helper
 
 from .context import NodeContext
 from .tensors import pack_scalar
@@ -269,10 +270,28 @@ def convert_gemm(ctx: NodeContext) -> bool:
 # -- If --------------------------------------------------------------------------------------
 
 
+def _inline_taken_branch(ctx: NodeContext, condition: bool) -> None:
+    """An If whose condition is a constant (often folded shape arithmetic, as in the bodies
+    ONNX gives AffineGrid or CenterCropPad) is the branch it takes: only that subgraph is
+    imported, its ops placed where the If was (the other may not even type-check here)."""
+    taken = "then_branch" if condition else "else_branch"
+    region, values = ctx.build_region(ctx, taken, 0)
+    block = region.blocks[0]
+    if block.arguments:
+        raise ctx.error(f"{taken} takes {len(block.arguments)} inputs; If branches take none")
+    if len(values) != len(ctx.node.outputs):
+        raise ctx.error(f"{taken} yields {len(values)} values for {len(ctx.node.outputs)} outputs")
+    for op in block.operations[:-1]:  # all but the Yield
+        ctx.emit(op)
+    for position, value in enumerate(values):
+        ctx.bind(position, value)
+
+
 @converter("If")
 def convert_if(ctx: NodeContext) -> bool:
     """TensorExtract of the one-element condition and a Niro If holding both subgraphs.
 
+    A constant condition imports the taken branch alone, inline (`_inline_taken_branch`).
     Stays generic (`onnx.If` with two regions) when the condition's rank is unknown or the two
     branches yield different shapes (Niro's If needs one result type per output). Branches that
     differ in element type, or take inputs, are invalid ONNX and refused.
@@ -290,6 +309,10 @@ def convert_if(ctx: NodeContext) -> bool:
         found = ctx.attribute(name)
         if found is None or found.type is not ir.AttributeType.GRAPH:
             raise ctx.error(f"missing graph attribute '{name}'")
+    known = ctx.builder.constant_data(condition)
+    if known is not None:
+        _inline_taken_branch(ctx, bool(numpy_helper.to_array(known).reshape(-1)[0]))
+        return True
     then_region, then_values = ctx.build_region(ctx, "then_branch", 0)
     else_region, else_values = ctx.build_region(ctx, "else_branch", 0)
     then_types = tuple(value.type for value in then_values)

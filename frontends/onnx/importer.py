@@ -30,6 +30,7 @@ from niro.ir import (
     Block,
     Buffer,
     Call,
+    Const,
     Function,
     FunctionType,
     GetGlobal,
@@ -38,6 +39,7 @@ from niro.ir import (
     Region,
     Return,
     TensorType,
+    Type,
     UnknownOp,
     Value,
     Yield,
@@ -51,6 +53,15 @@ from .errors import OnnxImportError, first_line
 from .external_data import ExternalDataError, ExternalDataReader
 from .functions import FunctionKey, specialization_key, specialize
 from .inference import GraphTypes, InferenceFailure, infer_types
+from .loop_body import loop_body_input_types, refine_type
+from .onnx_types import type_proto_from_niro
+from .region_types import loop_result_types, scan_result_types
+from .schema_functions import (
+    ExpandPredicate,
+    has_schema_function,
+    schema_function,
+    with_schema_defaults,
+)
 from .symbols import SymbolTable
 from .tensors import TensorDataError, pack_tensor_proto, scalar_type_for
 from .validation import StructureError, check_graph, check_opsets, check_text
@@ -270,8 +281,9 @@ def _op_name(node: ir.Node) -> str:
 class _Importer:
     """One import: the module being built and the tables that outlive a single graph."""
 
-    def __init__(self, source: _Source) -> None:
+    def __init__(self, source: _Source, expand_functions: ExpandPredicate | None = None) -> None:
         model = self.model = source.model
+        self.expand_functions = expand_functions
         self.filename = source.display
         self.reader = ExternalDataReader(source.base_dir)
         self.raw_views = source.raw_views
@@ -373,11 +385,21 @@ class _Importer:
     # -- graphs --------------------------------------------------------------------------------
 
     def _typed_inputs(
-        self, graph: ir.Graph, types: GraphTypes, builder: FunctionBuilder, scope: Scope, what: str
+        self,
+        graph: ir.Graph,
+        types: GraphTypes,
+        builder: FunctionBuilder,
+        scope: Scope,
+        what: str,
+        known: tuple[Type | None, ...] = (),
     ) -> tuple[Value, ...]:
+        """The graph's inputs as new values; `known[i]` types input i where inference could not
+        (see `loop_body`)."""
         arguments = []
-        for onnx_value in graph.inputs:
+        for position, onnx_value in enumerate(graph.inputs):
             type_ = resolve_type(types.values.get(onnx_value.name), onnx_value, f"input of {what}", self.filename)
+            if position < len(known):
+                type_ = refine_type(type_, known[position])
             value = builder.new_value(type_)
             scope.bind(onnx_value, value)
             arguments.append(value)
@@ -423,7 +445,8 @@ class _Importer:
         block = Block()
         scope = Scope(block, parent=ctx.scope)
         what = f"graph '{graph.name}' (attribute '{attribute}' of {describe_node(ctx.node, ctx.index)})"
-        block.arguments = self._typed_inputs(graph, types, ctx.builder, scope, what)
+        known = loop_body_input_types(ctx.node, attribute, ctx.inputs)
+        block.arguments = self._typed_inputs(graph, types, ctx.builder, scope, what, known)
         self._register_initializers(graph)
         self._convert_nodes(graph, types, scope, ctx.builder, ctx.opsets)
         yielded = tuple(self._resolve_output(scope, ctx.builder, value, what) for value in graph.outputs)
@@ -438,6 +461,7 @@ class _Importer:
         if global_ is None:
             return None
         value = builder.new_value(global_.type)
+        builder.note_constant(value, global_.initializer)
         scope.block.operations.append(GetGlobal(value, global_.name, loc=loc))
         scope.bind(onnx_value, value)
         return value
@@ -492,6 +516,10 @@ class _Importer:
                         f"{describe_node(node, index)}: input '{onnx_value.name}' is not defined before the node"
                     )
                 inputs.append(value)
+            folded = types.folded.get(index)
+            if folded is not None:
+                self._emit_folded(node, index, folded, scope, builder)
+                continue
             ctx = NodeContext(
                 node=node,
                 index=index,
@@ -506,17 +534,56 @@ class _Importer:
             )
             self._convert_node(ctx)
 
+    def _emit_folded(
+        self, node: ir.Node, index: int, tensors: tuple[onnx.TensorProto, ...], scope: Scope, builder: FunctionBuilder
+    ) -> None:
+        """A node whose outputs shape inference's folding computed (see `folding`): one Const
+        per output, located at the node."""
+        loc = node_label(node, index)
+        for output, tensor in zip(node.outputs, tensors, strict=True):
+            tensor_type, data = pack_tensor_proto(tensor)
+            value = builder.new_value(tensor_type)
+            builder.note_constant(value, data)
+            scope.block.operations.append(Const(value, data, loc=loc))
+            scope.bind(output, value)
+
     def _convert_node(self, ctx: NodeContext) -> None:
         node = ctx.node
         key = (node.domain, node.op_type, node.overload)
         if key in self.function_protos:
-            self._call_function(ctx, key)
+            self._call_function(ctx, key, self.function_protos[key], self._call_attributes(ctx))
             return
         if node.domain in _DEFAULT_DOMAINS:
             converter = CONVERTERS.get(node.op_type)
             if converter is not None and converter(ctx):
                 return
+        if self.expand_functions is not None and self._expand_schema_function(ctx):
+            return
         self._convert_generic(ctx)
+
+    def _expand_schema_function(self, ctx: NodeContext) -> bool:
+        """Call the op's ONNX function body (see `schema_functions`) if it has one and the
+        caller asks for it; False leaves the node to `_convert_generic`."""
+        node = ctx.node
+        domain = "" if node.domain in _DEFAULT_DOMAINS else node.domain
+        opset = ctx.opset(node.domain)
+        if not has_schema_function(node.op_type, domain, opset):
+            return False
+        if not self.expand_functions(_op_name(node), opset):
+            return False
+        if any(value is not None and not isinstance(value.type, TensorType) for value in ctx.inputs):
+            return False
+        node_proto = with_schema_defaults(ir.serde.serialize_node(node), domain, opset)
+        input_types = [None if value is None else type_proto_from_niro(value.type) for value in ctx.inputs]
+        function_proto = schema_function(node_proto, domain, opset, input_types)
+        if function_proto is None:
+            return False
+        call_attributes = {attribute.name: attribute for attribute in node_proto.attribute}
+        key = (domain, node.op_type, f"opset{opset}")
+        # NOTE: a body built per call site computes only the outputs the node asks for
+        wanted = tuple(position for position, output in enumerate(node.outputs) if output.name)
+        self._call_function(ctx, key, function_proto, call_attributes, wanted)
+        return True
 
     # -- everything else -----------------------------------------------------------------------
 
@@ -546,13 +613,17 @@ class _Importer:
         absent_inputs = tuple(position for position, value in enumerate(ctx.inputs) if value is None)
         if absent_inputs:
             attributes["absent_inputs"] = absent_inputs
+        from_body = self._body_result_types(ctx, regions)
         results = []
         absent_outputs = []
         for position, output in enumerate(node.outputs):
             if not output.name:
                 absent_outputs.append(position)
                 continue
-            result = ctx.new_value(ctx.result_type(position))
+            type_ = ctx.result_type(position)
+            if type_.shape is None and position in from_body:
+                type_ = from_body[position]
+            result = ctx.new_value(type_)
             results.append(result)
             ctx.bind(position, result)
         if absent_outputs:
@@ -563,11 +634,46 @@ class _Importer:
         operands = tuple(value for value in ctx.inputs if value is not None)
         ctx.emit(UnknownOp(_op_name(node), operands, tuple(results), attributes, tuple(regions), loc=ctx.loc))
 
+    @staticmethod
+    def _body_result_types(ctx: NodeContext, regions: list[Region]) -> dict[int, TensorType]:
+        """Scan/Loop result types derived from the imported body (see `region_types`)."""
+        if len(regions) != 1 or ctx.node.domain not in _DEFAULT_DOMAINS:
+            return {}
+        terminator = regions[0].blocks[0].operations[-1]
+        yielded = terminator.operands if isinstance(terminator, Yield) else ()
+        if ctx.node.op_type == "Scan" and ctx.opset() >= 9:
+            return scan_result_types(
+                ctx.inputs,
+                yielded,
+                ctx.int_attribute("num_scan_inputs", 0),
+                ctx.ints_attribute("scan_input_axes"),
+                ctx.ints_attribute("scan_output_axes"),
+            )
+        if ctx.node.op_type == "Loop":
+            return loop_result_types(yielded, max(0, len(ctx.inputs) - 2))
+        return {}
+
     # -- model-local functions -----------------------------------------------------------------
 
-    def _call_function(self, ctx: NodeContext, key: FunctionKey) -> None:
-        """A Call of the Niro Function specialised for this call site (built on first use)."""
-        function_proto = self.function_protos[key]
+    def _call_attributes(self, ctx: NodeContext) -> dict[str, onnx.AttributeProto]:
+        call_attributes = {}
+        for name, attribute in ctx.node.attributes.items():
+            if attribute.is_ref():
+                raise ctx.error(f"attribute '{name}' refers to a function attribute outside a function")
+            call_attributes[name] = ir.serde.serialize_attribute(attribute)
+        return call_attributes
+
+    def _call_function(
+        self,
+        ctx: NodeContext,
+        key: FunctionKey,
+        function_proto: onnx.FunctionProto,
+        call_attributes: dict[str, onnx.AttributeProto],
+        outputs: tuple[int, ...] | None = None,
+    ) -> None:
+        """A Call of the Niro Function specialised for this call site (built on first use).
+
+        `outputs`: the positions of the function outputs the Function returns (None: all)."""
         if len(ctx.inputs) > len(function_proto.input):
             raise ctx.error(f"passes {len(ctx.inputs)} inputs to a function of {len(function_proto.input)}")
         if len(ctx.node.outputs) > len(function_proto.output):
@@ -577,29 +683,32 @@ class _Importer:
             if value is not None and not isinstance(value.type, TensorType):
                 raise ctx.error(f"function input has non-tensor type {format_type(value.type)}")
             input_types.append(None if value is None else value.type)
-        call_attributes = {}
-        for name, attribute in ctx.node.attributes.items():
-            if attribute.is_ref():
-                raise ctx.error(f"attribute '{name}' refers to a function attribute outside a function")
-            call_attributes[name] = ir.serde.serialize_attribute(attribute)
-        spec_key = specialization_key(key, input_types, call_attributes)
+        spec_key = (specialization_key(key, input_types, call_attributes), outputs)
         function = self.specializations.get(spec_key)
         if function is None:
             if key in self.in_progress:
                 raise ctx.error(f"function '{key[0]}.{key[1]}' calls itself (recursion is not allowed)")
             self.in_progress.append(key)
             try:
-                function = self._specialize(ctx, key, function_proto, input_types, call_attributes)
+                function = self._specialize(ctx, key, function_proto, input_types, call_attributes, outputs)
             finally:
                 self.in_progress.pop()
             self.specializations[spec_key] = function
             self.module.functions.append(function)
         results = tuple(ctx.new_value(type_) for type_ in function.type.outputs)
         ctx.emit(Call(function.name, tuple(value for value in ctx.inputs if value is not None), results, loc=ctx.loc))
-        for position, result in enumerate(results):
+        for position, result in zip(outputs or range(len(results)), results, strict=True):
             ctx.bind(position, result)
 
-    def _specialize(self, ctx, key, function_proto, input_types, call_attributes) -> Function:
+    def _specialize(self, ctx, key, function_proto, input_types, call_attributes, outputs) -> Function:
+        if outputs is not None:
+            if any(position >= len(function_proto.output) for position in outputs):
+                raise ctx.error(f"expects output #{max(outputs)} of a function of {len(function_proto.output)}")
+            trimmed = onnx.FunctionProto()
+            trimmed.CopyFrom(function_proto)
+            del trimmed.output[:]
+            trimmed.output.extend(function_proto.output[position] for position in outputs)
+            function_proto = trimmed
         model = specialize(self.model, function_proto, input_types, call_attributes)
         self._check(model, f"function '{function_proto.name}'")
         try:
@@ -620,13 +729,20 @@ class _Importer:
         )
 
 
-def import_model_with_info(source, *, filename: str | None = None) -> ImportedModel:
+def import_model_with_info(
+    source, *, filename: str | None = None, expand_functions: ExpandPredicate | None = None
+) -> ImportedModel:
     """Import `source` (a `.onnx` / `.onnxtxt` path or an `onnx.ModelProto`), with the tables
     that tie the Module back to the ONNX model. `filename` names the model in messages (and,
-    for a ModelProto, locates the folder its external data lives in)."""
+    for a ModelProto, locates the folder its external data lives in).
+
+    `expand_functions(name, opset)` is asked about each op that ONNX defines by a function body
+    (`onnx.Attention`...) and has no native converter: True calls that body (a specialised
+    Function, as for model-local functions) instead of keeping an UnknownOp. A backend passes
+    "I cannot lower it myself"; None keeps every such op as it is."""
     loaded = _load(source, filename)
     try:
-        return _Importer(loaded).run()
+        return _Importer(loaded, expand_functions).run()
     except UnicodeDecodeError as error:
         # protobuf (proto2) does not check string fields; Python decodes them on access
         raise OnnxImportError(
@@ -635,6 +751,8 @@ def import_model_with_info(source, *, filename: str | None = None) -> ImportedMo
         ) from error
 
 
-def import_model(source, *, filename: str | None = None) -> Module:
+def import_model(
+    source, *, filename: str | None = None, expand_functions: ExpandPredicate | None = None
+) -> Module:
     """Import an ONNX model as a Niro Module; raises OnnxImportError for a model it refuses."""
-    return import_model_with_info(source, filename=filename).module
+    return import_model_with_info(source, filename=filename, expand_functions=expand_functions).module

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import onnx
 
+from .folding import fold_shape_arithmetic
+
 __all__ = ["DATA_PROPAGATION_LIMIT", "GraphTypes", "InferenceFailure", "copy_fields", "infer_types", "strip_weights"]
 
 STRIP_THRESHOLD_BYTES = 4096
@@ -37,6 +39,8 @@ class GraphTypes:
 
     values: dict[str, onnx.TypeProto] = field(default_factory=dict)
     subgraphs: dict[tuple[int, str, int], GraphTypes] = field(default_factory=dict)
+    folded: dict[int, tuple[onnx.TensorProto, ...]] = field(default_factory=dict)
+    """Nodes (by index) whose outputs `folding` computed: the importer emits these constants."""
 
     def subgraph(self, node_index: int, attribute: str, position: int = 0) -> GraphTypes:
         return self.subgraphs.get((node_index, attribute, position)) or GraphTypes()
@@ -137,6 +141,9 @@ def _collect(graph: onnx.GraphProto) -> GraphTypes:
     return types
 
 
+FOLD_ROUNDS = 8
+"""Rounds of folding and re-inference (each round folds every chain inference typed)."""
+
 DATA_PROPAGATION_LIMIT = 1 << 16
 """Longest 1-D value a model may have for inference to run with data propagation.
 
@@ -175,9 +182,20 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
     """The inferred types of `model`'s values (the model itself is left untouched).
 
     A first pass without data propagation (cheap) finds the value types; unless one of them is a
-    long vector (see DATA_PROPAGATION_LIMIT), a second pass adds data propagation."""
+    long vector (see DATA_PROPAGATION_LIMIT), a second pass adds data propagation. Then shape
+    arithmetic of the main graph is folded (`folding`), re-inferring after each round that
+    folded something, at most `FOLD_ROUNDS` times."""
     stripped = strip_weights(model, split_raw)
     inferred = _infer(stripped, data_prop=False)
-    if not _has_long_vector(inferred.graph):
+    data_prop = not _has_long_vector(inferred.graph)
+    if data_prop:
         inferred = _infer(stripped, data_prop=True)
-    return _collect(inferred.graph)
+    opset = next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), 1)
+    folded: dict[int, tuple[onnx.TensorProto, ...]] = {}
+    for _ in range(FOLD_ROUNDS):
+        if not fold_shape_arithmetic(stripped.graph, _collect(inferred.graph).values, opset, folded):
+            break
+        inferred = _infer(stripped, data_prop=data_prop)
+    types = _collect(inferred.graph)
+    types.folded = folded
+    return types

@@ -1,0 +1,69 @@
+"""Result types of Scan and Loop from their bodies, where graph inference left them unranked.
+
+ONNX infers a Scan's or Loop's outputs from its body's output types; when those were unknown
+to ONNX (a body using captured constants, see `node_inference`) the outputs are too, although
+the importer has typed the body since. The rules here are the ops' own: a state (loop-carried
+value) has the type the body yields for it; a scan output stacks the yielded slices along a new
+axis, of the sequence length (Scan) or of the run-time iteration count (Loop: dynamic).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from niro.ir import TensorType, Value
+
+__all__ = ["loop_result_types", "scan_result_types"]
+
+
+def _stacked(slice_type: object, axis: int, length: int | None) -> TensorType | None:
+    if not isinstance(slice_type, TensorType) or slice_type.shape is None:
+        return None
+    shape = list(slice_type.shape)
+    if axis < 0:
+        axis += len(shape) + 1
+    if not 0 <= axis <= len(shape):
+        return None
+    shape.insert(axis, length)
+    return TensorType(slice_type.element_type, tuple(shape))
+
+
+def scan_result_types(
+    inputs: Sequence[Value | None], yielded: Sequence[Value], num_scan_inputs: int, input_axes, output_axes
+) -> dict[int, TensorType]:
+    """Scan (opset 9+): states first, then scan outputs of the scan inputs' sequence length."""
+    present = [value for value in inputs if value is not None]
+    states = len(present) - num_scan_inputs
+    if states < 0 or num_scan_inputs < 1 or len(yielded) < states:
+        return {}
+    length = None
+    first = present[states].type
+    input_axis = input_axes[0] if input_axes else 0
+    if isinstance(first, TensorType) and first.shape is not None and -len(first.shape) <= input_axis < len(first.shape):
+        length = first.shape[input_axis]
+    found: dict[int, TensorType] = {}
+    for position, value in enumerate(yielded):
+        if position < states:
+            if isinstance(value.type, TensorType):
+                found[position] = value.type
+            continue
+        index = position - states
+        axis = output_axes[index] if output_axes and index < len(output_axes) else 0
+        stacked = _stacked(value.type, axis, length)
+        if stacked is not None:
+            found[position] = stacked
+    return found
+
+
+def loop_result_types(yielded: Sequence[Value], carried: int) -> dict[int, TensorType]:
+    """Loop: the body yields cond, the `carried` values, then the scan-output slices."""
+    found: dict[int, TensorType] = {}
+    for position, value in enumerate(yielded[1:]):
+        if position < carried:
+            if isinstance(value.type, TensorType):
+                found[position] = value.type
+            continue
+        stacked = _stacked(value.type, 0, None)
+        if stacked is not None:
+            found[position] = stacked
+    return found

@@ -1,0 +1,80 @@
+"""Shape arithmetic folded at import (folding.py): Shape/Size of static values and the small
+integer computations on them become Consts, so shapes downstream are static; the model's own
+numbers (float weights and their arithmetic) are never folded."""
+
+from __future__ import annotations
+
+import niro.ir as nir
+import numpy as np
+import onnx
+from niro.frontends.onnx.folding import FOLD_LIMIT
+
+from .helpers import describe_block, import_text, import_verified, main_block
+
+OPSET = '<ir_version: 8, opset_import: ["" : 18]>'
+
+
+def _ops(text: str) -> list[str]:
+    return describe_block(main_block(import_text(OPSET + text)))
+
+
+def test_reshape_by_a_shape_becomes_static() -> None:
+    ops = _ops("g (float[2, 3] x, float[3, 2] y) => (z) { s = Shape(x)\n z = Reshape(y, s) }")
+    assert ops[0] == "niro.const() -> (tensor<2xi64>) @Shape_0"
+    assert ops[1].startswith("onnx.Reshape(tensor<3x2xf32>, tensor<2xi64>) -> (tensor<2x3xf32>)")
+
+
+def test_chains_fold_through_integer_ops_and_their_constants() -> None:
+    text = (
+        "g (float[2, 3, 4] x) => (z) {"
+        " s = Shape(x)\n n = Size(x)\n k = Constant <value_ints = [0]> ()\n"
+        " first = Gather(s, k)\n rest = Div(n, first)\n"
+        " shape = Concat <axis = 0> (first, rest)\n z = Reshape(x, shape) }"
+    )
+    ops = _ops(text)[:-1]
+    assert [op.split("(")[0] for op in ops] == ["niro.const"] * 6 + ["onnx.Reshape"]
+    assert ops[-1].endswith("-> (tensor<2x12xf32>) @Reshape_6")
+
+
+def test_the_folded_values_are_those_of_onnx_reference() -> None:
+    text = "g (float[5, 7] x) => (r) { s = Shape <start = -1> (x)\n r = Range(s, s, s) }"
+    imported = import_text(OPSET + text)
+    consts = [op for op in main_block(imported).operations if type(op).__name__ == "Const"]
+    assert np.frombuffer(bytes(consts[0].literal), np.int64).tolist() == [7]
+
+
+def test_shape_of_a_dynamic_value_stays() -> None:
+    ops = _ops("g (float[N, 3] x) => (s) { s = Shape(x) }")
+    assert ops[0] == "onnx.Shape(tensor<?x3xf32>) -> (tensor<2xi64>) @Shape_0"
+
+
+def test_float_weights_and_their_arithmetic_are_not_folded() -> None:
+    text = "g (float[2] x) => (z) { a = Constant <value_floats = [1.0, 2.0]> ()\n b = Add(a, a)\n z = Mul(x, b) }"
+    ops = _ops(text)
+    assert ops[1].startswith("niro.add(")
+
+
+def test_values_bigger_than_the_limit_are_not_folded() -> None:
+    size = FOLD_LIMIT + 1
+    text = f"g (float[{size}] x) => (z) {{ s = Shape(x)\n z = ConstantOfShape(s) }}"
+    ops = _ops(text)
+    assert ops[0].startswith("niro.const")  # the shape itself is small
+    assert ops[1].startswith(f"onnx.ConstantOfShape(tensor<1xi64>) -> (tensor<{size}xf32>)")
+
+
+def test_random_ops_are_not_folded() -> None:
+    text = "g (float[2, 3] x) => (z) { s = Shape(x)\n z = RandomUniformLike <dtype = 1> (s) }"
+    ops = _ops(text)
+    assert ops[1].startswith("onnx.RandomUniformLike")
+
+
+def test_subgraphs_are_left_alone() -> None:
+    model = onnx.parser.parse_model(
+        OPSET
+        + "g (bool c, float[2, 3] x) => (z) { z = If(c) <"
+        + " then_branch = g1 () => (int64[2] o1) { o1 = Shape(x) },"
+        + " else_branch = g2 () => (int64[2] o2) { o2 = Shape(x) }> }"
+    )
+    block = main_block(import_verified(model))
+    if_op = next(op for op in block.operations if isinstance(op, nir.If))
+    assert describe_block(if_op.then_region.blocks[0])[0].startswith("onnx.Shape(")
