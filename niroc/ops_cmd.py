@@ -1,8 +1,10 @@
 """`niroc ops [NAME]`: which ONNX ops niroc compiles, at which opsets, before you try a model.
 
 An ONNX op is supported when the frontend converts it to Niro's own ops (native: Add, Mul,
-MatMul, Transpose, Gemm, Identity, Constant, If) or when the MLIR backend has a lowering
-registered for its UnknownOp (`onnx.Relu`), which declares the opsets it implements. Both tables
+MatMul, Transpose, Gemm, Identity, Constant, If), when the MLIR backend has a lowering
+registered for its UnknownOp (`onnx.Relu`), which declares the opsets it implements, or when
+ONNX defines it by a function body (Attention, the losses...), which niroc then compiles as a
+call of that body (ops in the body must be supported in turn). Both tables
 are read at run time (niro.frontends.onnx.CONVERTERS, niro.backends.mlir.registered_lowering),
 so the listing is what this build does, never a hand-kept copy. ONNX's own schema versions come
 from the installed onnx package.
@@ -48,16 +50,20 @@ class OpSupport:
     until: int | None
     lowered_text: str
     onnx_versions: tuple[int, ...]
+    body_since: int | None = None
+    """The first opset at which ONNX defines the op by a function body (None: never)."""
 
     @property
     def supported(self) -> bool:
-        return self.native or self.lowered
+        return self.native or self.lowered or self.body_since is not None
 
     def supports(self, opset: int) -> bool:
         """Whether niroc takes the op at `opset` (native ops: whenever ONNX defines it)."""
         if self.onnx_versions and opset < self.onnx_versions[0]:
             return False
         if self.native:
+            return True
+        if self.body_since is not None and opset >= self.body_since:
             return True
         return self.lowered and opset >= self.since and (self.until is None or opset <= self.until)
 
@@ -71,6 +77,7 @@ class OpSupport:
             "native": self.native,
             "native_note": self.native_note,
             "lowered": {"since": self.since, "until": self.until} if self.lowered else None,
+            "function_body": None if self.body_since is None else {"since": self.body_since},
             "onnx_versions": list(self.onnx_versions),
         }
 
@@ -81,11 +88,17 @@ def collect_op_support(include_unsupported: bool = False) -> list[OpSupport]:
     from niro.backends.mlir import registered_lowering, registered_lowerings
     from niro.frontends.onnx import CONVERTERS
     from niro.frontends.onnx.oplib import niro_op_name, schema_op_names, schema_versions
+    from niro.frontends.onnx.schema_functions import function_body_since
 
     keys: dict[str, tuple[str, str]] = {
         niro_op_name(domain, op_type): (domain, op_type) for domain, op_type in schema_op_names()
     }
-    names = set(registered_lowerings()) | {niro_op_name("", op_type) for op_type in CONVERTERS}
+    bodies = {
+        niro_op_name(domain, op_type): since
+        for domain, op_type in schema_op_names()
+        if (since := function_body_since(domain, op_type)) is not None
+    }
+    names = set(registered_lowerings()) | {niro_op_name("", op_type) for op_type in CONVERTERS} | set(bodies)
     if include_unsupported:
         names |= set(keys)
     rows = []
@@ -106,6 +119,7 @@ def collect_op_support(include_unsupported: bool = False) -> list[OpSupport]:
                 until=None if registration is None else registration.until,
                 lowered_text="" if registration is None else registration.describe_versions(),
                 onnx_versions=schema_versions(domain, op_type),
+                body_since=bodies.get(name),
             )
         )
     return sorted(rows, key=lambda row: (row.domain != "ai.onnx", row.domain, row.op))
@@ -221,7 +235,11 @@ def _fail(message: str) -> None:
 
 
 def _lowered_cell(row: OpSupport) -> str:
-    return row.lowered_text or "-"
+    if row.lowered_text:
+        return row.lowered_text
+    if row.body_since is not None:
+        return f"its ONNX function body, opset {row.body_since} and later"
+    return "-"
 
 
 def _native_cell(row: OpSupport) -> str:

@@ -43,11 +43,13 @@ RELEASE_EVERY_BYTES = 64 << 20
 
 @dataclass(frozen=True, slots=True)
 class ResourceBlob:
-    """One `dense_resource` blob: its key in `dialect_resources`, the bytes, their alignment."""
+    """One `dense_resource` blob: its key in `dialect_resources`, the bytes, their alignment,
+    and the attribute that holds it (the bytecode writer swaps it for a placeholder)."""
 
     name: str
     data: memoryview
     alignment: int
+    attribute: ir.Attribute | None = None
 
 
 @dataclass(slots=True)
@@ -80,7 +82,7 @@ class ResourceTable:
         )
         # NOTE: get_from_buffer may rename on a collision inside the context; ours are unique
         # in a fresh context, so the name we record is the name MLIR prints.
-        self.blobs.append(ResourceBlob(name, data, alignment))
+        self.blobs.append(ResourceBlob(name, data, alignment, attribute))
         self._unreleased += data.nbytes  # the splat check may have read all of it
         if self._unreleased >= RELEASE_EVERY_BYTES:
             self.release_mapped_pages()

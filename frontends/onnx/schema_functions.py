@@ -10,12 +10,13 @@ definition, so the semantics are the standard's, version for version.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import onnx
 import onnx.defs
 
-__all__ = ["ExpandPredicate", "schema_function"]
+__all__ = ["ExpandPredicate", "function_body_since", "has_schema_function", "schema_function", "with_schema_defaults"]
 
 ExpandPredicate = Callable[[str, int], bool]
 """Called with an op's Niro name (`onnx.Attention`) and its op-set version: True to use the
@@ -32,6 +33,22 @@ def _schema(op_type: str, domain: str, opset: int) -> onnx.defs.OpSchema | None:
 def has_schema_function(op_type: str, domain: str, opset: int) -> bool:
     schema = _schema(op_type, domain, opset)
     return schema is not None and (schema.has_function or schema.has_context_dependent_function)
+
+
+def function_body_since(domain: str, op_type: str) -> int | None:
+    """The first opset at which ONNX defines `op_type` by a function body, or None."""
+    return _first_bodies().get((domain, op_type))
+
+
+@functools.cache
+def _first_bodies() -> dict[tuple[str, str], int]:
+    first: dict[tuple[str, str], int] = {}
+    for schema in onnx.defs.get_all_schemas_with_history():
+        versions = (*schema.function_opset_versions, *schema.context_dependent_function_opset_versions)
+        if versions:
+            key = (schema.domain, schema.name)
+            first[key] = min(min(versions), first.get(key, min(versions)))
+    return first
 
 
 def schema_function(

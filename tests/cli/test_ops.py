@@ -112,6 +112,7 @@ def test_json_is_one_object_per_op(capsys, frobnicate) -> None:
         "native": False,
         "native_note": "",
         "lowered": {"since": 2, "until": 5},
+        "function_body": None,
         "onnx_versions": [],
     }
     code, out, _ = run(capsys, "Frobnicate", "--opset", "9", "--format", "json")

@@ -6,21 +6,31 @@ from . import (  # noqa: F401
     common,  # noqa: F401
     conv,  # noqa: F401
     deform_conv,
+    determinant,
     elementwise,
     elementwise_logic,
     elementwise_math,
     gather_scatter,
     grid_sample,
     linalg_ops,  # noqa: F401
+    loop,
+    ml_ops,
+    nms,
     nn,  # noqa: F401
     normalization,  # noqa: F401
     pooling,  # noqa: F401
     quantization,  # noqa: F401
+    recurrent,
+    recurrent_kit,
     reductions,  # noqa: F401
     resize,  # noqa: F401
     roi_align,
     scan,
     selection,  # noqa: F401
+    sequence_ops,
     shape_ops,  # noqa: F401
     slice_ops,  # noqa: F401
+    spectral,
+    training,
+    unpool,
 )

@@ -1,4 +1,5 @@
-"""Cast and CastLike, and `convert_element`: one element from one Niro scalar type to another.
+"""Cast, CastLike and BitCast, and `convert_element`: one element from one Niro scalar type to
+another.
 
 Conversions follow ONNX's Cast rules: float -> float rounds to nearest (inf when out of range);
 float -> integer truncates toward zero; integer -> integer wraps (keeps the low bits), widening
@@ -8,6 +9,9 @@ NOTE: ONNX leaves float -> integer undefined for NaN and out-of-range values; he
 (NaN -> 0, too large -> the type's max, too small -> its min) instead of being LLVM poison, so a
 NaN can never become an arbitrary number. String, float8, int4 and friends have no Niro type:
 the frontend refuses them at import.
+
+BitCast (opset 26) keeps the bits: `arith.bitcast` per element between types of one width (ONNX
+allows no other); BOOL, one byte in ONNX, reads as 0/1 in U8/I8 and is true for any non-zero byte.
 """
 
 from __future__ import annotations
@@ -128,3 +132,29 @@ def _lower_cast_like(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     if element_type(ctx.niro_operands[1]) is not element_type(ctx.niro_results[0]):
         raise ctx.error("result element type must be the element type of 'target_type'")
     return _lower_conversion(ctx)
+
+
+@register_lowering("onnx.BitCast", since=26)
+def _lower_bitcast(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    """The target type is the result's (shape inference derived it from `to`)."""
+    if len(ctx.operands) != 1:
+        raise ctx.error(f"expected 1 operand, got {len(ctx.operands)}")
+    source = element_type(ctx.niro_operands[0])
+    target = element_type(ctx.niro_results[0])
+    if source.byte_width != target.byte_width:
+        raise ctx.error(
+            f"cannot reinterpret {source.spelling} ({8 * source.byte_width} bits) as "
+            f"{target.spelling} ({8 * target.byte_width} bits): BitCast needs one bit width"
+        )
+    inputs = [(ctx.operands[0], ctx.niro_operands[0])]
+    return [ctx.elementwise(lambda elements: _reinterpret(elements[0], source, target), inputs=inputs)]
+
+
+def _reinterpret(value: ir.Value, source: ScalarType, target: ScalarType) -> ir.Value:
+    """One element's bits read as `target` (same width; a BOOL is the byte 0 or 1)."""
+    if source.is_bool or target.is_bool:
+        return convert_element(value, source, target)  # i1 <-> the byte: 0/1, non-zero is true
+    target_type = lower_scalar_type(target)
+    if value.type == target_type:
+        return value  # signed <-> unsigned: the same signless MLIR integer
+    return arith.BitcastOp(target_type, value).result

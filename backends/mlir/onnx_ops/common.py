@@ -76,3 +76,18 @@ def normalize_axes(ctx: LoweringRuleContext, axes: Sequence[int], rank: int) -> 
 
 
 __all__.append("normalize_axes")
+
+
+def output_positions(ctx: LoweringRuleContext) -> list[int]:
+    """The ONNX output positions the op has results for, in result order: absent outputs (in
+    `absent_outputs`) have no result, and trailing omitted outputs none either."""
+    absent = attribute(ctx, "absent_outputs", ())
+    positions, position = [], 0
+    while len(positions) < len(ctx.niro_results):
+        if position not in absent:
+            positions.append(position)
+        position += 1
+    return positions
+
+
+__all__.append("output_positions")

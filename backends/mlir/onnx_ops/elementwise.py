@@ -20,6 +20,7 @@ from niro.ir import ScalarType, Value
 from ..bindings import arith, ir, math
 from ..context import LoweringRuleContext, register_lowering
 from ..types import lower_scalar_type
+from .cast import convert_element
 from .common import attribute, element_type
 
 __all__ = [
@@ -409,6 +410,32 @@ def _celu(ctx, kit: FloatMath, x):
 def _thresholded_relu(ctx, kit: FloatMath, x):
     alpha = kit.const(_float_attribute(ctx, "alpha", 1.0))
     return kit.select(kit.gt(x, alpha), x, kit.zero())
+
+
+@register_lowering("onnx.Shrink", since=9)
+def _lower_shrink(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    """x + bias below -lambd, x - bias above lambd, else 0, computed exactly as ONNX's reference
+    (and onnxruntime) do: in f32 for inputs of up to 16 bits and f32, in f64 for wider ones,
+    then cast back (integers truncate toward zero, saturating). NOTE: the function body ONNX
+    added in opset 18 casts lambd and bias to the input type first, which differs for integer
+    inputs with a fractional bias and for f16 inputs near the threshold; we follow the
+    reference, which the function body's own node tests match for f32."""
+    if len(ctx.operands) != 1:
+        raise ctx.error(f"expected 1 operand, got {len(ctx.operands)}")
+    scalar = require_element(ctx, ctx.niro_operands[0], is_number_type, NUMBERS)
+    wide = scalar.byte_width > 2 and scalar is not ScalarType.F32
+    compute = ScalarType.F64 if wide else ScalarType.F32
+    kit = FloatMath(compute)
+    lambd = kit.const(_float_attribute(ctx, "lambd", 0.5))
+    bias = kit.const(_float_attribute(ctx, "bias", 0.0))
+
+    def body(elements: Sequence[ir.Value]) -> ir.Value:
+        x = convert_element(elements[0], scalar, compute)
+        above = kit.select(kit.gt(x, lambd), kit.sub(x, bias), kit.zero())
+        shrunk = kit.select(kit.lt(x, kit.neg(lambd)), kit.add(x, bias), above)
+        return convert_element(shrunk, compute, scalar)
+
+    return [ctx.elementwise(body)]
 
 
 @elementwise_rule("Sigmoid", since=1, allowed=is_float_type, what=FLOATS, operands=1)

@@ -19,7 +19,15 @@ from niro.ir import TensorType, format_type
 
 from ..bindings import arith, ir, math, tensor
 from ..context import LoweringRuleContext, register_lowering
-from .common import attribute, element_type, input_value, normalize_axes, normalize_axis, opset
+from .common import (
+    attribute,
+    element_type,
+    input_value,
+    normalize_axes,
+    normalize_axis,
+    opset,
+    output_positions,
+)
 from .reductions import arg_extreme, linear_index, reduce_into
 from .structured import (
     accumulator_type,
@@ -281,17 +289,6 @@ def _affine_normalize(ctx, source, compute, mean, inverse, stat_map, scale, bias
     return _elementwise(ctx, source, inputs, body)
 
 
-def _output_positions(ctx: LoweringRuleContext) -> list[int]:
-    """The ONNX output positions the op has results for (absent ones are skipped)."""
-    absent = attribute(ctx, "absent_outputs", ())
-    positions, position = [], 0
-    while len(positions) < len(ctx.result_types):
-        if position not in absent:
-            positions.append(position)
-        position += 1
-    return positions
-
-
 def _stat_output(ctx, statistic: ir.Value, rank: int, axes, result_index: int) -> ir.Value:
     """A statistic over the kept dims written as the result `result_index` (axes kept as 1s)."""
     result_type = ranked_result(ctx, result_index)
@@ -330,7 +327,7 @@ def _lower_layer_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     scale = _optional_operand(ctx, 1, rank, "scale")
     bias = _optional_operand(ctx, 2, rank, "bias")
     results = []
-    for result_index, position in enumerate(_output_positions(ctx)):
+    for result_index, position in enumerate(output_positions(ctx)):
         if position == 0:
             results.append(
                 _affine_normalize(ctx, source, compute, mean, inverse, kept, scale, bias)

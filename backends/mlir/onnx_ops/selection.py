@@ -1,15 +1,18 @@
-"""MLIR lowerings of CumSum and TopK: order-dependent ops built from plain `linalg.generic`s.
+"""MLIR lowerings of CumSum, CumProd and TopK: order-dependent ops built from plain
+`linalg.generic`s.
 
-CumSum is a reduction over a second copy of the axis: out[i] = sum of x[j] for j <= i (j < i
-exclusive, j >= i / j > i reversed). TopK ranks every element by counting the elements that come
-before it in the order ONNX asks for (larger first, or smaller; equal elements by lower index),
-which makes the ranks a permutation, then gathers rank r into output position r. Both are
-quadratic in the axis length: exact and sort-free with upstream dialects only, meant for the
-short axes such ops have in real models (position ids, beam widths).
+CumSum and CumProd are reductions over a second copy of the axis: out[i] = sum (product) of x[j]
+for j <= i (j < i exclusive, j >= i / j > i reversed); an empty exclusive range gives 0 (1).
+TopK ranks every element by counting the elements that come before it in the order ONNX asks for
+(larger first, or smaller; equal elements by lower index), which makes the ranks a permutation,
+then gathers rank r into output position r. All are quadratic in the axis length: exact and
+sort-free with upstream dialects only, meant for the short axes such ops have in real models
+(position ids, beam widths).
 
-The `axis` of CumSum and `K` of TopK are inputs. When not compile-time constants: K is read from
-the static result shape, CumSum's axis is picked at run time among the operand's axes (one
-`scf.if` per axis); either way a `cf.assert` fails the program if the run-time value disagrees.
+The `axis` of CumSum/CumProd and `K` of TopK are inputs. When not compile-time constants: K is
+read from the static result shape, the cumulative ops' axis is picked at run time among the
+operand's axes (one `scf.if` per axis); either way a `cf.assert` fails the program if the
+run-time value disagrees.
 """
 
 from __future__ import annotations
@@ -37,10 +40,11 @@ from .structured import (
 __all__: list[str] = []
 
 
-# -- CumSum -------------------------------------------------------------------------------------
+# -- CumSum, CumProd -------------------------------------------------------------------------
 
 
-def _cumsum(ctx: LoweringRuleContext, axis: int) -> ir.Value:
+def _cumulative(ctx: LoweringRuleContext, axis: int, combine: str) -> ir.Value:
+    """The running sum (`combine` "add") or product ("mul") along `axis`."""
     source = ctx.operands[0]
     data = ctx.ranked(ctx.niro_operands[0], "operand #0")
     scalar = data.element_type
@@ -49,30 +53,33 @@ def _cumsum(ctx: LoweringRuleContext, axis: int) -> ir.Value:
     reverse = bool(attribute(ctx, "reverse", 0))
     accumulator = accumulator_type(scalar)
     sizes = tensor_sizes(source)
-    init = fill(empty(sizes, accumulator), constant(accumulator, 0))
-    # Loops: the result dims, then `rank` = the position j summed over along `axis`.
+    start = 0 if combine == "add" else 1
+    init = fill(empty(sizes, accumulator), constant(accumulator, start))
+    # Loops: the result dims, then `rank` = the position j combined over along `axis`.
     read = [rank if dim == axis else dim for dim in range(rank)]
     if reverse:
         predicate = arith.CmpIPredicate.ugt if exclusive else arith.CmpIPredicate.uge
     else:
         predicate = arith.CmpIPredicate.ult if exclusive else arith.CmpIPredicate.ule
+    if scalar.is_float:
+        op_class = arith.AddFOp if combine == "add" else arith.MulFOp
+    else:
+        op_class = arith.AddIOp if combine == "add" else arith.MulIOp
 
     def body(arguments):
         value, accumulated = arguments
         position = linalg.IndexOp(rank).result
         here = linalg.IndexOp(axis).result
         include = arith.CmpIOp(predicate, position, here).result
-        if scalar.is_float:
-            added = arith.AddFOp(accumulated, convert(value, accumulator)).result
-        else:
-            added = arith.AddIOp(accumulated, value).result
-        return [arith.SelectOp(include, added, accumulated).result]
+        element = convert(value, accumulator) if scalar.is_float else value
+        combined = op_class(accumulated, element).result
+        return [arith.SelectOp(include, combined, accumulated).result]
 
-    summed = generic([(source, read)], [(init, list(range(rank)))], rank + 1, (rank,), body)[0]
+    folded = generic([(source, read)], [(init, list(range(rank)))], rank + 1, (rank,), body)[0]
     result_element = ranked_result(ctx, 0).element_type
     identity = list(range(rank))
     return generic(
-        [(summed, identity)],
+        [(folded, identity)],
         [(empty(sizes, result_element), identity)],
         rank,
         (),
@@ -82,17 +89,19 @@ def _cumsum(ctx: LoweringRuleContext, axis: int) -> ir.Value:
     )[0]
 
 
-@register_lowering("onnx.CumSum", since=11)
-def _lower_cumsum(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_cumulative(ctx: LoweringRuleContext, combine: str) -> Sequence[ir.Value]:
+    """CumSum/CumProd: the axis is a constant input, or picked at run time (one `scf.if` per
+    axis, guarded by a run-time range check)."""
+    kind = "CumSum" if combine == "add" else "CumProd"
     data = ctx.ranked(ctx.niro_operands[0], "operand #0")
     if data.element_type.is_bool:
-        raise ctx.error("does not sum BOOL tensors")
+        raise ctx.error(f"does not take BOOL tensors ({kind} is defined on numbers)")
     rank = len(data.shape)
     if rank == 0:
         raise ctx.error("expects an input of rank >= 1")
     given = ctx.constant_operand(1)
     if given is not None:
-        return [_cumsum(ctx, normalize_axis(ctx, int(given.reshape(-1)[0]), rank))]
+        return [_cumulative(ctx, normalize_axis(ctx, int(given.reshape(-1)[0]), rank), combine)]
     axis_type = ctx.ranked(ctx.niro_operands[1], "axis")
     if any(dim != 1 for dim in axis_type.shape):
         raise ctx.error(f"expects a one-element axis, got {format_type(axis_type)}")
@@ -107,9 +116,19 @@ def _lower_cumsum(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     valid = selectors[0]
     for selector in selectors[1:]:
         valid = arith.OrIOp(valid, selector).result
-    assert_true(valid, f"{ctx.niro_location}: the CumSum axis is out of range")
+    assert_true(valid, f"{ctx.niro_location}: the {kind} axis is out of range")
     runtime = RuntimeAxes(tuple((option,) for option in range(rank)), selectors)
-    return [dispatch(ctx, runtime, lambda option: _cumsum(ctx, option[0]))]
+    return [dispatch(ctx, runtime, lambda option: _cumulative(ctx, option[0], combine))]
+
+
+@register_lowering("onnx.CumSum", since=11)
+def _lower_cumsum(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    return _lower_cumulative(ctx, "add")
+
+
+@register_lowering("onnx.CumProd", since=26)
+def _lower_cumprod(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    return _lower_cumulative(ctx, "mul")
 
 
 def _first(value: ir.Value) -> list[ir.Value]:

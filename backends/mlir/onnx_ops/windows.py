@@ -76,6 +76,12 @@ def _ints(
     return value
 
 
+ints_attribute = _ints
+"""An INTS attribute (kernel_shape, strides, pads) of `count` values, or `default`."""
+
+__all__ += ["ints_attribute"]
+
+
 def window_geometry(
     ctx: LoweringRuleContext,
     spatial: Sequence[int],

@@ -27,25 +27,30 @@ def one_node_case(
     initializers: dict[str, np.ndarray] | None = None,
     opset: int = 21,
     reference: str = "onnx",
+    domain: str = "",
     **attributes,
 ) -> NodeTestCase:
     """A model of one `op_type` node. `inputs` are graph inputs fed at run time; `initializers`
     are constants (they come after the inputs in the node's input list, in order). An input name
     "" is an absent optional input. Expected outputs (and the output types) come from
     onnx.reference, or from onnxruntime with `reference="onnxruntime"` (onnx.reference ignores
-    the opset: e.g. it computes Softmax-11 with Softmax-13's semantics)."""
+    the opset: e.g. it computes Softmax-11 with Softmax-13's semantics). A `domain` other than
+    ONNX's default (e.g. "ai.onnx.ml") puts the node there, imported at version 1."""
     initializers = initializers or {}
     output_names = (
         [f"out{index}" for index in range(outputs)] if isinstance(outputs, int) else outputs
     )
     node_inputs = list(inputs) + list(initializers)
-    node = helper.make_node(op_type, node_inputs, output_names, name=f"{op_type}_0", **attributes)
+    node = helper.make_node(
+        op_type, node_inputs, output_names, name=f"{op_type}_0", domain=domain, **attributes
+    )
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
     feeds = {key: value for key, value in inputs.items() if key}
     evaluator_graph = _graph(name, node, feeds, initializers, output_names, None)
-    model = helper.make_model(evaluator_graph, opset_imports=[helper.make_opsetid("", opset)])
+    model = helper.make_model(evaluator_graph, opset_imports=opsets)
     expected = _evaluate(model, feeds, reference)
     graph = _graph(name, node, feeds, initializers, output_names, expected)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model = helper.make_model(graph, opset_imports=opsets)
     onnx.checker.check_model(model)
     data = ((tuple(feeds.values()), tuple(np.asarray(value) for value in expected)),)
     return NodeTestCase(name, model, data, 1e-3, 1e-5)

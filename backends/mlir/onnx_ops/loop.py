@@ -1,0 +1,435 @@
+"""Loop (opset 1+) as an `scf.while` carrying (iteration number, condition, loop-carried values,
+stacked scan outputs).
+
+ONNX's Loop runs `for (i = 0; i < M && cond; ++i) { cond, v... = body(i, cond, v...) }` with M
+(max trip count) and cond both optional: without M it runs while the body says so, without cond
+it runs M times and the body's condition is ignored, without either it never ends (refused).
+The `before` region tests `i < M && cond`; the `after` region binds the body's block arguments
+(i and cond as one-element tensors, the carried values as they are) and lowers the body
+(`lower_single_block`), whose Yield gives the next condition, values and scan-output slices.
+
+A loop-carried value keeps the type of its body argument from one iteration to the next: a
+yielded value of another static shape changes type across iterations and is refused; one whose
+dims are dynamic where the argument's are static is cast with a run-time check (`cf.assert`), as
+are the initial values and the final results. Scan outputs stack one slice per iteration along a
+new leading axis, so their buffer is preallocated before the loop: the bound is the leading dim
+the output is declared with (checked at run time to equal the iteration count) or else a
+compile-time constant M (the rows written are then extracted, a dynamic size). A scan output
+with neither, or with slices of dynamic shape, is refused. Sequence-typed values never get here:
+the frontend refuses them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from niro.ir import (
+    ScalarType,
+    TensorType,
+    UnknownOp,
+    Value,
+    Yield,
+    format_type,
+    static_element_count,
+)
+
+from ..bindings import arith, ir, scf, tensor
+from ..context import LoweringRuleContext, register_lowering
+from ..types import index_type, lower_scalar_type, lower_type
+from .common import attribute, input_value
+from .structured import assert_true
+
+__all__ = ["MAX_PREALLOCATED_ELEMENTS"]
+
+MAX_PREALLOCATED_ELEMENTS = 1 << 28
+"""Most elements a scan output bounded only by a constant M may preallocate (exporters write
+`M = INT64_MAX` for while loops: such an M bounds nothing)."""
+
+
+def _one_element(type_: object) -> bool:
+    return (
+        isinstance(type_, TensorType)
+        and type_.shape is not None
+        and all(dim == 1 for dim in type_.shape)
+    )
+
+
+def _read_scalar(ctx: LoweringRuleContext, value: ir.Value, niro: Value, what: str, element):
+    """The element of a one-element tensor (ONNX's M, cond and the body's condition)."""
+    type_ = niro.type
+    if not _one_element(type_) or type_.element_type is not element:
+        raise ctx.error(
+            f"needs {what} as a one-element {element.spelling} tensor, got {format_type(type_)}"
+        )
+    zeros = [ctx.index_constant(0) for _ in type_.shape]
+    return tensor.ExtractOp(value, zeros).result
+
+
+def _as_tensor(ctx: LoweringRuleContext, scalar: ir.Value, argument: Value, what: str, element):
+    """`scalar` as the one-element tensor type of body argument `argument`."""
+    if not _one_element(argument.type) or argument.type.element_type is not element:
+        raise ctx.error(
+            f"body takes the {what} as {format_type(argument.type)}, expected a one-element "
+            f"{element.spelling} tensor"
+        )
+    return tensor.FromElementsOp(lower_type(argument.type), [scalar]).result
+
+
+def _compatible(source: TensorType, target: TensorType) -> bool:
+    """Whether a value of `source` may be a `target` at run time (same element type and rank,
+    no two static dims that differ; an unranked target takes any rank)."""
+    if source.element_type is not target.element_type:
+        return False
+    if target.shape is None:
+        return True
+    if source.shape is None or len(source.shape) != len(target.shape):
+        return False
+    return all(
+        s is None or t is None or s == t for s, t in zip(source.shape, target.shape, strict=True)
+    )
+
+
+def _checked_cast(
+    ctx: LoweringRuleContext, value: ir.Value, source: TensorType, target: TensorType, what: str
+) -> ir.Value:
+    """`value` (of the compatible `source`) as `target`; each dim that becomes static is checked
+    at run time, so a wrong size stops the program instead of reading out of bounds."""
+    target_type = lower_type(target)
+    if value.type == target_type:
+        return value
+    if target.shape is not None:
+        for axis, (have, want) in enumerate(zip(source.shape, target.shape, strict=True)):
+            if have is None and want is not None:
+                equal = arith.CmpIOp(
+                    arith.CmpIPredicate.eq, ctx.dim_size(value, axis), ctx.index_constant(want)
+                ).result
+                assert_true(
+                    equal,
+                    f"{ctx.niro_location}: 'onnx.Loop' op: dim {axis} of {what} is not {want}",
+                )
+    return tensor.CastOp(target_type, value).result
+
+
+def _tensor_type(ctx: LoweringRuleContext, value: Value, what: str) -> TensorType:
+    if not isinstance(value.type, TensorType):
+        raise ctx.error(f"needs a tensor {what}, got {format_type(value.type)}")
+    return value.type
+
+
+def _slice_type(ctx: LoweringRuleContext, index: int, result: TensorType, piece: TensorType):
+    """The static type of scan output `index`'s slices, from its declared type and the yield."""
+    declared = None if result.shape is None else result.shape[1:]
+    if result.shape is not None and not result.shape:
+        raise ctx.error(f"scan output #{index} is declared {format_type(result)}, without an axis")
+    stacked = TensorType(result.element_type, declared)
+    if not _compatible(piece, stacked) or piece.shape is None:
+        raise ctx.error(
+            f"scan output #{index} is declared {format_type(result)}, but the body yields slices "
+            f"of {format_type(piece)}"
+        )
+    dims = piece.shape
+    if declared is not None:
+        dims = tuple(
+            have if want is None else want for have, want in zip(dims, declared, strict=True)
+        )
+    slice_type = TensorType(piece.element_type, dims)
+    if not slice_type.is_static:
+        raise ctx.error(
+            f"scan output #{index} has slices of dynamic shape {format_type(slice_type)}; "
+            "the stacked output is preallocated and needs static slices"
+        )
+    return slice_type
+
+
+@dataclass(frozen=True, slots=True)
+class _ScanOutput:
+    """A scan output the node uses: its position among the Loop's scan outputs (and the body's
+    yielded slices), its index among the op's results, its declared type and its slices' type."""
+
+    index: int
+    result: int
+    declared: TensorType
+    slice_type: TensorType
+
+
+def _scan_outputs(ctx, wanted, yielded: Sequence[Value], carried: int) -> list[_ScanOutput]:
+    found = []
+    for index, entry in enumerate(wanted):
+        if entry is None:
+            continue
+        result, result_index = entry
+        declared = _tensor_type(ctx, result, f"scan output #{index}")
+        piece = _tensor_type(ctx, yielded[1 + carried + index], f"scan output #{index} slice")
+        slice_type = _slice_type(ctx, index, declared, piece)
+        found.append(_ScanOutput(index, result_index, declared, slice_type))
+    return found
+
+
+def _bound(
+    ctx, scans: Sequence[_ScanOutput], trip_count: int | None, has_trip_count: bool
+) -> tuple[int, bool]:
+    """(rows to preallocate, whether the outputs are declared with exactly that many rows):
+    their declared leading dim, else the constant max trip count `trip_count`."""
+    declared = sorted(
+        {
+            scan.declared.shape[0]
+            for scan in scans
+            if scan.declared.shape is not None and scan.declared.shape[0] is not None
+        }
+    )
+    if len(declared) > 1:
+        raise ctx.error(f"scan outputs are declared with different numbers of rows: {declared}")
+    if declared:
+        return declared[0], True
+    if trip_count is None:
+        why = "is not a compile-time constant" if has_trip_count else "is absent"
+        raise ctx.error(
+            "cannot bound the number of iterations to preallocate its scan outputs: the max "
+            f"trip count M {why} and the outputs' leading dims are dynamic"
+        )
+    rows = max(trip_count, 0)
+    for scan in scans:
+        elements = rows * static_element_count(scan.slice_type)
+        if elements > MAX_PREALLOCATED_ELEMENTS:
+            raise ctx.error(
+                f"cannot preallocate scan output #{scan.index} for the max trip count "
+                f"M = {trip_count} ({elements} elements, more than {MAX_PREALLOCATED_ELEMENTS}); "
+                "declare its leading dim to bound it"
+            )
+    return rows, False
+
+
+def _carried_types(ctx, initial: Sequence[Value], arguments: Sequence[Value]) -> list[TensorType]:
+    """The types the loop carries: the body's arguments', which the first values must fit."""
+    types = []
+    for index, (start, argument) in enumerate(zip(initial, arguments, strict=True)):
+        start_type = _tensor_type(ctx, start, f"loop-carried value #{index}")
+        body_type = _tensor_type(ctx, argument, f"loop-carried value #{index} in the body")
+        if body_type.shape is None:
+            raise ctx.error(
+                f"body takes loop-carried value #{index} as {format_type(body_type)}; it needs "
+                "a ranked tensor"
+            )
+        if not _compatible(start_type, body_type):
+            raise ctx.error(
+                f"loop-carried value #{index} starts as {format_type(start_type)}, but the body "
+                f"takes {format_type(body_type)}"
+            )
+        types.append(body_type)
+    return types
+
+
+def _results_by_position(ctx: LoweringRuleContext, carried: int):
+    """(final loop-carried results, scan results) by ONNX output position: each entry is
+    (Niro result, index among the op's results), or None for an absent output."""
+    absent = set(attribute(ctx, "absent_outputs", ()))
+    present = iter((value, index) for index, value in enumerate(ctx.niro_results))
+    by_position = [
+        None if position in absent else next(present)
+        for position in range(len(ctx.niro_results) + len(absent))
+    ]
+    return (by_position + [None] * carried)[:carried], by_position[carried:]
+
+
+def _i64(value: int) -> ir.Value:
+    i64 = ir.IntegerType.get_signless(64)
+    return arith.ConstantOp(i64, ir.IntegerAttr.get(i64, value)).result
+
+
+def _insert_row(piece: ir.Value, buffer: ir.Value, offset: ir.Value, slice_type: TensorType):
+    rank = len(slice_type.shape)
+    return tensor.InsertSliceOp(
+        piece,
+        buffer,
+        [offset],
+        [],
+        [],
+        [ir.ShapedType.get_dynamic_size()] + [0] * rank,
+        [1, *slice_type.shape],
+        [1] * (rank + 1),
+    ).result
+
+
+def _first_rows(buffer: ir.Value, count: ir.Value, slice_type: TensorType) -> ir.Value:
+    rank = len(slice_type.shape)
+    rows_type = TensorType(slice_type.element_type, (None, *slice_type.shape))
+    return tensor.ExtractSliceOp(
+        lower_type(rows_type),
+        buffer,
+        [],
+        [count],
+        [],
+        [0] * (rank + 1),
+        [ir.ShapedType.get_dynamic_size(), *slice_type.shape],
+        [1] * (rank + 1),
+    ).result
+
+
+@register_lowering("onnx.Loop", since=1)
+def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    op: UnknownOp = ctx.op  # type: ignore[assignment]
+    if len(op.regions) != 1 or len(op.regions[0].blocks) != 1:
+        raise ctx.error("expects one body region with one block")
+    block = op.regions[0].blocks[0]
+    terminator = block.operations[-1] if block.operations else None
+    if not isinstance(terminator, Yield):
+        raise ctx.error("expects its body to end with 'niro.yield'")
+    max_trip = input_value(ctx, 0)
+    condition = input_value(ctx, 1)
+    if max_trip is None and condition is None:
+        raise ctx.error("has neither a max trip count M nor a condition: the loop would never end")
+    absent_inputs = attribute(ctx, "absent_inputs", ())
+    if any(position >= 2 for position in absent_inputs):
+        raise ctx.error("has an absent loop-carried value")
+    first_carried = 2 - len(absent_inputs)
+    initial = ctx.operands[first_carried:]
+    carried = len(initial)
+    if len(block.arguments) != carried + 2:
+        raise ctx.error(
+            f"body takes {len(block.arguments)} values, expected {carried + 2} (iteration "
+            f"number, condition, {carried} loop-carried values)"
+        )
+    arguments = block.arguments[2:]
+    carried_types = _carried_types(ctx, ctx.niro_operands[first_carried:], arguments)
+    final_results, scan_results = _results_by_position(ctx, carried)
+    yielded = terminator.operands
+    if len(yielded) < 1 + carried + len(scan_results):
+        raise ctx.error(
+            f"body yields {len(yielded)} values, expected the condition, {carried} loop-carried "
+            f"values and {len(scan_results)} scan outputs"
+        )
+    scans = _scan_outputs(ctx, scan_results, yielded, carried)
+    trip_count = None
+    if max_trip is not None:
+        constant = ctx.constant_operand(0)
+        if constant is not None and constant.size == 1:
+            trip_count = int(constant.reshape(-1)[0])
+    rows, exact = _bound(ctx, scans, trip_count, max_trip is not None) if scans else (0, False)
+    # NOTE: a constant M no larger than the rows keeps every slice write in bounds by itself.
+    guard_rows = bool(scans) and (trip_count is None or trip_count > rows)
+
+    limit = None
+    if max_trip is not None:
+        limit = _read_scalar(ctx, *max_trip, "the max trip count M", ScalarType.I64)
+    i1 = ir.IntegerType.get_signless(1)
+    go = (
+        _read_scalar(ctx, *condition, "the condition", ScalarType.BOOL)
+        if condition is not None
+        else arith.ConstantOp(i1, ir.IntegerAttr.get(i1, 1)).result
+    )
+    starts = [
+        _checked_cast(ctx, value, niro.type, type_, f"loop-carried value #{index}")
+        for index, (value, niro, type_) in enumerate(
+            zip(initial, ctx.niro_operands[first_carried:], carried_types, strict=True)
+        )
+    ]
+    buffers = [
+        tensor.EmptyOp(
+            [rows, *scan.slice_type.shape], lower_scalar_type(scan.slice_type.element_type)
+        ).result
+        for scan in scans
+    ]
+    inits = [_i64(0), go, *starts, *buffers]
+    types = [value.type for value in inits]
+    loop = scf.WhileOp(types, inits)
+
+    before = loop.before.blocks.append(*types)
+    with ir.InsertionPoint(before):
+        keep = before.arguments[1]
+        if limit is not None:
+            below = arith.CmpIOp(arith.CmpIPredicate.slt, before.arguments[0], limit).result
+            keep = below if condition is None else arith.AndIOp(keep, below).result
+        scf.ConditionOp(keep, list(before.arguments))
+
+    after = loop.after.blocks.append(*types)
+    iteration, current = after.arguments[0], after.arguments[1]
+    carried_in = list(after.arguments)[2 : 2 + carried]
+    buffers_in = list(after.arguments)[2 + carried :]
+    with ir.InsertionPoint(after):
+        ctx.lowering.values[block.arguments[0].id] = _as_tensor(
+            ctx, iteration, block.arguments[0], "iteration number", ScalarType.I64
+        )
+        ctx.lowering.values[block.arguments[1].id] = _as_tensor(
+            ctx, current, block.arguments[1], "condition", ScalarType.BOOL
+        )
+        for argument, value in zip(arguments, carried_in, strict=True):
+            ctx.lowering.values[argument.id] = value
+        if guard_rows:
+            assert_true(
+                arith.CmpIOp(arith.CmpIPredicate.slt, iteration, _i64(rows)).result,
+                f"{ctx.niro_location}: 'onnx.Loop' op runs more than {rows} iterations, the "
+                "rows of its scan outputs",
+            )
+
+    def finish(yield_ctx: LoweringRuleContext) -> None:
+        """The Yield: next iteration number, condition, loop-carried values and buffers."""
+        values, niro_values = yield_ctx.operands, yield_ctx.niro_operands
+        if condition is None:
+            following = current  # without a cond input the body's condition is ignored
+        else:
+            following = _read_scalar(
+                ctx, values[0], niro_values[0], "the body's condition", ScalarType.BOOL
+            )
+        nexts = []
+        for index, body_type in enumerate(carried_types):
+            produced = _tensor_type(ctx, niro_values[1 + index], f"loop-carried value #{index}")
+            if produced.shape is None or not _compatible(produced, body_type):
+                raise ctx.error(
+                    f"loop-carried value #{index} changes type across iterations: the body "
+                    f"takes {format_type(body_type)} and yields {format_type(produced)}"
+                )
+            what = f"loop-carried value #{index} yielded by the body"
+            nexts.append(_checked_cast(ctx, values[1 + index], produced, body_type, what))
+        offset = arith.IndexCastOp(index_type(), iteration).result
+        stacked = []
+        for scan, buffer in zip(scans, buffers_in, strict=True):
+            position = 1 + carried + scan.index
+            piece = _checked_cast(
+                ctx,
+                values[position],
+                niro_values[position].type,
+                scan.slice_type,
+                f"scan output #{scan.index}'s slice",
+            )
+            stacked.append(_insert_row(piece, buffer, offset, scan.slice_type))
+        step = arith.AddIOp(iteration, _i64(1)).result
+        scf.YieldOp([step, following, *nexts, *stacked])
+
+    ctx.lowering.lower_single_block(
+        block, after, ctx.niro_location.path + ("region#0", "^bb0"), yield_builder=finish
+    )
+
+    outputs: list[ir.Value | None] = [None] * len(ctx.niro_results)
+    finals = list(loop.results)
+    for index, entry in enumerate(final_results):
+        if entry is None:
+            continue
+        result, result_index = entry
+        declared = _tensor_type(ctx, result, f"loop-carried value #{index} result")
+        if not _compatible(carried_types[index], declared):
+            raise ctx.error(
+                f"loop-carried value #{index} is {format_type(carried_types[index])} in the "
+                f"body, but its result is declared {format_type(declared)}"
+            )
+        outputs[result_index] = _checked_cast(
+            ctx, finals[2 + index], carried_types[index], declared, f"loop-carried value #{index}"
+        )
+    count = None
+    if exact:
+        assert_true(
+            arith.CmpIOp(arith.CmpIPredicate.eq, finals[0], _i64(rows)).result,
+            f"{ctx.niro_location}: 'onnx.Loop' op stops before {rows} iterations, the rows its "
+            "scan outputs are declared with",
+        )
+    elif scans:
+        count = arith.IndexCastOp(index_type(), finals[0]).result
+    for scan, buffer in zip(scans, finals[2 + carried :], strict=True):
+        stacked_type = TensorType(scan.slice_type.element_type, (rows, *scan.slice_type.shape))
+        if not exact:
+            buffer = _first_rows(buffer, count, scan.slice_type)
+            stacked_type = TensorType(stacked_type.element_type, (None, *scan.slice_type.shape))
+        outputs[scan.result] = _checked_cast(
+            ctx, buffer, stacked_type, scan.declared, f"scan output #{scan.index}"
+        )
+    return outputs  # type: ignore[return-value]

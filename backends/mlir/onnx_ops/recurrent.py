@@ -1,0 +1,340 @@
+"""RNN, GRU and LSTM (opset 7+): one `scf.for` per direction over the static sequence length.
+
+The three ops share everything but the gate math (`recurrent_kit.py` holds what they share).
+Per direction: every time step of X is projected through W at once (`X * W^T + Wb`, time-major
+whatever the layout); then an `scf.for` over time carries the hidden state (and LSTM's cell
+state) and the stacked Y; each step projects the state through R (`H * R^T + Rb`) and hands
+both projections to the cell's `step`, whose gate math is element-wise `linalg.generic` ops over
+(batch, hidden). A reverse direction walks time backwards; bidirectional runs both loops, the
+second writing into the first's Y. Y, Y_h and Y_c are assembled in the layout asked for (0:
+time-major, 1: batch-major); absent outputs are not built. Results are narrowed once at the end.
+
+`sequence_lens` follows the ONNX definition as onnxruntime implements it (onnx.reference ignores
+the input): for batch entry b, steps at or past `sequence_lens[b]` leave the states unchanged and
+write zeros to Y, so Y_h/Y_c hold the state after the last valid step and the reverse direction
+starts at step `sequence_lens[b] - 1`; a length of 0 gives zero Y_h/Y_c.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from niro.ir import format_type
+
+from ..bindings import arith, ir, scf, tensor
+from ..context import LoweringRuleContext, register_lowering
+from ..types import index_type
+from .common import attribute, output_positions
+from .recurrent_kit import (
+    Cell,
+    Recurrence,
+    elementwise,
+    gate,
+    parse_recurrence,
+    peephole,
+    project,
+    project_state,
+    state,
+)
+from .structured import empty, fill, generic
+
+__all__ = ["CELLS"]
+
+# -- the time loop ---------------------------------------------------------------------------------
+
+
+def _slice_spec(rec: Recurrence, direction: int, time: ir.Value | None) -> tuple:
+    """(dynamic offsets, static offsets, static sizes) of one direction's (batch, hidden) slab
+    of a state tensor (time None: rank 3) or of Y at step `time` (rank 4), in the layout."""
+    dynamic = ir.ShapedType.get_dynamic_size()
+    batch, hidden = rec.batch, rec.hidden
+    if time is None:
+        if rec.layout == 0:
+            return [], [direction, 0, 0], [1, batch, hidden]
+        return [], [0, direction, 0], [batch, 1, hidden]
+    if rec.layout == 0:
+        return [time], [dynamic, direction, 0, 0], [1, 1, batch, hidden]
+    return [time], [0, dynamic, direction, 0], [batch, 1, 1, hidden]
+
+
+def _extract(rec: Recurrence, source: ir.Value, spec: tuple) -> ir.Value:
+    offsets, static_offsets, sizes = spec
+    result = ir.RankedTensorType.get([rec.batch, rec.hidden], rec.compute)
+    return tensor.ExtractSliceOp(
+        result, source, offsets, [], [], static_offsets, sizes, [1] * len(sizes)
+    ).result
+
+
+def _insert(piece: ir.Value, into: ir.Value, spec: tuple) -> ir.Value:
+    offsets, static_offsets, sizes = spec
+    return tensor.InsertSliceOp(
+        piece, into, offsets, [], [], static_offsets, sizes, [1] * len(sizes)
+    ).result
+
+
+def _mask(
+    rec: Recurrence, time: ir.Value, new: list[ir.Value], old: list[ir.Value]
+) -> tuple[list[ir.Value], ir.Value]:
+    """Where step `time` is past a batch entry's length: the old states, and 0 for Y."""
+    assert rec.lengths is not None
+    i64 = ir.IntegerType.get_signless(64)
+    step = arith.IndexCastOp(i64, time).result
+    math = rec.math
+
+    def body(length, *elements):
+        valid = arith.CmpIOp(arith.CmpIPredicate.slt, step, arith.ExtSIOp(i64, length).result)
+        count = len(new)
+        kept = [
+            math.select(valid.result, fresh, stale)
+            for fresh, stale in zip(elements[:count], elements[count:], strict=True)
+        ]
+        return [*kept, math.select(valid.result, elements[0], math.zero())]
+
+    results = elementwise(
+        rec, [(rec.lengths, [0]), *map(state, new), *map(state, old)], len(new) + 1, body
+    )
+    return results[:-1], results[-1]
+
+
+def _zero_empty_sequences(rec: Recurrence, final: ir.Value) -> ir.Value:
+    """A final state is 0 for a batch entry of length 0 (as onnxruntime)."""
+    assert rec.lengths is not None
+    i32 = ir.IntegerType.get_signless(32)
+    zero = arith.ConstantOp(i32, ir.IntegerAttr.get(i32, 0)).result
+    math = rec.math
+
+    def body(length, element):
+        positive = arith.CmpIOp(arith.CmpIPredicate.sgt, length, zero).result
+        return [math.select(positive, element, math.zero())]
+
+    return elementwise(rec, [(rec.lengths, [0]), state(final)], 1, body)[0]
+
+
+def _run_direction(
+    rec: Recurrence, direction: int, y: ir.Value | None
+) -> tuple[list[ir.Value], ir.Value | None]:
+    """One direction's loop: its final states, and `y` with its Y slabs written."""
+    x_map = [0, 1, 3] if rec.layout == 0 else [1, 0, 3]
+    projected = project(rec, rec.x, x_map, (rec.seq, rec.batch), rec.w, direction, 0, rec.rows, 0)
+    states = []
+    for initial in rec.initial:
+        if initial is None:
+            states.append(fill(empty([rec.batch, rec.hidden], rec.compute), rec.math.zero()))
+        else:
+            states.append(_extract(rec, initial, _slice_spec(rec, direction, None)))
+    index = index_type()
+    bound = arith.ConstantOp(index, ir.IntegerAttr.get(index, rec.seq)).result
+    loop = scf.ForOp(
+        arith.ConstantOp(index, ir.IntegerAttr.get(index, 0)).result,
+        bound,
+        arith.ConstantOp(index, ir.IntegerAttr.get(index, 1)).result,
+        [*states, *([] if y is None else [y])],
+    )
+    rec.hoist = ir.InsertionPoint(loop.operation)
+    with ir.InsertionPoint(loop.body):
+        time = loop.induction_variable
+        if rec.reverse[direction]:
+            last = arith.ConstantOp(index, ir.IntegerAttr.get(index, rec.seq - 1)).result
+            time = arith.SubIOp(last, time).result
+        carried = list(loop.inner_iter_args)
+        old = carried[: len(states)]
+        x_step = tensor.ExtractSliceOp(
+            ir.RankedTensorType.get([rec.batch, rec.rows], rec.compute),
+            projected,
+            [time],
+            [],
+            [],
+            [ir.ShapedType.get_dynamic_size(), 0, 0],
+            [1, rec.batch, rec.rows],
+            [1, 1, 1],
+        ).result
+        new = rec.cell.step(rec, direction, x_step, old)
+        output = new[0]
+        if rec.lengths is not None:
+            new, output = _mask(rec, time, new, old)
+        yielded = list(new)
+        if y is not None:
+            yielded.append(_insert(output, carried[-1], _slice_spec(rec, direction, time)))
+        scf.YieldOp(yielded)
+    rec.hoist = None
+    results = list(loop.results)
+    finals = results[: len(states)]
+    if rec.lengths is not None:
+        finals = [_zero_empty_sequences(rec, final) for final in finals]
+    return finals, (results[-1] if y is not None else None)
+
+
+def _finish(ctx: LoweringRuleContext, rec: Recurrence, value: ir.Value, index: int) -> ir.Value:
+    """`value` narrowed to result `index`'s element type and cast to its type."""
+    target = ctx.result_types[index]
+    ctx.ranked(ctx.niro_results[index], f"result #{index}")
+    target_type = ir.RankedTensorType(target)
+    shaped = ir.RankedTensorType(value.type)
+    if target_type.rank != shaped.rank or any(
+        not target_type.is_dynamic_dim(axis) and target_type.shape[axis] != size
+        for axis, size in enumerate(shaped.shape)
+    ):
+        raise ctx.error(
+            f"result #{index} {format_type(ctx.niro_results[index].type)} does not have the "
+            f"shape {list(shaped.shape)} the op computes"
+        )
+    if shaped.element_type != target_type.element_type:
+        identity = list(range(shaped.rank))
+        value = generic(
+            [(value, identity)],
+            [(empty(list(shaped.shape), target_type.element_type), identity)],
+            shaped.rank,
+            (),
+            lambda arguments: [rec.math.narrow(arguments[0])],
+        )[0]
+    if value.type != target:
+        value = tensor.CastOp(target, value).result
+    return value
+
+
+def _lower_recurrence(ctx: LoweringRuleContext, cell: Cell) -> list[ir.Value]:
+    rec = parse_recurrence(ctx, cell)
+    positions = output_positions(ctx)
+    if any(position > cell.states for position in positions):
+        raise ctx.error(f"has more results than {cell.name}'s {cell.states + 1} outputs")
+    directions = len(rec.reverse)
+    y = None
+    if 0 in positions:
+        shape = (
+            [rec.seq, directions, rec.batch, rec.hidden]
+            if rec.layout == 0
+            else [rec.batch, rec.seq, directions, rec.hidden]
+        )
+        y = empty(shape, rec.compute)
+    finals = []
+    for direction in range(directions):
+        direction_finals, y = _run_direction(rec, direction, y)
+        finals.append(direction_finals)
+    state_shape = (
+        [directions, rec.batch, rec.hidden]
+        if rec.layout == 0
+        else [rec.batch, directions, rec.hidden]
+    )
+    results = []
+    for index, position in enumerate(positions):
+        if position == 0:
+            assert y is not None
+            value = y
+        else:
+            value = empty(state_shape, rec.compute)
+            for direction, direction_finals in enumerate(finals):
+                spec = _slice_spec(rec, direction, None)
+                value = _insert(direction_finals[position - 1], value, spec)
+        results.append(_finish(ctx, rec, value, index))
+    return results
+
+
+# -- the cells --------------------------------------------------------------------------------------
+
+
+def _rnn_step(rec: Recurrence, direction: int, x_step: ir.Value, old: list[ir.Value]):
+    """H = f(Xt*W^T + Wb + Ht-1*R^T + Rb)."""
+    hidden = rec.hidden
+    recurrent = project_state(rec, old[0], direction, 0, hidden)
+
+    def body(x, h):
+        return [rec.activate(direction, 0, rec.math.add(x, h))]
+
+    return elementwise(rec, [gate(rec, x_step, 0), gate(rec, recurrent, 0)], 1, body)
+
+
+def _gru_step(rec: Recurrence, direction: int, x_step: ir.Value, old: list[ir.Value]):
+    """z = f(x_z + h_z), r = f(x_r + h_r), n = g(x_n + (r . H) * Rh^T + Rbh) (or with
+    linear_before_reset, g(x_n + r . (H * Rh^T + Rbh))), H' = (1 - z) . n + z . H."""
+    hidden, math = rec.hidden, rec.math
+    previous = old[0]
+    linear_before_reset = int(attribute(rec.ctx, "linear_before_reset", 0))
+
+    def blend(z, candidate, h):
+        return math.add(math.mul(math.sub(math.one(), z), candidate), math.mul(z, h))
+
+    if linear_before_reset:
+        recurrent = project_state(rec, previous, direction, 0, 3 * hidden)
+
+        def fused(xz, xr, xn, hz, hr, hn, h):
+            z = rec.activate(direction, 0, math.add(xz, hz))
+            r = rec.activate(direction, 0, math.add(xr, hr))
+            candidate = rec.activate(direction, 1, math.add(xn, math.mul(r, hn)))
+            return [blend(z, candidate, h)]
+
+        inputs = [gate(rec, x_step, index) for index in range(3)]
+        inputs += [gate(rec, recurrent, index) for index in range(3)]
+        return elementwise(rec, [*inputs, state(previous)], 1, fused)
+
+    recurrent = project_state(rec, previous, direction, 0, 2 * hidden)
+
+    def gates(xz, xr, hz, hr, h):
+        z = rec.activate(direction, 0, math.add(xz, hz))
+        r = rec.activate(direction, 0, math.add(xr, hr))
+        return [z, math.mul(r, h)]
+
+    inputs = [gate(rec, x_step, 0), gate(rec, x_step, 1)]
+    inputs += [gate(rec, recurrent, 0), gate(rec, recurrent, 1)]
+    update, reset_state = elementwise(rec, [*inputs, state(previous)], 2, gates)
+    reset_projected = project_state(rec, reset_state, direction, 2 * hidden, hidden)
+
+    def output(xn, hn, z, h):
+        return [blend(z, rec.activate(direction, 1, math.add(xn, hn)), h)]
+
+    inputs = [gate(rec, x_step, 2), state(reset_projected), state(update), state(previous)]
+    return elementwise(rec, inputs, 1, output)
+
+
+def _lstm_step(rec: Recurrence, direction: int, x_step: ir.Value, old: list[ir.Value]):
+    """i = f(x_i + h_i + P_i . C), f = f(x_f + h_f + P_f . C) (or 1 - i with input_forget),
+    c = g(x_c + h_c), C' = f . C + i . c, o = f(x_o + h_o + P_o . C'), H' = o . h(C').
+    Gates are ordered i, o, f, c in W, R and B; peepholes i, o, f in P."""
+    hidden, math = rec.hidden, rec.math
+    previous, cell_state = old
+    recurrent = project_state(rec, previous, direction, 0, 4 * hidden)
+    input_forget = int(attribute(rec.ctx, "input_forget", 0))
+    inputs = [gate(rec, x_step, index) for index in range(4)]
+    inputs += [gate(rec, recurrent, index) for index in range(4)]
+    inputs.append(state(cell_state))
+    has_peepholes = rec.peepholes is not None
+    if has_peepholes:
+        inputs += [peephole(rec, direction, index) for index in range(3)]
+
+    def body(xi, xo, xf, xc, hi, ho, hf, hc, c, *peepholes):
+        def pre(x, h, which, cell):
+            total = math.add(x, h)
+            if has_peepholes:
+                total = math.add(total, math.mul(peepholes[which], cell))
+            return total
+
+        input_gate = rec.activate(direction, 0, pre(xi, hi, 0, c))
+        if input_forget:
+            forget = math.sub(math.one(), input_gate)
+        else:
+            forget = rec.activate(direction, 0, pre(xf, hf, 2, c))
+        candidate = rec.activate(direction, 1, math.add(xc, hc))
+        new_cell = math.add(math.mul(forget, c), math.mul(input_gate, candidate))
+        output_gate = rec.activate(direction, 0, pre(xo, ho, 1, new_cell))
+        squashed = rec.activate(direction, 2, new_cell, clipped=False)
+        return [math.mul(output_gate, squashed), new_cell]
+
+    return elementwise(rec, inputs, 2, body)
+
+
+CELLS = (
+    Cell("RNN", 1, ("Tanh",), 1, _rnn_step),
+    Cell("GRU", 3, ("Sigmoid", "Tanh"), 1, _gru_step),
+    Cell("LSTM", 4, ("Sigmoid", "Tanh", "Tanh"), 2, _lstm_step),
+)
+
+
+def _register(cell: Cell) -> None:
+    def rule(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+        return _lower_recurrence(ctx, cell)
+
+    rule.__name__ = f"_lower_{cell.name.lower()}"
+    register_lowering(f"onnx.{cell.name}", since=7)(rule)
+
+
+for _cell in CELLS:
+    _register(_cell)

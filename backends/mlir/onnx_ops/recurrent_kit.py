@@ -1,0 +1,418 @@
+"""The kit the RNN, GRU and LSTM lowerings share (`recurrent.py` drives them): the activation
+table, the checked operands of one op (`Recurrence`), and the structured builders of the gate
+math: projections through W or R (`project`, a `linalg.generic` contraction plus bias) and the
+element-wise `linalg.generic` over (batch, hidden) that reads gates, states and peepholes.
+
+Activations: `activation_alpha`/`activation_beta` are consumed in order by the activations that
+take them (as onnxruntime); a missing value takes the default of the ONNX operator of that name
+(LeakyRelu 0.01, ThresholdedRelu 1.0, HardSigmoid 0.2/0.5, Elu 1.0; Affine 1.0/0.0, as the
+retired Affine op); ScaledTanh without both values is refused, as is any other name. `clip`
+bounds every gate activation's input to [-clip, clip] after biases and peepholes.
+
+Operands are widened once to the compute type: f32 for f16/bf16, else the type itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from niro.ir import ScalarType, format_type
+
+from ..bindings import arith, ir, tensor
+from ..context import LoweringRuleContext
+from .common import attribute, element_type, input_value
+from .elementwise import FloatMath
+from .structured import empty, fill, generic
+from .windows import static_shape
+
+__all__ = [
+    "ACTIVATIONS",
+    "ActivationSpec",
+    "Activation",
+    "Cell",
+    "Recurrence",
+    "parse_recurrence",
+    "slab",
+    "project",
+    "project_state",
+    "gate",
+    "state",
+    "peephole",
+    "elementwise",
+]
+
+FLOATS = (ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64)
+
+# ONNX input positions
+X, W, R, B, SEQUENCE_LENS, INITIAL_H, INITIAL_C, P = range(8)
+
+
+# -- activations --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationSpec:
+    """One activation function an RNN-family op may name: which of alpha/beta it takes, their
+    defaults (None: the value must be given), and its kernel on one compute-type element."""
+
+    name: str
+    kernel: Callable[[FloatMath, ir.Value, float, float], ir.Value]
+    alpha: tuple[bool, float | None] = (False, None)
+    beta: tuple[bool, float | None] = (False, None)
+
+
+def _leaky_relu(m: FloatMath, x, alpha, _):
+    return m.select(m.ge(x, m.zero()), x, m.mul(m.const(alpha), x))
+
+
+def _elu(m: FloatMath, x, alpha, _):
+    negative = m.mul(m.const(alpha), m.sub(m.exp(x), m.one()))
+    return m.select(m.ge(x, m.zero()), x, negative)
+
+
+ACTIVATIONS: dict[str, ActivationSpec] = {
+    spec.name.lower(): spec
+    for spec in (
+        ActivationSpec("Relu", lambda m, x, a, b: m.maximum(x, m.zero())),
+        ActivationSpec("Tanh", lambda m, x, a, b: m.tanh(x)),
+        ActivationSpec("Sigmoid", lambda m, x, a, b: m.sigmoid(x)),
+        ActivationSpec(
+            "Affine",
+            lambda m, x, a, b: m.add(m.mul(m.const(a), x), m.const(b)),
+            (True, 1.0),
+            (True, 0.0),
+        ),
+        ActivationSpec("LeakyRelu", _leaky_relu, (True, 0.01)),
+        ActivationSpec(
+            "ThresholdedRelu",
+            lambda m, x, a, b: m.select(m.gt(x, m.const(a)), x, m.zero()),
+            (True, 1.0),
+        ),
+        ActivationSpec(
+            "ScaledTanh",
+            lambda m, x, a, b: m.mul(m.const(a), m.tanh(m.mul(m.const(b), x))),
+            (True, None),
+            (True, None),
+        ),
+        ActivationSpec(
+            "HardSigmoid",
+            lambda m, x, a, b: m.clamp(m.add(m.mul(m.const(a), x), m.const(b)), 0.0, 1.0),
+            (True, 0.2),
+            (True, 0.5),
+        ),
+        ActivationSpec("Elu", _elu, (True, 1.0)),
+        ActivationSpec("Softsign", lambda m, x, a, b: m.div(x, m.add(m.one(), m.abs(x)))),
+        ActivationSpec("Softplus", lambda m, x, a, b: m.softplus(x)),
+    )
+}
+"""The activations ONNX lists for RNN, GRU and LSTM, by lower-case name (names match
+case-insensitively, as in onnxruntime)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Activation:
+    spec: ActivationSpec
+    alpha: float
+    beta: float
+
+
+def _activations(ctx: LoweringRuleContext, cell: Cell, directions: int) -> list[list[Activation]]:
+    """The activations of each direction, with their alpha/beta resolved."""
+    names = attribute(ctx, "activations")
+    names = list(cell.activations * directions) if names is None else list(names)
+    expected = len(cell.activations) * directions
+    if len(names) != expected:
+        raise ctx.error(
+            f"has {len(names)} activations, expected {expected} ({len(cell.activations)} per "
+            f"direction: {', '.join(cell.activations)})"
+        )
+    alphas = iter(attribute(ctx, "activation_alpha", ()) or ())
+    betas = iter(attribute(ctx, "activation_beta", ()) or ())
+    resolved: list[Activation] = []
+    for name in names:
+        spec = ACTIVATIONS.get(str(name).lower())
+        if spec is None:
+            supported = ", ".join(sorted(spec.name for spec in ACTIVATIONS.values()))
+            raise ctx.error(f"does not support activation '{name}' (supported: {supported})")
+        values = []
+        for (takes, default), given, what in (
+            (spec.alpha, alphas, "activation_alpha"),
+            (spec.beta, betas, "activation_beta"),
+        ):
+            value = next(given, default) if takes else 0.0
+            if value is None:
+                raise ctx.error(f"activation '{name}' needs a value in '{what}'")
+            values.append(float(value))
+        resolved.append(Activation(spec, *values))
+    per_direction = len(cell.activations)
+    return [resolved[d * per_direction : (d + 1) * per_direction] for d in range(directions)]
+
+
+# -- the operands ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """What differs between RNN, GRU and LSTM: the gate count (rows of W and R per hidden unit),
+    the default activations of one direction, the state count (LSTM carries the cell state
+    too), and the step building one time step's gate math."""
+
+    name: str
+    gates: int
+    activations: tuple[str, ...]
+    states: int
+    step: Callable[[Recurrence, int, ir.Value, list[ir.Value]], list[ir.Value]]
+
+
+@dataclass(slots=True)
+class Recurrence:
+    """The checked operands and attributes of one RNN/GRU/LSTM op, its operands already in the
+    compute type (`math.type`). Sizes are static. `reverse[d]` says direction d walks time
+    backwards. `hoist` is set by the loop driver while it builds a time loop's body: the
+    insertion point before that loop, where `invariant()` builds step-independent values."""
+
+    ctx: LoweringRuleContext
+    cell: Cell
+    math: FloatMath
+    seq: int
+    batch: int
+    input_size: int
+    hidden: int
+    layout: int
+    reverse: tuple[bool, ...]
+    clip: float | None
+    activations: list[list[Activation]]
+    x: ir.Value
+    w: ir.Value
+    r: ir.Value
+    bias: ir.Value | None
+    lengths: ir.Value | None
+    initial: list[ir.Value | None]
+    peepholes: ir.Value | None
+    hoist: ir.InsertionPoint | None = None
+
+    @property
+    def rows(self) -> int:
+        return self.cell.gates * self.hidden
+
+    @property
+    def compute(self) -> ir.Type:
+        return self.math.type
+
+    def invariant(self):
+        """Where to build what is the same at every step (weight slices, broadcast biases,
+        peepholes): before the time loop being built, if any, so it is computed once."""
+        return self.hoist if self.hoist is not None else contextlib.nullcontext()
+
+    def activate(
+        self, direction: int, index: int, value: ir.Value, *, clipped: bool = True
+    ) -> ir.Value:
+        """Activation `index` of `direction` on one element, its input clipped first (unless
+        `clipped` is False: LSTM's h(C), as onnxruntime)."""
+        if clipped and self.clip is not None:
+            value = self.math.clamp(value, -self.clip, self.clip)
+        activation = self.activations[direction][index]
+        return activation.spec.kernel(self.math, value, activation.alpha, activation.beta)
+
+
+def parse_recurrence(ctx: LoweringRuleContext, cell: Cell) -> Recurrence:
+    """The op's operands and attributes, checked (static shapes of the sizes ONNX demands, one
+    float element type) and widened to the compute type."""
+    x_value = ctx.niro_operands[0]
+    scalar = element_type(x_value)
+    if scalar not in FLOATS:
+        raise ctx.error(f"expects float inputs, got {format_type(x_value.type)}")
+    x_shape = static_shape(ctx, x_value, "input X")
+    if len(x_shape) != 3:
+        raise ctx.error(f"expects a rank-3 input X, got {format_type(x_value.type)}")
+    layout = int(attribute(ctx, "layout", 0))
+    if layout not in (0, 1):
+        raise ctx.error(f"attribute 'layout' must be 0 or 1, got {layout}")
+    seq, batch, input_size = x_shape if layout == 0 else (x_shape[1], x_shape[0], x_shape[2])
+    direction = attribute(ctx, "direction", "forward")
+    reverse = {"forward": (False,), "reverse": (True,), "bidirectional": (False, True)}.get(
+        direction
+    )
+    if reverse is None:
+        raise ctx.error(
+            f"attribute 'direction' must be forward, reverse or bidirectional, got '{direction}'"
+        )
+    directions = len(reverse)
+    r_shape = static_shape(ctx, ctx.niro_operands[2], "input R")
+    hidden = r_shape[-1] if r_shape else 0
+    hidden = int(attribute(ctx, "hidden_size", hidden))
+    rows = cell.gates * hidden
+    math = FloatMath(scalar)
+
+    def operand(position: int, what: str, shape: tuple[int, ...]) -> ir.Value | None:
+        found = input_value(ctx, position)
+        if found is None:
+            return None
+        value, niro_value = found
+        if element_type(niro_value) is not scalar:
+            raise ctx.error(
+                f"expects input {what} of X's element type, got {format_type(niro_value.type)}"
+            )
+        actual = static_shape(ctx, niro_value, f"input {what}")
+        if actual != shape:
+            raise ctx.error(
+                f"expects input {what} of shape {list(shape)}, got {format_type(niro_value.type)}"
+            )
+        return _to_compute(value, math.type)
+
+    state_shape = (directions, batch, hidden) if layout == 0 else (batch, directions, hidden)
+    lengths = input_value(ctx, SEQUENCE_LENS)
+    if lengths is not None:
+        lengths_shape = static_shape(ctx, lengths[1], "input sequence_lens")
+        if element_type(lengths[1]) is not ScalarType.I32 or lengths_shape != (batch,):
+            raise ctx.error(
+                f"expects input sequence_lens of type tensor<{batch}xi32>, got "
+                f"{format_type(lengths[1].type)}"
+            )
+    clip = attribute(ctx, "clip")
+    return Recurrence(
+        ctx=ctx,
+        cell=cell,
+        math=math,
+        seq=seq,
+        batch=batch,
+        input_size=input_size,
+        hidden=hidden,
+        layout=layout,
+        reverse=reverse,
+        clip=None if clip is None else float(clip),
+        activations=_activations(ctx, cell, directions),
+        x=_to_compute(ctx.operands[0], math.type),
+        w=operand(W, "W", (directions, rows, input_size)),
+        r=operand(R, "R", (directions, rows, hidden)),
+        bias=operand(B, "B", (directions, 2 * rows)),
+        lengths=None if lengths is None else lengths[0],
+        initial=[
+            operand(INITIAL_H, "initial_h", state_shape),
+            operand(INITIAL_C, "initial_c", state_shape) if cell.states == 2 else None,
+        ][: cell.states],
+        peepholes=operand(P, "P", (directions, 3 * hidden)) if cell.states == 2 else None,
+    )
+
+
+def _to_compute(value: ir.Value, compute: ir.Type) -> ir.Value:
+    """`value` with its elements widened to the compute type (itself when already there)."""
+    shaped = ir.RankedTensorType(value.type)
+    if shaped.element_type == compute:
+        return value
+    identity = list(range(shaped.rank))
+    return generic(
+        [(value, identity)],
+        [(empty(list(shaped.shape), compute), identity)],
+        shaped.rank,
+        (),
+        lambda arguments: [arith.ExtFOp(compute, arguments[0]).result],
+    )[0]
+
+
+# -- structured builders --------------------------------------------------------------------------
+
+
+def slab(
+    value: ir.Value, offsets: Sequence[int], sizes: Sequence[int], dropped: int = 0
+) -> ir.Value:
+    """The static slice of `value` at `offsets` of `sizes`, its first `dropped` dims (of size
+    1) dropped.
+
+    NOTE: gates, weight rows and peepholes are sliced out rather than read through offset
+    affine maps (`d1 + 2 * hidden`): linalg infers a loop's range from the first operand that
+    indexes it by a bare dim, and an offset of 0 folds to a bare dim over the whole tensor."""
+    element = ir.RankedTensorType(value.type).element_type
+    kept = list(sizes[dropped:])
+    return tensor.ExtractSliceOp(
+        ir.RankedTensorType.get(kept, element),
+        value,
+        [],
+        [],
+        [],
+        list(offsets),
+        list(sizes),
+        [1] * len(sizes),
+    ).result
+
+
+def project(
+    rec: Recurrence,
+    source: ir.Value,
+    source_map: Sequence[int],
+    outer: Sequence[int],
+    weight: ir.Value,
+    direction: int,
+    first_row: int,
+    rows: int,
+    bias_offset: int,
+) -> ir.Value:
+    """source * weight[direction, first_row:first_row + rows]^T + bias, of shape (*outer, rows).
+
+    The loops are (*outer, g, k): `source_map` indexes `source` by them (k the reduced input
+    dim). The bias is B[direction, bias_offset + first_row:][:rows] (W's half of B at offset
+    0, R's at gates * hidden); without B the sum starts at zero."""
+    g, k = len(outer), len(outer) + 1
+    out_map = list(range(len(outer) + 1))
+    with rec.invariant():
+        init = empty([*outer, rows], rec.compute)
+        if rec.bias is None:
+            init = fill(init, rec.math.zero())
+        else:
+            bias = slab(rec.bias, [direction, bias_offset + first_row], [1, rows], 1)
+            init = generic(
+                [(bias, [g])], [(init, out_map)], len(outer) + 1, (), lambda values: [values[0]]
+            )[0]
+        columns = ir.RankedTensorType(weight.type).shape[2]
+        rows_of_weight = slab(weight, [direction, first_row, 0], [1, rows, columns], 1)
+    math = rec.math
+    return generic(
+        [(source, source_map), (rows_of_weight, [g, k])],
+        [(init, out_map)],
+        len(outer) + 2,
+        (k,),
+        lambda arguments: [math.add(math.mul(arguments[0], arguments[1]), arguments[2])],
+    )[0]
+
+
+def project_state(
+    rec: Recurrence, state: ir.Value, direction: int, first_row: int, rows: int
+) -> ir.Value:
+    """state * R[direction, first_row:first_row + rows]^T + Rb: (batch, rows)."""
+    return project(rec, state, [0, 2], (rec.batch,), rec.r, direction, first_row, rows, rec.rows)
+
+
+def gate(rec: Recurrence, value: ir.Value, index: int) -> tuple[ir.Value, list]:
+    """Gate `index` of a (batch, gates * hidden) projection, read over (batch, hidden) loops."""
+    return slab(value, [0, index * rec.hidden], [rec.batch, rec.hidden]), [0, 1]
+
+
+def state(value: ir.Value) -> tuple[ir.Value, list]:
+    """A (batch, hidden) tensor read over (batch, hidden) loops."""
+    return value, [0, 1]
+
+
+def peephole(rec: Recurrence, direction: int, index: int) -> tuple[ir.Value, list]:
+    """Peephole `index` (i, o, f) of `direction`, read over (batch, hidden) loops."""
+    assert rec.peepholes is not None
+    with rec.invariant():
+        return slab(rec.peepholes, [direction, index * rec.hidden], [1, rec.hidden], 1), [1]
+
+
+def elementwise(
+    rec: Recurrence,
+    inputs: Sequence[tuple[ir.Value, list]],
+    outputs: int,
+    body: Callable[..., Sequence[ir.Value]],
+) -> list[ir.Value]:
+    """A `linalg.generic` over (batch, hidden) computing `outputs` (batch, hidden) tensors;
+    `body(*elements)` gets one element of each input."""
+    return generic(
+        inputs,
+        [(empty([rec.batch, rec.hidden], rec.compute), [0, 1]) for _ in range(outputs)],
+        2,
+        (),
+        lambda arguments: list(body(*arguments[: len(inputs)])),
+    )

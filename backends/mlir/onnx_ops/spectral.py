@@ -1,0 +1,467 @@
+"""DFT (opsets 17 and 20) and STFT (opset 17) as direct O(n^2) transforms.
+
+A transform of static length n along one axis is one reduction `linalg.generic`: each output
+element sums, over the input positions j along the axis, the input times a cos and a sin table
+indexed (j, k). The tables are `arith.constant`s computed here in float64 (f64 inputs compute in
+f64, every other float type in f32), with the inverse's 1/n and the IRFFT's conjugate-symmetric
+weights folded in, so one body covers the forward DFT, the inverse, the one-sided forward (RFFT:
+only bins k <= n/2 are produced) and the one-sided inverse (IRFFT: a real signal from n/2+1
+bins). `dft_length` shorter than the axis reads only its first n values; longer zero-pads (the
+tables just have fewer rows than n). Semantics follow onnx/reference/ops/op_dft.py and
+op_stft.py, numpy's fft and irfft.
+
+STFT gathers the frames (sample f * frame_step + t of frame f, times the window) in one
+`linalg.generic` and transforms them along the frame axis.
+
+The lengths must be static; the shapes must be static. `axis` (DFT-20), `dft_length`,
+`frame_step` and `frame_length` are inputs: a compile-time constant is used as it is. ONNX's node
+tests feed them as graph inputs; then, as reductions.py does for `axes`, the values the static
+operand and result shapes allow are compiled (one `scf.if` branch each when several do) and a
+`cf.assert` stops the program when the run-time value is none of them; `frame_step` is used at
+run time directly. When no value fits the shapes the op is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from niro.ir import ScalarType, Value, format_type, op_name
+
+from ..bindings import arith, ir, linalg, tensor
+from ..context import LoweringRuleContext, register_lowering
+from ..types import index_type, lower_scalar_type
+from .common import attribute, element_type, input_index, opset
+from .reductions import RuntimeAxes, dispatch
+from .structured import assert_true, constant, convert, empty, fill, generic, read_int_scalars
+from .windows import crop, static_shape
+
+__all__: list[str] = []
+
+
+# -- the transform along one axis ---------------------------------------------------------------
+
+
+def _tables(taps: int, bins: int, n: int, inverse: bool, onesided: bool) -> np.ndarray:
+    """The (cos, sin) tables, shape (2, taps, bins), such that for input x = xr + i*xi
+    read at rows j < taps, real = sum_j xr*cos + xi*sin and imag = sum_j xi*cos - xr*sin.
+
+    Forward: e^(-2*pi*i*j*k/n). Inverse: e^(+2*pi*i*j*k/n) / n (the sin table negated). IRFFT
+    (inverse and onesided): row j is bin j, column k the output sample, each bin but the DC and
+    (n even) Nyquist weighted twice for its conjugate twin; numpy ignores those two bins'
+    imaginary parts, and so do these tables (sin 0 = sin(pi*k) = 0)."""
+    rows = np.arange(taps, dtype=np.int64)[:, None]
+    columns = np.arange(bins, dtype=np.int64)[None, :]
+    angle = 2.0 * np.pi * ((rows * columns) % n) / n  # reduced first: exact angles
+    cos, sin = np.cos(angle), np.sin(angle)
+    if inverse:
+        cos, sin = cos / n, -sin / n
+        if onesided:
+            weights = np.where((rows == 0) | (2 * rows == n), 1.0, 2.0)
+            cos, sin = cos * weights, sin * weights
+    return np.stack([cos, sin])
+
+
+def _table_constant(array: np.ndarray, compute: ir.Type) -> ir.Value:
+    dtype = np.float64 if isinstance(compute, ir.F64Type) else np.float32
+    data = np.ascontiguousarray(array, dtype=dtype)
+    type_ = ir.RankedTensorType.get(list(data.shape), compute)
+    return arith.ConstantOp(type_, ir.DenseElementsAttr.get(data, type=compute)).result
+
+
+def _compute_type(scalar: ScalarType) -> ir.Type:
+    return ir.F64Type.get() if scalar == ScalarType.F64 else ir.F32Type.get()
+
+
+def _transform(
+    x: ir.Value,
+    out_shape: Sequence[int],
+    axis: int,
+    n: int,
+    inverse: bool,
+    onesided: bool,
+    result_element: ir.Type,
+) -> ir.Value:
+    """The DFT of static length `n` of `x` (static, last dim 1: real or 2: complex) along
+    `axis`, into a tensor of `out_shape` (last dim 2, or 1 for the IRFFT) of `result_element`."""
+    in_shape = list(ir.RankedTensorType(x.type).shape)
+    rank = len(in_shape)
+    element = ir.RankedTensorType(x.type).element_type
+    compute = ir.F64Type.get() if isinstance(element, ir.F64Type) else ir.F32Type.get()
+    irfft = inverse and onesided
+    taps = min(in_shape[axis], n // 2 + 1 if irfft else n)
+    bins = out_shape[axis]
+    x = crop(x, [taps if dim == axis else size for dim, size in enumerate(in_shape)])
+    tables = _tables(taps, bins, n, inverse, onesided)
+    cos, sin = (_table_constant(table, compute) for table in tables)
+    row = rank  # the reduction loop: position j along the axis
+    read = [row if dim == axis else dim for dim in range(rank - 1)]
+    complex_input = in_shape[-1] == 2
+    inputs = [(x, [*read, None])]
+    if complex_input:
+        inputs.append((x, [*read, ir.AffineConstantExpr.get(1)]))
+    inputs += [(cos, [row, axis]), (sin, [row, axis])]
+    init = fill(empty(list(out_shape), compute), constant(compute, 0.0))
+    real_only = out_shape[-1] == 1
+
+    def body(arguments: list[ir.Value]) -> list[ir.Value]:
+        real = convert(arguments[0], compute)
+        imag = convert(arguments[1], compute) if complex_input else None
+        cos_j, sin_j, accumulated = arguments[-3:]
+        value = arith.MulFOp(real, cos_j).result
+        if imag is not None:
+            value = arith.AddFOp(value, arith.MulFOp(imag, sin_j).result).result
+        if not real_only:
+            imaginary = arith.NegFOp(arith.MulFOp(real, sin_j).result).result
+            if imag is not None:
+                imaginary = arith.AddFOp(imaginary, arith.MulFOp(imag, cos_j).result).result
+            component = linalg.IndexOp(rank - 1).result
+            is_real = arith.CmpIOp(arith.CmpIPredicate.eq, component, _index(0)).result
+            value = arith.SelectOp(is_real, value, imaginary).result
+        return [arith.AddFOp(accumulated, value).result]
+
+    (result,) = generic(inputs, [(init, list(range(rank)))], rank + 1, [row], body)
+    return _narrow(result, result_element)
+
+
+def _index(value: int) -> ir.Value:
+    return arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), value)).result
+
+
+def _narrow(value: ir.Value, element: ir.Type) -> ir.Value:
+    """`value` converted element-wise to the float type `element` (no-op when it is already)."""
+    shaped = ir.RankedTensorType(value.type)
+    if shaped.element_type == element:
+        return value
+    rank = shaped.rank
+    init = empty(list(shaped.shape), element)
+    identity = list(range(rank))
+    return generic(
+        [(value, identity)], [(init, identity)], rank, [], lambda args: [convert(args[0], element)]
+    )[0]
+
+
+# -- run-time scalars -------------------------------------------------------------------------
+
+
+def _int_input(ctx: LoweringRuleContext, position: int, what: str) -> int | ir.Value | None:
+    """ONNX input `position` (a one-element integer tensor): an int when it is a compile-time
+    constant, an i64 value read at run time when not, None when the input is absent."""
+    index = input_index(ctx, position)
+    if index is None:
+        return None
+    given = ctx.constant_operand(index)
+    if given is not None:
+        if given.size != 1:
+            raise ctx.error(f"expects a scalar {what}, got {given.size} values")
+        return int(given.reshape(-1)[0])
+    type_ = ctx.ranked(ctx.niro_operands[index], what)
+    if any(size != 1 for size in type_.shape):
+        raise ctx.error(f"expects a scalar {what}, got {format_type(type_)}")
+    return read_int_scalars(ctx.operands[index], 1)[0]
+
+
+def _equals(value: ir.Value, option: int) -> ir.Value:
+    i64 = ir.IntegerType.get_signless(64)
+    return arith.CmpIOp(arith.CmpIPredicate.eq, value, constant(i64, option)).result
+
+
+def _all(conditions: Sequence[ir.Value]) -> ir.Value:
+    """The i1 conjunction of `conditions` (true when there are none)."""
+    if not conditions:
+        return constant(ir.IntegerType.get_signless(1), 1)
+    result = conditions[0]
+    for condition in conditions[1:]:
+        result = arith.AndIOp(result, condition).result
+    return result
+
+
+def _any(conditions: Sequence[ir.Value]) -> ir.Value:
+    """The i1 disjunction of a non-empty `conditions`."""
+    result = conditions[0]
+    for condition in conditions[1:]:
+        result = arith.OrIOp(result, condition).result
+    return result
+
+
+def _select(
+    ctx: LoweringRuleContext,
+    options: Sequence[tuple[int, ...]],
+    runtime: Sequence[ir.Value | None],
+    extra: Sequence[ir.Value] | None,
+    message: str,
+) -> RuntimeAxes | None:
+    """The `scf.if` selectors of `options` (tuples, one entry per parameter) on the run-time
+    parameters (`runtime[i]` None: parameter i is static), with the `cf.assert` that one holds
+    (`extra[i]`, when given, is a further condition on option i). None: nothing to check."""
+    if all(value is None for value in runtime) and extra is None:
+        return None
+    selectors = tuple(
+        _all(
+            [
+                _equals(value, entry)
+                for value, entry in zip(runtime, option, strict=True)
+                if value is not None
+            ]
+        )
+        for option in options
+    )
+    checked = (
+        selectors
+        if extra is None
+        else tuple(
+            arith.AndIOp(selector, condition).result
+            for selector, condition in zip(selectors, extra, strict=True)
+        )
+    )
+    assert_true(_any(checked), f"{ctx.niro_location}: '{op_name(ctx.op)}' op: {message}")
+    return RuntimeAxes(tuple(options), selectors)
+
+
+# -- DFT ------------------------------------------------------------------------------------------
+
+
+def _dft_fits(in_shape, out_shape, axis: int, n: int, inverse: bool, onesided: bool) -> bool:
+    if n < 1:
+        return False
+    bins = n // 2 + 1 if onesided and not inverse else n
+    return all(
+        out_shape[dim] == (bins if dim == axis else in_shape[dim])
+        for dim in range(len(in_shape) - 1)
+    )
+
+
+def _default_length(in_shape, axis: int, inverse: bool, onesided: bool) -> int:
+    """ONNX's dft_length when the input is absent: the axis size, or 2 * (bins - 1) for the
+    IRFFT (an even-length signal)."""
+    return 2 * (in_shape[axis] - 1) if inverse and onesided else in_shape[axis]
+
+
+def _dft_axis(ctx: LoweringRuleContext, rank: int) -> int | ir.Value:
+    """The normalized DFT axis: the attribute (opset 17..19, default 1) or the input (opset 20+,
+    default -2); a run-time input is normalized at run time."""
+    if opset(ctx) < 20:
+        axis = int(attribute(ctx, "axis", 1))
+    else:
+        given = _int_input(ctx, 2, "axis")
+        axis = -2 if given is None else given
+    if isinstance(axis, int):
+        if not (-rank <= axis <= -2 or 0 <= axis <= rank - 2):
+            raise ctx.error(
+                f"axis {axis} is out of range [{-rank}, -2] or [0, {rank - 2}] for an input of "
+                f"rank {rank} (the last dim holds the real and imaginary parts)"
+            )
+        return axis + rank if axis < 0 else axis
+    i64 = ir.IntegerType.get_signless(64)
+    negative = arith.CmpIOp(arith.CmpIPredicate.slt, axis, constant(i64, 0)).result
+    return arith.SelectOp(negative, arith.AddIOp(axis, constant(i64, rank)).result, axis).result
+
+
+@register_lowering("onnx.DFT", since=17)
+def _lower_dft(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    x_niro = ctx.niro_operands[0]
+    scalar = element_type(x_niro)
+    if not scalar.is_float:
+        raise ctx.error(f"supports float inputs only, got {scalar.spelling}")
+    in_shape = static_shape(ctx, x_niro, "the input")
+    out_shape = static_shape(ctx, ctx.niro_results[0], "the result")
+    rank = len(in_shape)
+    inverse = bool(attribute(ctx, "inverse", 0))
+    onesided = bool(attribute(ctx, "onesided", 0))
+    if rank < 2 or in_shape[-1] not in (1, 2):
+        raise ctx.error(
+            "expects an input [..., 1] (real) or [..., 2] (complex), got "
+            f"{format_type(x_niro.type)}"
+        )
+    parts = 1 if inverse and onesided else 2
+    if len(out_shape) != rank or out_shape[-1] != parts:
+        raise ctx.error(
+            f"expects a result of rank {rank} with last dim {parts}, got "
+            f"{format_type(ctx.niro_results[0].type)}"
+        )
+    axis = _dft_axis(ctx, rank)
+    length = _int_input(ctx, 1, "dft_length")
+    options = []
+    for option_axis in [axis] if isinstance(axis, int) else range(rank - 1):
+        if isinstance(length, int):
+            lengths = [length]
+        elif length is None:
+            lengths = [_default_length(in_shape, option_axis, inverse, onesided)]
+        elif onesided and not inverse:
+            bins = out_shape[option_axis]
+            lengths = sorted({2 * (bins - 1), 2 * bins - 1})
+        else:
+            lengths = [out_shape[option_axis]]
+        options += [
+            (option_axis, n)
+            for n in lengths
+            if _dft_fits(in_shape, out_shape, option_axis, n, inverse, onesided)
+        ]
+    shapes = f"input {format_type(x_niro.type)} and result {format_type(ctx.niro_results[0].type)}"
+    if not options:
+        if isinstance(axis, int) and not isinstance(length, ir.Value):
+            n = _default_length(in_shape, axis, inverse, onesided) if length is None else length
+            raise ctx.error(f"a DFT of length {n} along axis {axis} does not fit {shapes}")
+        raise ctx.error(f"no axis and dft_length fit {shapes}")
+    runtime = [
+        None if isinstance(axis, int) else axis,
+        length if isinstance(length, ir.Value) else None,
+    ]
+    choice = _select(
+        ctx,
+        options,
+        runtime,
+        None,
+        f"the run-time (axis, dft_length) must be one of {options} to fit the static {shapes}",
+    )
+    element = lower_scalar_type(scalar)
+
+    def build(option: tuple[int, ...]) -> ir.Value:
+        option_axis, n = option
+        return _transform(ctx.operands[0], out_shape, option_axis, n, inverse, onesided, element)
+
+    if choice is None:
+        return [build(options[0])]
+    return [dispatch(ctx, choice, build)]
+
+
+# -- STFT -----------------------------------------------------------------------------------------
+
+
+def _frames(
+    signal: ir.Value,
+    window: ir.Value | None,
+    step: int | ir.Value,
+    frames: int,
+    n: int,
+    compute: ir.Type,
+) -> ir.Value:
+    """(batch, frames, n, parts): sample f * step + t of frame f, times window[t], in `compute`."""
+    batch, _, parts = ir.RankedTensorType(signal.type).shape
+    i64 = ir.IntegerType.get_signless(64)
+    step_value = constant(i64, step) if isinstance(step, int) else step
+    inputs = [] if window is None else [(window, [2])]
+    init = empty([batch, frames, n, parts], compute)
+
+    def body(arguments: list[ir.Value]) -> list[ir.Value]:
+        b, f, t, part = (linalg.IndexOp(dim).result for dim in range(4))
+        start = arith.MulIOp(arith.IndexCastOp(i64, f).result, step_value).result
+        position = arith.AddIOp(start, arith.IndexCastOp(i64, t).result).result
+        position = arith.IndexCastOp(index_type(), position).result
+        value = convert(tensor.ExtractOp(signal, [b, position, part]).result, compute)
+        if window is not None:
+            value = arith.MulFOp(value, convert(arguments[0], compute)).result
+        return [value]
+
+    return generic(inputs, [(init, [0, 1, 2, 3])], 4, [], body)[0]
+
+
+@register_lowering("onnx.STFT", since=17)
+def _lower_stft(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    signal_niro = ctx.niro_operands[0]
+    scalar = element_type(signal_niro)
+    if not scalar.is_float:
+        raise ctx.error(f"supports float signals only, got {scalar.spelling}")
+    in_shape = static_shape(ctx, signal_niro, "the signal")
+    out_shape = static_shape(ctx, ctx.niro_results[0], "the result")
+    if len(in_shape) != 3 or in_shape[-1] not in (1, 2):
+        raise ctx.error(
+            "expects a signal [batch, length, 1] (real) or [batch, length, 2] (complex), got "
+            f"{format_type(signal_niro.type)}"
+        )
+    batch, samples, _ = in_shape
+    if len(out_shape) != 4 or out_shape[0] != batch or out_shape[3] != 2:
+        raise ctx.error(
+            f"expects a result [{batch}, frames, bins, 2], got "
+            f"{format_type(ctx.niro_results[0].type)}"
+        )
+    frames, bins = out_shape[1], out_shape[2]
+    onesided = bool(attribute(ctx, "onesided", 1))
+    step = _int_input(ctx, 1, "frame_step")
+    length = _int_input(ctx, 3, "frame_length")
+    window_index = input_index(ctx, 2)
+    window: tuple[ir.Value, Value] | None = None
+    window_length = None
+    if window_index is not None:
+        window = ctx.operands[window_index], ctx.niro_operands[window_index]
+        window_shape = static_shape(ctx, window[1], "the window")
+        if len(window_shape) != 1:
+            raise ctx.error(f"expects a 1-D window, got {format_type(window[1].type)}")
+        window_length = window_shape[0]
+    if isinstance(step, int) and step < 1:
+        raise ctx.error(f"expects a positive frame_step, got {step}")
+    if isinstance(length, int):
+        lengths = [length]
+    elif window_length is not None:
+        lengths = [window_length]
+    elif length is None:
+        lengths = [samples]
+    else:
+        lengths = sorted({2 * (bins - 1), 2 * bins - 1}) if onesided else [bins]
+    candidates = lengths
+    lengths = [
+        n
+        for n in candidates
+        if 1 <= n <= samples
+        and (window_length is None or window_length == n)
+        and bins == (n // 2 + 1 if onesided else n)
+        and (not isinstance(step, int) or frames == (samples - n) // step + 1)
+    ]
+    if not lengths:
+        hint = ""
+        if attribute(ctx, "onesided") is None and bins in candidates:
+            # NOTE: onnx 1.23's C++ shape inference reads an absent `onesided` as 0 while the
+            # schema default (and onnx.reference) is 1, so an inferred result type is two-sided.
+            hint = (
+                " (the result looks two-sided: ONNX's shape inference ignores onesided's default"
+                " 1; declare the output type or set onesided=0)"
+            )
+        raise ctx.error(
+            f"no frame_length fits signal {format_type(signal_niro.type)}, result "
+            f"{format_type(ctx.niro_results[0].type)}"
+            + ("" if window is None else f", window {format_type(window[1].type)}")
+            + ("" if not isinstance(step, int) else f" and frame_step {step}")
+            + hint
+        )
+    extra = None
+    if isinstance(step, ir.Value):
+        i64 = ir.IntegerType.get_signless(64)
+        positive = arith.CmpIOp(arith.CmpIPredicate.sgt, step, constant(i64, 0)).result
+        extra = []
+        for n in lengths:
+            # frames == (samples - n) // step + 1, i.e. (frames - 1) * step <= samples - n < frames * step
+            last = arith.MulIOp(constant(i64, frames - 1), step).result
+            fits = _all(
+                [
+                    positive,
+                    arith.CmpIOp(arith.CmpIPredicate.sle, last, constant(i64, samples - n)).result,
+                    arith.CmpIOp(
+                        arith.CmpIPredicate.slt,
+                        constant(i64, samples - n),
+                        arith.AddIOp(last, step).result,
+                    ).result,
+                ]
+            )
+            extra.append(fits)
+    options = [(n,) for n in lengths]
+    choice = _select(
+        ctx,
+        options,
+        [length if isinstance(length, ir.Value) else None],
+        extra,
+        f"the run-time frame_step and frame_length must give {frames} frames of a length in "
+        f"{lengths} from {samples} samples",
+    )
+    element = lower_scalar_type(scalar)
+    compute = _compute_type(scalar)
+
+    def build(option: tuple[int, ...]) -> ir.Value:
+        (n,) = option
+        framed = _frames(
+            ctx.operands[0], None if window is None else window[0], step, frames, n, compute
+        )
+        return _transform(framed, out_shape, 2, n, False, onesided, element)
+
+    if choice is None:
+        return [build(options[0])]
+    return [dispatch(ctx, choice, build)]

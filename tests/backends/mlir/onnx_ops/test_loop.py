@@ -1,0 +1,333 @@
+"""ONNX Loop end to end: import -> verify -> lower (scf.while) -> iree-compile -> run -> compare.
+
+The models are ONNX text; expected outputs come from onnx.reference, except where it departs
+from the ONNX spec: it stacks scan outputs with `np.vstack`, wrong for slices of rank other than
+1 (onnxruntime is the reference there), and it runs no iteration when `cond` is absent, where
+the spec runs M iterations and ignores the body's condition (onnxruntime stops when the body's
+condition is false: that case is checked against the spec's numbers, written out). The refusals
+are checked with their exact messages.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.parser
+import pytest
+from onnx.reference import ReferenceEvaluator
+
+from tests.conformance.pipeline import run_case
+from tests.onnx_node_cases import NodeTestCase, node_test_case
+
+NODE_TESTS = (
+    "test_loop11",
+    "test_range_float_type_positive_delta_expanded",
+    "test_range_int32_type_negative_delta_expanded",
+)
+
+HEADER = '<ir_version: 8, opset_import: ["" : 17]>\n'
+
+
+def _expected(model: onnx.ModelProto, feeds: dict, reference: str) -> list:
+    if reference == "onnx":
+        return ReferenceEvaluator(model).run(None, feeds)
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, feeds)
+
+
+def loop_case(
+    name: str, text: str, feeds: list[dict], reference: str | list = "onnx"
+) -> NodeTestCase:
+    """A model in ONNX text with one data set per entry of `feeds`; the expected outputs come
+    from `reference` ("onnx" or "onnxruntime"), or are given (a list, one tuple per feed)."""
+    model = onnx.parser.parse_model(HEADER + text)
+    onnx.checker.check_model(model, full_check=True)
+    names = [value.name for value in model.graph.input]
+    expected = (
+        reference
+        if isinstance(reference, list)
+        else [_expected(model, inputs, reference) for inputs in feeds]
+    )
+    data = tuple(
+        (
+            tuple(np.asarray(inputs[name]) for name in names),
+            tuple(np.asarray(value) for value in outputs),
+        )
+        for inputs, outputs in zip(feeds, expected, strict=True)
+    )
+    return NodeTestCase(name, model, data, 1e-3, 1e-5)
+
+
+def _f32(*values) -> np.ndarray:
+    return np.array(values, dtype=np.float32)
+
+
+COUNTED = """
+counted (int64 m, bool go, float[3] x) => (float[3] total, float[3] power) {
+  zero = Constant <value = float[3] {0, 0, 0}> ()
+  total, power = Loop (m, go, zero, x) <body = body (int64 i, bool c, float[3] t, float[3] p)
+      => (bool c_out, float[3] t_out, float[3] p_out) {
+    fi = Cast <to = 1> (i)
+    step = Mul (x, fi)
+    t_out = Add (t, step)
+    p_out = Mul (p, x)
+    c_out = Identity (c)
+  }>
+}
+"""
+
+WHILE = """
+doubling (bool go, float[2] v0, float limit) => (float[2] v, int64 steps) {
+  n0 = Constant <value = int64 {0}> ()
+  v, steps = Loop (, go, v0, n0) <body = body (int64 i, bool c, float[2] a, int64 n)
+      => (bool c_out, float[2] a_out, int64 n_out) {
+    two = Constant <value = float {2}> ()
+    a_out = Mul (a, two)
+    s = ReduceSum <keepdims = 0> (a_out)
+    c_out = Less (s, limit)
+    one = Constant <value = int64 {1}> ()
+    n_out = Add (n, one)
+  }>
+}
+"""
+
+SCAN_CONSTANT_M = """
+rows (bool go, float[3] x, float limit) => (float[3] last, float[N, 3] rows, float[N, 2, 2] squares) {
+  m = Constant <value = int64 {6}> ()
+  last, rows, squares = Loop (m, go, x) <body = body (int64 i, bool c, float[3] v)
+      => (bool c_out, float[3] v_out, float[3] row, float[2, 2] square) {
+    fi = Cast <to = 1> (i)
+    v_out = Add (v, fi)
+    row = Mul (v_out, v)
+    shape = Constant <value = int64[2] {2, 2}> ()
+    zero = Constant <value = int64[1] {0}> ()
+    two = Constant <value = int64[1] {2}> ()
+    corner = Slice (v_out, zero, two)
+    pair = Mul (corner, corner)
+    both = Concat <axis = 0> (pair, corner)
+    square = Reshape (both, shape)
+    s = ReduceSum <keepdims = 0> (v_out)
+    c_out = Less (s, limit)
+  }>
+}
+"""
+
+NO_CONDITION = """
+counted (float[2] x) => (float[2] y, float[N, 2] ys) {
+  m = Constant <value = int64 {3}> ()
+  y, ys = Loop (m, , x) <body = body (int64 i, bool c, float[2] v) => (bool c_out, float[2] v_out, float[2] slice) {
+    c_out = Constant <value = bool {0}> ()
+    v_out = Add (v, x)
+    slice = Identity (v_out)
+  }>
+}
+"""
+
+X3 = _f32(1.5, -2.0, 0.5)
+
+MODEL_CASES = {
+    # M and cond given at run time; two loop-carried values, one capturing `x` from outside
+    "counted": lambda: loop_case(
+        "loop_counted",
+        COUNTED,
+        [
+            {"m": np.array(4), "go": np.array(True), "x": X3},
+            {"m": np.array(0), "go": np.array(True), "x": X3},
+            {"m": np.array(5), "go": np.array(False), "x": X3},
+        ],
+    ),
+    # no M: the body's condition stops the loop (after 5 steps, 1 step, or none)
+    "stops_by_condition": lambda: loop_case(
+        "loop_stops_by_condition",
+        WHILE,
+        [
+            {"go": np.array(True), "v0": _f32(1, 2), "limit": np.array(50, np.float32)},
+            {"go": np.array(True), "v0": _f32(1, 2), "limit": np.array(1, np.float32)},
+            {"go": np.array(False), "v0": _f32(1, 2), "limit": np.array(50, np.float32)},
+        ],
+    ),
+    # constant M = 6 bounds the scan outputs; the condition may stop the loop earlier, so
+    # the rows written are extracted: 6, 3, 1 or none (2-D slices too, hence onnxruntime)
+    "scan_outputs_constant_m": lambda: loop_case(
+        "loop_scan_outputs_constant_m",
+        SCAN_CONSTANT_M,
+        [
+            {"go": np.array(True), "x": X3, "limit": np.array(1000, np.float32)},
+            {"go": np.array(True), "x": X3, "limit": np.array(8, np.float32)},
+            {"go": np.array(True), "x": X3, "limit": np.array(-100, np.float32)},
+            {"go": np.array(False), "x": X3, "limit": np.array(1000, np.float32)},
+        ],
+        reference="onnxruntime",
+    ),
+    # without a cond input the loop runs M times and ignores the body's condition (false)
+    "no_condition": lambda: loop_case(
+        "loop_no_condition",
+        NO_CONDITION,
+        [{"x": _f32(1, -1)}],
+        reference=[(_f32(4, -4), np.array([[2, -2], [3, -3], [4, -4]], np.float32))],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", NODE_TESTS)
+def test_node_test_passes(name: str) -> None:
+    outcome = run_case(node_test_case(name))
+    assert outcome.passed, f"{outcome.stage}: {outcome.message}"
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_CASES))
+def test_model_case_passes(name: str) -> None:
+    outcome = run_case(MODEL_CASES[name]())
+    assert outcome.passed, f"{outcome.stage}: {outcome.message}"
+
+
+UNBOUNDED_SCAN = """
+unbounded (int64 m, float[2] x) => (float[2] y, float[N, 2] ys) {
+  go = Constant <value = bool {1}> ()
+  y, ys = Loop (m, go, x) <body = body (int64 i, bool c, float[2] v) => (bool c_out, float[2] v_out, float[2] slice) {
+    c_out = Identity (c)
+    v_out = Add (v, x)
+    slice = Identity (v)
+  }>
+}
+"""
+
+WHILE_SCAN = """
+whilescan (bool go, float[2] x) => (float[2] y, float[N, 2] ys) {
+  y, ys = Loop (, go, x) <body = body (int64 i, bool c, float[2] v) => (bool c_out, float[2] v_out, float[2] slice) {
+    s = ReduceSum <keepdims = 0> (v)
+    limit = Constant <value = float {100}> ()
+    c_out = Less (s, limit)
+    v_out = Add (v, x)
+    slice = Identity (v)
+  }>
+}
+"""
+
+# each slice has as many elements as the run-time `k` says
+DYNAMIC_SLICES = """
+dynamic (float[4] x, int64[1] k) => (float[N, K] ys) {
+  m = Constant <value = int64 {3}> ()
+  go = Constant <value = bool {1}> ()
+  zero = Constant <value = int64[1] {0}> ()
+  ys = Loop (m, go) <body = body (int64 i, bool c) => (bool c_out, float[K] slice) {
+    c_out = Identity (c)
+    slice = Slice (x, zero, k)
+  }>
+}
+"""
+
+HUGE_M = """
+huge (float[2] x) => (float[2] y, float[N, 2] ys) {
+  m = Constant <value = int64 {9223372036854775807}> ()
+  go = Constant <value = bool {1}> ()
+  y, ys = Loop (m, go, x) <body = body (int64 i, bool c, float[2] v) => (bool c_out, float[2] v_out, float[2] slice) {
+    s = ReduceSum <keepdims = 0> (v)
+    limit = Constant <value = float {100}> ()
+    c_out = Less (s, limit)
+    v_out = Add (v, x)
+    slice = Identity (v)
+  }>
+}
+"""
+
+GROWING = """
+growing (int64 m, float[2] x) => (float[N] y) {
+  go = Constant <value = bool {1}> ()
+  y = Loop (m, go, x) <body = body (int64 i, bool c, float[2] v) => (bool c_out, float[4] v_out) {
+    c_out = Identity (c)
+    v_out = Concat <axis = 0> (v, v)
+  }>
+}
+"""
+
+# the body does not declare its inputs: they take the first value's type (tensor<2xf32>)
+GROWING_UNDECLARED = """
+growing (int64 m, float[2] x) => (float[N] y) {
+  go = Constant <value = bool {1}> ()
+  y = Loop (m, go, x) <body = body (int64 i, bool c, v) => (c_out, v_out) {
+    c_out = Identity (c)
+    v_out = Concat <axis = 0> (v, v)
+  }>
+}
+"""
+
+ENDLESS = """
+endless (float[2] x) => (float[2] y) {
+  y = Loop (, , x) <body = body (int64 i, bool c, float[2] v) => (bool c_out, float[2] v_out) {
+    c_out = Identity (c)
+    v_out = Add (v, x)
+  }>
+}
+"""
+
+REFUSALS = {
+    "unbounded_scan": (
+        UNBOUNDED_SCAN,
+        "'onnx.Loop' op cannot bound the number of iterations to preallocate its scan outputs: "
+        "the max trip count M is not a compile-time constant and the outputs' leading dims are "
+        "dynamic",
+    ),
+    "while_scan": (
+        WHILE_SCAN,
+        "'onnx.Loop' op cannot bound the number of iterations to preallocate its scan outputs: "
+        "the max trip count M is absent and the outputs' leading dims are dynamic",
+    ),
+    "dynamic_slices": (
+        DYNAMIC_SLICES,
+        "'onnx.Loop' op scan output #0 has slices of dynamic shape tensor<?xf32>; the stacked "
+        "output is preallocated and needs static slices",
+    ),
+    "huge_m": (
+        HUGE_M,
+        "'onnx.Loop' op cannot preallocate scan output #0 for the max trip count "
+        "M = 9223372036854775807 (18446744073709551614 elements, more than 268435456); declare "
+        "its leading dim to bound it",
+    ),
+    "growing": (
+        GROWING,
+        "'onnx.Loop' op loop-carried value #0 changes type across iterations: the body takes "
+        "tensor<2xf32> and yields tensor<4xf32>",
+    ),
+    "growing_undeclared": (
+        GROWING_UNDECLARED,
+        "'onnx.Loop' op loop-carried value #0 changes type across iterations: the body takes "
+        "tensor<2xf32> and yields tensor<4xf32>",
+    ),
+    "endless": (
+        ENDLESS,
+        "'onnx.Loop' op has neither a max trip count M nor a condition: the loop would never end",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSALS))
+def test_unsupported_loop_is_refused_clearly(name: str) -> None:
+    text, message = REFUSALS[name]
+    model = onnx.parser.parse_model(HEADER + text)
+    outcome = run_case(NodeTestCase(name, model, (), 1e-3, 1e-5))
+    assert (outcome.stage, outcome.refused) == ("lower", True), outcome.message
+    assert outcome.message.endswith(message)
+
+
+def test_sequence_carried_values_are_refused_at_import() -> None:
+    outcome = run_case(node_test_case("test_loop13_seq"))
+    assert (outcome.stage, outcome.refused) == ("import", True)
+    assert outcome.message.endswith(
+        "value 'seq_empty' (input of graph 'test_loop13_seq'): sequence types are not supported"
+    )
+
+
+def test_declared_scan_rows_are_checked_at_run_time() -> None:
+    """test_loop11 declares 5 rows of scan output: a trip count of 3 stops the program with a
+    message rather than returning rows that were never written."""
+    case = node_test_case("test_loop11")
+    (inputs, expected), *_ = case.data_sets
+    short = ((np.array(3), *inputs[1:]), expected)
+    outcome = run_case(NodeTestCase("loop11_short", case.model, (short,), 1e-3, 1e-5))
+    assert outcome.stage == "run"
+    assert "'onnx.Loop' op stops before 5 iterations" in outcome.message

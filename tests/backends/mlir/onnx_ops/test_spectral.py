@@ -1,0 +1,182 @@
+"""DFT and STFT (backends/mlir/onnx_ops/spectral.py) run end to end against onnx.reference.
+
+ONNX's node tests (in the conformance subset) feed `axis`, `frame_step` and `frame_length` as
+graph inputs; these models give them as initializers, as exported models do, and cover what the
+node tests miss: zero-padding and truncating `dft_length`, an odd-length IRFFT, complex and
+f16/f64 inputs, a run-time `dft_length` the shapes leave two choices for, a complex STFT with a
+window. A run-time frame_step that disagrees with the shapes must stop the program, and a
+dynamic transform length is refused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import onnx
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from tests.conformance.pipeline import run_case
+from tests.onnx_node_cases import NodeTestCase, node_test_case
+
+from .model_cases import one_node_case
+from .test_shape_ops import graph_case
+
+RNG = np.random.default_rng(17)
+
+
+def _signal(shape, dtype=np.float32) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def _stft_model(signal: np.ndarray, initializers: dict, output_shape) -> onnx.ModelProto:
+    node = helper.make_node(
+        "STFT", ["signal", "frame_step", "", "frame_length"], ["y"], name="STFT_0"
+    )
+    dtype = helper.np_dtype_to_tensor_dtype(signal.dtype)
+    graph = helper.make_graph(
+        [node],
+        "stft",
+        [helper.make_tensor_value_info("signal", dtype, signal.shape)],
+        [helper.make_tensor_value_info("y", dtype, output_shape)],
+        [numpy_helper.from_array(value, key) for key, value in initializers.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _declared_stft_case(name: str, signal: np.ndarray, initializers: dict) -> NodeTestCase:
+    """An STFT without a window (its input #2 is absent, so `one_node_case` cannot order the
+    initializers), the output type declared from onnx.reference's result."""
+    (expected,) = ReferenceEvaluator(_stft_model(signal, initializers, None)).run(
+        None, {"signal": signal}
+    )
+    model = _stft_model(signal, initializers, expected.shape)
+    return NodeTestCase(name, model, (((signal,), (expected,)),), 1e-3, 1e-5)
+
+
+MODEL_CASES = {
+    # opset 17: axis attribute (negative), dft_length shorter than the axis, one-sided
+    "dft17_rfft_truncated": lambda: one_node_case(
+        "dft17_rfft_truncated",
+        "DFT",
+        {"x": _signal((2, 9, 3, 1))},
+        initializers={"dft_length": np.array(6, np.int64)},
+        axis=-3,
+        onesided=1,
+        opset=17,
+    ),
+    # opset 20: complex f64 inverse, zero-padded to a longer dft_length, constant axis
+    "dft20_f64_inverse_padded": lambda: one_node_case(
+        "dft20_f64_inverse_padded",
+        "DFT",
+        {"x": _signal((3, 5, 2), np.float64)},
+        initializers={"dft_length": np.array(8, np.int32), "axis": np.array(1, np.int64)},
+        inverse=1,
+        opset=20,
+    ),
+    # IRFFT of odd length 7 from 6 bins (only the first 4 are read), real input
+    "dft20_irfft_odd_length": lambda: one_node_case(
+        "dft20_irfft_odd_length",
+        "DFT",
+        {"x": _signal((6, 4, 2))},
+        initializers={"dft_length": np.array(7, np.int64), "axis": np.array(-3, np.int64)},
+        inverse=1,
+        onesided=1,
+        opset=20,
+    ),
+    "dft20_f16_complex_default_axis": lambda: one_node_case(
+        "dft20_f16_complex_default_axis",
+        "DFT",
+        {"x": _signal((2, 4, 6, 2), np.float16)},
+        opset=20,
+    ),
+    # a run-time dft_length whose result (4 bins) allows 6 or 7: one scf.if branch each
+    "dft20_rfft_runtime_length": lambda: one_node_case(
+        "dft20_rfft_runtime_length",
+        "DFT",
+        {"x": _signal((7, 3, 1)), "dft_length": np.array(7, np.int64)},
+        initializers={"axis": np.array(0, np.int64)},
+        onesided=1,
+        opset=20,
+    ),
+    "stft_complex_window_twosided": lambda: one_node_case(
+        "stft_complex_window_twosided",
+        "STFT",
+        {"signal": _signal((2, 20, 2))},
+        initializers={
+            "frame_step": np.array(3, np.int64),
+            "window": np.hanning(6).astype(np.float32),
+        },
+        onesided=0,
+        opset=17,
+    ),
+    "stft_f64_frame_length_no_window": lambda: _declared_stft_case(
+        "stft_f64_frame_length_no_window",
+        _signal((1, 33, 1), np.float64),
+        {"frame_step": np.array(4, np.int64), "frame_length": np.array(9, np.int64)},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_CASES))
+def test_model_case_passes(name: str) -> None:
+    outcome = run_case(MODEL_CASES[name]())
+    assert outcome.passed, f"{outcome.stage}: {outcome.message}"
+
+
+def test_runtime_frame_step_that_misfits_the_shapes_fails_the_run() -> None:
+    case = node_test_case("test_stft")
+    ((inputs, expected),) = case.data_sets
+    signal, _, frame_length = inputs
+    wrong = ((signal, np.array(7, np.int64), frame_length), expected)
+    outcome = run_case(NodeTestCase(case.name, case.model, (wrong,), 1e-3, 1e-5))
+    assert outcome.stage == "run", outcome
+    assert (
+        "'onnx.STFT' op: the run-time frame_step and frame_length must give 15 frames of a "
+        "length in [16, 17] from 128 samples" in outcome.message
+    ), outcome.message
+
+
+def test_dynamic_transform_length_is_refused() -> None:
+    case = graph_case(
+        "dynamic_length",
+        [helper.make_node("DFT", ["x"], ["y"], axis=1)],
+        {"x": (_signal((2, 5, 1)), [2, "N", 1])},
+        opset=17,
+    )
+    outcome = run_case(case)
+    assert (outcome.stage, outcome.refused) == ("lower", True), outcome
+    assert outcome.message.endswith(
+        "'onnx.DFT' op needs a static shape for the input, got (2, None, 1)"
+    ), outcome.message
+
+
+def test_dynamic_signal_length_is_refused() -> None:
+    case = graph_case(
+        "dynamic_signal",
+        [helper.make_node("STFT", ["signal", "frame_step", "window"], ["y"])],
+        {"signal": (_signal((1, 16, 1)), [1, "L", 1])},
+        {"frame_step": np.array(4, np.int64), "window": np.ones(8, np.float32)},
+        opset=17,
+    )
+    outcome = run_case(case)
+    assert (outcome.stage, outcome.refused) == ("lower", True), outcome
+    assert outcome.message.endswith(
+        "'onnx.STFT' op needs a static shape for the signal, got (1, None, 1)"
+    ), outcome.message
+
+
+def test_stft_typed_two_sided_by_onnx_inference_is_refused() -> None:
+    # ONNX's shape inference reads the absent `onesided` as 0 (the op's default is 1): it types
+    # the result [1, 7, 9, 2] where onnx.reference computes [1, 7, 5, 2].
+    initializers = {"frame_step": np.array(4, np.int64), "frame_length": np.array(9, np.int64)}
+    signal = _signal((1, 33, 1))
+    model = _stft_model(signal, initializers, None)
+    expected = np.zeros((1, 7, 5, 2), np.float32)
+    outcome = run_case(NodeTestCase("inferred", model, (((signal,), (expected,)),), 1e-3, 1e-5))
+    assert (outcome.stage, outcome.refused) == ("lower", True), outcome
+    assert outcome.message.endswith(
+        "'onnx.STFT' op no frame_length fits signal tensor<1x33x1xf32>, result "
+        "tensor<1x7x9x2xf32> and frame_step 4 (the result looks two-sided: ONNX's shape "
+        "inference ignores onesided's default 1; declare the output type or set onesided=0)"
+    ), outcome.message
