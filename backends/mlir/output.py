@@ -8,6 +8,7 @@ The bytes are those MLIR would print (uppercase hex, 4-byte little-endian alignm
 
 Bytecode (`.mlirbc`) is MLIR's writer for everything but the blobs, which are streamed from the
 Niro buffers as well (`bytecode.py`): the bindings would hand each blob to Python as a copy.
+Modules with few blob bytes (under `SPLICE_MIN_BYTES`) go through MLIR's writer alone.
 
 Memory stays bounded by the chunk size, not the weights (issue #7): weights mapped from the
 model's files (read-only `mmap`s, see the ONNX frontend) would otherwise stay resident once
@@ -59,7 +60,7 @@ class LoweredModule:
         self.resources = resources
         self.has_generic_ops = has_generic_ops
         """True when UnknownOps were kept as generic ops (tools need --allow-unregistered-dialect)."""
-        self._bytecode_writer = BlobSplicingWriter(module, resources, nested=has_generic_ops)
+        self._bytecode_writer = BlobSplicingWriter(module, resources)
 
     @property
     def operation(self) -> ir.Operation:
@@ -103,11 +104,11 @@ class LoweredModule:
 
     def write_bytecode(self, stream: BinaryIO) -> None:
         """Writes `.mlirbc` bytecode (blobs included): the bytes MLIR's writer makes of the
-        module, the blobs streamed from the Niro buffers; MLIR's writer itself when the
-        output is not laid out as `bytecode.py` expects."""
+        module, with the blobs streamed from the Niro buffers (`bytecode.py`); MLIR's writer
+        alone for small blobs or when its output is not laid out as expected."""
         releasing = _ReleasingWriter(stream, self.resources)
         with self.context:
-            if not self._bytecode_writer.write(releasing.write):
+            if not self._bytecode_writer.write(releasing.write, nested=self.has_generic_ops):
                 self.module.operation.write_bytecode(releasing)
         releasing.release()
 
@@ -146,11 +147,12 @@ class _ReleasingWriter:
         if view.nbytes <= _WRITE_CHUNK:
             self._write(view)
             return view.nbytes
-        # NOTE: MLIR's bytecode writer hands over a whole blob as one bytes object; passing
-        # it to write() in one piece measured 3x slower than in 1 MiB pieces (a 64 MiB
-        # write of freshly faulted memory into the page cache: 4.5 s vs 1.4 s for 1 GB)
+        # NOTE: a whole blob comes as one piece (its Niro buffer from bytecode.py, or a bytes
+        # copy from MLIR's writer); passing it to write() in one piece measured 3x slower
+        # than in 1 MiB pieces (a 64 MiB write of freshly faulted memory into the page
+        # cache: 4.5 s vs 1.4 s for 1 GB)
         if self.mappings:
-            self.release()  # a blob handed over as bytes is a copy: its mapped pages can go
+            self.release()  # earlier blobs' pages (or those a copy was made from) can go
         for start in range(0, view.nbytes, _WRITE_CHUNK):
             self._write(view[start : start + _WRITE_CHUNK])
         return view.nbytes

@@ -20,7 +20,7 @@ from onnx import numpy_helper
 
 from .onnx_types import UnsupportedTypeError, niro_type_from_proto, type_proto_from_niro
 
-__all__ = ["constant_proto", "infer_node"]
+__all__ = ["constant_proto", "infer_node", "inferred_outputs"]
 
 CONSTANT_LIMIT = 1024
 """Most elements of a constant whose data is handed to inference (shape data is small)."""
@@ -79,8 +79,14 @@ def infer_node(
         )
     except Exception:  # noqa: BLE001 - inference failing leaves the type as graph inference gave it
         return {}
+    return inferred_outputs(found, range(len(node.outputs)))
+
+
+def inferred_outputs(found: dict[str, onnx.TypeProto], positions) -> dict[int, TensorType]:
+    """The Niro types of the outputs (named `out<position>`) that `infer_node_outputs` typed in
+    a way Niro can hold, by position."""
     inferred: dict[int, TensorType] = {}
-    for position in range(len(node.outputs)):
+    for position in positions:
         type_proto = found.get(f"out{position}")
         if type_proto is None:
             continue

@@ -93,6 +93,12 @@ test_acos
 test_acos_example
 test_acosh
 test_acosh_example
+test_adagrad
+test_adagrad_multiple
+test_adam
+test_adam_multiple
+test_ai_onnx_ml_array_feature_extractor
+test_ai_onnx_ml_binarizer
 test_and2d
 test_and3d
 test_and_bcast4v3d
@@ -193,7 +199,10 @@ test_mod_int64_fmod
 test_mod_mixed_sign_float16
 test_mod_mixed_sign_int8
 test_mod_uint32
+test_momentum
+test_momentum_multiple
 test_neg
+test_nesterov_momentum
 test_nllloss_NC_expanded
 test_not_2d
 test_or2d
@@ -319,6 +328,12 @@ test_tril_neg
 test_tril_one_row_neg
 test_tril_out_neg
 test_triu_one_row
+test_unique_bfloat16_sorted_without_axis
+test_unique_length_1
+test_unique_not_sorted_without_axis
+test_unique_sorted_with_axis
+test_unique_sorted_with_axis_3d
+test_unique_sorted_without_axis
 test_unsqueeze_axis_0
 test_unsqueeze_axis_1
 test_unsqueeze_axis_2
@@ -426,6 +441,10 @@ test_deform_conv_with_mask_bias
 test_dequantizelinear
 test_dequantizelinear_axis
 test_dequantizelinear_blocked
+test_dft
+test_dft_inverse_opset19
+test_dft_irfft
+test_dft_rfft_opset19
 test_dropout_default
 test_dropout_default_mask
 test_dropout_default_mask_ratio
@@ -493,6 +512,13 @@ test_maxunpool_export_with_output_shape
 test_maxunpool_export_without_output_shape
 test_mvn
 test_mvn_expanded
+test_nonmaxsuppression_center_point_box_format
+test_nonmaxsuppression_flipped_coordinates
+test_nonmaxsuppression_iou_threshold_boundary
+test_nonmaxsuppression_limit_output_size
+test_nonmaxsuppression_suppress_by_IOU_and_scores
+test_nonmaxsuppression_two_batches
+test_nonmaxsuppression_two_classes
 test_nonzero_example
 test_onehot_negative_indices
 test_onehot_out_of_range_indices
@@ -531,6 +557,8 @@ test_simple_rnn_reverse
 test_simple_rnn_with_initial_bias
 test_softmax_axis_0
 test_softmax_axis_1
+test_stft
+test_stft_with_window
 test_upsample_nearest
 """
 
@@ -540,10 +568,6 @@ test_identity_opt
 test_if_opt
 
 # elementwise
-test_adagrad
-test_adam
-test_ai_onnx_ml_array_feature_extractor
-test_ai_onnx_ml_binarizer
 test_ai_onnx_ml_label_encoder_string_int
 test_bernoulli
 test_cast_FLOAT16_to_FLOAT4E2M1
@@ -553,7 +577,6 @@ test_flexattention
 test_image_decoder_decode_bmp_rgb
 test_linear_attention_decode_step
 test_mod_float64_mixed_sign_fmod_0
-test_momentum
 test_regex_full_match_basic
 test_sce_NCd1_mean_weight_negative_ii
 test_string_concat
@@ -567,7 +590,6 @@ test_range_bfloat16_type_positive_delta_expanded
 test_sequence_insert_at_back
 test_sequence_map_add_1_sequence_1_tensor
 test_split_to_sequence_1
-test_unique_bfloat16_sorted_without_axis
 
 # reductions
 test_reduce_l2_default_axes_keepdims_example_expanded
@@ -578,9 +600,7 @@ test_reduce_log_sum_exp_default_axes_keepdims_example_expanded
 test_affine_grid_2d
 test_attention_23_boolmask_fullymasked_row_nan_robustness
 test_blackmanwindow
-test_dft
 test_hannwindow
-test_nonmaxsuppression_center_point_box_format
 test_quantizelinear_e4m3fn
 test_resize_downsample_scales_cubic_antialias
 test_rotary_embedding

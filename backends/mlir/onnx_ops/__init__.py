@@ -32,5 +32,6 @@ from . import (  # noqa: F401
     slice_ops,  # noqa: F401
     spectral,
     training,
+    unique,
     unpool,
 )

@@ -11,12 +11,16 @@ order (so boxes exactly at the IoU threshold go the same way).
 
 How: the visiting order is a permutation computed in parallel (`linalg.generic`s: each box's
 rank among its class's boxes, then the box of each rank; quadratic in the box count). The
-greedy walk is inherently sequential: `scf.for` loops over batches, classes and ranks carry a
+greedy walk is inherently sequential: one `scf.for` over (batch, class, rank) carries a
 per-class "suppressed" mask (one element-wise generic over the boxes marks the boxes a newly
-selected box suppresses, so no N x N IoU matrix is built) and write selected rows into a
+selected box suppresses, so no N x N IoU matrix is built) and writes selected rows into a
 buffer of the maximum possible size (batches x classes x boxes rows); the result is its first
 rows, a dynamic-size `tensor.extract_slice`. When the model declares a static row count, a
 run-time check compares it with the count found before the result is cast to it.
+
+Cost: the walk visits every (batch, class, box) on the host, with a few scalar reads and two
+small dispatches each: right for the box counts of node tests and small detectors, slow for
+tens of thousands of boxes times many classes.
 """
 
 from __future__ import annotations
@@ -49,8 +53,8 @@ def _box_order(scores: ir.Value, sizes: Sequence[int | ir.Value]) -> ir.Value:
             True,
             other,
             score,
-            linalg_index(3),
-            linalg_index(2),
+            _loop_index(3),
+            _loop_index(2),
         )
         return [arith.AddIOp(counted, arith.ExtUIOp(i64, before).result).result]
 
@@ -61,15 +65,15 @@ def _box_order(scores: ir.Value, sizes: Sequence[int | ir.Value]) -> ir.Value:
 
     def place(arguments):
         rank, chosen = arguments
-        position = arith.IndexCastOp(i64, linalg_index(2)).result
-        box = arith.IndexCastOp(i64, linalg_index(3)).result
+        position = arith.IndexCastOp(i64, _loop_index(2)).result
+        box = arith.IndexCastOp(i64, _loop_index(3)).result
         hit = arith.CmpIOp(arith.CmpIPredicate.eq, rank, position).result
         return [arith.SelectOp(hit, box, chosen).result]
 
     return generic([(ranks, [0, 1, 3])], [(order_init, [0, 1, 2])], 4, (3,), place)[0]
 
 
-def linalg_index(dim: int) -> ir.Value:
+def _loop_index(dim: int) -> ir.Value:
     return linalg.IndexOp(dim).result
 
 
@@ -151,11 +155,14 @@ def _mark_suppressed(
     batch: ir.Value,
     chosen: ir.Value,
     suppressed: ir.Value,
+    fresh: ir.Value,
+    keep: ir.Value,
+    count: int | ir.Value,
     center: bool,
     threshold: ir.Value,
 ) -> ir.Value:
-    """`suppressed` (i32 per box of batch `batch`) with every box that box `chosen` suppresses
-    marked 1: one element-wise generic over the boxes."""
+    """`suppressed` (i32 per box of batch `batch`; all 0 when `fresh`) with, when `keep`,
+    every box that box `chosen` suppresses marked 1: one element-wise generic over the boxes."""
     shaped = ir.RankedTensorType(boxes.type)
     slice_type = ir.RankedTensorType.get([shaped.shape[1], 4], shaped.element_type)
     dynamic = ir.ShapedType.get_dynamic_size()
@@ -177,11 +184,12 @@ def _mark_suppressed(
         selected = [
             tensor.ExtractOp(batch_boxes, [chosen, const_index(k)]).result for k in range(4)
         ]
-        hit = _suppresses(candidate, selected, center, threshold)
-        one = constant(marked.type, 1)
-        return [arith.SelectOp(hit, one, marked).result]
+        hit = arith.AndIOp(keep, _suppresses(candidate, selected, center, threshold)).result
+        marked = arith.SelectOp(fresh, constant(marked.type, 0), marked).result
+        return [arith.SelectOp(hit, constant(marked.type, 1), marked).result]
 
-    return generic(inputs, [(suppressed, [0])], 1, (), body)[0]
+    init = empty([count], ir.IntegerType.get_signless(32))
+    return generic([*inputs, (suppressed, [0])], [(init, [0])], 1, (), body)[0]
 
 
 # -- the rule ---------------------------------------------------------------------------------
@@ -196,7 +204,9 @@ def _lower_non_max_suppression(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         if type_.element_type is not ScalarType.F32:
             raise ctx.error(f"expects float {what}, got {format_type(type_)}")
     if len(boxes_type.shape) != 3 or boxes_type.shape[2] not in (4, None):
-        raise ctx.error(f"expects boxes of shape [batches, boxes, 4], got {format_type(boxes_type)}")
+        raise ctx.error(
+            f"expects boxes of shape [batches, boxes, 4], got {format_type(boxes_type)}"
+        )
     if len(scores_type.shape) != 3:
         raise ctx.error(
             f"expects scores of shape [batches, classes, boxes], got {format_type(scores_type)}"
@@ -229,59 +239,73 @@ def _lower_non_max_suppression(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     score_threshold = _optional_scalar(ctx, 4, "score_threshold", ScalarType.F32)
 
     order = _box_order(scores, tensor_sizes(scores))
-    rows = arith.MulIOp(arith.MulIOp(sizes[0], sizes[1]).result, sizes[2]).result
-    buffer = fill(empty([rows, 3], i64), constant(i64, 0))
+    static = [size for size in (batches, classes, count) if isinstance(size, int)]
+    if len(static) == 3:
+        rows: int | ir.Value = batches * classes * count  # type: ignore[operator]
+    else:
+        rows = arith.MulIOp(arith.MulIOp(sizes[0], sizes[1]).result, sizes[2]).result
+    # Rows past the selected count are never read: no fill (IREE 3.x also miscomputes the
+    # length of a host-side i64 fill of a 3-column tensor).
+    buffer = empty([rows, 3], i64)
     zero, one = const_index(0), const_index(1)
+    dynamic = ir.ShapedType.get_dynamic_size()
     i32 = ir.IntegerType.get_signless(32)
 
-    batch_loop = scf.ForOp(zero, sizes[0], one, [buffer, zero])
-    with ir.InsertionPoint(batch_loop.body):
-        batch = batch_loop.induction_variable
-        class_loop = scf.ForOp(zero, sizes[1], one, list(batch_loop.inner_iter_args))
-        with ir.InsertionPoint(class_loop.body):
-            klass = class_loop.induction_variable
-            clear = fill(empty([sizes[2]], i32), constant(i32, 0))
-            rank_loop = scf.ForOp(
-                zero, sizes[2], one, [*class_loop.inner_iter_args, clear, zero]
-            )
-            with ir.InsertionPoint(rank_loop.body):
-                written, total, suppressed, taken = rank_loop.inner_iter_args
-                rank = rank_loop.induction_variable
-                box = arith.IndexCastOp(
-                    index_type(), tensor.ExtractOp(order, [batch, klass, rank]).result
-                ).result
-                keep = arith.CmpIOp(
-                    arith.CmpIPredicate.slt, arith.IndexCastOp(i64, taken).result, limit
-                ).result
-                if score_threshold is not None:
-                    score = tensor.ExtractOp(scores, [batch, klass, box]).result
-                    keep = arith.AndIOp(keep, _cmp("OGT", score, score_threshold)).result
-                marked = tensor.ExtractOp(suppressed, [box]).result
-                free = arith.CmpIOp(arith.CmpIPredicate.eq, marked, constant(i32, 0)).result
-                keep = arith.AndIOp(keep, free).result
-                branch = scf.IfOp(
-                    keep,
-                    [written.type, index_type(), suppressed.type, index_type()],
-                    has_else=True,
-                )
-                with ir.InsertionPoint(branch.then_block):
-                    row = written
-                    for column, value in enumerate((batch, klass, box)):
-                        row = tensor.InsertOp(
-                            arith.IndexCastOp(i64, value).result, row, [total, const_index(column)]
-                        ).result
-                    marked_now = _mark_suppressed(
-                        boxes, batch, box, suppressed, bool(center), threshold
-                    )
-                    scf.YieldOp(
-                        [row, arith.AddIOp(total, one).result, marked_now, arith.AddIOp(taken, one).result]
-                    )
-                with ir.InsertionPoint(branch.else_block):
-                    scf.YieldOp([written, total, suppressed, taken])
-                scf.YieldOp(list(branch.results))
-            scf.YieldOp(list(rank_loop.results)[:2])
-        scf.YieldOp(list(class_loop.results))
-    written, total = batch_loop.results
+    # One flat loop over (batch, class, rank): a nest would carry the result buffer through
+    # loops of loops, and IREE (3.x) loses the dynamic size of a tensor carried that way.
+    # The class state (the suppressed mask, the count taken) restarts at rank 0, so the mask
+    # starts uninitialized: what it holds at rank 0 is ignored and replaced.
+    per_batch = arith.MulIOp(sizes[1], sizes[2]).result
+    steps = arith.MulIOp(sizes[0], per_batch).result
+    nothing = arith.CmpIOp(arith.CmpIPredicate.eq, limit, constant(i64, 0)).result
+    steps = arith.SelectOp(nothing, zero, steps).result  # no box may be selected: no walk
+    mask = empty([count], i32)
+    loop = scf.ForOp(zero, steps, one, [buffer, zero, mask, zero])
+    with ir.InsertionPoint(loop.body):
+        written, total, suppressed, taken = loop.inner_iter_args
+        step = loop.induction_variable
+        batch = arith.DivUIOp(step, per_batch).result
+        klass = arith.RemUIOp(arith.DivUIOp(step, sizes[2]).result, sizes[1]).result
+        rank = arith.RemUIOp(step, sizes[2]).result
+        fresh = arith.CmpIOp(arith.CmpIPredicate.eq, rank, zero).result
+        taken = arith.SelectOp(fresh, zero, taken).result
+        box = arith.IndexCastOp(
+            index_type(), tensor.ExtractOp(order, [batch, klass, rank]).result
+        ).result
+        keep = arith.CmpIOp(
+            arith.CmpIPredicate.slt, arith.IndexCastOp(i64, taken).result, limit
+        ).result
+        if score_threshold is not None:
+            score = tensor.ExtractOp(scores, [batch, klass, box]).result
+            keep = arith.AndIOp(keep, _cmp("OGT", score, score_threshold)).result
+        marked = tensor.ExtractOp(suppressed, [box]).result
+        free = arith.CmpIOp(arith.CmpIPredicate.eq, marked, constant(i32, 0)).result
+        keep = arith.AndIOp(keep, arith.OrIOp(fresh, free).result).result
+        # NOTE: no scf.if, and every carried tensor is updated by an insert_slice into
+        # itself: then MLIR can tell a carried tensor keeps its (dynamic) size, which IREE
+        # needs. A row written at `total` when the box is not kept is overwritten by the next
+        # kept box, or lies past the result's rows.
+        row = tensor.InsertSliceOp(
+            _row(batch, klass, box), written, [total], [], [], [dynamic, 0], [1, 3], [1, 1]
+        ).result
+        marks = _mark_suppressed(
+            boxes, batch, box, suppressed, fresh, keep, count, bool(center), threshold
+        )
+        marks = tensor.InsertSliceOp(
+            marks,
+            suppressed,
+            [],
+            [] if isinstance(count, int) else [count],
+            [],
+            [0],
+            [count if isinstance(count, int) else dynamic],
+            [1],
+        ).result
+        added = arith.SelectOp(keep, one, zero).result
+        scf.YieldOp(
+            [row, arith.AddIOp(total, added).result, marks, arith.AddIOp(taken, added).result]
+        )
+    written, total = list(loop.results)[:2]
     selected = tensor.ExtractSliceOp(
         ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size(), 3], i64),
         written,
@@ -293,6 +317,29 @@ def _lower_non_max_suppression(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         [1, 1],
     ).result
     return [_fit(ctx, selected, total, result.shape[0])]
+
+
+def _row(batch: ir.Value, klass: ir.Value, box: ir.Value) -> ir.Value:
+    """The result row [batch, class, box] as a tensor<1x3xi64> built by a `linalg.generic`.
+
+    NOTE: not `tensor.from_elements` or scalar `tensor.insert`s: IREE (3.x) turns those into
+    `stream.tensor.fill`s of sub-regions of the loop-carried result, whose byte ranges it
+    miscomputes (out-of-range writes, or a compile error when the values fold to constants)."""
+    i64 = ir.IntegerType.get_signless(64)
+    init = empty([1, 3], i64)
+
+    def body(arguments):
+        column = _loop_index(1)
+        value = arith.SelectOp(
+            arith.CmpIOp(arith.CmpIPredicate.eq, column, const_index(0)).result,
+            batch,
+            arith.SelectOp(
+                arith.CmpIOp(arith.CmpIPredicate.eq, column, const_index(1)).result, klass, box
+            ).result,
+        ).result
+        return [arith.IndexCastOp(i64, value).result]
+
+    return generic([], [(init, [0, 1])], 2, (), body)[0]
 
 
 def _index(size: int | ir.Value) -> ir.Value:
@@ -328,4 +375,3 @@ def _fit(ctx: LoweringRuleContext, selected: ir.Value, total: ir.Value, declared
     if selected.type == ctx.result_types[0]:
         return selected
     return tensor.CastOp(ctx.result_types[0], selected).result
-

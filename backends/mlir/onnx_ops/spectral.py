@@ -13,7 +13,7 @@ op_stft.py, numpy's fft and irfft.
 STFT gathers the frames (sample f * frame_step + t of frame f, times the window) in one
 `linalg.generic` and transforms them along the frame axis.
 
-The lengths must be static; the shapes must be static. `axis` (DFT-20), `dft_length`,
+Shapes must be static (a dynamic dim is refused). `axis` (DFT-20), `dft_length`,
 `frame_step` and `frame_length` are inputs: a compile-time constant is used as it is. ONNX's node
 tests feed them as graph inputs; then, as reductions.py does for `axes`, the values the static
 operand and result shapes allow are compiled (one `scf.if` branch each when several do) and a
@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from niro.ir import ScalarType, Value, format_type, op_name
+from niro.ir import Value, format_type, op_name
 
 from ..bindings import arith, ir, linalg, tensor
 from ..context import LoweringRuleContext, register_lowering
@@ -69,8 +69,9 @@ def _table_constant(array: np.ndarray, compute: ir.Type) -> ir.Value:
     return arith.ConstantOp(type_, ir.DenseElementsAttr.get(data, type=compute)).result
 
 
-def _compute_type(scalar: ScalarType) -> ir.Type:
-    return ir.F64Type.get() if scalar == ScalarType.F64 else ir.F32Type.get()
+def _compute_type(element: ir.Type) -> ir.Type:
+    """Where a transform of `element`s sums: f64 for f64, f32 for every other float type."""
+    return ir.F64Type.get() if isinstance(element, ir.F64Type) else ir.F32Type.get()
 
 
 def _transform(
@@ -87,7 +88,7 @@ def _transform(
     in_shape = list(ir.RankedTensorType(x.type).shape)
     rank = len(in_shape)
     element = ir.RankedTensorType(x.type).element_type
-    compute = ir.F64Type.get() if isinstance(element, ir.F64Type) else ir.F32Type.get()
+    compute = _compute_type(element)
     irfft = inverse and onesided
     taps = min(in_shape[axis], n // 2 + 1 if irfft else n)
     bins = out_shape[axis]
@@ -307,12 +308,17 @@ def _lower_dft(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         None if isinstance(axis, int) else axis,
         length if isinstance(length, ir.Value) else None,
     ]
+    dynamic = [position for position, value in enumerate(runtime) if value is not None]
+    named = " and ".join(("axis", "dft_length")[position] for position in dynamic)
+    allowed = sorted({tuple(option[position] for position in dynamic) for option in options})
     choice = _select(
         ctx,
         options,
         runtime,
         None,
-        f"the run-time (axis, dft_length) must be one of {options} to fit the static {shapes}",
+        f"the run-time {named} must be one of "
+        f"{', '.join(str(values[0] if len(values) == 1 else values) for values in allowed)} "
+        f"to fit the static {shapes}",
     )
     element = lower_scalar_type(scalar)
 
@@ -453,7 +459,7 @@ def _lower_stft(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         f"{lengths} from {samples} samples",
     )
     element = lower_scalar_type(scalar)
-    compute = _compute_type(scalar)
+    compute = _compute_type(element)
 
     def build(option: tuple[int, ...]) -> ir.Value:
         (n,) = option

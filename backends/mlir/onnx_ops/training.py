@@ -75,7 +75,9 @@ def _groups(ctx: LoweringRuleContext, per_tensor: int) -> tuple[int, ScalarType]
         raise ctx.error(f"expects an int64 T, got {format_type(ctx.niro_operands[1].type)}")
     scalar = element_type(ctx.niro_operands[2])
     if scalar not in _FLOATS:
-        raise ctx.error(f"expects float or double tensors, got {format_type(ctx.niro_operands[2].type)}")
+        raise ctx.error(
+            f"expects float or double tensors, got {format_type(ctx.niro_operands[2].type)}"
+        )
     for value in (*ctx.niro_operands[2:], *ctx.niro_results):
         if element_type(value) is not scalar:
             raise ctx.error(
@@ -226,9 +228,7 @@ def _lower_adam(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
     def new_x(kit: ElementMath, elements):
         x, gradient, momentum, squares = elements
-        scale = kit.add(
-            math.SqrtOp(history(kit, x, gradient, squares)).result, kit.const(epsilon)
-        )
+        scale = kit.add(math.SqrtOp(history(kit, x, gradient, squares)).result, kit.const(epsilon))
         step = kit.div(velocity(kit, x, gradient, momentum), scale)
         return kit.mul(kit.const(1.0 - norm_post), kit.sub(x, kit.mul(rate, step)))
 

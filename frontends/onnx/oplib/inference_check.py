@@ -29,7 +29,8 @@ from niro.ir import (
     format_type,
 )
 
-from ..onnx_types import UnsupportedTypeError, niro_type_from_proto, type_proto_from_niro
+from ..node_inference import inferred_outputs
+from ..onnx_types import type_proto_from_niro
 from ..tensors import SCALAR_TYPES
 from .schemas import AttributeKind, FormalParameter, OpSignature
 
@@ -115,18 +116,7 @@ def _infer(
         return _first_line(error)
     except Exception:  # NOTE: anything else is ONNX failing, not the op being wrong
         return {}
-    inferred: dict[int, TensorType] = {}
-    for position, _, _ in outputs:
-        type_proto = found.get(f"out{position}")
-        if type_proto is None:
-            continue
-        try:
-            tensor_type = niro_type_from_proto(type_proto)
-        except (UnsupportedTypeError, ValueError):
-            continue
-        if tensor_type is not None:
-            inferred[position] = tensor_type
-    return inferred
+    return inferred_outputs(found, (position for position, _, _ in outputs))
 
 
 def compatible(declared: object, inferred: TensorType) -> bool:

@@ -1,7 +1,7 @@
 """`ai.onnx.ml` Binarizer and ArrayFeatureExtractor run end to end against onnx.reference:
 every element type Binarizer allows (NaN and the threshold itself give 0), and
 ArrayFeatureExtractor on 1-D X (a [1, K] result), higher ranks, 2-D indices and negative
-indices."""
+indices. ONNX's two node tests run in tests/conformance/subset.py."""
 
 from __future__ import annotations
 
@@ -11,19 +11,10 @@ from niro.backends.mlir import LoweringError, lower_to_mlir
 from niro.ir import parse_module
 
 from tests.conformance.pipeline import run_case
-from tests.onnx_node_cases import node_test_case
 
 from .model_cases import one_node_case
 
-NODE_TESTS = ["test_ai_onnx_ml_binarizer", "test_ai_onnx_ml_array_feature_extractor"]
-
 ML = "ai.onnx.ml"
-
-
-@pytest.mark.parametrize("name", NODE_TESTS)
-def test_node_test_passes(name: str) -> None:
-    outcome = run_case(node_test_case(name))
-    assert outcome.passed, f"{outcome.stage}: {outcome.message}"
 
 
 RNG = np.random.default_rng(17)

@@ -4,15 +4,16 @@ ONNX's node tests (in the conformance subset) feed `axis`, `frame_step` and `fra
 graph inputs; these models give them as initializers, as exported models do, and cover what the
 node tests miss: zero-padding and truncating `dft_length`, an odd-length IRFFT, complex and
 f16/f64 inputs, a run-time `dft_length` the shapes leave two choices for, a complex STFT with a
-window. A run-time frame_step that disagrees with the shapes must stop the program, and a
-dynamic transform length is refused.
+window. A run-time axis or frame_step that disagrees with the shapes must stop the program; a
+dynamic transform length, and an STFT result typed two-sided by ONNX's shape inference when the
+op is one-sided, are refused.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import onnx
+import pytest
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -134,6 +135,18 @@ def test_runtime_frame_step_that_misfits_the_shapes_fails_the_run() -> None:
     assert (
         "'onnx.STFT' op: the run-time frame_step and frame_length must give 15 frames of a "
         "length in [16, 17] from 128 samples" in outcome.message
+    ), outcome.message
+
+
+def test_runtime_axis_that_misfits_the_shapes_fails_the_run() -> None:
+    case = node_test_case("test_dft_axis")
+    ((inputs, expected),) = case.data_sets
+    wrong = ((inputs[0], np.array(-1, np.int64)), expected)  # the real/imaginary dim
+    outcome = run_case(NodeTestCase(case.name, case.model, (wrong,), 1e-3, 1e-5))
+    assert outcome.stage == "run", outcome
+    assert (
+        "'onnx.DFT' op: the run-time axis must be one of 0, 1, 2 to fit the static input "
+        "tensor<1x10x10x1xf32> and result tensor<1x10x10x2xf32>" in outcome.message
     ), outcome.message
 
 
