@@ -5,6 +5,7 @@ compiles with iree-compile, and anything unexpected falls back to MLIR's writer.
 from __future__ import annotations
 
 import io
+import mmap
 import subprocess
 
 import numpy as np
@@ -39,9 +40,12 @@ S = ScalarType
 F32 = S.F32
 
 
-def globals_module(arrays: dict[str, tuple[ScalarType, np.ndarray]], consts=()) -> Module:
-    """`main()` returns every Global (initializer: the array's buffer, not a copy) and then
-    every Const literal in `consts` ((type, array) each)."""
+def globals_module(
+    arrays: dict[str, tuple[ScalarType, np.ndarray]], consts=(), buffers=None
+) -> Module:
+    """`main()` returns every Global (initializer: the array's buffer, not a copy, or the
+    buffer `buffers` gives for its name) and then every Const literal in `consts` ((type,
+    array) each)."""
     ids = Ids()
     operations, results = [], []
     for name, (scalar, array) in arrays.items():
@@ -56,8 +60,9 @@ def globals_module(arrays: dict[str, tuple[ScalarType, np.ndarray]], consts=()) 
         FunctionType((), tuple(value.type for value in results)),
         Region([Block((), operations)]),
     )
+    buffers = buffers or {}
     globals_ = [
-        Global(name, tensor(scalar, *array.shape), memoryview(array).cast("B"))
+        Global(name, tensor(scalar, *array.shape), buffers.get(name, memoryview(array).cast("B")))
         for name, (scalar, array) in arrays.items()
     ]
     return Module(globals=globals_, functions=[function])
@@ -194,6 +199,26 @@ def test_write_bytecode_streams_model_scale_blobs_from_their_buffers():
     assert stream.getvalue() == mlir_writer_bytes(lowered)
     # every blob byte reached the stream as a view of its Niro buffer, none as a copy
     assert stream.viewed_bytes == lowered.resources.total_bytes
+
+
+def test_blobs_in_a_read_only_file_mapping_are_streamed_right(tmp_path):
+    """The weights' pages are dropped while writing (MADV_DONTNEED) and read again: the file
+    still holds every byte, as MLIR's writer would write it."""
+    weights = rng_array(np.float32, (SPLICE_MIN_BYTES >> 2) + 5, seed=3)
+    path = tmp_path / "weights.bin"
+    weights.tofile(path)
+    with open(path, "rb") as handle:
+        mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    view = memoryview(mapping)
+    module = globals_module({"mapped": (F32, weights)}, buffers={"mapped": view})
+    lowered = lower_to_mlir(module)
+    assert lowered.resources.mapped_read_only() == [mapping]
+    stream = RecordingStream([mapping])
+    lowered.write_bytecode(stream)
+    assert stream.viewed_bytes == weights.nbytes
+    assert weights.tobytes() in stream.getvalue()
+    assert stream.getvalue() == mlir_writer_bytes(lowered)
+    del lowered, view
 
 
 def test_write_bytecode_leaves_small_blobs_to_mlirs_writer():
@@ -360,6 +385,23 @@ def test_a_second_writer_on_one_module_falls_back():
     with lowered.context:
         assert second.write(written.append) is False
     assert written == []
+
+
+@pytest.mark.parametrize("name", ["niro.bytecode_placeholder.0", "niro.bytecode_placeholder.99"])
+def test_names_like_placeholder_keys_fall_back_to_mlirs_writer(name):
+    """A blob named as a placeholder (whose key MLIR then renames), or any IR string holding
+    the placeholder prefix, is not spliced: MLIR's writer writes the file."""
+    arrays = {name: (F32, rng_array(np.float32, 4)), "other": (S.F16, rng_array(np.float16, 2))}
+    lowered = lower_to_mlir(globals_module(arrays))
+    assert lowered.resources.blobs[0].name == name
+    written: list = []
+    writer = BlobSplicingWriter(lowered.module, lowered.resources, min_bytes=0)
+    with lowered.context:
+        assert writer.write(written.append) is False
+    assert written == []
+    stream = io.BytesIO()
+    lowered.write_bytecode(stream)
+    assert stream.getvalue() == mlir_writer_bytes(lowered)
 
 
 @pytest.fixture
