@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import onnx
 import onnx_ir as ir
 from niro.ir import Block, Buffer, Const, Op, Region, ScalarType, TensorType, Type, Value, ValueId
+from niro.ir.shapes import shape_refines
 
 from .errors import OnnxImportError
 from .inference import GraphTypes
@@ -166,8 +167,9 @@ class NodeContext:
     def result_type(self, output_index: int) -> TensorType:
         """The inferred type of output `output_index`.
 
-        When graph inference left it of unknown rank, the node is inferred again on its own
-        from its operands' Niro types and constant data (`node_inference`)."""
+        When graph inference left it of unknown rank, or with dynamic dims while an operand is a
+        known constant, the node is inferred again on its own from its operands' Niro types and
+        constant data (`node_inference`), and the result kept if it is more precise."""
         output = self.node.outputs[output_index]
         what = f"output of node '{node_label(self.node, self.index)}'"
         found = resolve_type(
@@ -177,15 +179,23 @@ class NodeContext:
             self.filename,
             lambda: schema_element_type(self.node, output_index, self.inputs, self.opset(self.node.domain)),
         )
-        if found.shape is None:
+        if found.shape is None or (None in found.shape and self._has_constant_operand()):
             if self._retyped is None:
                 self._retyped = infer_node(
                     self.node, self.inputs, self.builder.constant_data, self.opset(self.node.domain)
                 )
             retyped = self._retyped.get(output_index)
-            if retyped is not None and retyped.element_type is found.element_type:
+            if (
+                retyped is not None
+                and retyped.element_type is found.element_type
+                and retyped.shape is not None
+                and shape_refines(retyped.shape, found.shape)
+            ):
                 return retyped
         return found
+
+    def _has_constant_operand(self) -> bool:
+        return any(value is not None and value.id in self.builder.literals for value in self.inputs)
 
     def inferred_type(self, output_index: int) -> TensorType | None:
         """The inferred type of an output, or None when inference has none Niro can hold."""

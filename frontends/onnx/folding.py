@@ -14,8 +14,10 @@ replaces each node it can evaluate now by a `Constant` node with the node's outp
 Known constants are small initializers and Constant nodes (at most `FOLD_LIMIT` elements) and
 what was folded. Values are computed by ONNX's reference implementation of the node's own
 op-set version, and a node is folded only if its inferred outputs have at most `FOLD_LIMIT`
-elements. Subgraphs are left alone. The caller re-runs inference after a round that folded
-something, until nothing more folds (`infer_types`).
+elements. Subgraphs are left to the importer: the caller re-runs inference after a round that
+folded something, until nothing more folds (`infer_types`), and the importer then folds, with
+`fold_node`, what it meets in any graph: Shape/Size of values its own typing made static, and
+nodes on integer constants it knows (in Loop, Scan and If bodies too).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-__all__ = ["FOLD_LIMIT", "fold_shape_arithmetic"]
+__all__ = ["FOLD_LIMIT", "fold_node", "fold_shape_arithmetic"]
 
 FOLD_LIMIT = 1024
 """Most elements a folded value (or a constant it is computed from) may have."""
@@ -170,6 +172,26 @@ def _evaluate(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int)
     if any(array.dtype == object or array.size > FOLD_LIMIT for array in arrays):
         return None
     return arrays
+
+
+def fold_node(
+    node: onnx.NodeProto, inputs: list[np.ndarray | None], input_dims: list[list[int] | None], opset: int
+) -> list[np.ndarray] | None:
+    """The outputs of one node folded where the importer meets it (in any graph, subgraphs
+    included): `Shape`/`Size` of a statically shaped input (`input_dims[0]`), or a node whose
+    inputs are all known integer constants (`inputs`, None where absent). None when the node
+    does not fold by those rules (see the module docstring)."""
+    if node.domain not in ("", "ai.onnx") or node.op_type in _NEVER_FOLDED or not node.output:
+        return None
+    if any(attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attribute in node.attribute):
+        return None
+    if node.op_type in ("Shape", "Size"):
+        dims = input_dims[0] if input_dims else None
+        return None if dims is None else [_shape_data(node, dims)]
+    present = [array for name, array in zip(node.input, inputs, strict=True) if name]
+    if not present or any(array is None or array.dtype.kind not in "biu" for array in present):
+        return None
+    return _evaluate(node, inputs, opset)
 
 
 def fold_shape_arithmetic(

@@ -45,12 +45,15 @@ from niro.ir import (
     Yield,
     format_type,
 )
+from niro.ir.shapes import shape_refines
+from onnx import numpy_helper
 
 from .attributes import AttributeConversionError, generic_attribute
 from .context import FunctionBuilder, NodeContext, Scope, describe_node, node_label, resolve_type
 from .converters import CONVERTERS
 from .errors import OnnxImportError, first_line
 from .external_data import ExternalDataError, ExternalDataReader
+from .folding import fold_node
 from .functions import FunctionKey, specialization_key, specialize
 from .inference import GraphTypes, InferenceFailure, infer_types
 from .loop_body import loop_body_input_types, refine_type
@@ -553,6 +556,8 @@ class _Importer:
         if key in self.function_protos:
             self._call_function(ctx, key, self.function_protos[key], self._call_attributes(ctx))
             return
+        if node.domain in _DEFAULT_DOMAINS and self._fold(ctx):
+            return
         if node.domain in _DEFAULT_DOMAINS:
             converter = CONVERTERS.get(node.op_type)
             if converter is not None and converter(ctx):
@@ -560,6 +565,42 @@ class _Importer:
         if self.expand_functions is not None and self._expand_schema_function(ctx):
             return
         self._convert_generic(ctx)
+
+    def _fold(self, ctx: NodeContext) -> bool:
+        """Fold shape arithmetic where graph-level folding could not see it (in subgraphs, or
+        on constants that typing at import made known): see `folding.fold_node`."""
+        node = ctx.node
+        if node.op_type not in ("Shape", "Size") and not ctx.inputs:
+            return False
+        if any(not output.name for output in node.outputs):
+            return False
+        arrays: list[np.ndarray | None] = []
+        dims: list[list[int] | None] = []
+        for value in ctx.inputs:
+            tensor_type = value.type if value is not None and isinstance(value.type, TensorType) else None
+            static = tensor_type is not None and tensor_type.shape is not None and None not in tensor_type.shape
+            dims.append(list(tensor_type.shape) if static else None)
+            proto = None if value is None else ctx.builder.constant_data(value)
+            arrays.append(None if proto is None else numpy_helper.to_array(proto))
+        if node.op_type not in ("Shape", "Size") and any(
+            array is None for array, value in zip(arrays, ctx.inputs, strict=True) if value is not None
+        ):
+            return False
+        results = fold_node(ir.serde.serialize_node(node), arrays, dims, ctx.opset())
+        if results is None or len(results) != len(node.outputs):
+            return False
+        tensors = []
+        for position, array in enumerate(results):
+            expected = ctx.result_type(position)
+            tensor = numpy_helper.from_array(array)
+            tensor_type, _ = pack_tensor_proto(tensor)
+            if tensor_type.element_type is not expected.element_type or not shape_refines(
+                tensor_type.shape, expected.shape
+            ):
+                return False
+            tensors.append(tensor)
+        self._emit_folded(node, ctx.index, tuple(tensors), ctx.scope, ctx.builder)
+        return True
 
     def _expand_schema_function(self, ctx: NodeContext) -> bool:
         """Call the op's ONNX function body (see `schema_functions`) if it has one and the

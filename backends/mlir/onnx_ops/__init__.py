@@ -31,6 +31,7 @@ from . import (  # noqa: F401
     shape_ops,  # noqa: F401
     slice_ops,  # noqa: F401
     spectral,
+    text_ops,
     training,
     unique,
     unpool,

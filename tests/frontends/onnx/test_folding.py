@@ -68,7 +68,7 @@ def test_random_ops_are_not_folded() -> None:
     assert ops[1].startswith("onnx.RandomUniformLike")
 
 
-def test_subgraphs_are_left_alone() -> None:
+def test_subgraphs_fold_where_the_importer_meets_them() -> None:
     model = onnx.parser.parse_model(
         OPSET
         + "g (bool c, float[2, 3] x) => (z) { z = If(c) <"
@@ -77,4 +77,21 @@ def test_subgraphs_are_left_alone() -> None:
     )
     block = main_block(import_verified(model))
     if_op = next(op for op in block.operations if isinstance(op, nir.If))
-    assert describe_block(if_op.then_region.blocks[0])[0].startswith("onnx.Shape(")
+    # graph-level folding leaves subgraphs to the importer, which folds the Shape of the
+    # captured static value when it converts the branch
+    assert describe_block(if_op.then_region.blocks[0])[0].startswith("niro.const() -> (tensor<2xi64>)")
+
+
+def test_integer_nodes_on_known_constants_fold_in_a_loop_body() -> None:
+    model = onnx.parser.parse_model(
+        OPSET
+        + " g (int64 m, bool c, float[2, 3] x) => (out) {"
+        + " out = Loop(m, c, x) < body = b (int64 i, bool ci, float[2, 3] xi) => (bool co, float[3, 2] xo) {"
+        + " co = Identity(ci)\n s = Shape(xi)\n one = Constant <value_ints = [1, 0]> ()\n"
+        + " t = Gather(s, one)\n xo = Reshape(xi, t) }> }"
+    )
+    block = main_block(import_verified(model))
+    loop = next(op for op in block.operations if nir.op_name(op) == "onnx.Loop")
+    body = describe_block(loop.regions[0].blocks[0])
+    assert [line.split("(")[0] for line in body[:3]] == ["niro.const", "niro.const", "niro.const"]
+    assert body[3].startswith("onnx.Reshape(tensor<2x3xf32>, tensor<2xi64>) -> (tensor<3x2xf32>)")
