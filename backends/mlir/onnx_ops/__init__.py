@@ -14,10 +14,12 @@ from . import (  # noqa: F401
     grid_sample,
     linalg_ops,  # noqa: F401
     loop,
+    mel,
     ml_ops,
     nms,
     nn,  # noqa: F401
     normalization,  # noqa: F401
+    optional,
     pooling,  # noqa: F401
     quantization,  # noqa: F401
     recurrent,
@@ -33,6 +35,7 @@ from . import (  # noqa: F401
     spectral,
     text_ops,
     training,
+    tree_ensemble,
     unique,
     unpool,
 )

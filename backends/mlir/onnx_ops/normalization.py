@@ -430,7 +430,7 @@ def _lower_batch_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     """Inference mode: (x - mean) / sqrt(var + epsilon) * scale + bias, per channel (dim 1)."""
     source, data, compute = _float_input(ctx)
     if int(attribute(ctx, "training_mode", 0)) != 0:
-        raise ctx.error("supports inference mode only (training_mode = 1 is not supported)")
+        return _lower_batch_norm_training(ctx, source, data, compute)
     if int(attribute(ctx, "spatial", 1)) != 1:
         raise ctx.error("supports spatial = 1 only")
     if len(ctx.result_types) != 1:
@@ -458,6 +458,55 @@ def _lower_batch_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         return _narrow(result.result, ctx)
 
     return [_elementwise(ctx, source, operands, body)]
+
+
+def _lower_batch_norm_training(ctx, source, data, compute) -> list[ir.Value]:
+    """Training mode (opset 14+): normalise by the batch's own statistics (population variance
+    over every dim but the channel), and return the running statistics updated with them:
+    running = input * momentum + batch * (1 - momentum), as ONNX's reference computes them."""
+    if opset(ctx) < 14:
+        raise ctx.error("supports training_mode only from opset 14 (earlier opsets had other outputs)")
+    rank = len(data.shape)
+    if rank < 2:
+        raise ctx.error(f"expects an input of rank >= 2, got {format_type(data)}")
+    epsilon = float(attribute(ctx, "epsilon", 1e-5))
+    momentum = float(attribute(ctx, "momentum", 0.9))
+    axes = tuple(axis for axis in range(rank) if axis != 1)
+    mean, variance = _moments(source, axes, compute)
+    inverse = _inverse_std(variance, epsilon, compute)
+    scale = _optional_operand(ctx, 1, rank, "scale", channel=True)
+    bias = _optional_operand(ctx, 2, rank, "bias", channel=True)
+    if scale is None or bias is None:
+        raise ctx.error("is missing its scale or bias input")
+    results = [_affine_normalize(ctx, source, compute, mean, inverse, [1], scale, bias)]
+    positions = output_positions(ctx)
+    for result_index, position in enumerate(positions[1:], start=1):
+        if position not in (1, 2):
+            raise ctx.error(f"has an output #{position}; training mode has 3 (Y, running_mean, running_var)")
+        running, batch = (ctx.operands[3], mean) if position == 1 else (ctx.operands[4], variance)
+        results.append(_running_update(ctx, running, batch, momentum, compute, result_index))
+    return results
+
+
+def _running_update(ctx, running, batch, momentum: float, compute, result_index: int) -> ir.Value:
+    """running * momentum + batch * (1 - momentum), per channel, in the result's type."""
+    result_type = ranked_result(ctx, result_index)
+    if result_type.rank != 1:
+        raise ctx.error(f"expects per-channel running statistics, got {result_type}")
+
+    def body(arguments):
+        old, new = (convert(item, compute) for item in arguments[:2])
+        kept = arith.MulFOp(old, constant(compute, momentum)).result
+        added = arith.MulFOp(new, constant(compute, 1.0 - momentum)).result
+        return [convert(arith.AddFOp(kept, added).result, result_type.element_type)]
+
+    return generic(
+        [(running, [0]), (batch, [0])],
+        [(empty(tensor_sizes(batch), result_type.element_type), [0])],
+        1,
+        (),
+        body,
+    )[0]
 
 
 def _reassociation(groups: Sequence[Sequence[int]]) -> ir.ArrayAttr:

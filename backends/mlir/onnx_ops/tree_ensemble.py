@@ -20,7 +20,6 @@ so there is no agreed number to compute.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -120,6 +119,8 @@ class _Ensemble:
             if member_nodes:
                 raise ctx.error("has set membership nodes but no membership_values")
             return np.full((1, 1), np.nan, dtype), np.zeros(len(self.modes), np.int64)
+        if values.dtype != dtype:
+            raise ctx.error(f"expects membership_values of X's type {np.dtype(dtype).name}")
         if int(np.isnan(values).sum()) != len(member_nodes):
             raise ctx.error(
                 f"has {int(np.isnan(values).sum())} NaN-delimited sets in membership_values for "
@@ -150,21 +151,38 @@ class _Ensemble:
         return root, False
 
     def _check_finite(self, ctx: LoweringRuleContext, tree: int, start: int, is_leaf: bool) -> None:
-        """Every path of the tree ends at a leaf in range, visiting each node at most once."""
-        pending, seen = [(start, is_leaf, ())], 0
+        """Every path of the tree ends at a leaf in range and no path comes back to a node
+        (a depth-first search colouring nodes in progress, so shared subtrees are walked once)."""
+        if is_leaf:
+            self._check_leaf(ctx, tree, start)
+            return
+        state: dict[int, bool] = {}  # node -> finished
+        pending = [(start, False)]
         while pending:
-            node, leaf, path = pending.pop()
-            if leaf:
-                if not 0 <= node < len(self.targets):
-                    raise ctx.error(f"tree {tree} reaches leaf {node} outside the {len(self.targets)} leaves")
+            node, leaving = pending.pop()
+            if leaving:
+                state[node] = True
                 continue
             if not 0 <= node < len(self.modes):
                 raise ctx.error(f"tree {tree} reaches node {node} outside the {len(self.modes)} nodes")
-            if node in path:
-                raise ctx.error(f"tree {tree} has a cycle through node {node}")
-            seen += 1
+            if node in state:
+                if not state[node]:
+                    raise ctx.error(f"tree {tree} has a cycle through node {node}")
+                continue
+            state[node] = False
+            pending.append((node, True))
             for branch in (0, 1):
-                pending.append((int(self.children[node, branch]), bool(self.to_leaf[node, branch]), (*path, node)))
+                child = int(self.children[node, branch])
+                if self.to_leaf[node, branch]:
+                    self._check_leaf(ctx, tree, child)
+                elif state.get(child) is False:
+                    raise ctx.error(f"tree {tree} has a cycle through node {child}")
+                else:
+                    pending.append((child, False))
+
+    def _check_leaf(self, ctx: LoweringRuleContext, tree: int, leaf: int) -> None:
+        if not 0 <= leaf < len(self.targets):
+            raise ctx.error(f"tree {tree} reaches leaf {leaf} outside the {len(self.targets)} leaves")
 
 
 @register_lowering("ai.onnx.ml.TreeEnsemble", since=5)
@@ -316,5 +334,3 @@ def _aggregate(ctx, ensemble: _Ensemble, leaves, scalar, result, rows, aggregate
         ctx, output, [*rows, None], body, [(leaves, read_leaves, ScalarType.I64)], reduction_dims=1, init=init
     )
 
-
-_ = math  # NOTE: kept for float formatting helpers if needed

@@ -28,6 +28,7 @@ def one_node_case(
     opset: int = 21,
     reference: str = "onnx",
     domain: str = "",
+    domain_version: int = 1,
     **attributes,
 ) -> NodeTestCase:
     """A model of one `op_type` node. `inputs` are graph inputs fed at run time; `initializers`
@@ -35,7 +36,7 @@ def one_node_case(
     "" is an absent optional input. Expected outputs (and the output types) come from
     onnx.reference, or from onnxruntime with `reference="onnxruntime"` (onnx.reference ignores
     the opset: e.g. it computes Softmax-11 with Softmax-13's semantics). A `domain` other than
-    ONNX's default (e.g. "ai.onnx.ml") puts the node there, imported at version 1."""
+    ONNX's default (e.g. "ai.onnx.ml") puts the node there, imported at `domain_version`."""
     initializers = initializers or {}
     output_names = (
         [f"out{index}" for index in range(outputs)] if isinstance(outputs, int) else outputs
@@ -44,7 +45,7 @@ def one_node_case(
     node = helper.make_node(
         op_type, node_inputs, output_names, name=f"{op_type}_0", domain=domain, **attributes
     )
-    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, domain_version)] if domain else [])
     feeds = {key: value for key, value in inputs.items() if key}
     evaluator_graph = _graph(name, node, feeds, initializers, output_names, None)
     model = helper.make_model(evaluator_graph, opset_imports=opsets)
