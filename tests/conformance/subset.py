@@ -410,6 +410,8 @@ test_top_k_negative_axis
 test_top_k_same_values
 
 # nn
+test_ai_onnx_ml_tree_ensemble_set_membership
+test_ai_onnx_ml_tree_ensemble_single_tree
 test_attention_23_boolmask_fullymasked_row_nan_robustness_expanded
 test_attention_23_fullymasked_qk_matmul_output_mode3_zero_expanded
 test_attention_3d_attn_mask_expanded
@@ -510,6 +512,7 @@ test_maxpool_2d_uint8
 test_maxpool_with_argmax_2d_precomputed_strides
 test_maxunpool_export_with_output_shape
 test_maxunpool_export_without_output_shape
+test_melweightmatrix
 test_mvn
 test_mvn_expanded
 test_nonmaxsuppression_center_point_box_format
@@ -559,6 +562,10 @@ test_softmax_axis_0
 test_softmax_axis_1
 test_stft
 test_stft_with_window
+test_tfidfvectorizer_tf_batch_onlybigrams_skip0
+test_tfidfvectorizer_tf_batch_uniandbigrams_skip5
+test_tfidfvectorizer_tf_onlybigrams_levelempty
+test_tfidfvectorizer_tf_uniandbigrams_skip5
 test_upsample_nearest
 """
 
@@ -606,7 +613,6 @@ test_resize_downsample_scales_cubic_antialias
 test_rotary_embedding
 test_scan_sum
 test_strnormalizer_export_monday_casesensintive_lower
-test_tfidfvectorizer_tf_batch_onlybigrams_skip0
 """
 # fmt: on
 

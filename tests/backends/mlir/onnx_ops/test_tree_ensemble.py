@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper
-
 from niro.backends.mlir import LoweringError, lower_to_mlir
 from niro.ir import parse_module
+from onnx import helper
+
 from tests.conformance.pipeline import run_case
 
 from .model_cases import one_node_case
