@@ -14,6 +14,7 @@ OnnxImportError naming the node, value or initializer.
 from __future__ import annotations
 
 import logging
+import math
 import mmap
 import os
 import re
@@ -53,7 +54,7 @@ from .context import FunctionBuilder, NodeContext, Scope, describe_node, node_la
 from .converters import CONVERTERS
 from .errors import OnnxImportError, first_line
 from .external_data import ExternalDataError, ExternalDataReader
-from .folding import fold_node
+from .folding import FOLD_LIMIT, fold_node
 from .functions import FunctionKey, specialization_key, specialize
 from .inference import GraphTypes, InferenceFailure, infer_types
 from .loop_body import loop_body_input_types, refine_type
@@ -270,6 +271,11 @@ def _describe_map_value(model: onnx.ModelProto) -> str:
                 if attribute.HasField("g"):
                     graphs.append(attribute.g)
     return "map types are not supported"
+
+
+def _small_static(type_: TensorType) -> bool:
+    """A fully static type of at most FOLD_LIMIT elements (what import-time folding may make)."""
+    return type_.shape is not None and None not in type_.shape and math.prod(type_.shape) <= FOLD_LIMIT
 
 
 def _opsets(model: onnx.ModelProto) -> dict[str, int]:
@@ -586,12 +592,16 @@ class _Importer:
             array is None for array, value in zip(arrays, ctx.inputs, strict=True) if value is not None
         ):
             return False
+        # NOTE: the results' types must be known small before anything is evaluated: a
+        # Range or ConstantOfShape on constants can ask for any amount of memory
+        expected_types = [ctx.result_type(position) for position in range(len(node.outputs))]
+        if not all(_small_static(type_) for type_ in expected_types):
+            return False
         results = fold_node(ir.serde.serialize_node(node), arrays, dims, ctx.opset())
         if results is None or len(results) != len(node.outputs):
             return False
         tensors = []
-        for position, array in enumerate(results):
-            expected = ctx.result_type(position)
+        for array, expected in zip(results, expected_types, strict=True):
             tensor = numpy_helper.from_array(array)
             tensor_type, _ = pack_tensor_proto(tensor)
             if tensor_type.element_type is not expected.element_type or not shape_refines(

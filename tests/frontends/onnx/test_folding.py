@@ -7,6 +7,7 @@ from __future__ import annotations
 import niro.ir as nir
 import numpy as np
 import onnx
+from niro.frontends.onnx import folding
 from niro.frontends.onnx.folding import FOLD_LIMIT
 
 from .helpers import describe_block, import_text, import_verified, main_block
@@ -95,3 +96,24 @@ def test_integer_nodes_on_known_constants_fold_in_a_loop_body() -> None:
     body = describe_block(loop.regions[0].blocks[0])
     assert [line.split("(")[0] for line in body[:3]] == ["niro.const", "niro.const", "niro.const"]
     assert body[3].startswith("onnx.Reshape(tensor<2x3xf32>, tensor<2xi64>) -> (tensor<3x2xf32>)")
+
+
+def test_a_huge_range_on_constants_is_not_evaluated(monkeypatch) -> None:
+    # in a Loop body, where the importer folds: the result's size must be known small before
+    # anything is evaluated (numpy would try to allocate it)
+    evaluated = []
+    real_evaluate = folding._evaluate
+    monkeypatch.setattr(folding, "_evaluate", lambda node, *rest: evaluated.append(node.op_type) or real_evaluate(node, *rest))
+    model = onnx.parser.parse_model(
+        OPSET
+        + " g (int64 n, bool c, float[2] x) => (out) {"
+        + " out = Loop(n, c, x) < body = b (int64 i, bool ci, float[2] xi) => (bool co, float[2] xo) {"
+        + " co = Identity(ci)\n start = Constant <value_int = 0> ()\n"
+        + " limit = Constant <value_int = 4000000000000> ()\n delta = Constant <value_int = 1> ()\n"
+        + " r = Range(start, limit, delta)\n xo = Identity(xi) }> }"
+    )
+    block = main_block(import_verified(model))
+    loop = next(op for op in block.operations if nir.op_name(op) == "onnx.Loop")
+    names = [nir.op_name(op) for op in loop.regions[0].blocks[0].operations]
+    assert "onnx.Range" in names
+    assert "Range" not in evaluated
