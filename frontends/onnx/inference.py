@@ -113,6 +113,17 @@ def _strip_graph(
         copy_fields(node, copy, frozenset({"attribute"}))
         for attribute in node.attribute:
             _strip_attribute(attribute, copy.attribute.add())
+        _spell_out_defaults(copy)
+
+
+def _spell_out_defaults(node: onnx.NodeProto) -> None:
+    """Work around ONNX shape inference reading a missing attribute with the wrong default.
+
+    NOTE: onnx 1.23 types STFT without `onesided` as two-sided (its inference reads 0); the
+    schema's default, which onnx.reference and the lowering use, is 1 (one-sided)."""
+    if node.op_type == "STFT" and node.domain in ("", "ai.onnx"):
+        if not any(attribute.name == "onesided" for attribute in node.attribute):
+            node.attribute.append(onnx.helper.make_attribute("onesided", 1))
 
 
 def strip_weights(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | None = None) -> onnx.ModelProto:

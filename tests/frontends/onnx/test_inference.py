@@ -46,3 +46,12 @@ def test_a_long_vector_turns_data_propagation_off(monkeypatch) -> None:
 def test_a_vector_of_2_pow_31_elements_is_typed_without_materialising_it() -> None:
     model = onnx.parser.parse_model(OPSET + "g (float[2147483648] v) => (w) { w = Mul(v, v) }")
     assert _dims(infer_types(model), "w") == [2**31]
+
+
+def test_stft_without_onesided_is_typed_one_sided() -> None:
+    # ONNX 1.23's own inference says 16 bins (two-sided); the schema default onesided=1 gives 9
+    model = onnx.parser.parse_model(
+        '<ir_version: 8, opset_import: ["" : 17]> g (float[1, 64, 1] s) => (y) {'
+        " step = Constant <value_int = 8> ()\n len = Constant <value_int = 16> ()\n y = STFT(s, step, , len) }"
+    )
+    assert _dims(infer_types(model), "y") == [1, 7, 9, 2]
