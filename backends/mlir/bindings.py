@@ -12,14 +12,22 @@ knows them.
 
 from __future__ import annotations
 
+# NOTE: `linalg` is the dialect's generated op classes, not the `dialects.linalg` package: that
+# package imports linalg's OpDSL op definitions (~45 ms at start-up) whose function-style
+# builders (`linalg.fill(...)`) also rebuild each op's definition in Python on every call. The
+# classes plus the C++ region builder (`fill_builtin_region`) make the same ops.
 try:  # NOTE: the upstream package wins when both are installed (DESIGN.md).
     from mlir import ir  # type: ignore[import-not-found]
-    from mlir.dialects import arith, cf, func, linalg, math, scf, tensor  # type: ignore[import-not-found]
+    from mlir._mlir_libs._mlirDialectsLinalg import fill_builtin_region  # type: ignore[import-not-found]
+    from mlir.dialects import _linalg_ops_gen as linalg  # type: ignore[import-not-found]
+    from mlir.dialects import arith, cf, func, math, scf, tensor  # type: ignore[import-not-found]
 
     BINDING = "mlir"
 except ImportError:
     from iree.compiler import ir  # type: ignore[no-redef]
-    from iree.compiler.dialects import arith, cf, func, linalg, math, scf, tensor  # type: ignore[no-redef]
+    from iree.compiler._mlir_libs._mlirDialectsLinalg import fill_builtin_region  # type: ignore[no-redef]
+    from iree.compiler.dialects import _linalg_ops_gen as linalg  # type: ignore[no-redef]
+    from iree.compiler.dialects import arith, cf, func, math, scf, tensor  # type: ignore[no-redef]
 
     BINDING = "iree.compiler"
 
@@ -28,6 +36,7 @@ __all__ = [
     "ir",
     "arith",
     "cf",
+    "fill_builtin_region",
     "func",
     "linalg",
     "math",

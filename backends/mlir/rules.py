@@ -31,7 +31,7 @@ from niro.ir import (
     format_type,
 )
 
-from .bindings import arith, cf, func, ir, linalg, scf, tensor
+from .bindings import arith, cf, fill_builtin_region, func, ir, linalg, scf, tensor
 from .context import KNOWN_LOWERINGS, LoweringRuleContext, lowering, registered_lowering
 from .literals import scalar_attr, tensor_data_attr
 from .types import index_type, lower_type
@@ -160,9 +160,9 @@ def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     # `linalg.matmul` OpDSL helpers, which rebuild the op's definition in Python on every call
     # (~0.2 ms a MatMul). Same ops, same text.
     fill = linalg.FillOp([init.type], [zero], [init])
-    linalg.fill_builtin_region(fill.operation)
+    fill_builtin_region(fill.operation)
     matmul = linalg.MatmulOp([init.type], [ctx.operands[0], ctx.operands[1]], [fill.result])
-    linalg.fill_builtin_region(matmul.operation)
+    fill_builtin_region(matmul.operation)
     return [matmul.result]
 
 

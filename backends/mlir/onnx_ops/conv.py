@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
 from niro.ir import ScalarType
 
 from ..bindings import arith, ir, linalg, tensor
 from ..context import LoweringRuleContext, register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type, input_value
+from .structured import named_op
 from .windows import (
     PARALLEL,
     REDUCTION,
@@ -59,10 +61,14 @@ def integer_mul_add(x: ir.Value, w: ir.Value, acc: ir.Value) -> ir.Value:
 
 
 _NAMED_CONVS = {
-    1: linalg.conv_1d_ncw_fcw,
-    2: linalg.conv_2d_nchw_fchw,
-    3: linalg.conv_3d_ncdhw_fcdhw,
+    1: linalg.Conv1DNcwFcwOp,
+    2: linalg.Conv2DNchwFchwOp,
+    3: linalg.Conv3DNcdhwFcdhwOp,
 }
+
+
+def _i64_vector(values: Sequence[int]) -> ir.DenseIntElementsAttr:
+    return ir.DenseIntElementsAttr.get(np.asarray(list(values), dtype=np.int64))
 
 
 def accumulator_type(scalar: ScalarType) -> ir.Type:
@@ -131,8 +137,7 @@ def grouped_conv(
         # NOTE: the named op computes the same sum (inputs cast to the accumulator, multiplied,
         # added); IREE's codegen knows it (im2col, tiling) and runs it far faster.
         init = filled(ctx, [batch, features, *output], accumulator, ctx.zero(accumulator))
-        built = named(x, w, outs=[init], strides=list(strides), dilations=list(dilations))
-        return built if isinstance(built, ir.Value) else built.result
+        return named_op(named, [x, w], init, strides=_i64_vector(strides), dilations=_i64_vector(dilations))
     xg = expand_dim(x, 1, (group, group_channels))
     wg = expand_dim(w, 0, (group, group_features))
     out_shape = [batch, group, group_features, *output]

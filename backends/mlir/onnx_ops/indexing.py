@@ -21,6 +21,7 @@ from niro.ir import ScalarType, TensorType, Value, format_type
 from ..bindings import arith, ir, linalg, tensor
 from ..context import LoweringRuleContext
 from ..types import index_type, lower_scalar_type, lower_type
+from . import structured
 from .common import input_index
 
 __all__ = [
@@ -177,8 +178,8 @@ __all__.append("HOST_SCALARS")
 
 
 def fill(value: ir.Value, init: ir.Value) -> ir.Value:
-    """`linalg.fill` of `init` with the scalar `value` (the builder that makes its region)."""
-    return linalg.fill(value, outs=[init])
+    """`structured.fill` with the scalar first, as the callers here read."""
+    return structured.fill(init, value)
 
 
 __all__.append("fill")

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from niro.ir import ScalarType
 
-from ..bindings import arith, ir, linalg, tensor
+from ..bindings import arith, fill_builtin_region, ir, linalg, tensor
 from ..context import LoweringRuleContext
 from ..types import index_type, lower_scalar_type
 
@@ -26,6 +26,7 @@ __all__ = [
     "generic",
     "empty",
     "fill",
+    "named_op",
     "constant",
     "accumulator_type",
     "convert",
@@ -114,9 +115,18 @@ def empty(sizes: Sequence[int | ir.Value], element: ir.Type) -> ir.Value:
 
 
 def fill(init: ir.Value, value: ir.Value) -> ir.Value:
-    """`linalg.fill` of `init` with the scalar `value`."""
-    filled = linalg.fill(value, outs=[init])
-    return filled if isinstance(filled, ir.Value) else filled[0]
+    """`linalg.fill` of `init` with the scalar `value` (the one builder of fills: see
+    `named_op` for why not the OpDSL helper)."""
+    return named_op(linalg.FillOp, [value], init)
+
+
+def named_op(op_class, inputs: Sequence[ir.Value], init: ir.Value, **attributes) -> ir.Value:
+    """A linalg named op (`linalg.FillOp`, `linalg.Conv2DNchwFchwOp`...) writing into `init`,
+    its region made by MLIR's C++ builder (OpDSL's Python builders re-derive the op on every
+    call, ~0.2 ms each, and cost ~45 ms to import)."""
+    op = op_class([init.type], list(inputs), [init], **attributes)
+    fill_builtin_region(op.operation)
+    return op.result
 
 
 def is_float(element: ir.Type) -> bool:

@@ -20,6 +20,7 @@ from niro.ir import ScalarType
 from ..bindings import arith, ir, linalg, tensor
 from ..context import LoweringRuleContext
 from ..types import index_type, lower_scalar_type
+from . import structured
 from .common import attribute
 
 __all__ = [
@@ -269,9 +270,7 @@ def filled(
     ctx: LoweringRuleContext, shape: Sequence[int], element: ir.Type, value: ir.Value
 ) -> ir.Value:
     """A static tensor of `shape` filled with the scalar `value` (linalg.fill of tensor.empty)."""
-    empty = tensor.EmptyOp(list(shape), element).result
-    built = linalg.fill(value, outs=[empty])
-    return built if isinstance(built, ir.Value) else built.result
+    return structured.fill(tensor.EmptyOp(list(shape), element).result, value)
 
 
 __all__ += ["filled"]
