@@ -33,7 +33,7 @@ from .indexing import (
     sub,
     to_index,
 )
-from .structured import assert_true, constant, empty, fill, generic
+from .structured import assert_all, assert_true, constant
 
 __all__: list[str] = []
 
@@ -187,21 +187,17 @@ def _check_write_indices(ctx, indices, mode: str, max_length: ir.Value, length: 
     i64 = ir.IntegerType.get_signless(64)
     room = arith.IndexCastOp(i64, sub(max_length, length)).result
 
-    def count_bad(arguments):
-        offset, bad = arguments
-        inside = arith.AndIOp(
+    def inside(elements):
+        (offset,) = elements
+        return arith.AndIOp(
             arith.CmpIOp(arith.CmpIPredicate.sge, offset, constant(i64, 0)).result,
             arith.CmpIOp(arith.CmpIPredicate.sle, offset, room).result,
         ).result
-        return [arith.SelectOp(inside, bad, arith.AddIOp(bad, constant(i64, 1)).result).result]
 
-    init = fill(empty([], i64), constant(i64, 0))
-    bad = generic([(value, [0])], [(init, [])], 1, (0,), count_bad)[0]
-    none_bad = arith.CmpIOp(
-        arith.CmpIPredicate.eq, tensor.ExtractOp(bad, []).result, constant(i64, 0)
-    ).result
-    assert_true(
-        none_bad,
+    assert_all(
+        [(value, [0])],
+        1,
+        inside,
         f"{ctx.niro_location}: TensorScatter's linear mode needs 0 <= write_indices[b] and "
         "write_indices[b] + sequence_length <= max_sequence_length",
     )

@@ -33,6 +33,7 @@ __all__ = [
     "identity_value",
     "tensor_sizes",
     "read_int_scalars",
+    "assert_all",
     "assert_true",
     "is_float",
     "ranked_result",
@@ -197,3 +198,24 @@ def assert_true(condition: ir.Value, message: str) -> None:
     from ..bindings import cf
 
     cf.AssertOp(condition, message)
+
+
+def assert_all(
+    inputs: Sequence[tuple[ir.Value, MapSpec]],
+    loops: int,
+    holds: Callable[[list[ir.Value]], ir.Value],
+    message: str,
+) -> None:
+    """A run-time check over every element: `holds(elements)` (an i1) must be true for all of
+    them (counted by one reduction over all `loops`), else the program fails with `message`."""
+    i64 = ir.IntegerType.get_signless(64)
+
+    def count(arguments):
+        *elements, failures = arguments
+        more = arith.AddIOp(failures, constant(i64, 1)).result
+        return [arith.SelectOp(holds(elements), failures, more).result]
+
+    init = fill(empty([], i64), constant(i64, 0))
+    failures = generic(inputs, [(init, [])], loops, tuple(range(loops)), count)[0]
+    none = arith.CmpIOp(arith.CmpIPredicate.eq, tensor.ExtractOp(failures, []).result, constant(i64, 0))
+    assert_true(none.result, message)

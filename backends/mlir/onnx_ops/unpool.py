@@ -26,7 +26,7 @@ from ..bindings import arith, ir, linalg, tensor
 from ..context import LoweringRuleContext, register_lowering
 from .common import element_type, input_index, input_value
 from .indexing import cast_to, clamp, cmp, const_index, floordiv
-from .structured import assert_true, constant, empty, fill, generic, read_int_scalars
+from .structured import assert_all, assert_true, constant, empty, fill, generic, read_int_scalars
 from .windows import ints_attribute, static_shape
 
 __all__: list[str] = []
@@ -131,8 +131,8 @@ def _check_indices_in_windows(ctx, indices, x_shape, inferred, kernel, strides, 
     rank = len(x_shape)
     total = math.prod(inferred)
 
-    def count_bad(arguments):
-        index, bad = arguments
+    def in_window(elements):
+        (index,) = elements
         ok = [
             arith.CmpIOp(arith.CmpIPredicate.sge, index, constant(i64, 0)).result,
             arith.CmpIOp(arith.CmpIPredicate.slt, index, constant(i64, total)).result,
@@ -157,18 +157,12 @@ def _check_indices_in_windows(ctx, indices, x_shape, inferred, kernel, strides, 
             ok.append(
                 arith.CmpIOp(arith.CmpIPredicate.slt, offset, constant(i64, kernel[a])).result
             )
-        counted = arith.AddIOp(bad, constant(i64, 1)).result
-        return [arith.SelectOp(_all(ok), bad, counted).result]
+        return _all(ok)
 
-    init = fill(empty([], i64), constant(i64, 0))
-    bad = generic(
-        [(indices, list(range(rank)))], [(init, [])], rank, tuple(range(rank)), count_bad
-    )[0]
-    none_bad = arith.CmpIOp(
-        arith.CmpIPredicate.eq, tensor.ExtractOp(bad, []).result, constant(i64, 0)
-    ).result
-    assert_true(
-        none_bad,
+    assert_all(
+        [(indices, list(range(rank)))],
+        rank,
+        in_window,
         f"{ctx.niro_location}: a MaxUnpool index does not name a position in its element's "
         "pooling window (niroc unpools only indices as MaxPool makes them)",
     )
