@@ -209,4 +209,40 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
         inferred = _infer(stripped, data_prop=data_prop)
     types = _collect(inferred.graph)
     types.folded = folded
+    _refine_backwards(inferred.graph, types.values)
     return types
+
+
+_SHAPE_PRESERVING = frozenset(
+    {
+        "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Cast", "CastLike", "Ceil", "Cos",
+        "Cosh", "Erf", "Exp", "Floor", "Identity", "IsInf", "IsNaN", "Log", "Neg", "Not",
+        "Reciprocal", "Relu", "Round", "Sigmoid", "Sign", "Sin", "Sinh", "Softplus", "Softsign",
+        "Sqrt", "Tan", "Tanh",
+    }
+)  # fmt: skip
+"""Ops whose output has exactly the shape of their first input (element-wise, unary)."""
+
+
+def _refine_backwards(graph: onnx.GraphProto, values: dict[str, onnx.TypeProto]) -> None:
+    """Give a value of unknown shape the shape of a shape-preserving op's typed output.
+
+    ONNX infers forwards only: `ReduceSum(x, axes)` with run-time axes has no shape, though the
+    Sqrt after it (ReduceL2's body) ends in a graph output declared [3, 1, 2]. An element-wise
+    unary op's input has its output's shape, so walking the graph backwards carries the known
+    shape up to the value. Graph inputs and initializers keep their declared types."""
+    fixed = {value.name for value in graph.input} | {tensor.name for tensor in graph.initializer}
+    for node in reversed(graph.node):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in _SHAPE_PRESERVING:
+            continue
+        if not node.input or not node.output or not node.input[0] or node.input[0] in fixed:
+            continue
+        known, unknown = values.get(node.output[0]), values.get(node.input[0])
+        if known is None or unknown is None or not known.tensor_type.HasField("shape"):
+            continue
+        if unknown.WhichOneof("value") != "tensor_type" or unknown.tensor_type.HasField("shape"):
+            continue
+        refined = onnx.TypeProto()
+        refined.CopyFrom(unknown)
+        refined.tensor_type.shape.CopyFrom(known.tensor_type.shape)
+        values[node.input[0]] = refined

@@ -55,3 +55,25 @@ def test_stft_without_onesided_is_typed_one_sided() -> None:
         " step = Constant <value_int = 8> ()\n len = Constant <value_int = 16> ()\n y = STFT(s, step, , len) }"
     )
     assert _dims(infer_types(model), "y") == [1, 7, 9, 2]
+
+
+def test_a_shape_preserving_op_gives_its_input_its_output_shape() -> None:
+    # ReduceL2's body: ONNX cannot type ReduceSum with run-time axes; the Sqrt after it ends in
+    # the declared graph output, and a unary element-wise op's input has its output's shape
+    model = onnx.parser.parse_model(
+        OPSET + " g (float[3, 2, 2] x, int64[1] axes) => (float[3, 1, 2] y) {"
+        " s = ReduceSum <keepdims = 1> (x, axes)\n y = Sqrt(s) }"
+    )
+    types = infer_types(model)
+    assert _dims(types, "s") == [3, 1, 2]
+    assert _dims(types, "axes") == [1]  # graph inputs keep their declared types
+
+
+def test_backward_shapes_do_not_cross_ops_that_change_shapes() -> None:
+    model = onnx.parser.parse_model(
+        OPSET + " g (float[3, 2, 2] x, int64[1] axes) => (float[3, 1, 2] y) {"
+        " s = ReduceSum <keepdims = 1> (x, axes)\n t = ReduceSum <keepdims = 1> (s, axes)\n y = Sqrt(t) }"
+    )
+    types = infer_types(model)
+    assert _dims(types, "t") == [3, 1, 2]
+    assert _dims(types, "s") is None
