@@ -10,6 +10,7 @@ from .equality import structurally_equal
 from .errors import NirocError, ParseError, VerifyError
 from .literals import literal_problem
 from .ops import (
+    GENERIC_REASON_ATTRIBUTE,
     OP_KINDS,
     OPSET_ATTRIBUTE,
     Add,
@@ -61,6 +62,7 @@ from .walk import walk_blocks, walk_ops
 
 __all__ = [
     "OP_KINDS",
+    "GENERIC_REASON_ATTRIBUTE",
     "OPSET_ATTRIBUTE",
     "VERIFIER_RULES",
     "VerifierRule",

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from niro.ir import (
+    GENERIC_REASON_ATTRIBUTE,
     Block,
     Const,
     Function,
@@ -154,6 +155,9 @@ def _reject_unknown_ops(module: Module, allow_unknown: bool) -> None:
             counts[op.name] += 1
             if op.name not in first:
                 where = f"node {op.loc!r}" if op.loc else f"@{symbol} {' '.join(path)}"
+                reason = op.attributes.get(GENERIC_REASON_ATTRIBUTE)
+                if isinstance(reason, str):
+                    where += f", kept generic because {reason}"
                 first[op.name] = where
     if not counts:
         return

@@ -142,6 +142,9 @@ class NodeContext:
     build_region: Callable[[NodeContext, str, int], tuple[Region, tuple[Value, ...]]]
     """(ctx, graph attribute name, position) -> the subgraph as a Region and its yielded values."""
     _retyped: dict[int, TensorType] | None = field(default=None, init=False)
+    generic_reason: str | None = field(default=None, init=False)
+    """Set by a converter that declines the node: why it stays an UnknownOp (see
+    `niro.ir.GENERIC_REASON_ATTRIBUTE`)."""
 
     @property
     def loc(self) -> str:

@@ -202,6 +202,7 @@ def convert_transpose(ctx: NodeContext) -> bool:
     operand = _tensor_input(ctx, 0, "data")
     assert isinstance(operand.type, TensorType)
     if operand.type.shape is None:
+        ctx.generic_reason = f"its operand {format_type(operand.type)} has unknown rank (shape inference could not type it)"
         return False
     rank = len(operand.type.shape)
     permutation = ctx.ints_attribute("perm")
@@ -302,6 +303,7 @@ def convert_if(ctx: NodeContext) -> bool:
         raise ctx.error(f"condition must be a bool tensor, got {format_type(condition.type)}")
     shape = condition.type.shape
     if shape is None:
+        ctx.generic_reason = f"its condition {format_type(condition.type)} has unknown rank"
         return False
     if any(dim is not None and dim != 1 for dim in shape):
         raise ctx.error(f"condition must hold one element, got {format_type(condition.type)}")
@@ -336,6 +338,10 @@ def convert_if(ctx: NodeContext) -> bool:
                 f"for output #{position}: element types differ"
             )
     if then_types != else_types:
+        ctx.generic_reason = (
+            f"its branches yield different types (then_branch: {', '.join(map(format_type, then_types))}; "
+            f"else_branch: {', '.join(map(format_type, else_types))})"
+        )
         return False
     indices: tuple[Value, ...] = ()
     if shape:

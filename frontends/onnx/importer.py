@@ -27,6 +27,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 from niro.ir import (
+    GENERIC_REASON_ATTRIBUTE,
     OPSET_ATTRIBUTE,
     Block,
     Buffer,
@@ -679,6 +680,8 @@ class _Importer:
             ctx.bind(position, result)
         if absent_outputs:
             attributes["absent_outputs"] = tuple(absent_outputs)
+        if ctx.generic_reason is not None:
+            attributes[GENERIC_REASON_ATTRIBUTE] = ctx.generic_reason
         # NOTE: the opset in effect for the node's domain travels with the op, so an operator
         # library can pick the semantics of that version (e.g. Softmax before and after 13).
         attributes[OPSET_ATTRIBUTE] = ctx.opset(node.domain)

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from niro.ir import (
+    GENERIC_REASON_ATTRIBUTE,
     OPSET_ATTRIBUTE,
     ScalarType,
     TensorType,
@@ -60,7 +61,9 @@ __all__ = [
     "registered_type_rule_names",
 ]
 
-BOOKKEEPING_ATTRIBUTES = frozenset({OPSET_ATTRIBUTE, "absent_inputs", "absent_outputs", "regions"})
+BOOKKEEPING_ATTRIBUTES = frozenset(
+    {OPSET_ATTRIBUTE, GENERIC_REASON_ATTRIBUTE, "absent_inputs", "absent_outputs", "regions"}
+)
 """Attributes the frontend adds to an UnknownOp that are not the ONNX node's own."""
 
 Report = Callable[..., None]

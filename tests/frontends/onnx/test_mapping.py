@@ -176,7 +176,12 @@ def test_if_with_branches_of_different_types_stays_generic() -> None:
     block = main_block(import_text(text))
     unknown = block.operations[0]
     assert isinstance(unknown, nir.UnknownOp) and unknown.name == "onnx.If"
-    assert unknown.attributes == {"regions": ("then_branch", "else_branch"), "niro.opset": 17}
+    assert unknown.attributes == {
+        "regions": ("then_branch", "else_branch"),
+        "niro.opset": 17,
+        nir.GENERIC_REASON_ATTRIBUTE: "its branches yield different types (then_branch: tensor<2xf32>; "
+        "else_branch: tensor<3xf32>)",
+    }
     assert len(unknown.regions) == 2
 
 
@@ -307,6 +312,23 @@ def test_if_on_a_condition_of_unknown_rank_stays_generic() -> None:
     model.graph.input[0].type.tensor_type.ClearField("shape")
     block = main_block(import_verified(model))
     assert block.operations[0].name == "onnx.If"
+    assert block.operations[0].attributes[nir.GENERIC_REASON_ATTRIBUTE] == "its condition tensor<*xi1> has unknown rank"
+
+
+def test_a_transpose_of_unknown_rank_stays_generic_and_the_backend_says_why() -> None:
+    from niro.backends.mlir import LoweringError, lower_to_mlir
+
+    model = onnx.parser.parse_model(
+        '<ir_version: 8, opset_import: ["" : 17]> g (float[2, 3] x) => (y) { y = Transpose(x) }'
+    )
+    model.graph.input[0].type.tensor_type.ClearField("shape")
+    module = import_verified(model).module
+    with pytest.raises(
+        LoweringError,
+        match=r"1 operation has no MLIR lowering: onnx\.Transpose \(x1, first at node 'Transpose_0', kept "
+        r"generic because its operand tensor<\*xf32> has unknown rank \(shape inference could not type it\)\)$",
+    ):
+        lower_to_mlir(module)
 
 
 def test_the_modelled_ops_are_listed_in_one_table() -> None:
