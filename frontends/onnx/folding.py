@@ -174,6 +174,21 @@ def _evaluate(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int)
     return arrays
 
 
+def _schema_attributes_only(node: onnx.NodeProto, opset: int) -> bool:
+    """Whether every attribute of `node` is one its schema defines, with a type: a folded node
+    is never verified, so a malformed one must stay for the verifier to report."""
+    if not node.attribute:
+        return True
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return False
+    return all(
+        attribute.name in schema.attributes and attribute.type != onnx.AttributeProto.UNDEFINED
+        for attribute in node.attribute
+    )
+
+
 def fold_node(
     node: onnx.NodeProto, inputs: list[np.ndarray | None], input_dims: list[list[int] | None], opset: int
 ) -> list[np.ndarray] | None:
@@ -184,6 +199,8 @@ def fold_node(
     if node.domain not in ("", "ai.onnx") or node.op_type in _NEVER_FOLDED or not node.output:
         return None
     if any(attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attribute in node.attribute):
+        return None
+    if not _schema_attributes_only(node, opset):
         return None
     if node.op_type in ("Shape", "Size"):
         dims = input_dims[0] if input_dims else None
@@ -223,6 +240,8 @@ def fold_shape_arithmetic(
         if node.op_type not in ("Shape", "Size") and not all(name in known for name in node.input if name):
             continue  # the common case, decided by name lookups alone
         if any(attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attribute in node.attribute):
+            continue
+        if not _schema_attributes_only(node, opset):
             continue
         if not all(_small_output(types.get(name)) for name in node.output):
             continue

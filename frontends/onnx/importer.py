@@ -274,6 +274,15 @@ def _describe_map_value(model: onnx.ModelProto) -> str:
     return "map types are not supported"
 
 
+def _node_proto(node: ir.Node) -> onnx.NodeProto | None:
+    """The node as a NodeProto again, or None when onnx_ir cannot write one of its attributes
+    back (an attribute of type UNDEFINED in a malformed model)."""
+    try:
+        return ir.serde.serialize_node(node)
+    except Exception:  # noqa: BLE001 - onnx_ir raises TypeError/ValueError wrapped in its own
+        return None
+
+
 def _small_static(type_: TensorType) -> bool:
     """A fully static type of at most FOLD_LIMIT elements (what import-time folding may make)."""
     return type_.shape is not None and None not in type_.shape and math.prod(type_.shape) <= FOLD_LIMIT
@@ -598,7 +607,10 @@ class _Importer:
         expected_types = [ctx.result_type(position) for position in range(len(node.outputs))]
         if not all(_small_static(type_) for type_ in expected_types):
             return False
-        results = fold_node(ir.serde.serialize_node(node), arrays, dims, ctx.opset())
+        node_proto = _node_proto(node)
+        if node_proto is None:
+            return False  # an attribute onnx_ir cannot write back: the generic path says which
+        results = fold_node(node_proto, arrays, dims, ctx.opset())
         if results is None or len(results) != len(node.outputs):
             return False
         tensors = []
@@ -625,7 +637,10 @@ class _Importer:
             return False
         if any(value is not None and not isinstance(value.type, TensorType) for value in ctx.inputs):
             return False
-        node_proto = with_schema_defaults(ir.serde.serialize_node(node), domain, opset)
+        serialized = _node_proto(node)
+        if serialized is None:
+            return False  # an attribute onnx_ir cannot write back: the generic path says which
+        node_proto = with_schema_defaults(serialized, domain, opset)
         input_types = [None if value is None else type_proto_from_niro(value.type) for value in ctx.inputs]
         function_proto = schema_function(node_proto, domain, opset, input_types)
         if function_proto is None:
@@ -714,7 +729,12 @@ class _Importer:
         for name, attribute in ctx.node.attributes.items():
             if attribute.is_ref():
                 raise ctx.error(f"attribute '{name}' refers to a function attribute outside a function")
-            call_attributes[name] = ir.serde.serialize_attribute(attribute)
+            try:
+                call_attributes[name] = ir.serde.serialize_attribute(attribute)
+            except Exception:  # noqa: BLE001 - onnx_ir raises TypeError/ValueError for odd attributes
+                raise ctx.error(
+                    f"attribute '{name}' of kind {attribute.type.name} cannot be passed to the function"
+                ) from None
         return call_attributes
 
     def _call_function(

@@ -72,7 +72,10 @@ def infer_node(
     for attribute in node.attributes.values():
         if attribute.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) or attribute.is_ref():
             return {}
-        node_proto.attribute.append(ir.serde.serialize_attribute(attribute))
+        try:
+            node_proto.attribute.append(ir.serde.serialize_attribute(attribute))
+        except Exception:  # noqa: BLE001 - an attribute onnx_ir cannot write back: no retyping
+            return {}
     try:
         found = onnx.shape_inference.infer_node_outputs(
             schema, node_proto, input_types, input_data, opset_imports=[onnx.helper.make_opsetid(domain, opset)]

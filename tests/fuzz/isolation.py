@@ -42,7 +42,7 @@ def run_pipeline(kind: str, data: bytes) -> tuple[str, str]:
     (ONNX text), read from a file as niroc reads them, or "niro" (Niro assembly, UTF-8)."""
     import io
 
-    from niro.backends.mlir import lower_to_mlir
+    from niro.backends.mlir import cannot_lower, lower_to_mlir
     from niro.frontends.onnx import import_model
     from niro.ir import parse_module, verify
 
@@ -52,7 +52,7 @@ def run_pipeline(kind: str, data: bytes) -> tuple[str, str]:
                 path = os.path.join(folder, f"model.{kind}")
                 with open(path, "wb") as stream:
                     stream.write(data)
-                module = import_model(path)
+                module = import_model(path, expand_functions=cannot_lower)  # as niroc does
         else:
             module = parse_module(data.decode("utf-8", "replace"), filename="fuzz.niro")
         diagnostics = verify(module)

@@ -213,3 +213,30 @@ def test_invalid_utf8_names_are_refused() -> None:
     model.ParseFromString(bytes(blob))
     with pytest.raises(OnnxImportError, match=re.escape(r"<model>: node #0: op type b'\x80elu' is not valid UTF-8")):
         import_model(model)
+
+
+def _with_undefined_attribute(op_type: str, domain: str) -> onnx.ModelProto:
+    """A node carrying an attribute of type UNDEFINED (found by the fuzzer): onnx_ir reads it but
+    cannot write it back, which folding, function calls and function bodies all need."""
+    model = onnx.parser.parse_model(
+        '<ir_version: 8, opset_import: ["" : 18, "local" : 1]>'
+        " g (float[2] x) => (y) { y = local.F(x) }"
+        ' <domain: "local", opset_import: ["" : 18]> F (a) => (b) { b = Relu(a) }'
+    )
+    node = model.graph.node[0]
+    node.op_type, node.domain = op_type, domain
+    node.attribute.add().name = "odd"
+    return model
+
+
+@pytest.mark.parametrize(
+    ("op_type", "domain", "message"),
+    [
+        ("F", "local", "node 'F_0' (local.F): attribute 'odd' of kind UNDEFINED cannot be passed to the function"),
+        ("Shrink", "", "node 'Shrink_0' (Shrink): attribute 'odd': attribute kind UNDEFINED is not supported"),
+        ("Shape", "", "node 'Shape_0' (Shape): attribute 'odd': attribute kind UNDEFINED is not supported"),
+    ],
+)
+def test_an_undefined_attribute_is_refused_not_folded_or_expanded(op_type: str, domain: str, message: str) -> None:
+    with pytest.raises(OnnxImportError, match=re.escape(message) + "$"):
+        import_model(_with_undefined_attribute(op_type, domain), expand_functions=lambda name, opset: True)
