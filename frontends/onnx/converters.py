@@ -69,6 +69,19 @@ _CONSTANT_LISTS = {
 }
 
 
+_CONSTANT_KINDS = {
+    "value": ir.AttributeType.TENSOR,
+    "value_float": ir.AttributeType.FLOAT,
+    "value_floats": ir.AttributeType.FLOATS,
+    "value_int": ir.AttributeType.INT,
+    "value_ints": ir.AttributeType.INTS,
+    "value_string": ir.AttributeType.STRING,
+    "value_strings": ir.AttributeType.STRINGS,
+    "sparse_value": ir.AttributeType.SPARSE_TENSOR,
+}
+"""The kind ONNX gives each `value*` attribute of Constant (a mutated model may lie)."""
+
+
 @converter("Constant")
 def convert_constant(ctx: NodeContext) -> bool:
     """Every `value*` form becomes one Const of the tensor type the attribute implies."""
@@ -79,6 +92,9 @@ def convert_constant(ctx: NodeContext) -> bool:
     name, attribute = next(iter(attributes.items()))
     if attribute.is_ref():
         raise ctx.error(f"attribute '{name}' refers to a function attribute outside a function")
+    expected = _CONSTANT_KINDS.get(name)
+    if expected is not None and attribute.type is not expected:
+        raise ctx.error(f"attribute '{name}' must be of kind {expected.name}, got {attribute.type.name}")
     if name == "value":
         tensor_type, data = ctx.read_node_tensor(attribute.value, f"attribute '{name}'")
         literal = data

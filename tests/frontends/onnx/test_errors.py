@@ -240,3 +240,19 @@ def _with_undefined_attribute(op_type: str, domain: str) -> onnx.ModelProto:
 def test_an_undefined_attribute_is_refused_not_folded_or_expanded(op_type: str, domain: str, message: str) -> None:
     with pytest.raises(OnnxImportError, match=re.escape(message) + "$"):
         import_model(_with_undefined_attribute(op_type, domain), expand_functions=lambda name, opset: True)
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "message"),
+    [
+        ("value", onnx.AttributeProto.FLOAT, "attribute 'value' must be of kind TENSOR, got FLOAT"),
+        ("value_ints", onnx.AttributeProto.INT, "attribute 'value_ints' must be of kind INTS, got INT"),
+    ],
+)
+def test_a_constant_attribute_of_the_wrong_kind_is_refused(name: str, kind: int, message: str) -> None:
+    # found by the fuzzer: the Constant converter trusted the attribute's name for its kind
+    model = onnx.parser.parse_model('<ir_version: 8, opset_import: ["" : 17]> g () => (y) { y = Constant <value_int = 1> () }')
+    attribute = model.graph.node[0].attribute[0]
+    attribute.name, attribute.type = name, kind
+    with pytest.raises(OnnxImportError, match=re.escape("node 'Constant_0' (Constant): " + message) + "$"):
+        import_model(model)
