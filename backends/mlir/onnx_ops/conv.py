@@ -24,7 +24,7 @@ from ..bindings import arith, ir, linalg, tensor
 from ..context import LoweringRuleContext, register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type, input_value
-from .structured import named_op
+from .structured import accumulator_type, named_op  # f16/bf16 convolutions accumulate in f32
 from .windows import (
     PARALLEL,
     REDUCTION,
@@ -69,14 +69,6 @@ _NAMED_CONVS = {
 
 def _i64_vector(values: Sequence[int]) -> ir.DenseIntElementsAttr:
     return ir.DenseIntElementsAttr.get(np.asarray(list(values), dtype=np.int64))
-
-
-def accumulator_type(scalar: ScalarType) -> ir.Type:
-    """f16 and bf16 convolutions accumulate in f32 (as ONNX Runtime and the reference do, near
-    enough): summing hundreds of products in f16 loses the last digits."""
-    if scalar in (ScalarType.F16, ScalarType.BF16):
-        return ir.F32Type.get()
-    return lower_scalar_type(scalar)
 
 
 def _finish(ctx: LoweringRuleContext, y: ir.Value, scalar: ScalarType) -> ir.Value:
