@@ -404,30 +404,20 @@ def _lower_stft(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         lengths = [samples]
     else:
         lengths = sorted({2 * (bins - 1), 2 * bins - 1}) if onesided else [bins]
-    candidates = lengths
     lengths = [
         n
-        for n in candidates
+        for n in lengths
         if 1 <= n <= samples
         and (window_length is None or window_length == n)
         and bins == (n // 2 + 1 if onesided else n)
         and (not isinstance(step, int) or frames == (samples - n) // step + 1)
     ]
     if not lengths:
-        hint = ""
-        if attribute(ctx, "onesided") is None and bins in candidates:
-            # NOTE: onnx 1.23's C++ shape inference reads an absent `onesided` as 0 while the
-            # schema default (and onnx.reference) is 1, so an inferred result type is two-sided.
-            hint = (
-                " (the result looks two-sided: ONNX's shape inference ignores onesided's default"
-                " 1; declare the output type or set onesided=0)"
-            )
         raise ctx.error(
             f"no frame_length fits signal {format_type(signal_niro.type)}, result "
             f"{format_type(ctx.niro_results[0].type)}"
             + ("" if window is None else f", window {format_type(window[1].type)}")
             + ("" if not isinstance(step, int) else f" and frame_step {step}")
-            + hint
         )
     extra = None
     if isinstance(step, ir.Value):
