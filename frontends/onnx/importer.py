@@ -58,9 +58,8 @@ from .external_data import ExternalDataError, ExternalDataReader
 from .folding import FOLD_LIMIT, fold_node
 from .functions import FunctionKey, specialization_key, specialize
 from .inference import GraphTypes, InferenceFailure, infer_types
-from .loop_body import loop_body_input_types, refine_type
 from .onnx_types import type_proto_from_niro
-from .region_types import loop_result_types, scan_result_types
+from .region_types import loop_body_input_types, loop_result_types, refine_type, scan_result_types
 from .schema_functions import (
     ExpandPredicate,
     has_schema_function,
@@ -413,7 +412,7 @@ class _Importer:
         known: tuple[Type | None, ...] = (),
     ) -> tuple[Value, ...]:
         """The graph's inputs as new values; `known[i]` types input i where inference could not
-        (see `loop_body`)."""
+        (see `region_types`)."""
         arguments = []
         for position, onnx_value in enumerate(graph.inputs):
             type_ = resolve_type(types.values.get(onnx_value.name), onnx_value, f"input of {what}", self.filename)

@@ -1,4 +1,15 @@
-"""Result types of Scan and Loop from their bodies, where graph inference left them unranked.
+"""Types of Scan and Loop values from what the importer knows, where graph inference lost them.
+
+Results (below) come from the imported body. A Loop body's *inputs* come from their first
+values: ONNX's Loop inference clears the shapes of the loop-carried values before it types the
+body (they may change from one iteration to the next), so a body whose inputs are not declared
+(the Loop in ONNX's own function body of Range, for one) comes out of unknown rank, and so does
+every op in it. The iteration number is a scalar int64, the condition a scalar bool, and each
+loop-carried value starts as the node's operand; an undeclared input takes that type (a backend
+must then check that the body yields the same type again). A declared rank or dim is never
+overridden.
+
+Results:
 
 ONNX infers a Scan's or Loop's outputs from its body's output types; when those were unknown
 to ONNX (a body using captured constants, see `node_inference`) the outputs are too, although
@@ -11,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from niro.ir import TensorType, Value
+import onnx_ir as ir
+from niro.ir import ScalarType, TensorType, Type, Value
 
-__all__ = ["loop_result_types", "scan_result_types"]
+__all__ = ["loop_body_input_types", "loop_result_types", "refine_type", "scan_result_types"]
 
 
 def _stacked(slice_type: object, axis: int, length: int | None) -> TensorType | None:
@@ -67,3 +79,27 @@ def loop_result_types(yielded: Sequence[Value], carried: int) -> dict[int, Tenso
         if stacked is not None:
             found[position] = stacked
     return found
+
+
+def loop_body_input_types(
+    node: ir.Node, attribute: str, inputs: Sequence[Value | None]
+) -> tuple[Type | None, ...]:
+    """The first-iteration types of the inputs of `node`'s graph attribute `attribute`, by
+    position, when it is a Loop body; empty for any other node or graph attribute."""
+    if node.domain not in ("", "ai.onnx") or node.op_type != "Loop" or attribute != "body":
+        return ()
+    carried = tuple(None if value is None else value.type for value in inputs[2:])
+    return (TensorType(ScalarType.I64, ()), TensorType(ScalarType.BOOL, ()), *carried)
+
+
+def refine_type(declared: Type, known: Type | None) -> Type:
+    """`declared`, or `known` when `declared` is a tensor of unknown rank and `known` a tensor
+    of the same element type."""
+    if (
+        isinstance(declared, TensorType)
+        and declared.shape is None
+        and isinstance(known, TensorType)
+        and known.element_type is declared.element_type
+    ):
+        return known
+    return declared

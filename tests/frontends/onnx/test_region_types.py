@@ -1,11 +1,11 @@
 """Loop body inputs that ONNX inference leaves of unknown rank take their first value's type
-(loop_body.py); declared ones keep their declaration."""
+(region_types.py); declared ones keep their declaration."""
 
 from __future__ import annotations
 
 import niro.ir as nir
 import onnx
-from niro.frontends.onnx.loop_body import refine_type
+from niro.frontends.onnx.region_types import refine_type
 from niro.ir import ScalarType, TensorType
 
 from .helpers import import_verified, main_block
