@@ -1,7 +1,8 @@
 """Niro IR: a small, strongly typed SSA IR between ONNX and MLIR.
 
 Pure Python: this package never imports onnx or mlir. Callers import from `niro.ir`, never from
-a submodule.
+a submodule. `format_tree` is loaded on first use: it needs rich (~25 ms), which a compile that
+succeeds never does (issue #7's start-up target).
 """
 
 from .attributes import Attribute, Buffer, Literal, as_memoryview, buffer_nbytes, is_buffer
@@ -39,7 +40,6 @@ from .parser import parse_module
 from .printer import print_module, write_module
 from .shapes import broadcast_shapes
 from .structure import Block, Function, FunctionType, Global, Module, Region, SymbolName
-from .tree import format_tree
 from .types import (
     Dim,
     ScalarType,
@@ -55,6 +55,7 @@ from .verifier import (
     VERIFIER_RULES,
     VerifierRule,
     register_op_type_rule,
+    register_op_type_rule_source,
     unregister_op_type_rule,
     verify,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "broadcast_shapes",
     "literal_problem",
     "register_op_type_rule",
+    "register_op_type_rule_source",
     "unregister_op_type_rule",
     "Add",
     "Attribute",
@@ -128,3 +130,12 @@ __all__ = [
     "walk_ops",
     "write_module",
 ]
+
+
+def __getattr__(name: str):
+    """PEP 562: `format_tree` (and rich with it) loads when first asked for."""
+    if name == "format_tree":
+        from .tree import format_tree
+
+        return format_tree
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

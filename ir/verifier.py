@@ -15,7 +15,11 @@ from .diagnostics import Diagnostic, Location
 from .literals import classify_literal_problem
 from .structure import Function, FunctionType, Global, Module, Region
 from .verify_context import FunctionCheck, Reporter, check_type, describe
-from .verify_rules_ops import register_op_type_rule, unregister_op_type_rule
+from .verify_rules_ops import (
+    register_op_type_rule,
+    register_op_type_rule_source,
+    unregister_op_type_rule,
+)
 from .verify_ssa import check_uses
 from .verify_structure import check_regions
 from .verify_table import VERIFIER_RULES, VerifierRule
@@ -25,6 +29,7 @@ __all__ = [
     "VERIFIER_RULES",
     "VerifierRule",
     "register_op_type_rule",
+    "register_op_type_rule_source",
     "unregister_op_type_rule",
 ]
 

@@ -41,15 +41,22 @@ __all__ = [
     "OP_RULES",
     "check_op_fields",
     "register_op_type_rule",
+    "register_op_type_rule_source",
     "unregister_op_type_rule",
     "OpTypeRule",
+    "OpTypeRuleSource",
 ]
 
 ReportFn = Callable[..., None]
 OpTypeRule = Callable[[UnknownOp, ReportFn], None]
 """`rule(op, report)`; `report(rule_id, message, *values)` records a diagnostic on `op`."""
 
+OpTypeRuleSource = Callable[[str], "OpTypeRule | None"]
+"""`source(op_name)`: the type rule for UnknownOps of that name, or None when it has none."""
+
 _UNKNOWN_OP_TYPE_RULES: dict[str, OpTypeRule] = {}
+_RULE_SOURCES: list[OpTypeRuleSource] = []
+_NAMES_WITHOUT_RULE: set[str] = set()
 _RULE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
@@ -68,11 +75,42 @@ def register_op_type_rule(name: str, rule: OpTypeRule) -> None:
     if name in _UNKNOWN_OP_TYPE_RULES:
         raise ValueError(f"a type rule for '{name}' is already registered")
     _UNKNOWN_OP_TYPE_RULES[name] = rule
+    _NAMES_WITHOUT_RULE.discard(name)
+
+
+def register_op_type_rule_source(source: OpTypeRuleSource) -> None:
+    """Register `source(name) -> rule | None`, asked once for each UnknownOp name that has no
+    registered rule; its rule is then kept as if registered under that name.
+
+    A library with hundreds of ops (the ONNX operator library) makes the rule of an op when
+    verify() first meets it, instead of registering them all when it is imported: building the
+    whole table cost ~40 ms of every niroc start-up (issue #7). Sources are asked in the order
+    they were registered; the first rule wins.
+    """
+    if not callable(source):
+        raise TypeError(f"an op type rule source must be callable, got {source!r}")
+    _RULE_SOURCES.append(source)
+    _NAMES_WITHOUT_RULE.clear()
 
 
 def unregister_op_type_rule(name: str) -> None:
     """Remove the type rule registered for `name` (KeyError when there is none)."""
     del _UNKNOWN_OP_TYPE_RULES[name]
+
+
+def _type_rule_for(name: object) -> OpTypeRule | None:
+    if not isinstance(name, str):
+        return None
+    rule = _UNKNOWN_OP_TYPE_RULES.get(name)
+    if rule is not None or name in _NAMES_WITHOUT_RULE:
+        return rule
+    for source in _RULE_SOURCES:
+        rule = source(name)
+        if rule is not None:
+            _UNKNOWN_OP_TYPE_RULES[name] = rule
+            return rule
+    _NAMES_WITHOUT_RULE.add(name)
+    return None
 
 
 # -- field types ----------------------------------------------------------------------------
@@ -625,7 +663,7 @@ def _check_unknown(check: FunctionCheck, op: UnknownOp) -> None:
     if op.successors and not _in_if_arm(check):
         for position, target in enumerate(op.successors):
             _resolve_edge(check, target, None, f"successor #{position} ")
-    rule = _UNKNOWN_OP_TYPE_RULES.get(op.name)
+    rule = _type_rule_for(op.name)
     if rule is not None:
         _run_registered_rule(check, op, rule)
 

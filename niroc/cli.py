@@ -15,11 +15,9 @@ bindings) when they run, so `niroc --help` and `niroc --version` stay fast.
 
 from __future__ import annotations
 
-import difflib
 import gc
 import os
 import sys
-import traceback
 
 import click
 
@@ -82,6 +80,8 @@ class DefaultCommandGroup(click.Group):
     def _reject_mistyped_command(self, ctx: click.Context, word: str) -> None:
         if word.startswith("-") or os.path.exists(word) or "." in os.path.basename(word):
             return
+        import difflib  # NOTE: here, not at the top: only a mistyped word pays its import
+
         matches = difflib.get_close_matches(word, list(self.commands), n=1)
         if matches:
             raise click.UsageError(
@@ -161,15 +161,15 @@ def _run(argv: list[str] | None, session: Session) -> int:
         _silence_stdout()
         return 1
     except NirocError as error:
-        _maybe_traceback(session)
+        session.print_traceback()
         print_error(make_console(stderr=True), error)
         return 1
     except OSError as error:
-        _maybe_traceback(session)
+        session.print_traceback()
         print_error(make_console(stderr=True), error)
         return 1
     except Exception as error:  # noqa: BLE001 - the last line of defence; the message says so
-        _maybe_traceback(session)
+        session.print_traceback()
         kind = type(error).__name__
         message = f"internal error: {kind}: {error}"
         if not session.debug:
@@ -182,11 +182,6 @@ def _interrupted() -> int:
     """Ctrl-C: one line, and 130 (128 + SIGINT) as shells expect."""
     print("error: interrupted", file=sys.stderr)
     return 130
-
-
-def _maybe_traceback(session: Session) -> None:
-    if session.debug:
-        traceback.print_exc()
 
 
 def _silence_stdout() -> None:

@@ -15,7 +15,6 @@ line. `niroc ops NAME` describes one op and exits 1 when it is not supported (at
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
 import click
@@ -223,6 +222,8 @@ def _support_problem(row: OpSupport, opset: int | None) -> str | None:
 
 def _unknown_op_message(rows: list[OpSupport], name: str) -> str:
     candidates = sorted({row.op for row in rows} | {row.name for row in rows})
+    import difflib  # NOTE: here: only an unknown name pays its import
+
     close = difflib.get_close_matches(name, candidates, n=1)
     hint = f"; did you mean '{close[0]}'?" if close else ""
     return f"'{name}' is not an ONNX op niroc knows{hint}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -33,7 +34,11 @@ class VerificationFailed(NirocError):
 
 
 def progress_for(quiet: bool) -> Progress:
-    return Progress(make_console(stderr=True), enabled=not quiet)
+    """Progress on stderr when it is a terminal. Otherwise (-q, a pipe, a build system) no
+    console is made: rich loads only when something is shown (~25 ms of start-up, issue #7)."""
+    if quiet or not sys.stderr.isatty():
+        return Progress.off()
+    return Progress(make_console(stderr=True), enabled=True)
 
 
 def load(path: Path, progress: Progress) -> Module:

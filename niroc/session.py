@@ -23,6 +23,13 @@ class Session:
     debug: bool = False
     quiet: bool = False
 
+    def print_traceback(self) -> None:
+        """With --debug, the traceback of the exception being handled, on stderr."""
+        if self.debug:
+            import traceback  # NOTE: here: only --debug runs pay for it
+
+            traceback.print_exc()
+
 
 # The flags (they take no value) accepted both before and after the command word.
 SESSION_FLAGS = ("--quiet", "-q", "--debug")

@@ -7,7 +7,6 @@ one JSON object per line: each diagnostic, each file's stats with --stats, then 
 
 from __future__ import annotations
 
-import traceback
 from pathlib import Path
 
 import click
@@ -75,8 +74,7 @@ def verify_command(files: tuple[str, ...], output_format: str, stats: bool) -> i
         try:
             module = load(path, progress)
         except NirocError as error:
-            if session.debug:
-                traceback.print_exc()
+            session.print_traceback()
             error_count += 1
             if as_json:
                 write_json_line(error_record(name, error))

@@ -18,6 +18,7 @@ from __future__ import annotations
 # classes plus the C++ region builder (`fill_builtin_region`) make the same ops.
 try:  # NOTE: the upstream package wins when both are installed (DESIGN.md).
     from mlir import ir  # type: ignore[import-not-found]
+    from mlir._mlir_libs._mlir import globals as _binding_globals  # type: ignore[import-not-found]
     from mlir._mlir_libs._mlirDialectsLinalg import fill_builtin_region  # type: ignore[import-not-found]
     from mlir.dialects import _linalg_ops_gen as linalg  # type: ignore[import-not-found]
     from mlir.dialects import arith, cf, func, math, scf, tensor  # type: ignore[import-not-found]
@@ -25,6 +26,7 @@ try:  # NOTE: the upstream package wins when both are installed (DESIGN.md).
     BINDING = "mlir"
 except ImportError:
     from iree.compiler import ir  # type: ignore[no-redef]
+    from iree.compiler._mlir_libs._mlir import globals as _binding_globals  # type: ignore[no-redef]
     from iree.compiler._mlir_libs._mlirDialectsLinalg import fill_builtin_region  # type: ignore[no-redef]
     from iree.compiler.dialects import _linalg_ops_gen as linalg  # type: ignore[no-redef]
     from iree.compiler.dialects import arith, cf, func, math, scf, tensor  # type: ignore[no-redef]
@@ -45,6 +47,11 @@ __all__ = [
     "make_context",
     "REQUIRED_OPERATIONS",
 ]
+
+_DIALECT_MODULES = "niro.backends.mlir.dialect_modules"
+if _DIALECT_MODULES not in _binding_globals.dialect_search_modules:
+    # NOTE: first, so the bindings find our light `linalg` before theirs (dialect_modules/).
+    _binding_globals.dialect_search_modules = [_DIALECT_MODULES, *_binding_globals.dialect_search_modules]
 
 REQUIRED_OPERATIONS = (
     "ml_program.global",

@@ -153,12 +153,20 @@ def _decode_element(scalar: ScalarType, raw: bytes) -> bool | int | float:
 
 
 def _is_splat(data: memoryview, width: int) -> bool:
-    """Whether every `width`-byte element equals the first; stops at the first chunk that differs."""
+    """Whether every `width`-byte element equals the first.
+
+    Chunks grow from 64 elements to `_SPLAT_CHECK_CHUNK`: real weights differ within the first
+    few elements, so the common answer costs microseconds and touches one page of the weight
+    (a fixed 1M-element first chunk cost ~3 ms per weight, 0.14 s on a 400 MB model).
+    """
     elements = np.frombuffer(data, dtype=np.uint8).reshape(-1, width)
     first = elements[0]
-    for start in range(0, elements.shape[0], _SPLAT_CHECK_CHUNK):
-        if not (elements[start : start + _SPLAT_CHECK_CHUNK] == first).all():
+    start, size = 0, 64
+    while start < elements.shape[0]:
+        if not (elements[start : start + size] == first).all():
             return False
+        start += size
+        size = min(size * 4, _SPLAT_CHECK_CHUNK)
     return True
 
 

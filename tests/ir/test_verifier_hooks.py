@@ -9,6 +9,7 @@ from niro.ir import (
     UnknownOp,
     format_type,
     register_op_type_rule,
+    register_op_type_rule_source,
     unregister_op_type_rule,
     verify,
 )
@@ -81,3 +82,42 @@ def test_a_rule_reporting_a_bad_rule_id_is_an_internal_error() -> None:
         unregister_op_type_rule("test.badid")
     assert diagnostic.rule == "internal-error"
     assert "ValueError: rule ids are kebab-case, got 'Not Kebab'" in diagnostic.message
+
+
+_ASKED: list[str] = []
+
+
+def _sourced_rules(name: str):
+    """A rule source in the way the ONNX operator library is one: rules made on demand."""
+    _ASKED.append(name)
+    return relu_rule if name.startswith("test.sourced.") else None
+
+
+def test_a_rule_source_is_asked_once_per_name_and_its_rule_runs() -> None:
+    register_op_type_rule_source(_sourced_rules)
+    for name in ("test.sourced.Relu", "test.other.Relu"):
+        module = one_block(
+            [UnknownOp(name, (v(0),), (v(1, I32),), loc="relu_1"), Return()], (v(0),)
+        )
+        for _ in range(3):
+            found = [diagnostic.rule for diagnostic in verify(module)]
+            assert found == (["relu-result-type"] if "sourced" in name else [])
+    assert _ASKED.count("test.sourced.Relu") == 1
+    assert _ASKED.count("test.other.Relu") == 1
+
+
+def test_a_registered_rule_wins_over_a_rule_source() -> None:
+    name = "test.sourced.Registered"  # the source above would give it relu_rule
+    register_op_type_rule(name, lambda op, report: None)
+    try:
+        module = one_block([UnknownOp(name, (v(0),), (v(1, I32),)), Return()], (v(0),))
+        register_op_type_rule_source(_sourced_rules)
+        assert verify(module) == []
+        assert name not in _ASKED
+    finally:
+        unregister_op_type_rule(name)
+
+
+def test_a_rule_source_must_be_callable() -> None:
+    with pytest.raises(TypeError, match="an op type rule source must be callable, got 3"):
+        register_op_type_rule_source(3)  # type: ignore[arg-type]

@@ -28,6 +28,7 @@ __all__ = [
     "niro_op_name",
     "onnx_type_string",
     "schema_versions",
+    "has_schema",
     "schema_op_names",
     "signature_for",
 ]
@@ -201,6 +202,12 @@ def _all_versions() -> Mapping[tuple[str, str], tuple[int, ...]]:
     for schema in onnx.defs.get_all_schemas_with_history():
         versions.setdefault((schema.domain, schema.name), set()).add(schema.since_version)
     return {key: tuple(sorted(found)) for key, found in versions.items()}
+
+
+def has_schema(domain: str, op_type: str) -> bool:
+    """Whether the installed onnx defines `op_type` in `domain` at any opset (cheap: no listing)."""
+    schema_domain = "" if domain in _DEFAULT_DOMAINS else domain
+    return onnx.defs.has(op_type, schema_domain)
 
 
 def schema_op_names() -> tuple[tuple[str, str], ...]:

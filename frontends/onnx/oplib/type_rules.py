@@ -38,7 +38,7 @@ from niro.ir import (
     format_type,
     is_buffer,
     literal_problem,
-    register_op_type_rule,
+    register_op_type_rule_source,
 )
 
 from .inference_check import check_inferred_types
@@ -48,6 +48,7 @@ from .schemas import (
     FormalParameter,
     OpSignature,
     domain_label,
+    has_schema,
     niro_op_name,
     schema_op_names,
     schema_versions,
@@ -494,19 +495,32 @@ def _make_rule(domain: str, op_type: str):
     return onnx_schema_rule
 
 
-_REGISTERED: list[str] = []
+_SOURCE_REGISTERED: list[bool] = []
 
 
 def register_onnx_type_rules() -> None:
-    """Register the schema rule for every op the installed onnx knows; idempotent."""
-    if _REGISTERED:
-        return
-    for domain, op_type in schema_op_names():
-        name = niro_op_name(domain, op_type)
-        register_op_type_rule(name, _make_rule(domain, op_type))
-        _REGISTERED.append(name)
+    """Make niro.ir.verify check every op the installed onnx has a schema for; idempotent.
+
+    The rules are made on demand (`register_op_type_rule_source`): the op's schema is looked up
+    when verify() first meets its name, so start-up does not pay for listing all of ONNX.
+    """
+    if not _SOURCE_REGISTERED:
+        register_op_type_rule_source(_schema_rule_for)
+        _SOURCE_REGISTERED.append(True)
+
+
+def _schema_rule_for(name: str):
+    """The schema rule for the UnknownOp name `name` (`onnx.Relu`, `ai.onnx.ml.Scaler`)."""
+    domain, _, op_type = name.rpartition(".")
+    if domain == "onnx":
+        domain = ""
+    elif domain in ("", "ai.onnx"):  # NOTE: the default domain's ops are named `onnx.X` only
+        return None
+    if not op_type or not has_schema(domain, op_type):
+        return None
+    return _make_rule(domain, op_type)
 
 
 def registered_type_rule_names() -> tuple[str, ...]:
-    """The UnknownOp names this library registered a type rule for."""
-    return tuple(_REGISTERED)
+    """The UnknownOp names this library has a type rule for."""
+    return tuple(niro_op_name(domain, op_type) for domain, op_type in schema_op_names())

@@ -117,3 +117,22 @@ def test_changed_pages_of_a_private_mapping_are_kept(tmp_path):
     assert bytes(view) == expected
     del lowered, view
     mapping.close()
+
+
+@pytest.mark.parametrize("differing", [1, 63, 64, 65, 319, 320, 5_000, 99_999])
+def test_a_weight_that_differs_in_one_element_anywhere_is_a_blob_not_a_splat(differing):
+    # The splat check reads growing chunks (64, 256, 1024... elements): a difference at or
+    # around any chunk boundary, or in the last element, must still be seen.
+    count = 100_000
+    weights = np.full(count, 2.5, dtype=np.float32)
+    weights[differing] = -1.0
+    text = lower_to_mlir(one_weight_module(weights.tobytes(), (count,))).to_text()
+    assert "dense_resource<weight>" in text
+    assert blob_hex(text) == weights.tobytes().hex().upper()
+
+
+def test_a_weight_whose_elements_are_all_equal_is_a_splat():
+    weights = np.full(100_000, 2.5, dtype=np.float32)
+    text = lower_to_mlir(one_weight_module(weights.tobytes(), (100_000,))).to_text()
+    assert "dense<2.500000e+00> : tensor<100000xf32>" in text
+    assert "dense_resource" not in text
