@@ -18,6 +18,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import time
 
 import click
 
@@ -121,7 +122,21 @@ def main(argv: list[str] | None = None) -> None:
         code = _run(argv, session)
     except KeyboardInterrupt:  # NOTE: outside click's own handling (e.g. while printing)
         code = _interrupted()
+    if session.timing:
+        _print_timing(session)
     sys.exit(code)
+
+
+def _print_timing(session: Session) -> None:
+    from . import STARTED_AT
+    from .progress import timing_report
+
+    total = time.perf_counter() - STARTED_AT
+    try:
+        sys.stderr.write(timing_report(session.step_times, total))
+        sys.stderr.flush()
+    except BrokenPipeError:
+        pass
 
 
 def _tune_garbage_collector() -> None:

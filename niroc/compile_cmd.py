@@ -120,7 +120,7 @@ def compile_command(
     _check_combination(emit_format, output, opt_tool, elide_weights)
 
     session = current_session()
-    progress = progress_for(session.quiet)
+    progress = progress_for(session)
     path = Path(input_path)
     module = load(path, progress)
     check(module, path, progress)
@@ -129,7 +129,8 @@ def compile_command(
     )
     target = "stdout" if is_stdout(output) else output
     if is_stdout(output) and sys.stdout.isatty():
-        progress = Progress.off()  # NOTE: a spinner would be drawn into the text being printed
+        # NOTE: a spinner would be drawn into the text being printed
+        progress = Progress.off(progress.step_times)
     with open_output(output) as stream, progress.step(f"writing {target}") as step:
         writer(CountingWriter(stream, step))
     return 0

@@ -87,7 +87,7 @@ def dump_command(
     check_output_path(output)
     elide = pretty if elide_weights is None else elide_weights
     session = current_session()
-    progress = progress_for(session.quiet)
+    progress = progress_for(session)
     module = load(Path(input_path), progress)
     if pretty:
         names = tuple(name.removeprefix("@") for name in functions)

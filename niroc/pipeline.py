@@ -17,6 +17,7 @@ from niro.ir import Diagnostic, Module, NirocError, verify, walk_ops, write_modu
 from .inputs import load_module, name_file
 from .progress import Progress
 from .render import make_console, print_diagnostics
+from .session import Session
 
 __all__ = [
     "VerificationFailed",
@@ -33,19 +34,21 @@ class VerificationFailed(NirocError):
     """The module has verifier errors; they were printed already, this is the summary line."""
 
 
-def progress_for(quiet: bool) -> Progress:
+def progress_for(session: Session) -> Progress:
     """Progress on stderr when it is a terminal. Otherwise (-q, a pipe, a build system) no
-    console is made: rich loads only when something is shown (~25 ms of start-up, issue #7)."""
-    if quiet or not sys.stderr.isatty():
-        return Progress.off()
-    return Progress(make_console(stderr=True), enabled=True)
+    console is made: rich loads only when something is shown (~25 ms of start-up, issue #7).
+    Step times go to the session for --timing."""
+    step_times = session.step_times if session.timing else None
+    if session.quiet or not sys.stderr.isatty():
+        return Progress.off(step_times)
+    return Progress(make_console(stderr=True), enabled=True, step_times=step_times)
 
 
 def load(path: Path, progress: Progress) -> Module:
-    """Load `path`; on a terminal the finished step says how big the module is."""
+    """Load `path`; on a terminal and in --timing the finished step says how big the module is."""
     with progress.step(f"loading {path}") as step:
         module = load_module(path)
-        if progress.enabled:
+        if progress.enabled or progress.step_times is not None:
             op_count = sum(1 for _ in walk_ops(module))
             step.rename(f"loading {path}: {op_count} ops, {len(module.globals)} globals")
         return module

@@ -6,6 +6,9 @@ record when it ends (`✓ loading model.onnx: 1234 ops, 56 globals (2.3 s)`). Fa
 nothing. Nothing at all is printed when stderr is not a terminal or with --quiet, so pipes and
 logs stay clean. `step.add_bytes(n)` turns the line into a byte counter for writing output.
 
+Every step's wall time is also appended to `step_times` when one is given (`--timing`), shown
+or not.
+
 NOTE: NIROC_PROGRESS_DELAY (seconds) overrides the delay; tests set it to 0 to see the display.
 """
 
@@ -18,7 +21,7 @@ import time
 from collections.abc import Iterator
 from typing import BinaryIO
 
-__all__ = ["Progress", "Step", "CountingWriter"]
+__all__ = ["Progress", "Step", "CountingWriter", "timing_report"]
 
 _DEFAULT_DELAY = 0.5
 
@@ -50,17 +53,43 @@ class Step:
 class Progress:
     """Shows steps on `console` (a rich Console on stderr) when enabled."""
 
-    def __init__(self, console, *, enabled: bool, delay: float | None = None):
+    def __init__(
+        self,
+        console,
+        *,
+        enabled: bool,
+        delay: float | None = None,
+        step_times: list[tuple[str, float]] | None = None,
+    ):
         self.console = console
         self.enabled = enabled and console is not None and console.is_terminal
         self.delay = _delay_from_environment() if delay is None else delay
+        self.step_times = step_times
 
     @classmethod
-    def off(cls) -> Progress:
-        return cls(None, enabled=False)
+    def off(cls, step_times: list[tuple[str, float]] | None = None) -> Progress:
+        """Shows nothing; still records step times into `step_times` when given."""
+        return cls(None, enabled=False, step_times=step_times)
 
     @contextlib.contextmanager
     def step(self, description: str) -> Iterator[Step]:
+        if self.step_times is None:
+            with self._shown_step(description) as step:
+                yield step
+            return
+        started = time.perf_counter()
+        step = None
+        try:
+            with self._shown_step(description) as step:
+                yield step
+        except BaseException:
+            label = step.label() if step is not None else description
+            self.step_times.append((f"{label} (failed)", time.perf_counter() - started))
+            raise
+        self.step_times.append((step.label(), time.perf_counter() - started))
+
+    @contextlib.contextmanager
+    def _shown_step(self, description: str) -> Iterator[Step]:
         if not self.enabled:
             yield Step(description)
             return
@@ -165,6 +194,19 @@ def format_bytes(count: int) -> str:
             return f"{count} B" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
+
+
+def timing_report(step_times: list[tuple[str, float]], total: float) -> str:
+    """--timing's table: each step's wall time and share, the rest, the total (plain text, so
+    it reads the same in a log as on a terminal)."""
+    lines = ["niroc timing (wall clock):"]
+    rest = total - sum(seconds for _, seconds in step_times)
+    rows = [*step_times, ("other (niroc's imports, argument parsing, exit)", max(rest, 0.0))]
+    for label, seconds in rows:
+        share = 100 * seconds / total if total > 0 else 0.0
+        lines.append(f"  {seconds:8.3f} s {share:6.1f}%  {label}")
+    lines.append(f"  {total:8.3f} s  100.0%  total")
+    return "\n".join(lines) + "\n"
 
 
 def _escape(text: str) -> str:

@@ -1,4 +1,5 @@
-"""Per-run settings shared by every command (--quiet, --debug) and the options that set them.
+"""Per-run settings shared by every command (--quiet, --debug, --timing) and the options that
+set them.
 
 `main()` creates one Session and hands it to click as `ctx.obj`; the flags may be given before
 or after the command word (`niroc --debug verify m.onnx` and `niroc verify --debug m.onnx`).
@@ -8,7 +9,7 @@ or after the command word (`niroc --debug verify m.onnx` and `niroc verify --deb
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import click
@@ -22,6 +23,9 @@ F = TypeVar("F", bound=Callable)
 class Session:
     debug: bool = False
     quiet: bool = False
+    timing: bool = False
+    step_times: list[tuple[str, float]] = field(default_factory=list)
+    """(step label, wall seconds) of every progress step that ran, in order (for --timing)."""
 
     def print_traceback(self) -> None:
         """With --debug, the traceback of the exception being handled, on stderr."""
@@ -32,7 +36,7 @@ class Session:
 
 
 # The flags (they take no value) accepted both before and after the command word.
-SESSION_FLAGS = ("--quiet", "-q", "--debug")
+SESSION_FLAGS = ("--quiet", "-q", "--debug", "--timing")
 
 
 def current_session() -> Session:
@@ -48,7 +52,15 @@ def _set_flag(name: str) -> Callable:
 
 
 def session_options(function: F) -> F:
-    """Add --quiet and --debug to a command or group."""
+    """Add --quiet, --debug and --timing to a command or group."""
+    function = click.option(
+        "--timing",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_set_flag("timing"),
+        help="When done, print the wall time of each step on stderr (like --mlir-timing).",
+    )(function)
     function = click.option(
         "--debug",
         is_flag=True,

@@ -65,7 +65,7 @@ def verify_command(files: tuple[str, ...], output_format: str, stats: bool) -> i
     ONNX node when known. Exits with code 1 if any file has an error.
     """
     session = current_session()
-    progress = progress_for(session.quiet)
+    progress = progress_for(session)
     console = make_console()
     as_json = output_format == "json"
     error_count = warning_count = 0
