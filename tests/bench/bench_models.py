@@ -26,6 +26,8 @@ exits, as niroc's atomic writes must be, so the floors and niroc pay for the sam
 The ratios (niroc over a floor, the peer over a floor) are computed from figures of the same
 run. Models whose ops niroc cannot lower yet get `--allow-unknown` (the table says so). The
 text output of every niroc run is hashed: different bytes for the same model fail the run.
+After the measured runs, one more `niroc --timing -q M -o out.mlir` per model shows where
+niroc's time goes (load, verify, lower, write, the rest); it is reported, not measured.
 Results: a table on stdout and `testdata/generated/bench/report.md` (+ `report.json`).
 Not collected by pytest; `make bench` runs it.
 """
@@ -253,7 +255,26 @@ def measure_model(name: str, runs: int, skip_peer: bool) -> list[Row]:
         print(f"  {format_row(row)}", flush=True)
     if lowering_error:
         print(f"  (niroc cannot lower every op yet: {lowering_error})")
+    STEP_TIMES[name] = niroc_step_times(name, lowering_error is not None)
+    print("\n".join(f"  {line}" for line in STEP_TIMES[name].splitlines()), flush=True)
     return rows
+
+
+STEP_TIMES: dict[str, str] = {}
+"""Model name -> `niroc --timing`'s table of its one extra text compile."""
+
+
+def niroc_step_times(name: str, allow_unknown: bool) -> str:
+    """`niroc --timing`'s table for one text compile of `name` (one run, after the measured ones)."""
+    folder = OUT / name
+    extra = ["--allow-unknown"] if allow_unknown else []
+    output = folder / "out.mlir"
+    completed = subprocess.run(
+        [str(BIN / "niroc"), "--timing", "-q", str(folder / "model.onnx"), *extra, "-o", str(output)],
+        capture_output=True, text=True, check=False,
+    )
+    output.unlink(missing_ok=True)
+    return completed.stderr.replace(str(folder) + os.sep, "").rstrip()
 
 
 def format_row(row: Row) -> str:
@@ -377,6 +398,9 @@ def markdown(rows: list[Row], found: list[Check], header: dict[str, str]) -> str
     for check in found:
         met = {True: "yes", False: "**no**", None: "-"}[check.met]
         lines.append(f"| {check.model} | {check.what} | {check.value:.2f} | {check.target} | {met} | {check.detail} |")
+    lines += ["", "## Where niroc's time goes (`niroc --timing -q M -o out.mlir`, one run per model)", ""]
+    for name, table in STEP_TIMES.items():
+        lines += [f"{name}:", "", "```", table, "```", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -405,7 +429,8 @@ def main() -> int:
     print(report)
     (OUT / "report.md").write_text(report)
     (OUT / "report.json").write_text(
-        json.dumps({"header": header, "rows": [asdict(row) for row in rows], "checks": [asdict(check) for check in found]}, indent=1)
+        json.dumps({"header": header, "rows": [asdict(row) for row in rows], "checks": [asdict(check) for check in found],
+                    "step_times": STEP_TIMES}, indent=1)
     )
     print(f"written: {(OUT / 'report.md').relative_to(ROOT)}")
     nondeterministic = [check for check in found if check.what.startswith("same bytes") and check.met is False]
