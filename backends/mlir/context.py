@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from niro.ir import Location, Op, TensorType, Value, format_type, op_name, operands_of, results_of
+from niro.ir import Location, Op, ScalarType, TensorType, Value, format_type, op_name
 
-from .bindings import arith, cf, ir, linalg, tensor
+from .bindings import arith, cf, ir, tensor
 from .errors import LoweringError
-from .types import index_type, lower_scalar_type, lower_type
+from .types import index_type, type_key
 
 if TYPE_CHECKING:
     from .lowering import FunctionLowering
@@ -44,20 +44,32 @@ __all__ = [
 class LoweringRuleContext:
     """What a lowering rule gets: one per Niro op lowered.
 
-    `operands` are the MLIR values of `operands_of(op)` in order; `result_types` the MLIR types of
-    `results_of(op)`. The rule runs with `location` and `insertion_point` already entered, so
-    builders pick them up implicitly. `niro_location` says where the op is in the Niro module, for
-    error messages. `lowering` is the function being lowered: its blocks and nested regions
+    `operands` are the MLIR values of `niro_operands` (`operands_of(op)`) in order;
+    `result_types` the MLIR types of `niro_results` (`results_of(op)`). The rule runs with
+    `location` and `insertion_point` already entered, so builders pick them up implicitly.
+    `niro_location` says where the op is in the Niro module (its function and `path`), for error
+    messages. `lowering` is the function being lowered: its blocks and nested regions
     (control-flow rules) and, through `lowering.module`, the module's symbols and blobs.
     """
 
     op: Op
     operands: tuple[ir.Value, ...]
     result_types: tuple[ir.Type, ...]
+    niro_operands: tuple[Value, ...]
+    niro_results: tuple[Value, ...]
     location: ir.Location
     insertion_point: ir.InsertionPoint
-    niro_location: Location
+    path: tuple[str, ...]
     lowering: FunctionLowering
+
+    @property
+    def niro_location(self) -> Location:
+        """Where the op is in the Niro module, made when asked (an error, a run-time check's
+        message): most ops never need it, and a 20,000-op model would make 20,000."""
+        op = self.op
+        return Location(
+            symbol=self.lowering.function.name, path=self.path, op_name=op_name(op), source=op.loc
+        )
 
     # -- errors ---------------------------------------------------------------------------------
 
@@ -66,14 +78,6 @@ class LoweringRuleContext:
         return LoweringError(f"'{op_name(self.op)}' op {message}", location=str(self.niro_location))
 
     # -- Niro views of the operands ---------------------------------------------------------------
-
-    @property
-    def niro_operands(self) -> tuple[Value, ...]:
-        return operands_of(self.op)
-
-    @property
-    def niro_results(self) -> tuple[Value, ...]:
-        return results_of(self.op)
 
     def ranked(self, value: Value, what: str) -> TensorType:
         """`value`'s type when it is a ranked tensor, else an error naming the op and operand."""
@@ -100,15 +104,22 @@ class LoweringRuleContext:
 
     def empty_tensor(self, result: TensorType, sizes: Sequence[ir.Value | None]) -> ir.Value:
         """`tensor.empty` of `result`; `sizes[i]` is the index value of dynamic dim i (else None)."""
-        mixed: list[int | ir.Value] = []
+        dynamic: list[ir.Value] = []
         for dim, size in zip(result.shape, sizes, strict=True):
             if dim is not None:
-                mixed.append(dim)
-            elif size is None:
+                continue
+            if size is None:
                 raise self.error(f"cannot find the size of a dynamic dim of {format_type(result)}")
-            else:
-                mixed.append(size)
-        return tensor.EmptyOp(mixed, lower_scalar_type(result.element_type)).result
+            dynamic.append(size)
+        # NOTE: the generic builder with the memoised result type: the `tensor.EmptyOp` wrapper
+        # rebuilds the type from mixed sizes on every call (3x the time; same op).
+        return ir.Operation.create(
+            "tensor.empty", results=[self.mlir_type(result)], operands=dynamic
+        ).result
+
+    def mlir_type(self, type_: ScalarType | TensorType) -> ir.Type:
+        """`lower_type(type_)` in this lowering's context, made once per type."""
+        return self.lowering.module.mlir_type(type_)
 
     def zero(self, element: ir.Type) -> ir.Value:
         """A scalar 0 of an integer or float MLIR type."""
@@ -137,9 +148,43 @@ class LoweringRuleContext:
         if inputs is None:
             inputs = tuple(zip(self.operands, self.niro_operands, strict=True))
         result = self.niro_results[0] if result is None else result
+        plan = self.lowering.module.shared_object(
+            ("broadcast", type_key(result.type), *[type_key(niro.type) for _, niro in inputs]),
+            lambda: self._broadcast_plan(inputs, result),
+        )
+        if plan.is_static:
+            init = ir.Operation.create("tensor.empty", results=[plan.result_type]).result
+        else:
+            result_type: TensorType = result.type  # type: ignore[assignment]
+            sizes = [
+                None if dim is not None else self._broadcast_size(axis, inputs, plan.shapes)
+                for axis, dim in enumerate(result_type.shape)
+            ]
+            init = self.empty_tensor(result_type, sizes)
+            self._assert_dynamic_dims_match(inputs, plan.shapes, result_type, sizes)
+        # NOTE: the generic builder with the plan's attributes: `linalg.GenericOp` re-derives
+        # the operand segments and checks each attribute in Python (3x the time; same op).
+        generic = ir.Operation.create(
+            "linalg.generic",
+            results=[plan.result_type],
+            operands=[*[value for value, _ in inputs], init],
+            attributes=plan.attributes,
+            regions=1,
+        )
+        block = generic.regions[0].blocks.append(*plan.block_types)
+        with ir.InsertionPoint(block):
+            element = body(list(block.arguments)[: len(inputs)])
+            ir.Operation.create("linalg.yield", operands=[element])
+        return generic.result
+
+    def _broadcast_plan(
+        self, inputs: Sequence[tuple[ir.Value, Value]], result: Value
+    ) -> _BroadcastPlan:
+        """What `elementwise` builds from the Niro types alone (checked here, once per type
+        signature per lowering; the errors name the operand)."""
         result_type = self.ranked(result, "result")
         rank = len(result_type.shape)
-        maps, shapes = [], []
+        shapes = []
         for index, (_, niro_value) in enumerate(inputs):
             shape = self.ranked(niro_value, f"operand #{index}").shape
             if len(shape) > rank:
@@ -147,37 +192,22 @@ class LoweringRuleContext:
                     f"operand #{index} {format_type(niro_value.type)} has a higher rank than the "
                     f"result {format_type(result_type)}"
                 )
-            offset = rank - len(shape)
-            exprs = [
-                ir.AffineConstantExpr.get(0)
-                if dim == 1 and result_type.shape[offset + axis] != 1
-                else ir.AffineDimExpr.get(offset + axis)
-                for axis, dim in enumerate(shape)
-            ]
-            maps.append(ir.AffineMap.get(rank, 0, exprs))
-            shapes.append((offset, shape))
-        maps.append(ir.AffineMap.get_identity(rank))
-        sizes = [
-            None if dim is not None else self._broadcast_size(axis, inputs, shapes)
-            for axis, dim in enumerate(result_type.shape)
-        ]
-        init = self.empty_tensor(result_type, sizes)
-        self._assert_dynamic_dims_match(inputs, shapes, result_type, sizes)
+            shapes.append((rank - len(shape), shape))
         parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-        generic = linalg.GenericOp(
-            [lower_type(result_type)],
-            [value for value, _ in inputs],
-            [init],
-            ir.ArrayAttr.get([ir.AffineMapAttr.get(map_) for map_ in maps]),
-            ir.ArrayAttr.get([parallel] * rank),
+        return _BroadcastPlan(
+            shapes=tuple(shapes),
+            result_type=self.mlir_type(result_type),
+            block_types=(
+                *[self.mlir_type(niro.type.element_type) for _, niro in inputs],
+                self.mlir_type(result_type.element_type),
+            ),
+            attributes={
+                "indexing_maps": _broadcast_maps(result_type.shape, shapes),
+                "iterator_types": ir.ArrayAttr.get([parallel] * rank),
+                "operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(inputs), 1]),
+            },
+            is_static=result_type.is_static and all(None not in shape for _, shape in shapes),
         )
-        element_types = [lower_scalar_type(niro.type.element_type) for _, niro in inputs]
-        block = generic.regions[0].blocks.append(
-            *element_types, lower_scalar_type(result_type.element_type)
-        )
-        with ir.InsertionPoint(block):
-            linalg.YieldOp([body(list(block.arguments)[: len(inputs)])])
-        return generic.result
 
     def _assert_dynamic_dims_match(self, inputs, shapes, result_type, sizes) -> None:
         """A run-time check per dynamic operand dim that it equals the result dim it maps to."""
@@ -213,6 +243,41 @@ class LoweringRuleContext:
         if dynamic_source is None:
             return None
         return self.dim_size(*dynamic_source)
+
+
+def _broadcast_maps(result_shape: tuple, shapes: list[tuple[int, tuple]]) -> ir.ArrayAttr:
+    """The indexing maps of a broadcasting `linalg.generic`: per operand (right-aligned at
+    `offset`), a dim that is a static 1 against a larger result dim reads index 0; then the
+    result's identity map."""
+    rank = len(result_shape)
+    maps = []
+    for offset, shape in shapes:
+        exprs = [
+            ir.AffineConstantExpr.get(0)
+            if dim == 1 and result_shape[offset + axis] != 1
+            else ir.AffineDimExpr.get(offset + axis)
+            for axis, dim in enumerate(shape)
+        ]
+        maps.append(ir.AffineMap.get(rank, 0, exprs))
+    maps.append(ir.AffineMap.get_identity(rank))
+    return ir.ArrayAttr.get([ir.AffineMapAttr.get(map_) for map_ in maps])
+
+
+@dataclass(frozen=True, slots=True)
+class _BroadcastPlan:
+    """The parts of an element-wise `linalg.generic` that depend only on the Niro types of its
+    operands and result, made once per type signature: a 20,000-node model has a handful.
+
+    `shapes` is (offset, shape) per operand, right-aligned against the result; `block_types`
+    the body's argument types (operand elements, then the result's); `attributes` the op's
+    indexing maps, parallel iterators and operand segments; `is_static` says no dim anywhere is
+    dynamic (no sizes to compute, nothing to check at run time)."""
+
+    shapes: tuple[tuple[int, tuple[int | None, ...]], ...]
+    result_type: ir.Type
+    block_types: tuple[ir.Type, ...]
+    attributes: dict[str, ir.Attribute]
+    is_static: bool
 
 
 LoweringRule = Callable[[LoweringRuleContext], Sequence[ir.Value]]

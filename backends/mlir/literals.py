@@ -159,6 +159,8 @@ def _is_splat(data: memoryview, width: int) -> bool:
     few elements, so the common answer costs microseconds and touches one page of the weight
     (a fixed 1M-element first chunk cost ~3 ms per weight, 0.14 s on a 400 MB model).
     """
+    if data[:width] != data[width : 2 * width]:
+        return False  # NOTE: most weights differ at their second element: no numpy (10x faster)
     elements = np.frombuffer(data, dtype=np.uint8).reshape(-1, width)
     first = elements[0]
     start, size = 0, 64

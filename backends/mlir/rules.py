@@ -31,7 +31,7 @@ from niro.ir import (
     format_type,
 )
 
-from .bindings import arith, cf, fill_builtin_region, func, ir, linalg, scf, tensor
+from .bindings import arith, cf, fill_builtin_region, func, ir, scf, tensor
 from .context import KNOWN_LOWERINGS, LoweringRuleContext, lowering, registered_lowering
 from .literals import scalar_attr, tensor_data_attr
 from .types import index_type, lower_type
@@ -94,16 +94,25 @@ def _lower_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         for axis, dim in enumerate(result.shape)
     ]
     init = ctx.empty_tensor(result, sizes)
-    transposed = linalg.TransposeOp(
-        [ctx.result_types[0]], ctx.operands[0], init, list(op.permutation)
+    permutation = ctx.lowering.module.shared_object(
+        ("permutation", op.permutation), lambda: ir.DenseI64ArrayAttr.get(list(op.permutation))
+    )
+    # NOTE: the generic builder and a shared permutation attribute: `linalg.TransposeOp`
+    # converts the permutation and checks its arguments in Python (2x the time; same op).
+    transposed = ir.Operation.create(
+        "linalg.transpose",
+        results=[ctx.result_types[0]],
+        operands=[ctx.operands[0], init],
+        attributes={"permutation": permutation},
+        regions=1,
     )
     # linalg.transpose has a region (one yield of the input element); build it as its
     # printer/parser would.
-    element = ir.RankedTensorType(ctx.result_types[0]).element_type
+    element = ctx.mlir_type(result.element_type)
     block = transposed.regions[0].blocks.append(element, element)
     with ir.InsertionPoint(block):
-        linalg.YieldOp([block.arguments[0]])
-    return [transposed.results[0]]
+        ir.Operation.create("linalg.yield", operands=[block.arguments[0]])
+    return [transposed.result]
 
 
 @lowering(TensorExtract)
@@ -118,26 +127,34 @@ def _lower_tensor_extract(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     return [tensor.ExtractOp(ctx.operands[0], indices).result]
 
 
-def _arith_binary(ctx: LoweringRuleContext, float_op, integer_op) -> Sequence[ir.Value]:
-    """Add/Mul: arith on scalars, a broadcasting linalg.generic on tensors."""
-    element = ctx.niro_results[0].type
-    element = element if isinstance(element, ScalarType) else element.element_type
+def _arith_binary(ctx: LoweringRuleContext, float_op: str, integer_op: str) -> Sequence[ir.Value]:
+    """Add/Mul: arith on scalars, a broadcasting linalg.generic on tensors.
+
+    NOTE: the arith op is built with the generic builder (both operands and the result have the
+    element type): the generated `arith.addf` wrapper costs 2.5x as much, once per Add."""
+    result_type = ctx.niro_results[0].type
+    element = result_type if isinstance(result_type, ScalarType) else result_type.element_type
     if element.is_bool:
         raise ctx.error("does not compute on i1 (BOOL)")
-    build = float_op if element.is_float else integer_op
-    if isinstance(ctx.niro_results[0].type, ScalarType):
+    name = float_op if element.is_float else integer_op
+    element_type = ctx.mlir_type(element)
+
+    def build(lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+        return ir.Operation.create(name, results=[element_type], operands=[lhs, rhs]).result
+
+    if isinstance(result_type, ScalarType):
         return [build(ctx.operands[0], ctx.operands[1])]
     return [ctx.elementwise(lambda elements: build(elements[0], elements[1]))]
 
 
 @lowering(Add)
 def _lower_add(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
-    return _arith_binary(ctx, arith.addf, arith.addi)
+    return _arith_binary(ctx, "arith.addf", "arith.addi")
 
 
 @lowering(Mul)
 def _lower_mul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
-    return _arith_binary(ctx, arith.mulf, arith.muli)
+    return _arith_binary(ctx, "arith.mulf", "arith.muli")
 
 
 @lowering(MatMul)
@@ -155,15 +172,32 @@ def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         ctx.dim_size(ctx.operands[1], 1) if result.shape[1] is None else None,
     ]
     init = ctx.empty_tensor(result, sizes)
-    zero = ctx.zero(ir.RankedTensorType(ctx.result_types[0]).element_type)
-    # NOTE: the op classes and the C++ region builder rather than the `linalg.fill` and
-    # `linalg.matmul` OpDSL helpers, which rebuild the op's definition in Python on every call
-    # (~0.2 ms a MatMul). Same ops, same text.
-    fill = linalg.FillOp([init.type], [zero], [init])
-    fill_builtin_region(fill.operation)
-    matmul = linalg.MatmulOp([init.type], [ctx.operands[0], ctx.operands[1]], [fill.result])
-    fill_builtin_region(matmul.operation)
-    return [matmul.result]
+    zero = ctx.zero(ctx.mlir_type(result.element_type))
+    filled = _named_op(ctx, "linalg.fill", [zero], init)
+    return [_named_op(ctx, "linalg.matmul", [ctx.operands[0], ctx.operands[1]], filled)]
+
+
+def _named_op(
+    ctx: LoweringRuleContext, name: str, inputs: list[ir.Value], init: ir.Value
+) -> ir.Value:
+    """The linalg named op `name` of `inputs` writing into `init`, its region made by MLIR's
+    C++ region builder.
+
+    NOTE: not the `linalg.fill`/`linalg.matmul` OpDSL helpers, which rebuild the op's definition
+    in Python on every call (~0.2 ms a MatMul), nor the generated op classes, which re-derive
+    the operand segments in Python (2x the time of the generic builder). Same ops, same text."""
+    segments = ctx.lowering.module.shared_object(
+        ("operand segments", len(inputs), 1), lambda: ir.DenseI32ArrayAttr.get([len(inputs), 1])
+    )
+    op = ir.Operation.create(
+        name,
+        results=[init.type],
+        operands=[*inputs, init],
+        attributes={"operandSegmentSizes": segments},
+        regions=1,
+    )
+    fill_builtin_region(op)
+    return op.result
 
 
 @lowering(Call)
