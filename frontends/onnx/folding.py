@@ -23,13 +23,13 @@ nodes on integer constants it knows (in Loop, Scan and If bodies too).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
-__all__ = ["FOLD_LIMIT", "fold_node", "fold_shape_arithmetic"]
+__all__ = ["FOLD_LIMIT", "fold_node", "fold_shape_arithmetic", "may_fold"]
 
 FOLD_LIMIT = 1024
 """Most elements a folded value (or a constant it is computed from) may have."""
@@ -62,6 +62,8 @@ _INTEGER_TYPES = frozenset(
         onnx.TensorProto.BOOL,
     }
 )
+_INTEGER_KINDS = ("b", "i", "u")
+"""numpy kinds of the integer (and boolean) arrays `fold_node` evaluates a node on."""
 _NUMERIC_TYPES = _INTEGER_TYPES | {
     onnx.TensorProto.FLOAT,
     onnx.TensorProto.DOUBLE,
@@ -189,6 +191,28 @@ def _schema_attributes_only(node: onnx.NodeProto, opset: int) -> bool:
     )
 
 
+def may_fold(op_type: str, operands: Sequence[str | None]) -> bool:
+    """Whether `fold_node` could fold a default-domain node, decided before any operand's data
+    is read. `operands` holds, per input, None where absent, else the numpy kind of its
+    elements (`b`, `i`, `u`, `f`...) if it is a known constant, or "" if it is not. False
+    means `fold_node` would return None; True means it is worth asking.
+
+    NOTE: most nodes of a model never fold (float arithmetic on weights); building their
+    constants' TensorProtos just to learn that cost ~40 us a node."""
+    if op_type in ("Shape", "Size"):
+        return bool(operands) and operands[0] is not None
+    if op_type in _NEVER_FOLDED:
+        return False
+    present = False
+    for kind in operands:
+        if kind is None:
+            continue
+        if kind not in _INTEGER_KINDS:
+            return False
+        present = True
+    return present
+
+
 def fold_node(
     node: onnx.NodeProto, inputs: list[np.ndarray | None], input_dims: list[list[int] | None], opset: int
 ) -> list[np.ndarray] | None:
@@ -206,7 +230,7 @@ def fold_node(
         dims = input_dims[0] if input_dims else None
         return None if dims is None else [_shape_data(node, dims)]
     present = [array for name, array in zip(node.input, inputs, strict=True) if name]
-    if not present or any(array is None or array.dtype.kind not in "biu" for array in present):
+    if not present or any(array is None or array.dtype.kind not in _INTEGER_KINDS for array in present):
         return None
     return _evaluate(node, inputs, opset)
 
@@ -228,17 +252,18 @@ def fold_shape_arithmetic(
                 known.set(tensor.name, numpy_helper.to_array(tensor))
                 shape_data.add(tensor.name)
             continue
+        op_type = node.op_type
+        if op_type not in ("Shape", "Size", "Constant") and not all(name in known for name in node.input if name):
+            continue  # the common case, decided by name lookups alone (before any other field)
         if node.domain not in ("", "ai.onnx"):
             continue
-        if node.op_type == "Constant":
+        if op_type == "Constant":
             value = _constant_value(node)
             if value is not None:
                 known.set(node.output[0], value)
             continue
-        if node.op_type in _NEVER_FOLDED or not node.output or not all(node.output):
+        if op_type in _NEVER_FOLDED or not node.output or not all(node.output):
             continue
-        if node.op_type not in ("Shape", "Size") and not all(name in known for name in node.input if name):
-            continue  # the common case, decided by name lookups alone
         if any(attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attribute in node.attribute):
             continue
         if not _schema_attributes_only(node, opset):

@@ -13,6 +13,7 @@ OnnxImportError naming the node, value or initializer.
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import mmap
@@ -40,6 +41,7 @@ from niro.ir import (
     Module,
     Region,
     Return,
+    ScalarType,
     TensorType,
     Type,
     UnknownOp,
@@ -55,7 +57,7 @@ from .context import FunctionBuilder, NodeContext, Scope, describe_node, node_la
 from .converters import CONVERTERS
 from .errors import OnnxImportError, first_line
 from .external_data import ExternalDataError, ExternalDataReader
-from .folding import FOLD_LIMIT, fold_node
+from .folding import FOLD_LIMIT, fold_node, may_fold
 from .functions import FunctionKey, specialization_key, specialize
 from .inference import GraphTypes, InferenceFailure, infer_types
 from .onnx_types import type_proto_from_niro
@@ -285,6 +287,23 @@ def _node_proto(node: ir.Node) -> onnx.NodeProto | None:
 def _small_static(type_: TensorType) -> bool:
     """A fully static type of at most FOLD_LIMIT elements (what import-time folding may make)."""
     return type_.shape is not None and None not in type_.shape and math.prod(type_.shape) <= FOLD_LIMIT
+
+
+def _numpy_kind(element: ScalarType) -> str:
+    """The numpy kind of an element type's arrays (`f` for every floating-point type)."""
+    if element.is_bool:
+        return "b"
+    if element.is_signed_integer:
+        return "i"
+    return "u" if element.is_unsigned_integer else "f"
+
+
+_ELEMENT_KINDS = {element: _numpy_kind(element) for element in ScalarType}
+
+
+def _constant_kind(type_: Type) -> str:
+    """A known constant's element kind for `folding.may_fold` (`?` if it is no tensor)."""
+    return _ELEMENT_KINDS[type_.element_type] if isinstance(type_, TensorType) else "?"
 
 
 def _opsets(model: onnx.ModelProto) -> dict[str, int]:
@@ -524,11 +543,12 @@ class _Importer:
     ) -> None:
         for index, node in enumerate(graph):
             inputs = []
+            loc = node_label(node, index)
             for onnx_value in node.inputs:
                 if onnx_value is None or not onnx_value.name:
                     inputs.append(None)
                     continue
-                value = self._lookup(scope, builder, onnx_value, node_label(node, index))
+                value = self._lookup(scope, builder, onnx_value, loc)
                 if value is None:
                     raise self.error(
                         f"{describe_node(node, index)}: input '{onnx_value.name}' is not defined before the node"
@@ -567,13 +587,14 @@ class _Importer:
 
     def _convert_node(self, ctx: NodeContext) -> None:
         node = ctx.node
-        key = (node.domain, node.op_type, node.overload)
-        if key in self.function_protos:
-            self._call_function(ctx, key, self.function_protos[key], self._call_attributes(ctx))
-            return
-        if node.domain in _DEFAULT_DOMAINS and self._fold(ctx):
-            return
+        if self.function_protos:
+            key = (node.domain, node.op_type, node.overload)
+            if key in self.function_protos:
+                self._call_function(ctx, key, self.function_protos[key], self._call_attributes(ctx))
+                return
         if node.domain in _DEFAULT_DOMAINS:
+            if self._fold(ctx):
+                return
             converter = CONVERTERS.get(node.op_type)
             if converter is not None and converter(ctx):
                 return
@@ -585,7 +606,12 @@ class _Importer:
         """Fold shape arithmetic where graph-level folding could not see it (in subgraphs, or
         on constants that typing at import made known): see `folding.fold_node`."""
         node = ctx.node
-        if node.op_type not in ("Shape", "Size") and not ctx.inputs:
+        literals = ctx.builder.literals
+        operands = [
+            None if value is None else _constant_kind(value.type) if value.id in literals else ""
+            for value in ctx.inputs
+        ]
+        if not may_fold(node.op_type, operands):
             return False
         if any(not output.name for output in node.outputs):
             return False
@@ -802,6 +828,25 @@ class _Importer:
         )
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for one import (if it was running).
+
+    NOTE: an import allocates an object graph the size of the model (onnx_ir nodes, protobuf
+    wrappers, Niro ops) and frees almost none of it until the end; with the default thresholds
+    the collector rescans that growing heap again and again (~30% of a 20,000-node import,
+    issue #7). What an import leaves as cyclic garbage (the onnx_ir model) is collected by the
+    next collection after it."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def import_model_with_info(
     source, *, filename: str | None = None, expand_functions: ExpandPredicate | None = None
 ) -> ImportedModel:
@@ -815,7 +860,8 @@ def import_model_with_info(
     "I cannot lower it myself"; None keeps every such op as it is."""
     loaded = _load(source, filename)
     try:
-        return _Importer(loaded, expand_functions).run()
+        with _collector_paused():
+            return _Importer(loaded, expand_functions).run()
     except UnicodeDecodeError as error:
         # protobuf (proto2) does not check string fields; Python decodes them on access
         raise OnnxImportError(

@@ -30,6 +30,7 @@ def _schema(op_type: str, domain: str, opset: int) -> onnx.defs.OpSchema | None:
         return None
 
 
+@functools.cache  # NOTE: asked once per node that has no converter; a schema lookup is ~2 us
 def has_schema_function(op_type: str, domain: str, opset: int) -> bool:
     schema = _schema(op_type, domain, opset)
     return schema is not None and (schema.has_function or schema.has_context_dependent_function)

@@ -59,10 +59,15 @@ def _encode_varint(value: int) -> bytes:
 def _fields(data, start: int, end: int) -> Iterator[tuple[int, int, int, int, int, int]]:
     """(field number, wire type, field start, key end, value start, value end) of each field;
     for a length-delimited field the length prefix lies between key end and value start."""
+    size = len(data)
     position = start
     while position < end:
         field_start = position
-        key, position = _varint(data, position)
+        key = data[position]
+        if key < 0x80:  # NOTE: one-byte keys and lengths (nearly all) skip _varint's loop
+            position += 1
+        else:
+            key, position = _varint(data, position)
         field, wire_type = key >> 3, key & 7
         key_end = value_start = position
         if wire_type == 0:
@@ -72,7 +77,10 @@ def _fields(data, start: int, end: int) -> Iterator[tuple[int, int, int, int, in
         elif wire_type == 5:
             position += 4
         elif wire_type == _LENGTH_DELIMITED:
-            length, value_start = _varint(data, position)
+            if position < size and data[position] < 0x80:
+                length, value_start = data[position], position + 1
+            else:
+                length, value_start = _varint(data, position)
             position = value_start + length
         else:
             raise _WireError(f"unsupported wire type {wire_type}")
@@ -108,12 +116,16 @@ def _split_tensor(data, start: int, end: int, spans: dict[str, tuple[int, int]])
 
 
 def _split_graph(data, start: int, end: int, spans: dict[str, tuple[int, int]]) -> bytes:
+    """The graph's bytes without its initializers' raw_data; the other fields are copied a run
+    at a time (a node is one field: copying each on its own cost a slice per node)."""
     out = bytearray()
+    run_start = start
     for field, wire_type, field_start, key_end, value_start, value_end in _fields(data, start, end):
         if field == _GRAPH_INITIALIZER and wire_type == _LENGTH_DELIMITED:
+            out += data[run_start:field_start]
             _submessage(out, data[field_start:key_end], _split_tensor(data, value_start, value_end, spans))
-        else:
-            out += data[field_start:value_end]
+            run_start = value_end
+    out += data[run_start:end]
     return bytes(out)
 
 

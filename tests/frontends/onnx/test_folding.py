@@ -117,3 +117,25 @@ def test_a_huge_range_on_constants_is_not_evaluated(monkeypatch) -> None:
     names = [nir.op_name(op) for op in loop.regions[0].blocks[0].operations]
     assert "onnx.Range" in names
     assert "Range" not in evaluated
+
+
+def test_may_fold_rules_out_nodes_from_their_operands_alone() -> None:
+    # per input: None absent, "" not a known constant, else the constant's numpy kind
+    assert folding.may_fold("Add", ["i", "i"])
+    assert folding.may_fold("Concat", ["i", None, "b", "u"])
+    assert not folding.may_fold("Add", ["i", ""])  # an operand that is not a constant
+    assert not folding.may_fold("Add", ["f", "f"])  # float weights are never folded
+    assert not folding.may_fold("Add", [None, None])  # nothing to compute from
+    assert not folding.may_fold("RandomUniformLike", ["i"])
+    assert folding.may_fold("Shape", [""])  # Shape and Size need a type, not data
+    assert not folding.may_fold("Size", [])
+
+
+def test_a_node_on_a_float_constant_and_an_integer_one_is_not_folded() -> None:
+    text = (
+        "g (float[2] x) => (z) { a = Constant <value_floats = [1.0, 2.0]> ()\n"
+        " i = Constant <value_ints = [1, 2]> ()\n f = Cast <to = 1> (i)\n b = Add(a, f)\n z = Mul(x, b) }"
+    )
+    ops = _ops(text)
+    assert ops[2].startswith("niro.const() -> (tensor<2xf32>) @Cast_2")  # integer input: folded
+    assert ops[3].startswith("niro.add(")  # float operands: kept

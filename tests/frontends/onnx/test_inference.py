@@ -4,6 +4,7 @@ input float[2**31] into a Mul hung niroc for minutes; found by the hostile-input
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 from niro.frontends.onnx import inference
 from niro.frontends.onnx.inference import DATA_PROPAGATION_LIMIT, infer_types
@@ -77,3 +78,27 @@ def test_backward_shapes_do_not_cross_ops_that_change_shapes() -> None:
     types = infer_types(model)
     assert _dims(types, "t") == [3, 1, 2]
     assert _dims(types, "s") is None
+
+
+def test_strip_weights_copies_plain_nodes_whole_and_strips_tensor_attributes() -> None:
+    big = onnx.numpy_helper.from_array(np.arange(2048, dtype=np.float32).reshape(64, 32))
+    small = onnx.numpy_helper.from_array(np.array([2, 3], dtype=np.int64))
+    nodes = [
+        onnx.helper.make_node("Relu", ["x"], ["a"], name="plain0"),
+        onnx.helper.make_node("Constant", [], ["w"], name="weight", value=big),
+        onnx.helper.make_node("Constant", [], ["s"], name="shape", value=small),
+        onnx.helper.make_node("Transpose", ["a"], ["b"], name="plain1", perm=[1, 0]),
+        onnx.helper.make_node("MatMul", ["b", "w"], ["y"], name="plain2"),
+    ]
+    graph = onnx.helper.make_graph(
+        nodes, "g", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [64, 32])], []
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    stripped = inference.strip_weights(model).graph.node
+    assert [node.name for node in stripped] == ["plain0", "weight", "shape", "plain1", "plain2"]
+    for position in (0, 2, 3, 4):  # no big tensor: copied as it is, attributes included
+        assert stripped[position] == nodes[position]
+    weight = stripped[1].attribute[0].t
+    assert weight.data_location == onnx.TensorProto.EXTERNAL and not weight.HasField("raw_data")
+    assert list(weight.dims) == [64, 32]
+    assert model.graph.node[1].attribute[0].t.HasField("raw_data")  # the model is left untouched

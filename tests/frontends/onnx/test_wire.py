@@ -77,3 +77,54 @@ def test_unusual_bytes_fall_back_to_a_plain_parse() -> None:
     assert split_raw_data(single + graph_field) is None  # a merged second graph field
     assert split_raw_data(b"\xff\xff\xff garbage") is None
     assert split_raw_data(single[:-3]) is None  # truncated
+
+
+def test_split_reads_multi_byte_keys_and_lengths() -> None:
+    # a 4 KB weight has a two-byte length; metadata_props (field 16) a two-byte key
+    big = np.arange(1024, dtype=np.float32)
+    model = linear_model(numpy_helper.from_array(W, "w"), numpy_helper.from_array(B, "b"))
+    model.graph.initializer.append(numpy_helper.from_array(big, "big"))
+    model.graph.metadata_props.add(key="origin", value="test")
+    remainder, spans = split_raw_data(model.SerializeToString())
+    assert set(spans) == {"w", "b", "shape", "big"}
+    assert model.SerializeToString()[slice(*spans["big"])] == big.tobytes()
+    parsed = onnx.ModelProto()
+    parsed.ParseFromString(remainder)
+    for tensor in model.graph.initializer:
+        tensor.ClearField("raw_data")
+    assert parsed == model
+
+
+def test_split_keeps_nodes_between_initializers_in_order() -> None:
+    # protobuf writes fields in number order, but a graph may interleave them: the bytes
+    # around each initializer are copied as they are
+    model = linear_model(numpy_helper.from_array(W, "w"), numpy_helper.from_array(B, "b"))
+    pieces = [
+        onnx.GraphProto(node=[model.graph.node[0]]),
+        onnx.GraphProto(initializer=[model.graph.initializer[0]]),
+        onnx.GraphProto(node=[model.graph.node[1]], name="linear"),
+        onnx.GraphProto(initializer=list(model.graph.initializer[1:])),
+        onnx.GraphProto(input=model.graph.input, output=model.graph.output),
+    ]
+    graph = b"".join(piece.SerializeToString() for piece in pieces)
+    header = onnx.ModelProto()
+    header.CopyFrom(model)
+    header.ClearField("graph")
+    data = header.SerializeToString() + b"\x3a" + _varint(len(graph)) + graph  # field 7, length-delimited
+    remainder, spans = split_raw_data(data)
+    assert data[slice(*spans["w"])] == W.tobytes()
+    parsed = onnx.ModelProto()
+    parsed.ParseFromString(remainder)
+    assert [node.name for node in parsed.graph.node] == ["fc", "reshape"]
+    for tensor in model.graph.initializer:
+        tensor.ClearField("raw_data")
+    assert parsed == model
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
