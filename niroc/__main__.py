@@ -1,5 +1,5 @@
 """`python -m niroc ...` runs the same command as the `niroc` console script."""
 
-from niroc.cli import main
+from niroc.cli import run
 
-main()
+run()

@@ -201,7 +201,7 @@ def timing_report(step_times: list[tuple[str, float]], total: float) -> str:
     it reads the same in a log as on a terminal)."""
     lines = ["niroc timing (wall clock):"]
     rest = total - sum(seconds for _, seconds in step_times)
-    rows = [*step_times, ("other (niroc's imports, argument parsing, exit)", max(rest, 0.0))]
+    rows = [*step_times, ("other (niroc's imports, argument parsing)", max(rest, 0.0))]
     for label, seconds in rows:
         share = 100 * seconds / total if total > 0 else 0.0
         lines.append(f"  {seconds:8.3f} s {share:6.1f}%  {label}")

@@ -95,3 +95,40 @@ def test_debug_shows_the_traceback(tmp_path):
     assert completed.returncode == 1
     assert "Traceback (most recent call last)" in completed.stderr
     assert completed.stderr.splitlines()[-1].startswith("error: broken.onnx: ")
+
+
+@pytest.mark.parametrize("command", [["dump"], ["compile"], ["verify", "--format", "json"]])
+def test_stdout_is_complete_although_the_process_skips_its_teardown(tmp_path, command):
+    # The console script ends with os._exit after flushing (niroc.cli.run): whatever sits in
+    # stdout's buffer must still come out, byte for byte what -o writes (or, for verify, a
+    # whole JSON line).
+    shutil.copy(MODEL, tmp_path / "mlp.onnxtxt")
+    piped = run(*command, "mlp.onnxtxt", cwd=tmp_path)
+    assert piped.returncode == 0, piped.stderr
+    if command[0] == "verify":
+        assert piped.stdout.endswith("}\n") and piped.stdout.count("\n") == 1
+        return
+    suffix = ".niro" if command == ["dump"] else ".mlir"
+    written = run(*command, "mlp.onnxtxt", "-o", f"out{suffix}", cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    assert piped.stdout == (tmp_path / f"out{suffix}").read_text()
+
+
+def test_python_dash_m_niroc_is_the_same_command(tmp_path):
+    completed = subprocess.run(
+        [str(VENV_BIN / "python"), "-m", "niroc", "verify", str(MODEL)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stderr
+    broken = subprocess.run(
+        [str(VENV_BIN / "python"), "-m", "niroc", "no-such-file.onnx"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert broken.returncode == 2
+    assert "no-such-file.onnx" in broken.stderr
