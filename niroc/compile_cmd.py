@@ -131,7 +131,8 @@ def compile_command(
     if is_stdout(output) and sys.stdout.isatty():
         # NOTE: a spinner would be drawn into the text being printed
         progress = Progress.off(progress.step_times)
-    with open_output(output) as stream, progress.step(f"writing {target}") as step:
+    # NOTE: the step outside the file: its time includes the fsync and rename on closing.
+    with progress.step(f"writing {target}") as step, open_output(output) as stream:
         writer(CountingWriter(stream, step))
     return 0
 
@@ -166,7 +167,8 @@ def _prepare_writer(
     if emit_format == "niro":
         return lambda stream: write_niro_text(module, stream, elide_data=elide_weights)
 
-    from niro.backends.mlir import LoweringError, lower_to_mlir
+    with progress.step("loading the MLIR backend"):
+        from niro.backends.mlir import LoweringError, lower_to_mlir
 
     with progress.step(f"lowering {path} to MLIR"), attributed_to(path):
         try:
