@@ -1,13 +1,16 @@
-"""RNN, GRU and LSTM (opset 7+): one `scf.for` per direction over the static sequence length.
+"""RNN, GRU and LSTM (opset 7+): one `scf.for` per direction over the sequence length.
 
 The three ops share everything but the gate math (`recurrent_kit.py` holds what they share).
 Per direction: every time step of X is projected through W at once (`X * W^T + Wb`, time-major
-whatever the layout); then an `scf.for` over time carries the hidden state (and LSTM's cell
-state) and the stacked Y; each step projects the state through R (`H * R^T + Rb`) and hands
-both projections to the cell's `step`, whose gate math is element-wise `linalg.generic` ops over
-(batch, hidden). A reverse direction walks time backwards; bidirectional runs both loops, the
-second writing into the first's Y. Y, Y_h and Y_c are assembled in the layout asked for (0:
-time-major, 1: batch-major); absent outputs are not built. Results are narrowed once at the end.
+whatever the layout); then an `scf.for` over time (its trip count the `tensor.dim` of X when the
+sequence length is dynamic) carries the hidden state (and LSTM's cell state) and the stacked Y;
+each step projects the state through R (`H * R^T + Rb`) and hands both projections to the
+cell's `step`, whose gate math is element-wise `linalg.generic` ops over (batch, hidden). A
+reverse direction walks time backwards; bidirectional runs both loops, the second writing into
+the first's Y. Y, Y_h and Y_c are assembled in the layout asked for (0: time-major, 1:
+batch-major); absent outputs are not built. Results are narrowed once at the end. A dynamic
+batch is carried through the loop as a dynamic dim of the states and of Y (its size the
+`tensor.dim` of X); a dynamic sequence of length 0 fails at run time with a clear message.
 
 `sequence_lens` follows the ONNX definition as onnxruntime implements it (onnx.reference ignores
 the input): for batch entry b, steps at or past `sequence_lens[b]` leave the states unchanged and
@@ -34,9 +37,11 @@ from .recurrent_kit import (
     peephole,
     project,
     project_state,
+    shape_text,
     state,
+    static_size,
 )
-from .structured import empty, fill, generic
+from .structured import assert_true, empty, fill, generic, tensor_sizes
 
 __all__ = ["CELLS"]
 
@@ -44,31 +49,33 @@ __all__ = ["CELLS"]
 
 
 def _slice_spec(rec: Recurrence, direction: int, time: ir.Value | None) -> tuple:
-    """(dynamic offsets, static offsets, static sizes) of one direction's (batch, hidden) slab
-    of a state tensor (time None: rank 3) or of Y at step `time` (rank 4), in the layout."""
+    """(dynamic offsets, static offsets, dynamic sizes, static sizes) of one direction's
+    (batch, hidden) slab of a state tensor (time None: rank 3) or of Y at step `time` (rank 4),
+    in the layout."""
     dynamic = ir.ShapedType.get_dynamic_size()
-    batch, hidden = rec.batch, rec.hidden
+    batch, hidden = static_size(rec.batch), rec.hidden
+    sizes = [] if isinstance(rec.batch, int) else [rec.batch]
     if time is None:
         if rec.layout == 0:
-            return [], [direction, 0, 0], [1, batch, hidden]
-        return [], [0, direction, 0], [batch, 1, hidden]
+            return [], [direction, 0, 0], sizes, [1, batch, hidden]
+        return [], [0, direction, 0], sizes, [batch, 1, hidden]
     if rec.layout == 0:
-        return [time], [dynamic, direction, 0, 0], [1, 1, batch, hidden]
-    return [time], [0, dynamic, direction, 0], [batch, 1, 1, hidden]
+        return [time], [dynamic, direction, 0, 0], sizes, [1, 1, batch, hidden]
+    return [time], [0, dynamic, direction, 0], sizes, [batch, 1, 1, hidden]
 
 
 def _extract(rec: Recurrence, source: ir.Value, spec: tuple) -> ir.Value:
-    offsets, static_offsets, sizes = spec
-    result = ir.RankedTensorType.get([rec.batch, rec.hidden], rec.compute)
+    offsets, static_offsets, sizes, static_sizes = spec
+    result = ir.RankedTensorType.get([static_size(rec.batch), rec.hidden], rec.compute)
     return tensor.ExtractSliceOp(
-        result, source, offsets, [], [], static_offsets, sizes, [1] * len(sizes)
+        result, source, offsets, sizes, [], static_offsets, static_sizes, [1] * len(static_sizes)
     ).result
 
 
 def _insert(piece: ir.Value, into: ir.Value, spec: tuple) -> ir.Value:
-    offsets, static_offsets, sizes = spec
+    offsets, static_offsets, sizes, static_sizes = spec
     return tensor.InsertSliceOp(
-        piece, into, offsets, [], [], static_offsets, sizes, [1] * len(sizes)
+        piece, into, offsets, sizes, [], static_offsets, static_sizes, [1] * len(static_sizes)
     ).result
 
 
@@ -94,6 +101,26 @@ def _mask(
         rec, [(rec.lengths, [0]), *map(state, new), *map(state, old)], len(new) + 1, body
     )
     return results[:-1], results[-1]
+
+
+def _first_step_reads(
+    rec: Recurrence,
+    step: ir.Value,
+    start: ir.Value,
+    initial: list[ir.Value],
+    carried: list[ir.Value],
+) -> list[ir.Value]:
+    """The states a step starts from: `initial` at the loop's first step, else `carried`."""
+    first = arith.CmpIOp(arith.CmpIPredicate.eq, step, start).result
+
+    def body(*elements):
+        count = len(initial)
+        return [
+            rec.math.select(first, fresh, stale)
+            for fresh, stale in zip(elements[:count], elements[count:], strict=True)
+        ]
+
+    return elementwise(rec, [*map(state, initial), *map(state, carried)], len(initial), body)
 
 
 def _zero_empty_sequences(rec: Recurrence, final: ir.Value) -> ir.Value:
@@ -123,29 +150,50 @@ def _run_direction(
         else:
             states.append(_extract(rec, initial, _slice_spec(rec, direction, None)))
     index = index_type()
-    bound = arith.ConstantOp(index, ir.IntegerAttr.get(index, rec.seq)).result
+    if isinstance(rec.seq, int):
+        bound = arith.ConstantOp(index, ir.IntegerAttr.get(index, rec.seq)).result
+    else:
+        bound = rec.seq
+    # NOTE: a dynamic-batch state does not enter the loop as its initial value: IREE (3.x)
+    # may pack that value into a buffer shared with others (the projections) and then carry
+    # the whole buffer, reading the state at offset 0, i.e. another tensor's bytes. The loop
+    # carries an unread `tensor.empty` instead, and its first step reads the initial states
+    # captured from outside (read at their true offsets, as the projections are).
+    captured = None if isinstance(rec.batch, int) else states
+    entering = (
+        states
+        if captured is None
+        else [empty([rec.batch, rec.hidden], rec.compute) for _ in states]
+    )
+    start = arith.ConstantOp(index, ir.IntegerAttr.get(index, 0)).result
     loop = scf.ForOp(
-        arith.ConstantOp(index, ir.IntegerAttr.get(index, 0)).result,
+        start,
         bound,
         arith.ConstantOp(index, ir.IntegerAttr.get(index, 1)).result,
-        [*states, *([] if y is None else [y])],
+        [*entering, *([] if y is None else [y])],
     )
     rec.hoist = ir.InsertionPoint(loop.operation)
     with ir.InsertionPoint(loop.body):
         time = loop.induction_variable
         if rec.reverse[direction]:
-            last = arith.ConstantOp(index, ir.IntegerAttr.get(index, rec.seq - 1)).result
+            if isinstance(rec.seq, int):
+                last = arith.ConstantOp(index, ir.IntegerAttr.get(index, rec.seq - 1)).result
+            else:
+                one = arith.ConstantOp(index, ir.IntegerAttr.get(index, 1)).result
+                last = arith.SubIOp(rec.seq, one).result
             time = arith.SubIOp(last, time).result
         carried = list(loop.inner_iter_args)
         old = carried[: len(states)]
+        if captured is not None:
+            old = _first_step_reads(rec, loop.induction_variable, start, captured, old)
         x_step = tensor.ExtractSliceOp(
-            ir.RankedTensorType.get([rec.batch, rec.rows], rec.compute),
+            ir.RankedTensorType.get([static_size(rec.batch), rec.rows], rec.compute),
             projected,
             [time],
-            [],
+            [] if isinstance(rec.batch, int) else [rec.batch],
             [],
             [ir.ShapedType.get_dynamic_size(), 0, 0],
-            [1, rec.batch, rec.rows],
+            [1, static_size(rec.batch), rec.rows],
             [1, 1, 1],
         ).result
         new = rec.cell.step(rec, direction, x_step, old)
@@ -170,19 +218,24 @@ def _finish(ctx: LoweringRuleContext, rec: Recurrence, value: ir.Value, index: i
     ctx.ranked(ctx.niro_results[index], f"result #{index}")
     target_type = ir.RankedTensorType(target)
     shaped = ir.RankedTensorType(value.type)
+    computed = [
+        None if shaped.is_dynamic_dim(axis) else size for axis, size in enumerate(shaped.shape)
+    ]
     if target_type.rank != shaped.rank or any(
-        not target_type.is_dynamic_dim(axis) and target_type.shape[axis] != size
-        for axis, size in enumerate(shaped.shape)
+        size is not None
+        and not target_type.is_dynamic_dim(axis)
+        and target_type.shape[axis] != size
+        for axis, size in enumerate(computed)
     ):
         raise ctx.error(
             f"result #{index} {format_type(ctx.niro_results[index].type)} does not have the "
-            f"shape {list(shaped.shape)} the op computes"
+            f"shape {shape_text(computed)} the op computes"
         )
     if shaped.element_type != target_type.element_type:
         identity = list(range(shaped.rank))
         value = generic(
             [(value, identity)],
-            [(empty(list(shaped.shape), target_type.element_type), identity)],
+            [(empty(tensor_sizes(value), target_type.element_type), identity)],
             shaped.rank,
             (),
             lambda arguments: [rec.math.narrow(arguments[0])],
@@ -194,6 +247,17 @@ def _finish(ctx: LoweringRuleContext, rec: Recurrence, value: ir.Value, index: i
 
 def _lower_recurrence(ctx: LoweringRuleContext, cell: Cell) -> list[ir.Value]:
     rec = parse_recurrence(ctx, cell)
+    if not isinstance(rec.seq, int):
+        # NOTE: an empty run-time sequence fails clearly rather than computing Y_h/Y_c: with
+        # a dynamic batch they would be the loop's unread carried values (see
+        # `_run_direction`), and zeroing them after the loop (onnxruntime's LSTM answer) makes
+        # IREE 3.13's runtime crash on a bidirectional LSTM
+        walks = arith.CmpIOp(arith.CmpIPredicate.sgt, rec.seq, ctx.index_constant(0)).result
+        assert_true(
+            walks,
+            f"{ctx.niro_location}: 'onnx.{cell.name}' op: input X has an empty sequence "
+            "(length 0), which is not supported",
+        )
     positions = output_positions(ctx)
     if any(position > cell.states for position in positions):
         raise ctx.error(f"has more results than {cell.name}'s {cell.states + 1} outputs")

@@ -10,6 +10,12 @@ retired Affine op); ScaledTanh without both values is refused, as is any other n
 bounds every gate activation's input to [-clip, clip] after biases and peepholes.
 
 Operands are widened once to the compute type: f32 for f16/bf16, else the type itself.
+
+Sizes: the hidden and input sizes (from W and R) are static; the sequence length and the batch
+may be dynamic (as PyTorch exports recurrent models), in which case `Recurrence.seq`/`.batch`
+hold the `tensor.dim` of X (built once, before any loop, so every hoisted builder may use them)
+and every builder takes such mixed sizes (an int, or an index value), and the types they make
+have a `?` there (`static_size`).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from ..bindings import arith, ir, tensor
 from ..context import LoweringRuleContext
 from .common import attribute, element_type, input_value
 from .elementwise import FloatMath
-from .structured import empty, fill, generic
+from .structured import empty, fill, generic, tensor_sizes
 from .windows import static_shape
 
 __all__ = [
@@ -34,6 +40,8 @@ __all__ = [
     "Cell",
     "Recurrence",
     "parse_recurrence",
+    "static_size",
+    "shape_text",
     "slab",
     "project",
     "project_state",
@@ -169,15 +177,16 @@ class Cell:
 @dataclass(slots=True)
 class Recurrence:
     """The checked operands and attributes of one RNN/GRU/LSTM op, its operands already in the
-    compute type (`math.type`). Sizes are static. `reverse[d]` says direction d walks time
+    compute type (`math.type`). `seq` and `batch` are sizes (an int, or the `tensor.dim` of X
+    when dynamic); the others are static. `reverse[d]` says direction d walks time
     backwards. `hoist` is set by the loop driver while it builds a time loop's body: the
     insertion point before that loop, where `invariant()` builds step-independent values."""
 
     ctx: LoweringRuleContext
     cell: Cell
     math: FloatMath
-    seq: int
-    batch: int
+    seq: int | ir.Value
+    batch: int | ir.Value
     input_size: int
     hidden: int
     layout: int
@@ -218,19 +227,21 @@ class Recurrence:
 
 
 def parse_recurrence(ctx: LoweringRuleContext, cell: Cell) -> Recurrence:
-    """The op's operands and attributes, checked (static shapes of the sizes ONNX demands, one
-    float element type) and widened to the compute type."""
+    """The op's operands and attributes, checked (static shapes of the sizes ONNX demands but
+    the sequence length and the batch, one float element type) and widened to the compute
+    type."""
     x_value = ctx.niro_operands[0]
     scalar = element_type(x_value)
     if scalar not in FLOATS:
         raise ctx.error(f"expects float inputs, got {format_type(x_value.type)}")
-    x_shape = static_shape(ctx, x_value, "input X")
+    x_shape = ctx.ranked(x_value, "input X").shape
     if len(x_shape) != 3:
         raise ctx.error(f"expects a rank-3 input X, got {format_type(x_value.type)}")
     layout = int(attribute(ctx, "layout", 0))
     if layout not in (0, 1):
         raise ctx.error(f"attribute 'layout' must be 0 or 1, got {layout}")
-    seq, batch, input_size = x_shape if layout == 0 else (x_shape[1], x_shape[0], x_shape[2])
+    seq_axis, batch_axis = (0, 1) if layout == 0 else (1, 0)
+    seq, batch, input_size = x_shape[seq_axis], x_shape[batch_axis], x_shape[2]
     direction = attribute(ctx, "direction", "forward")
     reverse = {"forward": (False,), "reverse": (True,), "bidirectional": (False, True)}.get(
         direction
@@ -243,10 +254,17 @@ def parse_recurrence(ctx: LoweringRuleContext, cell: Cell) -> Recurrence:
     r_shape = static_shape(ctx, ctx.niro_operands[2], "input R")
     hidden = r_shape[-1] if r_shape else 0
     hidden = int(attribute(ctx, "hidden_size", hidden))
+    if input_size is None:
+        w_shape = static_shape(ctx, ctx.niro_operands[1], "input W")
+        input_size = w_shape[-1] if w_shape else 0
     rows = cell.gates * hidden
     math = FloatMath(scalar)
 
-    def operand(position: int, what: str, shape: tuple[int, ...]) -> ir.Value | None:
+    def operand(
+        position: int, what: str, shape: tuple[int | None, ...], batch_axis: int | None = None
+    ) -> ir.Value | None:
+        """Input `position` in the compute type; only its batch dim (`batch_axis`, whose
+        expected size is None when X's is dynamic) may be dynamic."""
         found = input_value(ctx, position)
         if found is None:
             return None
@@ -255,46 +273,92 @@ def parse_recurrence(ctx: LoweringRuleContext, cell: Cell) -> Recurrence:
             raise ctx.error(
                 f"expects input {what} of X's element type, got {format_type(niro_value.type)}"
             )
-        actual = static_shape(ctx, niro_value, f"input {what}")
-        if actual != shape:
+        if batch_axis is None:
+            actual = static_shape(ctx, niro_value, f"input {what}")
+        else:
+            actual = ctx.ranked(niro_value, f"input {what}").shape
+            _check_static_but_batch(ctx, niro_value, what, batch_axis)
+        if not _fits(actual, shape):
             raise ctx.error(
-                f"expects input {what} of shape {list(shape)}, got {format_type(niro_value.type)}"
+                f"expects input {what} of shape {shape_text(shape)}, got "
+                f"{format_type(niro_value.type)}"
             )
         return _to_compute(value, math.type)
 
     state_shape = (directions, batch, hidden) if layout == 0 else (batch, directions, hidden)
+    state_batch_axis = 1 if layout == 0 else 0
     lengths = input_value(ctx, SEQUENCE_LENS)
     if lengths is not None:
-        lengths_shape = static_shape(ctx, lengths[1], "input sequence_lens")
-        if element_type(lengths[1]) is not ScalarType.I32 or lengths_shape != (batch,):
+        lengths_shape = ctx.ranked(lengths[1], "input sequence_lens").shape
+        if element_type(lengths[1]) is not ScalarType.I32 or not _fits(lengths_shape, (batch,)):
             raise ctx.error(
-                f"expects input sequence_lens of type tensor<{batch}xi32>, got "
-                f"{format_type(lengths[1].type)}"
+                f"expects input sequence_lens of type tensor<{'?' if batch is None else batch}"
+                f"xi32>, got {format_type(lengths[1].type)}"
             )
     clip = attribute(ctx, "clip")
+    activations = _activations(ctx, cell, directions)
+    x = ctx.operands[0]
+    # NOTE: the dynamic sizes are read here, before any loop: every builder may use them
+    seq_size = ctx.dim_size(x, seq_axis) if seq is None else seq
+    batch_size = ctx.dim_size(x, batch_axis) if batch is None else batch
+    x = _to_compute(x, math.type)
+    w = operand(W, "W", (directions, rows, input_size))
+    r = operand(R, "R", (directions, rows, hidden))
+    bias = operand(B, "B", (directions, 2 * rows))
+    initial = [
+        operand(INITIAL_H, "initial_h", state_shape, state_batch_axis),
+        operand(INITIAL_C, "initial_c", state_shape, state_batch_axis)
+        if cell.states == 2
+        else None,
+    ][: cell.states]
+    peepholes = operand(P, "P", (directions, 3 * hidden)) if cell.states == 2 else None
     return Recurrence(
         ctx=ctx,
         cell=cell,
         math=math,
-        seq=seq,
-        batch=batch,
+        seq=seq_size,
+        batch=batch_size,
         input_size=input_size,
         hidden=hidden,
         layout=layout,
         reverse=reverse,
         clip=None if clip is None else float(clip),
-        activations=_activations(ctx, cell, directions),
-        x=_to_compute(ctx.operands[0], math.type),
-        w=operand(W, "W", (directions, rows, input_size)),
-        r=operand(R, "R", (directions, rows, hidden)),
-        bias=operand(B, "B", (directions, 2 * rows)),
+        activations=activations,
+        x=x,
+        w=w,
+        r=r,
+        bias=bias,
         lengths=None if lengths is None else lengths[0],
-        initial=[
-            operand(INITIAL_H, "initial_h", state_shape),
-            operand(INITIAL_C, "initial_c", state_shape) if cell.states == 2 else None,
-        ][: cell.states],
-        peepholes=operand(P, "P", (directions, 3 * hidden)) if cell.states == 2 else None,
+        initial=initial,
+        peepholes=peepholes,
     )
+
+
+def _fits(actual: tuple[int | None, ...], expected: tuple[int | None, ...]) -> bool:
+    """`actual` has `expected`'s rank and agrees with it wherever both sizes are known."""
+    return len(actual) == len(expected) and all(
+        a is None or e is None or a == e for a, e in zip(actual, expected, strict=True)
+    )
+
+
+def _check_static_but_batch(ctx: LoweringRuleContext, value, what: str, batch_axis: int) -> None:
+    """Refuses a state operand with a dynamic dim other than its batch dim."""
+    shape = ctx.ranked(value, f"input {what}").shape
+    if any(size is None for axis, size in enumerate(shape) if axis != batch_axis):
+        raise ctx.error(
+            f"needs a static shape for input {what} but its batch dim (axis {batch_axis}), "
+            f"got {format_type(value.type)}"
+        )
+
+
+def shape_text(shape: Sequence[int | None]) -> str:
+    """A shape as `[1, ?, 3]`: as `list(shape)` prints a static one."""
+    return "[" + ", ".join("?" if size is None else str(size) for size in shape) + "]"
+
+
+def static_size(size: int | ir.Value) -> int:
+    """A size as a static dim of an MLIR type: the dynamic marker for an index value."""
+    return size if isinstance(size, int) else ir.ShapedType.get_dynamic_size()
 
 
 def _to_compute(value: ir.Value, compute: ir.Type) -> ir.Value:
@@ -305,7 +369,7 @@ def _to_compute(value: ir.Value, compute: ir.Type) -> ir.Value:
     identity = list(range(shaped.rank))
     return generic(
         [(value, identity)],
-        [(empty(list(shaped.shape), compute), identity)],
+        [(empty(tensor_sizes(value), compute), identity)],
         shaped.rank,
         (),
         lambda arguments: [arith.ExtFOp(compute, arguments[0]).result],
@@ -316,24 +380,24 @@ def _to_compute(value: ir.Value, compute: ir.Type) -> ir.Value:
 
 
 def slab(
-    value: ir.Value, offsets: Sequence[int], sizes: Sequence[int], dropped: int = 0
+    value: ir.Value, offsets: Sequence[int], sizes: Sequence[int | ir.Value], dropped: int = 0
 ) -> ir.Value:
-    """The static slice of `value` at `offsets` of `sizes`, its first `dropped` dims (of size
-    1) dropped.
+    """The slice of `value` at the static `offsets` of `sizes` (a dynamic one: the batch), its
+    first `dropped` dims (of size 1) dropped.
 
     NOTE: gates, weight rows and peepholes are sliced out rather than read through offset
     affine maps (`d1 + 2 * hidden`): linalg infers a loop's range from the first operand that
     indexes it by a bare dim, and an offset of 0 folds to a bare dim over the whole tensor."""
     element = ir.RankedTensorType(value.type).element_type
-    kept = list(sizes[dropped:])
+    static = [static_size(size) for size in sizes]
     return tensor.ExtractSliceOp(
-        ir.RankedTensorType.get(kept, element),
+        ir.RankedTensorType.get(static[dropped:], element),
         value,
         [],
-        [],
+        [size for size in sizes if not isinstance(size, int)],
         [],
         list(offsets),
-        list(sizes),
+        static,
         [1] * len(sizes),
     ).result
 
@@ -342,7 +406,7 @@ def project(
     rec: Recurrence,
     source: ir.Value,
     source_map: Sequence[int],
-    outer: Sequence[int],
+    outer: Sequence[int | ir.Value],
     weight: ir.Value,
     direction: int,
     first_row: int,

@@ -4,7 +4,8 @@ ONNX's node tests (in tests/conformance/subset.py) cover the defaults, one direc
 and a single initial state. These one-node models add what they miss: bidirectional ops with
 every optional input, batch-major layout, absent outputs, f16/f64, and the attributes
 onnx.reference ignores (activations, clip, input_forget, per-entry `sequence_lens`), which are
-compared with onnxruntime instead; and the refusals, with their exact messages.
+compared with onnxruntime instead; and the refusals, with their exact messages. Dynamic
+sequence and batch dims: test_recurrent_dynamic.py.
 """
 
 from __future__ import annotations
@@ -254,16 +255,9 @@ def test_wrong_activation_count_is_refused() -> None:
     )
 
 
-def test_dynamic_sequence_length_is_refused() -> None:
-    case = _untyped_case("LSTM", sequence="time")
-    assert _refused(case).endswith(
-        "'onnx.LSTM' op needs a static shape for input X, got (None, 2, 3)"
-    )
-
-
-def _untyped_case(op: str, *, sequence: int | str = 4, **attributes) -> NodeTestCase:
+def _untyped_case(op: str, **attributes) -> NodeTestCase:
     """A forward model the lowering refuses (so it has no reference outputs): X of shape
-    (sequence, 2, 3), hidden size 3, output Y typed by ONNX shape inference."""
+    (4, 2, 3), hidden size 3, output Y typed by ONNX shape inference."""
     rng = np.random.default_rng(0)
     rows = GATES[op] * 3
     directions = 2 if attributes.get("direction") == "bidirectional" else 1
@@ -274,9 +268,7 @@ def _untyped_case(op: str, *, sequence: int | str = 4, **attributes) -> NodeTest
     }
     node = helper.make_node(op, list(feeds), ["Y"], name=f"{op}_0", hidden_size=3, **attributes)
     inputs = [
-        helper.make_tensor_value_info(
-            name, onnx.TensorProto.FLOAT, (sequence, 2, 3) if name == "X" else value.shape
-        )
+        helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, value.shape)
         for name, value in feeds.items()
     ]
     output = helper.make_value_info("Y", onnx.TypeProto())
