@@ -137,6 +137,16 @@ def run() -> NoReturn:
     os._exit(code)
 
 
+def _peak_resident_bytes() -> int | None:
+    """This process's peak resident memory, where the OS says (Linux and macOS)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # NOTE: bytes on macOS, KiB on Linux
+
+
 def _exit_code(code: object) -> int:
     """sys.exit's argument as a process exit code (None is 0; a message is printed, then 1)."""
     if code is None:
@@ -167,7 +177,7 @@ def _print_timing(session: Session) -> None:
 
     total = time.perf_counter() - STARTED_AT
     try:
-        sys.stderr.write(timing_report(session.step_times, total))
+        sys.stderr.write(timing_report(session.step_times, total, _peak_resident_bytes()))
         sys.stderr.flush()
     except BrokenPipeError:
         pass

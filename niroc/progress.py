@@ -196,9 +196,11 @@ def format_bytes(count: int) -> str:
     raise AssertionError("unreachable")
 
 
-def timing_report(step_times: list[tuple[str, float]], total: float) -> str:
-    """--timing's table: each step's wall time and share, the rest, the total (plain text, so
-    it reads the same in a log as on a terminal)."""
+def timing_report(
+    step_times: list[tuple[str, float]], total: float, peak_bytes: int | None = None
+) -> str:
+    """--timing's table: each step's wall time and share, the rest, the total, and the peak
+    memory when known (plain text, so it reads the same in a log as on a terminal)."""
     lines = ["niroc timing (wall clock):"]
     rest = total - sum(seconds for _, seconds in step_times)
     rows = [*step_times, ("other (niroc's imports, argument parsing)", max(rest, 0.0))]
@@ -206,6 +208,8 @@ def timing_report(step_times: list[tuple[str, float]], total: float) -> str:
         share = 100 * seconds / total if total > 0 else 0.0
         lines.append(f"  {seconds:8.3f} s {share:6.1f}%  {label}")
     lines.append(f"  {total:8.3f} s  100.0%  total")
+    if peak_bytes is not None:
+        lines.append(f"  peak memory (resident): {format_bytes(peak_bytes)}")
     return "\n".join(lines) + "\n"
 
 
