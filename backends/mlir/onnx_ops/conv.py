@@ -11,6 +11,10 @@ here went from 15.6 s to 8.2 s); grouped and depthwise convolutions split the ch
 between input elements (stride), padded by the dilated kernel extent minus the pads (negative
 amounts crop), then a stride-1 convolution with the filter flipped and its channel axes
 swapped.
+
+The batch dim N may be dynamic (a model exported with a dynamic batch): every shape here is
+computed from the static channel and spatial sizes, and N only passes through (`tensor.dim` of
+the input sizes the `tensor.empty`s; `tensor.pad`, the slices and the reshapes keep it dynamic).
 """
 
 from __future__ import annotations
@@ -26,16 +30,23 @@ from ..types import lower_scalar_type
 from .common import attribute, element_type, input_value
 from .structured import accumulator_type, named_op  # f16/bf16 convolutions accumulate in f32
 from .windows import (
+    DYNAMIC,
     PARALLEL,
     REDUCTION,
+    batch_shape,
     collapse_dims,
     dim,
+    empty_like,
     expand_dim,
+    extract_slice,
     filled,
     generic,
     pad,
     pad_for_window,
+    reassociation,
+    size_of,
     static_shape,
+    tensor_type,
     window_geometry,
 )
 
@@ -88,7 +99,7 @@ def _finish(ctx: LoweringRuleContext, y: ir.Value, scalar: ScalarType) -> ir.Val
         return y
     y_type = ir.RankedTensorType(y.type)
     loops = [dim(axis) for axis in range(len(y_type.shape))]
-    init = tensor.EmptyOp(list(y_type.shape), element).result
+    init = empty_like(y, element)
     return generic(
         ir.RankedTensorType.get(list(y_type.shape), element),
         [y],
@@ -110,11 +121,11 @@ def grouped_conv(
     accumulator: ir.Type,
     mul_add: MulAdd = float_mul_add,
 ) -> ir.Value:
-    """Convolution of an already padded static `x` (N, C, S...) with `w` (M, C/G, K...):
-    (N, M, output...) of element `accumulator`, `mul_add(x, w, acc)` the body."""
+    """Convolution of an already padded `x` (N, C, S...; only N may be dynamic) with `w`
+    (M, C/G, K...): (N, M, output...) of element `accumulator`, `mul_add(x, w, acc)` the body."""
     x_shape = ir.RankedTensorType(x.type).shape
     w_shape = ir.RankedTensorType(w.type).shape
-    batch, channels = x_shape[0], x_shape[1]
+    batch, channels = size_of(x, 0), x_shape[1]
     features, group_channels = w_shape[0], w_shape[1]
     kernel = w_shape[2:]
     rank = len(kernel)
@@ -144,7 +155,7 @@ def grouped_conv(
     o_map = [n, g, m, *outs]
     iterators = [PARALLEL] * (3 + rank) + [REDUCTION] * (1 + rank)
     result = generic(
-        ir.RankedTensorType.get(out_shape, accumulator),
+        tensor_type(out_shape, accumulator),
         [xg, wg],
         init,
         [x_map, w_map, o_map],
@@ -161,7 +172,7 @@ def add_channel_bias(
     y_type = ir.RankedTensorType(y.type)
     rank = len(y_type.shape)
     loops = [dim(axis) for axis in range(rank)]
-    init = tensor.EmptyOp(list(y_type.shape), y_type.element_type).result
+    init = empty_like(y)
     return generic(
         y_type,
         [y, bias],
@@ -172,8 +183,8 @@ def add_channel_bias(
     )
 
 
-def _check_output(ctx: LoweringRuleContext, expected: Sequence[int]) -> None:
-    result = static_shape(ctx, ctx.niro_results[0], "the result")
+def _check_output(ctx: LoweringRuleContext, expected: Sequence[int | None]) -> None:
+    result = batch_shape(ctx, ctx.niro_results[0], "the result")
     if tuple(result) != tuple(expected):
         raise ctx.error(
             f"computed output shape {tuple(expected)} but the result type says {result}"
@@ -186,7 +197,7 @@ def _float_operands(ctx: LoweringRuleContext):
     scalar = element_type(x_niro)
     if scalar not in FLOATS:
         raise ctx.error(f"supports float tensors only, got {scalar.spelling}")
-    x_shape = static_shape(ctx, x_niro, "input X")
+    x_shape = batch_shape(ctx, x_niro, "input X")
     w_shape = static_shape(ctx, w_niro, "filter W")
     if len(x_shape) < 3 or len(w_shape) != len(x_shape):
         raise ctx.error(f"needs X of rank >= 3 and W of the same rank, got {x_shape} and {w_shape}")
@@ -277,27 +288,14 @@ def _lower_conv_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     _check_output(ctx, (x_shape[0], group_features * group, *output))
     element = lower_scalar_type(scalar)
     zero = ctx.zero(element)
-    # 1. zeros between the input elements: (size - 1) * stride + 1
-    upsampled = x
-    if any(s != 1 for s in strides):
-        shape = [x_shape[0], x_shape[1]] + [
-            (n - 1) * s + 1 for n, s in zip(x_shape[2:], strides, strict=True)
-        ]
-        upsampled = tensor.InsertSliceOp(
-            x,
-            filled(ctx, shape, element, zero),
-            [],
-            [],
-            [],
-            [0] * len(shape),
-            list(x_shape),
-            [1, 1, *strides],
-        ).result
+    # 1. zeros between the input elements: size * stride, the last stride - 1 zeros taken off
+    #    the end padding below
+    upsampled = _upsample(ctx, x, strides, zero)
     # 2. pad by the dilated kernel extent minus the pads; negative amounts crop
     low = [(k - 1) * d - b for k, d, b in zip(kernel, dilations, begin, strict=True)]
     high = [
-        (k - 1) * d - e + op
-        for k, d, e, op in zip(kernel, dilations, end, output_padding, strict=True)
+        (k - 1) * d - e + op - (s - 1)
+        for k, d, e, op, s in zip(kernel, dilations, end, output_padding, strides, strict=True)
     ]
     padded = pad(
         ctx, upsampled, [0, 0, *[max(0, v) for v in low]], [0, 0, *[max(0, v) for v in high]], zero
@@ -308,10 +306,7 @@ def _lower_conv_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         sizes = [shape[0], shape[1]] + [
             shape[2 + a] - max(0, -low[a]) - max(0, -high[a]) for a in range(rank)
         ]
-        result_type = ir.RankedTensorType.get(sizes, element)
-        padded = tensor.ExtractSliceOp(
-            result_type, padded, [], [], [], offsets, sizes, [1] * len(sizes)
-        ).result
+        padded = extract_slice(padded, offsets, sizes)
     # 3. the filter flipped, (C, M/G, K) -> (M, C/G, K) per group
     group_channels = channels // group
     wg = expand_dim(w, 0, (group, group_channels))  # (G, C/G, M/G, K...)
@@ -322,6 +317,37 @@ def _lower_conv_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         ctx, padded, flipped, group, (1,) * rank, dilations, output, accumulator_type(scalar)
     )
     return [_finish(ctx, y, scalar)]
+
+
+def _upsample(
+    ctx: LoweringRuleContext, x: ir.Value, strides: Sequence[int], zero: ir.Value
+) -> ir.Value:
+    """(N, C, S...) -> (N, C, S*stride...) with stride - 1 zeros after every element.
+
+    Each spatial axis is split into (S, 1), padded at the end to (S, stride) and merged back.
+    NOTE: not a strided `tensor.insert_slice` into zeros: IREE miscompiles that one when it is
+    followed by a `tensor.pad` and N or C is above 1 (the strides are dropped; seen with
+    iree-base-compiler here on llvm-cpu, also at -O0)."""
+    if all(s == 1 for s in strides):
+        return x
+    source = ir.RankedTensorType(x.type)
+    shape = list(source.shape)
+    split = shape[:2] + [size for n in shape[2:] for size in (n, 1)]
+    groups = [[0], [1]] + [[2 + 2 * a, 3 + 2 * a] for a in range(len(strides))]
+    dynamic = [size_of(x, axis) for axis, size in enumerate(shape) if size == DYNAMIC]
+    expanded = tensor.ExpandShapeOp(
+        ir.RankedTensorType.get(split, source.element_type),
+        x,
+        reassociation(groups),
+        dynamic,
+        split,
+    ).result
+    high = [0, 0] + [amount for s in strides for amount in (0, s - 1)]
+    padded = pad(ctx, expanded, [0] * len(split), high, zero)
+    merged = shape[:2] + [n * s for n, s in zip(shape[2:], strides, strict=True)]
+    return tensor.CollapseShapeOp(
+        ir.RankedTensorType.get(merged, source.element_type), padded, reassociation(groups)
+    ).result
 
 
 def _flip_filter(ctx, wg: ir.Value, shape: Sequence[int], element: ir.Type) -> ir.Value:

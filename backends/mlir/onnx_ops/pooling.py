@@ -7,6 +7,8 @@ minimum for max, 0 for sums), so padded positions never win or add. The one thin
 on where a window lies is AveragePool's divisor: it is computed at compile time (static shapes)
 as the count of window positions inside the input (count_include_pad=0) or inside the
 explicitly padded input (count_include_pad=1), and divides the window sums as a small constant.
+The batch dim N may be dynamic (only the channel and spatial sizes shape those numbers): its
+size comes from `tensor.dim` of the input at run time.
 """
 
 from __future__ import annotations
@@ -24,14 +26,17 @@ from .windows import (
     PARALLEL,
     REDUCTION,
     WindowGeometry,
+    batch_shape,
     dim,
+    empty_like,
     expand_dim,
     filled,
     generic,
     numpy_constant,
     pad_for_window,
     scalar_constant,
-    static_shape,
+    size_of,
+    tensor_type,
     window_geometry,
 )
 
@@ -47,14 +52,14 @@ def _input(ctx: LoweringRuleContext, allowed: Sequence[ScalarType]):
     scalar = element_type(x_niro)
     if scalar not in allowed:
         raise ctx.error(f"does not support element type {scalar.spelling}")
-    shape = static_shape(ctx, x_niro, "input X")
+    shape = batch_shape(ctx, x_niro, "input X")
     if len(shape) < 3:
         raise ctx.error(f"needs an input of rank >= 3 (N, C, spatial...), got {shape}")
     return x, shape, scalar
 
 
-def _check_output(ctx: LoweringRuleContext, expected: Sequence[int]) -> None:
-    result = static_shape(ctx, ctx.niro_results[0], "the result")
+def _check_output(ctx: LoweringRuleContext, expected: Sequence[int | None]) -> None:
+    result = batch_shape(ctx, ctx.niro_results[0], "the result")
     if tuple(result) != tuple(expected):
         raise ctx.error(
             f"computed output shape {tuple(expected)} but the result type says {result}"
@@ -68,7 +73,7 @@ def _window_reduce(
     element = ir.RankedTensorType(x.type).element_type
     padded = pad_for_window(ctx, x, geometry, padding)
     rank = len(geometry.kernel)
-    out_shape = [shape[0], shape[1], *geometry.output]
+    out_shape = [size_of(x, 0), shape[1], *geometry.output]
     init = filled(ctx, out_shape, element, init_value)
     window = tensor.EmptyOp(list(geometry.kernel), element).result
     outs = [dim(2 + a) for a in range(rank)]
@@ -77,7 +82,7 @@ def _window_reduce(
         outs[a] * geometry.strides[a] + ks[a] * geometry.dilations[a] for a in range(rank)
     ]
     return generic(
-        ir.RankedTensorType.get(out_shape, element),
+        tensor_type(out_shape, element),
         [padded, window],
         init,
         [x_map, ks, [dim(0), dim(1), *outs]],
@@ -97,10 +102,10 @@ def _max_parts(scalar: ScalarType, element: ir.Type):
 
 
 def _map_elements(y: ir.Value, body) -> ir.Value:
-    """An element-wise linalg.generic over one static tensor."""
+    """An element-wise linalg.generic over one tensor (only its batch dim may be dynamic)."""
     y_type = ir.RankedTensorType(y.type)
     loops = [dim(a) for a in range(len(y_type.shape))]
-    init = tensor.EmptyOp(list(y_type.shape), y_type.element_type).result
+    init = empty_like(y)
     return generic(y_type, [y], init, [loops, loops], [PARALLEL] * len(loops), lambda a: body(a[0]))
 
 
@@ -133,7 +138,7 @@ def _max_pool_with_indices(ctx, x, shape, geometry: WindowGeometry, lowest) -> l
     padded = pad_for_window(ctx, x, geometry, lowest)
     rank = len(geometry.kernel)
     spatial = shape[2:]
-    out_shape = [shape[0], shape[1], *geometry.output]
+    out_shape = [size_of(x, 0), shape[1], *geometry.output]
     values_init = filled(ctx, out_shape, element, lowest)
     sentinel = scalar_constant(i64, 2**63 - 1)
     indices_init = filled(ctx, out_shape, i64, sentinel)
@@ -147,7 +152,7 @@ def _max_pool_with_indices(ctx, x, shape, geometry: WindowGeometry, lowest) -> l
     out_map = [dim(0), dim(1), *outs]
     maps = [x_map, ks, out_map, out_map]
     generic_op = linalg.GenericOp(
-        [ir.RankedTensorType.get(out_shape, element), ir.RankedTensorType.get(out_shape, i64)],
+        [tensor_type(out_shape, element), tensor_type(out_shape, i64)],
         [padded, window],
         [values_init, indices_init],
         ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get(loops, 0, list(m))) for m in maps]),
@@ -269,7 +274,7 @@ def _divide(sums: ir.Value, divisor: np.ndarray, scalar: ScalarType, element: ir
     y_type = ir.RankedTensorType(sums.type)
     rank = len(y_type.shape)
     loops = [dim(a) for a in range(rank)]
-    init = tensor.EmptyOp(list(y_type.shape), element).result
+    init = empty_like(sums, element)
     return generic(
         y_type,
         [sums, table],
@@ -325,10 +330,11 @@ def _global_reduce(ctx, x, shape, init_value, combine) -> ir.Value:
     """(N, C, S...) -> (N, C, 1, ...) combining every spatial element."""
     element = ir.RankedTensorType(x.type).element_type
     rank = len(shape)
-    init = filled(ctx, shape[:2], element, init_value)
+    sizes = [size_of(x, 0), shape[1]]
+    init = filled(ctx, sizes, element, init_value)
     loops = [dim(a) for a in range(rank)]
     reduced = generic(
-        ir.RankedTensorType.get(list(shape[:2]), element),
+        tensor_type(sizes, element),
         [x],
         init,
         [loops, loops[:2]],

@@ -27,12 +27,15 @@ from .conv import add_channel_bias, grouped_conv, integer_mul_add
 from .windows import (
     PARALLEL,
     REDUCTION,
+    batch_shape,
     dim,
     filled,
     generic,
     pad_for_window,
     scalar_constant,
+    size_of,
     static_shape,
+    tensor_type,
     window_geometry,
 )
 
@@ -164,11 +167,16 @@ def _layout(ctx: LoweringRuleContext, x_shape):
 
 
 def _elementwise(out_shape, element, operands, maps, body) -> ir.Value:
+    """A parallel generic of `out_shape`; a dynamic (None) dim, the batch of an integer
+    convolution, has the size of the same dim of `operands[0]` (which has the result's shape)."""
     rank = len(out_shape)
     loops = [dim(index) for index in range(rank)]
-    init = tensor.EmptyOp(list(out_shape), element).result
+    sizes = [
+        size_of(operands[0], axis) if size is None else size for axis, size in enumerate(out_shape)
+    ]
+    init = tensor.EmptyOp(sizes, element).result
     return generic(
-        ir.RankedTensorType.get(list(out_shape), element),
+        tensor_type(sizes, element),
         operands,
         init,
         [*maps, loops],
@@ -286,13 +294,13 @@ def _shifted(
 
 def _integer_conv(ctx, x, x_niro, x_zero, w, w_niro, w_zero) -> ir.Value:
     """The i32 convolution of (x - x_zero) and (w - w_zero) with the op's window attributes."""
-    x_shape = static_shape(ctx, x_niro, "input x")
+    x_shape = batch_shape(ctx, x_niro, "input x")
     w_shape = static_shape(ctx, w_niro, "filter w")
     if len(x_shape) < 3 or len(w_shape) != len(x_shape):
         raise ctx.error(f"needs x of rank >= 3 and w of the same rank, got {x_shape} and {w_shape}")
     geometry = window_geometry(ctx, x_shape[2:], w_shape[2:])
     expected = (x_shape[0], w_shape[0], *geometry.output)
-    result = static_shape(ctx, ctx.niro_results[0], "the result")
+    result = batch_shape(ctx, ctx.niro_results[0], "the result")
     if result != expected:
         raise ctx.error(f"computed output shape {expected} but the result type says {result}")
     xs = _shifted(ctx, x, element_type(x_niro), x_shape, x_zero, None)
@@ -385,7 +393,7 @@ def _lower_qlinear_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     w_scale, w_scale_niro = input_value(ctx, 4)
     w_scale_type = element_type(w_scale_niro)
     w_scale_shape = static_shape(ctx, w_scale_niro, "w_scale")
-    out_shape = static_shape(ctx, ctx.niro_results[0], "the result")
+    out_shape = batch_shape(ctx, ctx.niro_results[0], "the result")
     rank = len(out_shape)
     loops = [dim(index) for index in range(rank)]
     if len(w_scale_shape) == 0 or w_scale_shape == (1,):

@@ -27,6 +27,11 @@ __all__ = [
     "WindowGeometry",
     "window_geometry",
     "static_shape",
+    "batch_shape",
+    "size_of",
+    "sizes_of",
+    "tensor_type",
+    "empty_like",
     "generic",
     "pad",
     "numpy_constant",
@@ -62,6 +67,19 @@ def static_shape(ctx: LoweringRuleContext, value, what: str) -> tuple[int, ...]:
     shape = ctx.ranked(value, what).shape
     if any(size is None for size in shape):
         raise ctx.error(f"needs a static shape for {what}, got {shape}")
+    return tuple(shape)
+
+
+def batch_shape(ctx: LoweringRuleContext, value, what: str) -> tuple[int | None, ...]:
+    """The shape of a Niro tensor value whose dims are static except perhaps dim 0 (the batch,
+    None when dynamic), else a clear refusal: the window lowerings compute their geometry,
+    padding and AveragePool divisors at compile time from the channel and spatial sizes, but
+    loop over the batch, so only its size comes from `tensor.dim` at run time."""
+    shape = ctx.ranked(value, what).shape
+    if any(size is None for size in shape[1:]):
+        raise ctx.error(
+            f"needs a static shape for {what} (only the batch dim 0 may be dynamic), got {shape}"
+        )
     return tuple(shape)
 
 
@@ -157,6 +175,41 @@ def dim(position: int) -> ir.AffineExpr:
     return ir.AffineDimExpr.get(position)
 
 
+DYNAMIC = ir.ShapedType.get_dynamic_size()
+"""MLIR's marker of a dynamic size in a shape (`?`)."""
+
+
+def size_of(value: ir.Value, axis: int) -> int | ir.Value:
+    """Dim `axis` of a ranked tensor: its static size, or a `tensor.dim` when dynamic (built only
+    then, so a static lowering builds nothing extra)."""
+    size = ir.RankedTensorType(value.type).shape[axis]
+    if size != DYNAMIC:
+        return size
+    axis_value = arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), axis)).result
+    return tensor.DimOp(value, axis_value).result
+
+
+def sizes_of(value: ir.Value) -> list[int | ir.Value]:
+    """Every dim of a ranked tensor as `size_of` gives it."""
+    return [size_of(value, axis) for axis in range(len(ir.RankedTensorType(value.type).shape))]
+
+
+def tensor_type(sizes: Sequence[int | ir.Value], element: ir.Type) -> ir.RankedTensorType:
+    """The ranked tensor type of mixed `sizes` (an index value is a dynamic `?` dim)."""
+    shape = [size if isinstance(size, int) else DYNAMIC for size in sizes]
+    return ir.RankedTensorType.get(shape, element)
+
+
+def empty_like(value: ir.Value, element: ir.Type | None = None) -> ir.Value:
+    """`tensor.empty` of `value`'s shape (its dynamic dims from `tensor.dim`), of `element` or
+    `value`'s own element type."""
+    source = ir.RankedTensorType(value.type)
+    element = source.element_type if element is None else element
+    if source.has_static_shape:
+        return tensor.EmptyOp(list(source.shape), element).result
+    return tensor.EmptyOp(sizes_of(value), element).result
+
+
 def generic(
     result: ir.Type,
     inputs: Sequence[ir.Value],
@@ -219,11 +272,15 @@ def pad(
     high: Sequence[int],
     padding: ir.Value,
 ) -> ir.Value:
-    """`tensor.pad` of a statically shaped tensor with a scalar `padding` (no-op when all 0)."""
+    """`tensor.pad` of a tensor with a scalar `padding` (no-op when all 0); a dynamic dim stays
+    dynamic (it may be padded too: the result size is then computed by MLIR)."""
     if not any(low) and not any(high):
         return value
     source = ir.RankedTensorType(value.type)
-    shape = [size + lo + hi for size, lo, hi in zip(source.shape, low, high, strict=True)]
+    shape = [
+        DYNAMIC if size == DYNAMIC else size + lo + hi
+        for size, lo, hi in zip(source.shape, low, high, strict=True)
+    ]
     result = ir.RankedTensorType.get(shape, source.element_type)
     pad_op = tensor.PadOp(result, value, [], [], list(low), list(high))
     block = pad_op.regions[0].blocks.append(*([index_type()] * len(shape)))
@@ -233,7 +290,8 @@ def pad(
 
 
 def expand_dim(value: ir.Value, axis: int, sizes: Sequence[int]) -> ir.Value:
-    """Split static dim `axis` of `value` into `sizes` (tensor.expand_shape)."""
+    """Split static dim `axis` of `value` into `sizes` (tensor.expand_shape); the other dims
+    may be dynamic (their sizes are passed on from `tensor.dim`)."""
     source = ir.RankedTensorType(value.type)
     shape = list(source.shape)
     new_shape = shape[:axis] + list(sizes) + shape[axis + 1 :]
@@ -243,14 +301,17 @@ def expand_dim(value: ir.Value, axis: int, sizes: Sequence[int]) -> ir.Value:
         groups.append(list(range(position, position + width)))
         position += width
     result = ir.RankedTensorType.get(new_shape, source.element_type)
-    return tensor.ExpandShapeOp(result, value, _reassociation(groups), [], new_shape).result
+    dynamic = [size_of(value, index) for index, size in enumerate(shape) if size == DYNAMIC]
+    return tensor.ExpandShapeOp(result, value, _reassociation(groups), dynamic, new_shape).result
 
 
 def collapse_dims(value: ir.Value, first: int, count: int) -> ir.Value:
-    """Merge `count` static dims of `value` starting at `first` (tensor.collapse_shape)."""
+    """Merge `count` static dims of `value` starting at `first` (tensor.collapse_shape); the
+    other dims may be dynamic."""
     source = ir.RankedTensorType(value.type)
     shape = list(source.shape)
-    merged = math.prod(shape[first : first + count])
+    group = shape[first : first + count]
+    merged = DYNAMIC if DYNAMIC in group else math.prod(group)
     new_shape = shape[:first] + [merged] + shape[first + count :]
     groups = [[index] for index in range(first)]
     groups.append(list(range(first, first + count)))
@@ -260,16 +321,22 @@ def collapse_dims(value: ir.Value, first: int, count: int) -> ir.Value:
 
 
 def _reassociation(groups: list[list[int]]) -> ir.ArrayAttr:
+    """The `reassociation` attribute of tensor.expand_shape / collapse_shape: which result (or
+    source) dims each group of the other side's dims becomes."""
     i64 = ir.IntegerType.get_signless(64)
     return ir.ArrayAttr.get(
         [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, index) for index in group]) for group in groups]
     )
 
 
+reassociation = _reassociation
+
+
 def filled(
     ctx: LoweringRuleContext, shape: Sequence[int], element: ir.Type, value: ir.Value
 ) -> ir.Value:
-    """A static tensor of `shape` filled with the scalar `value` (linalg.fill of tensor.empty)."""
+    """A tensor of `shape` (ints, or index values for dynamic dims) filled with the scalar
+    `value` (linalg.fill of tensor.empty)."""
     return structured.fill(tensor.EmptyOp(list(shape), element).result, value)
 
 
@@ -295,14 +362,23 @@ def pad_for_window(
 
 
 def crop(value: ir.Value, sizes: Sequence[int]) -> ir.Value:
-    """The leading `sizes` of every axis of a static tensor (no-op when already that shape)."""
+    """The leading `sizes` of every axis of a tensor (no-op when already that shape); a `sizes`
+    entry of DYNAMIC keeps the whole (dynamic) axis."""
     source = ir.RankedTensorType(value.type)
     if list(source.shape) == list(sizes):
         return value
+    return extract_slice(value, [0] * len(sizes), sizes)
+
+
+def extract_slice(value: ir.Value, offsets: Sequence[int], sizes: Sequence[int]) -> ir.Value:
+    """`tensor.extract_slice` of static `offsets` and `sizes`, unit strides; a size of DYNAMIC
+    takes the whole of a dynamic axis (its offset must be 0), its size from `tensor.dim`."""
+    source = ir.RankedTensorType(value.type)
     result = ir.RankedTensorType.get(list(sizes), source.element_type)
+    dynamic = [size_of(value, axis) for axis, size in enumerate(sizes) if size == DYNAMIC]
     return tensor.ExtractSliceOp(
-        result, value, [], [], [], [0] * len(sizes), list(sizes), [1] * len(sizes)
+        result, value, [], dynamic, [], list(offsets), list(sizes), [1] * len(sizes)
     ).result
 
 
-__all__ += ["pad_for_window", "crop"]
+__all__ += ["pad_for_window", "crop", "extract_slice", "DYNAMIC", "reassociation"]

@@ -30,12 +30,15 @@ def _images(rng, batch):
 
 
 # (model file, input maker, shapes to run at). The TorchScript LSTM keeps its dynamic seq and
-# batch; the dynamo exports and the TorchScript encoder fix the traced sizes, so they run there.
+# batch, both CNNs their dynamic batch; the other dynamo export and the TorchScript encoder fix
+# the traced sizes, so they run there.
 CASES = [
     ("lstm.onnx", _lstm_input, [(1, 1), (7, 2), (3, 5)]),
     ("lstm_dynamo.onnx", _lstm_input, [(7, 2)]),
     ("encoder.onnx", _token_ids, [(2, 9)]),
     ("encoder_dynamo.onnx", _token_ids, [(2, 9)]),
+    ("convnet.onnx", _images, [(1,), (2,), (5,)]),
+    ("convnet_dynamo.onnx", _images, [(1,), (2,), (5,)]),
 ]
 
 

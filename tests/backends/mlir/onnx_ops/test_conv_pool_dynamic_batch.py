@@ -1,0 +1,290 @@
+"""Convolutions and pools with a dynamic batch dim, as PyTorch exports CNNs
+(`dynamic_axes={'x': {0: 'batch'}}`): X is (batch, C, spatial...) with the channel and spatial
+dims static. Each model is compiled once with iree-compile and run at batch 1 and 3 against
+onnxruntime. Also: what stays refused (a dynamic channel or spatial dim, DeformConv with a
+dynamic batch), with the exact messages.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from niro.backends.mlir import LoweringError, cannot_lower, lower_to_mlir
+from niro.frontends.onnx import import_model
+from onnx import TensorProto, helper, numpy_helper
+
+from ..mlir_harness import call, compile_module, from_abi, load_vmfb
+
+BATCH = "batch"
+
+
+def _model(
+    nodes: list[onnx.NodeProto],
+    x_shape: tuple,
+    outputs: dict[str, int],
+    weights: dict[str, np.ndarray] | None = None,
+    *,
+    opset: int = 19,
+    x_type: int = TensorProto.FLOAT,
+) -> onnx.ModelProto:
+    """A graph of `nodes` with one input `x` of `x_shape` (str dims are dynamic), `weights` as
+    initializers and `outputs` (name -> element type) whose shapes shape inference finds."""
+    initializers = [numpy_helper.from_array(value, name) for name, value in (weights or {}).items()]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", x_type, list(x_shape))],
+        [helper.make_tensor_value_info(name, kind, None) for name, kind in outputs.items()],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 9
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    onnx.checker.check_model(model)
+    return model
+
+
+def _one_node(op: str, x_shape: tuple, weights=None, outputs=("y",), **attributes):
+    weights = weights or {}
+    node = helper.make_node(op, ["x", *weights], list(outputs), **attributes)
+    kinds = {name: TensorProto.FLOAT for name in outputs}
+    if op == "MaxPool" and len(outputs) == 2:
+        kinds[outputs[1]] = TensorProto.INT64
+    return _model([node], x_shape, kinds, weights)
+
+
+def _weights(seed: int, **shapes) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        name: (rng.standard_normal(shape) * 0.5).astype(np.float32)
+        for name, shape in shapes.items()
+    }
+
+
+def _cnn() -> onnx.ModelProto:
+    """Conv -> BatchNormalization -> Gelu (erf) -> MaxPool -> Conv(stride 2) -> SiLU ->
+    GlobalAveragePool -> Flatten -> Gemm -> Softmax, as a small exported classifier."""
+    rng = np.random.default_rng(7)
+    weights = {
+        "w1": rng.standard_normal((8, 3, 3, 3)) * 0.3,
+        "b1": rng.standard_normal(8) * 0.1,
+        "scale": rng.random(8) + 0.5,
+        "shift": rng.standard_normal(8) * 0.1,
+        "mean": rng.standard_normal(8) * 0.1,
+        "var": rng.random(8) + 0.5,
+        "w2": rng.standard_normal((16, 8, 3, 3)) * 0.2,
+        "b2": rng.standard_normal(16) * 0.1,
+        "fc": rng.standard_normal((5, 16)) * 0.3,
+        "fc_b": rng.standard_normal(5) * 0.1,
+        "sqrt2": np.array(np.sqrt(2.0)),
+        "one": np.array(1.0),
+        "half": np.array(0.5),
+    }
+    weights = {name: value.astype(np.float32) for name, value in weights.items()}
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        node("BatchNormalization", ["c1", "scale", "shift", "mean", "var"], ["bn"]),
+        node("Div", ["bn", "sqrt2"], ["d"]),
+        node("Erf", ["d"], ["e"]),
+        node("Add", ["e", "one"], ["e1"]),
+        node("Mul", ["bn", "e1"], ["g2"]),
+        node("Mul", ["g2", "half"], ["gelu"]),
+        node("MaxPool", ["gelu"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        node("Conv", ["p", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        node("Sigmoid", ["c2"], ["s"]),
+        node("Mul", ["c2", "s"], ["silu"]),
+        node("GlobalAveragePool", ["silu"], ["gap"]),
+        node("Flatten", ["gap"], ["flat"]),
+        node("Gemm", ["flat", "fc", "fc_b"], ["logits"], transB=1),
+        node("Softmax", ["logits"], ["y"], axis=-1),
+    ]
+    return _model(nodes, (BATCH, 3, 12, 12), {"y": TensorProto.FLOAT}, weights, opset=17)
+
+
+def _conv_integer() -> onnx.ModelProto:
+    rng = np.random.default_rng(3)
+    weights = {
+        "w": rng.integers(0, 255, (4, 3, 3, 3)).astype(np.uint8),
+        "x_zero": np.array(128, np.uint8),
+    }
+    node = helper.make_node("ConvInteger", ["x", "w", "x_zero"], ["y"], pads=[1, 1, 1, 1])
+    return _model(
+        [node], (BATCH, 3, 6, 5), {"y": TensorProto.INT32}, weights, x_type=TensorProto.UINT8
+    )
+
+
+def _qlinear_conv() -> onnx.ModelProto:
+    rng = np.random.default_rng(4)
+    weights = {
+        "x_scale": np.array(0.05, np.float32),
+        "x_zero": np.array(120, np.uint8),
+        "w": rng.integers(0, 255, (4, 2, 3, 3)).astype(np.uint8),
+        "w_scale": np.array(0.02, np.float32),
+        "w_zero": np.array(130, np.uint8),
+        "y_scale": np.array(2.0, np.float32),
+        "y_zero": np.array(100, np.uint8),
+        "bias": rng.integers(-500, 500, 4).astype(np.int32),
+    }
+    node = helper.make_node(
+        "QLinearConv", ["x", *weights], ["y"], pads=[1, 1, 1, 1], strides=[2, 1], group=2
+    )
+    return _model(
+        [node], (BATCH, 4, 5, 6), {"y": TensorProto.UINT8}, weights, x_type=TensorProto.UINT8
+    )
+
+
+CASES = {
+    "conv2d_bias_groups_strides_pads_dilations": lambda: _one_node(
+        "Conv",
+        (BATCH, 4, 9, 8),
+        _weights(1, w=(6, 2, 3, 3), b=(6,)),
+        group=2,
+        strides=[2, 1],
+        pads=[1, 0, 2, 1],
+        dilations=[2, 1],
+    ),
+    "conv2d_depthwise_same_upper": lambda: _one_node(
+        "Conv",
+        (BATCH, 3, 7, 7),
+        _weights(2, w=(3, 1, 3, 3)),
+        group=3,
+        auto_pad="SAME_UPPER",
+        strides=[2, 2],
+    ),
+    "conv1d_same_lower_stride": lambda: _one_node(
+        "Conv", (BATCH, 3, 11), _weights(3, w=(4, 3, 3), b=(4,)), auto_pad="SAME_LOWER", strides=[2]
+    ),
+    "conv3d_pads": lambda: _one_node(
+        "Conv", (BATCH, 2, 5, 6, 4), _weights(4, w=(3, 2, 2, 3, 2)), pads=[1, 0, 1, 0, 1, 1]
+    ),
+    "conv_transpose2d_strides_groups_output_padding": lambda: _one_node(
+        "ConvTranspose",
+        (BATCH, 4, 5, 4),
+        _weights(5, w=(4, 3, 3, 3), b=(6,)),
+        group=2,
+        strides=[2, 3],
+        pads=[1, 0, 0, 1],
+        output_padding=[1, 2],
+    ),
+    "conv_transpose1d_cropping_pads": lambda: _one_node(
+        "ConvTranspose", (BATCH, 2, 6), _weights(6, w=(2, 3, 3)), strides=[2], pads=[3, 3]
+    ),
+    "max_pool2d_ceil_pads_dilations": lambda: _one_node(
+        "MaxPool",
+        (BATCH, 3, 9, 8),
+        kernel_shape=[3, 2],
+        strides=[2, 2],
+        pads=[1, 1, 1, 0],
+        dilations=[1, 2],
+        ceil_mode=1,
+    ),
+    "max_pool2d_with_indices": lambda: _one_node(
+        "MaxPool",
+        (BATCH, 2, 6, 7),
+        outputs=("y", "indices"),
+        kernel_shape=[2, 3],
+        strides=[2, 2],
+        pads=[0, 1, 1, 1],
+    ),
+    "average_pool2d_count_include_pad": lambda: _one_node(
+        "AveragePool",
+        (BATCH, 3, 7, 6),
+        kernel_shape=[3, 3],
+        strides=[2, 2],
+        pads=[1, 1, 1, 1],
+        count_include_pad=1,
+    ),
+    "average_pool1d_exclude_pad": lambda: _one_node(
+        "AveragePool", (BATCH, 2, 9), kernel_shape=[4], strides=[3], pads=[2, 2]
+    ),
+    "lp_pool2d": lambda: _one_node(
+        "LpPool", (BATCH, 2, 6, 6), kernel_shape=[2, 2], strides=[2, 2], p=2
+    ),
+    "global_average_pool": lambda: _one_node("GlobalAveragePool", (BATCH, 5, 4, 3)),
+    "global_max_pool_3d": lambda: _one_node("GlobalMaxPool", (BATCH, 3, 2, 3, 4)),
+    "conv_integer": _conv_integer,
+    "qlinear_conv_groups": _qlinear_conv,
+    "cnn": _cnn,
+}
+
+
+@functools.cache
+def _compiled(name: str, directory):
+    model = CASES[name]()
+    module = import_model(model, expand_functions=cannot_lower)
+    return model, load_vmfb(compile_module(lower_to_mlir(module), directory, name))
+
+
+def _input(model: onnx.ModelProto, batch: int, rng) -> np.ndarray:
+    x = model.graph.input[0].type.tensor_type
+    shape = (batch, *[d.dim_value for d in x.shape.dim[1:]])
+    if x.elem_type == TensorProto.UINT8:
+        return rng.integers(0, 255, shape).astype(np.uint8)
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_dynamic_batch_compiles_once_and_matches_onnxruntime(name, tmp_path_factory) -> None:
+    model, vm_module = _compiled(name, tmp_path_factory.getbasetemp())
+    session = onnxruntime.InferenceSession(model.SerializeToString())
+    for batch in (1, 3):
+        x = _input(model, batch, np.random.default_rng(batch))
+        expected = session.run(None, {"x": x})
+        got = call(vm_module, "g", x)
+        assert len(got) == len(expected)
+        for value, reference in zip(got, expected, strict=True):
+            value = from_abi(value, reference)
+            assert value.shape == reference.shape
+            assert value.shape[0] == batch
+            # NOTE: onnxruntime requantizes QLinearConv in f32, niroc in f64: a value near a
+            # .5 rounds the other way now and then.
+            atol = 1 if reference.dtype == np.uint8 else 1e-5
+            np.testing.assert_allclose(value, reference, rtol=1e-4, atol=atol)
+
+
+def test_the_batch_dim_is_dynamic_in_the_mlir() -> None:
+    text = lower_to_mlir(import_model(CASES["cnn"](), expand_functions=cannot_lower)).to_text()
+    assert re.search(r"func.func @g\(%arg0: tensor<\?x3x12x12xf32>.*-> \(tensor<\?x5xf32>", text)
+    assert "linalg.conv_2d_nchw_fchw" in text
+    assert re.search(r"outs\(%\w+ : tensor<\?x16x3x3xf32>\) -> tensor<\?x16x3x3xf32>", text)
+
+
+def _lower(model: onnx.ModelProto):
+    return lower_to_mlir(import_model(model, expand_functions=cannot_lower))
+
+
+def test_a_dynamic_channel_dim_is_refused() -> None:
+    model = _one_node("Conv", (BATCH, "c", 5, 5), _weights(1, w=(2, 3, 3, 3)))
+    with pytest.raises(
+        LoweringError,
+        match=r"'onnx.Conv' op needs a static shape for input X \(only the batch dim 0 may be "
+        r"dynamic\), got \(None, None, 5, 5\)",
+    ):
+        _lower(model)
+
+
+def test_a_dynamic_spatial_dim_is_refused() -> None:
+    model = _one_node("MaxPool", (BATCH, 3, "h", 5), kernel_shape=[2, 2])
+    with pytest.raises(
+        LoweringError,
+        match=r"'onnx.MaxPool' op needs a static shape for input X \(only the batch dim 0 may be "
+        r"dynamic\), got \(None, 3, None, 5\)",
+    ):
+        _lower(model)
+
+
+def test_deform_conv_with_a_dynamic_batch_is_refused() -> None:
+    weights = _weights(2, w=(2, 3, 2, 2), offset=(1, 8, 3, 3))
+    node = helper.make_node("DeformConv", ["x", "w", "offset"], ["y"])
+    model = _model([node], (BATCH, 3, 4, 4), {"y": TensorProto.FLOAT}, weights)
+    with pytest.raises(
+        LoweringError,
+        match=r"'onnx.DeformConv' op needs a static shape for input X, got \(None, 3, 4, 4\)",
+    ):
+        _lower(model)
