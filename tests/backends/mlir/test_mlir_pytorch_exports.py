@@ -25,6 +25,10 @@ def _token_ids(rng, batch, seq):
     return rng.integers(0, 100, (batch, seq)).astype(np.int64)
 
 
+def _gpt_ids(rng, batch, seq):
+    return rng.integers(0, 50, (batch, seq)).astype(np.int64)
+
+
 def _images(rng, batch):
     return rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
 
@@ -39,6 +43,9 @@ CASES = [
     ("encoder_dynamo.onnx", _token_ids, [(2, 9)]),
     ("convnet.onnx", _images, [(1,), (2,), (5,)]),
     ("convnet_dynamo.onnx", _images, [(1,), (2,), (5,)]),
+    ("gpt.onnx", _gpt_ids, [(1, 1), (2, 12), (3, 16)]),
+    ("unet.onnx", _images, [(1,), (3,)]),
+    ("vit.onnx", _images, [(1,), (4,)]),
 ]
 
 
