@@ -10,7 +10,9 @@ sizes into the attention reshapes, so it runs only at the traced shape), and a s
 with a dynamic batch. TorchScript only: a GPT-style decoder (causal
 `scaled_dot_product_attention`, tanh GELU, dynamic batch and sequence), a small UNet (MaxPool,
 ConvTranspose, Concat skip; dynamic batch) and a ViT (patch Conv, class token, pre-norm
-encoder; dynamic batch). tests/backends/mlir/test_mlir_pytorch_exports.py compiles each with
+encoder; dynamic batch), and `misc`: topk, sort, cumsum, where, argmax + gather, normalize,
+clamp + std, logsumexp on a [batch, 7] input (nine outputs; sort exports as TopK with
+K = Shape(x)[1]). tests/backends/mlir/test_mlir_pytorch_exports.py compiles each with
 niroc and compares IREE's results with onnxruntime's.
 """
 
@@ -118,10 +120,22 @@ class ViT(nn.Module):
         return self.head(self.enc(p)[:, 0])
 
 
+class Misc(nn.Module):
+    def forward(self, x):
+        v, i = torch.topk(x, 3, dim=-1)
+        am = torch.argmax(x, dim=-1, keepdim=True)
+        return (
+            v, i, torch.cumsum(x, dim=1), torch.where(x > 0, x, 0.1 * x), torch.gather(x, 1, am),
+            F.normalize(x, dim=-1), torch.sort(x, dim=-1, descending=True).values,
+            x.clamp(-0.5, 0.5).std(dim=1), torch.logsumexp(x, 1),
+        )
+
+
 TORCHSCRIPT_ONLY = [
     ("gpt", GPT().eval(), (torch.randint(0, 50, (2, 12)),), {"ids": {0: "batch", 1: "seq"}}),
     ("unet", UNet().eval(), (torch.randn(2, 3, 32, 32),), {"x": {0: "batch"}}),
     ("vit", ViT().eval(), (torch.randn(2, 3, 32, 32),), {"x": {0: "batch"}}),
+    ("misc", Misc().eval(), (torch.randn(3, 7),), {"x": {0: "batch"}}),
 ]
 
 MODELS = [
@@ -134,7 +148,8 @@ for name, model, args, axes in MODELS:
     (input_name,) = axes
     torch.onnx.export(
         model, args, os.path.join(HERE, f"{name}.onnx"), input_names=[input_name],
-        output_names=["out"], dynamic_axes=axes, dynamo=False, opset_version=17,
+        output_names=None if name == "misc" else ["out"], dynamic_axes=axes, dynamo=False,
+        opset_version=17,
     )
     torch.onnx.export(
         model, args, os.path.join(HERE, f"{name}_dynamo.onnx"), input_names=[input_name],
@@ -146,5 +161,6 @@ for name, model, args, axes in TORCHSCRIPT_ONLY:
     (input_name,) = axes
     torch.onnx.export(
         model, args, os.path.join(HERE, f"{name}.onnx"), input_names=[input_name],
-        output_names=["out"], dynamic_axes=axes, dynamo=False, opset_version=17,
+        output_names=None if name == "misc" else ["out"], dynamic_axes=axes, dynamo=False,
+        opset_version=17,
     )

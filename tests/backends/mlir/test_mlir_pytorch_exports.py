@@ -29,6 +29,10 @@ def _gpt_ids(rng, batch, seq):
     return rng.integers(0, 50, (batch, seq)).astype(np.int64)
 
 
+def _rows(rng, batch):
+    return rng.standard_normal((batch, 7)).astype(np.float32)
+
+
 def _images(rng, batch):
     return rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
 
@@ -46,6 +50,7 @@ CASES = [
     ("gpt.onnx", _gpt_ids, [(1, 1), (2, 12), (3, 16)]),
     ("unet.onnx", _images, [(1,), (3,)]),
     ("vit.onnx", _images, [(1,), (4,)]),
+    ("misc.onnx", _rows, [(1,), (3,), (5,)]),
 ]
 
 
@@ -59,6 +64,9 @@ def test_pytorch_export_matches_onnxruntime(tmp_path, name, make_input, shapes):
     rng = np.random.default_rng(0)
     for shape in shapes:
         data = make_input(rng, *shape)
-        (expected,) = session.run(None, {input_name: data})
-        (got,) = call(module, "main_graph", data)
-        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5, err_msg=f"{name} at {shape}")
+        expected = session.run(None, {input_name: data})
+        got = call(module, "main_graph", data)
+        for index, (ours, theirs) in enumerate(zip(got, expected, strict=True)):
+            np.testing.assert_allclose(
+                ours, theirs, rtol=1e-4, atol=1e-5, err_msg=f"{name} at {shape}, output #{index}"
+            )

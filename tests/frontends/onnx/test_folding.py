@@ -139,3 +139,31 @@ def test_a_node_on_a_float_constant_and_an_integer_one_is_not_folded() -> None:
     ops = _ops(text)
     assert ops[2].startswith("niro.const() -> (tensor<2xf32>) @Cast_2")  # integer input: folded
     assert ops[3].startswith("niro.add(")  # float operands: kept
+
+
+def test_static_dims_picked_out_of_a_dynamic_shape_fold() -> None:
+    # x.shape[-1] and x.shape[1:2] of an [N, 7] value, as PyTorch exports `torch.sort` (TopK
+    # with K = Gather(Shape(x), 1)): the picked dim is static, so K is a constant and TopK's
+    # results get their static width (ONNX inference does not evaluate K otherwise).
+    text = (
+        "g (float[N, 7] x) => (values, last) {"
+        " s = Shape(x)\n one = Constant <value_int = 1> ()\n k = Gather(s, one)\n"
+        " zero = Constant <value_ints = [0]> ()\n k1 = Unsqueeze(k, zero)\n"
+        " values, indices = TopK <axis = -1> (x, k1)\n"
+        " starts = Constant <value_ints = [-1]> ()\n ends = Constant <value_ints = [2]> ()\n"
+        " last = Slice(s, starts, ends) }"
+    )
+    ops = _ops(text)
+    topk = next(op for op in ops if op.startswith("onnx.TopK"))
+    assert topk.startswith("onnx.TopK(tensor<?x7xf32>, tensor<1xi64>) -> (tensor<?x7xf32>, tensor<?x7xi64>)")
+    assert not any(op.startswith(("onnx.Gather", "onnx.Unsqueeze", "onnx.Slice")) for op in ops)
+    assert ops[0] == "onnx.Shape(tensor<?x7xf32>) -> (tensor<2xi64>) @Shape_0"
+
+
+def test_a_dynamic_dim_picked_out_of_a_shape_stays() -> None:
+    text = (
+        "g (float[N, 7] x) => (n) {"
+        " s = Shape(x)\n zero = Constant <value_int = 0> ()\n n = Gather(s, zero) }"
+    )
+    ops = _ops(text)
+    assert any(op.startswith("onnx.Gather(tensor<2xi64>, tensor<i64>) -> (tensor<i64>)") for op in ops)
