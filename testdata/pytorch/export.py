@@ -12,7 +12,8 @@ with a dynamic batch. TorchScript only: a GPT-style decoder (causal
 ConvTranspose, Concat skip; dynamic batch) and a ViT (patch Conv, class token, pre-norm
 encoder; dynamic batch), and `misc`: topk, sort, cumsum, where, argmax + gather, normalize,
 clamp + std, logsumexp on a [batch, 7] input (nine outputs; sort exports as TopK with
-K = Shape(x)[1]). tests/backends/mlir/test_mlir_pytorch_exports.py compiles each with
+K = Shape(x)[1]); `unet_hw` and `seg_hw` (depthwise Conv, bilinear resize back to the input
+size) with a dynamic batch, height and width. tests/backends/mlir/test_mlir_pytorch_exports.py compiles each with
 niroc and compares IREE's results with onnxruntime's.
 """
 
@@ -120,6 +121,18 @@ class ViT(nn.Module):
         return self.head(self.enc(p)[:, 0])
 
 
+class Seg(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.b = nn.Sequential(
+            nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.ReLU6(),
+            nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.Conv2d(8, 4, 1),
+        )
+
+    def forward(self, x):
+        return F.interpolate(self.b(x), size=x.shape[-2:], mode="bilinear", align_corners=False)
+
+
 class Misc(nn.Module):
     def forward(self, x):
         v, i = torch.topk(x, 3, dim=-1)
@@ -136,6 +149,8 @@ TORCHSCRIPT_ONLY = [
     ("unet", UNet().eval(), (torch.randn(2, 3, 32, 32),), {"x": {0: "batch"}}),
     ("vit", ViT().eval(), (torch.randn(2, 3, 32, 32),), {"x": {0: "batch"}}),
     ("misc", Misc().eval(), (torch.randn(3, 7),), {"x": {0: "batch"}}),
+    ("unet_hw", UNet().eval(), (torch.randn(2, 3, 32, 32),), {"x": {0: "batch", 2: "h", 3: "w"}}),
+    ("seg_hw", Seg().eval(), (torch.randn(1, 3, 40, 56),), {"x": {0: "batch", 2: "h", 3: "w"}}),
 ]
 
 MODELS = [

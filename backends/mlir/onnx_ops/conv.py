@@ -12,9 +12,12 @@ between input elements (stride), padded by the dilated kernel extent minus the p
 amounts crop), then a stride-1 convolution with the filter flipped and its channel axes
 swapped.
 
-The batch dim N may be dynamic (a model exported with a dynamic batch): every shape here is
-computed from the static channel and spatial sizes, and N only passes through (`tensor.dim` of
-the input sizes the `tensor.empty`s; `tensor.pad`, the slices and the reshapes keep it dynamic).
+The batch dim N may be dynamic (a model exported with a dynamic batch): N only passes through
+(`tensor.dim` of the input sizes the `tensor.empty`s; `tensor.pad`, the slices and the reshapes
+keep it dynamic). The spatial dims may be dynamic too (segmentation models exported with a
+dynamic image size): their output sizes, and SAME pads, are computed at run time from
+`tensor.dim` (`windows.at_run_time`); only the channels must be static, they shape the filter.
+ConvTranspose with a dynamic spatial dim needs explicit pads (no output_shape or SAME).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from .windows import (
     DYNAMIC,
     PARALLEL,
     REDUCTION,
-    batch_shape,
+    at_run_time,
     collapse_dims,
     dim,
     empty_like,
@@ -45,6 +48,7 @@ from .windows import (
     pad_for_window,
     reassociation,
     size_of,
+    spatial_shape,
     static_shape,
     tensor_type,
     window_geometry,
@@ -121,8 +125,9 @@ def grouped_conv(
     accumulator: ir.Type,
     mul_add: MulAdd = float_mul_add,
 ) -> ir.Value:
-    """Convolution of an already padded `x` (N, C, S...; only N may be dynamic) with `w`
-    (M, C/G, K...): (N, M, output...) of element `accumulator`, `mul_add(x, w, acc)` the body."""
+    """Convolution of an already padded `x` (N, C, S...; C static) with `w` (M, C/G, K...):
+    (N, M, output...) of element `accumulator`, `mul_add(x, w, acc)` the body; an `output` size
+    may be an index value (a dynamic spatial axis)."""
     x_shape = ir.RankedTensorType(x.type).shape
     w_shape = ir.RankedTensorType(w.type).shape
     batch, channels = size_of(x, 0), x_shape[1]
@@ -184,7 +189,7 @@ def add_channel_bias(
 
 
 def _check_output(ctx: LoweringRuleContext, expected: Sequence[int | None]) -> None:
-    result = batch_shape(ctx, ctx.niro_results[0], "the result")
+    result = spatial_shape(ctx, ctx.niro_results[0], "the result")
     if tuple(result) != tuple(expected):
         raise ctx.error(
             f"computed output shape {tuple(expected)} but the result type says {result}"
@@ -197,7 +202,7 @@ def _float_operands(ctx: LoweringRuleContext):
     scalar = element_type(x_niro)
     if scalar not in FLOATS:
         raise ctx.error(f"supports float tensors only, got {scalar.spelling}")
-    x_shape = batch_shape(ctx, x_niro, "input X")
+    x_shape = spatial_shape(ctx, x_niro, "input X")
     w_shape = static_shape(ctx, w_niro, "filter W")
     if len(x_shape) < 3 or len(w_shape) != len(x_shape):
         raise ctx.error(f"needs X of rank >= 3 and W of the same rank, got {x_shape} and {w_shape}")
@@ -211,6 +216,7 @@ def _lower_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     group = int(attribute(ctx, "group", 1))
     element = lower_scalar_type(scalar)
     _check_output(ctx, (x_shape[0], w_shape[0], *geometry.output))
+    geometry = at_run_time(ctx, x, geometry)
     padded = pad_for_window(ctx, x, geometry, ctx.zero(element))
     y = grouped_conv(
         ctx,
@@ -228,17 +234,23 @@ def _lower_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 # -- ConvTranspose ----------------------------------------------------------------------------------
 
 
-def _transpose_pads(ctx, x_spatial, kernel, strides, dilations, output_padding):
-    """(pads_begin, pads_end, output sizes) of ConvTranspose, from pads, auto_pad or output_shape."""
+def _transpose_pads(ctx, x_shape, kernel, strides, dilations, output_padding):
+    """(pads_begin, pads_end, output sizes) of ConvTranspose, from pads, auto_pad or output_shape;
+    an output size is None on a dynamic spatial axis (explicit pads only)."""
+    x_spatial = x_shape[2:]
     rank = len(x_spatial)
     full = [
-        s * (size - 1) + op + (k - 1) * d + 1
+        s * (size - 1) + op + (k - 1) * d + 1 if size is not None else None
         for size, k, s, d, op in zip(
             x_spatial, kernel, strides, dilations, output_padding, strict=True
         )
     ]
     auto_pad = attribute(ctx, "auto_pad", "NOTSET")
     output_shape = attribute(ctx, "output_shape")
+    if None in x_spatial and (output_shape is not None or auto_pad not in ("NOTSET", "VALID")):
+        # NOTE: the pads would depend on the run-time size; PyTorch exports explicit pads.
+        what = "attribute 'output_shape'" if output_shape is not None else f"auto_pad {auto_pad}"
+        raise ctx.error(f"needs static spatial dims of input X with {what}, got {x_shape}")
     if output_shape is not None:
         output_shape = tuple(int(v) for v in output_shape)[-rank:]
         if len(output_shape) != rank:
@@ -253,7 +265,10 @@ def _transpose_pads(ctx, x_spatial, kernel, strides, dilations, output_padding):
         if len(pads) != 2 * rank:
             raise ctx.error(f"attribute 'pads' has {len(pads)} values, expected {2 * rank}")
         begin, end = list(pads[:rank]), list(pads[rank:])
-        return begin, end, [f - b - e for f, b, e in zip(full, begin, end, strict=True)]
+        output = [
+            f - b - e if f is not None else None for f, b, e in zip(full, begin, end, strict=True)
+        ]
+        return begin, end, output
     else:
         raise ctx.error(f"has an unknown auto_pad '{auto_pad}'")
     # NOTE: a negative total (output_shape beyond the full output) pads the end with zeros.
@@ -279,13 +294,15 @@ def _lower_conv_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     output_padding = ints("output_padding", (0,) * rank)
     if not (len(strides) == len(dilations) == len(output_padding) == rank):
         raise ctx.error("strides, dilations and output_padding need one value per spatial axis")
-    begin, end, output = _transpose_pads(
-        ctx, x_shape[2:], kernel, strides, dilations, output_padding
-    )
+    begin, end, output = _transpose_pads(ctx, x_shape, kernel, strides, dilations, output_padding)
     channels, group_features = w_shape[0], w_shape[1]
     if channels != x_shape[1] or channels % group:
         raise ctx.error(f"filter {w_shape} does not match input {x_shape} with group={group}")
     _check_output(ctx, (x_shape[0], group_features * group, *output))
+    if None in output:
+        output = _transpose_output_at_run_time(
+            ctx, x, output, kernel, strides, dilations, output_padding, begin, end
+        )
     element = lower_scalar_type(scalar)
     zero = ctx.zero(element)
     # 1. zeros between the input elements: size * stride, the last stride - 1 zeros taken off
@@ -303,10 +320,13 @@ def _lower_conv_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     if any(v < 0 for v in (*low, *high)):
         shape = ir.RankedTensorType(padded.type).shape
         offsets = [0, 0, *[max(0, -v) for v in low]]
-        sizes = [shape[0], shape[1]] + [
-            shape[2 + a] - max(0, -low[a]) - max(0, -high[a]) for a in range(rank)
-        ]
-        padded = extract_slice(padded, offsets, sizes)
+        if DYNAMIC in shape[2:]:
+            padded = _crop_dynamic(ctx, padded, offsets, low, high)
+        else:
+            sizes = [shape[0], shape[1]] + [
+                shape[2 + a] - max(0, -low[a]) - max(0, -high[a]) for a in range(rank)
+            ]
+            padded = extract_slice(padded, offsets, sizes)
     # 3. the filter flipped, (C, M/G, K) -> (M, C/G, K) per group
     group_channels = channels // group
     wg = expand_dim(w, 0, (group, group_channels))  # (G, C/G, M/G, K...)
@@ -317,6 +337,42 @@ def _lower_conv_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         ctx, padded, flipped, group, (1,) * rank, dilations, output, accumulator_type(scalar)
     )
     return [_finish(ctx, y, scalar)]
+
+
+def _transpose_output_at_run_time(
+    ctx, x, output, kernel, strides, dilations, output_padding, begin, end
+) -> list[int | ir.Value]:
+    """ConvTranspose's output sizes with the dynamic ones (None) computed from `tensor.dim`
+    of X: stride * (in - 1) + output_padding + (k - 1) * dilation + 1 - pads."""
+    sizes: list[int | ir.Value] = []
+    for axis, out in enumerate(output):
+        if out is not None:
+            sizes.append(out)
+            continue
+        s, k, d = strides[axis], kernel[axis], dilations[axis]
+        rest = output_padding[axis] + (k - 1) * d + 1 - s - begin[axis] - end[axis]
+        scaled = arith.MulIOp(size_of(x, 2 + axis), ctx.index_constant(s)).result
+        sizes.append(arith.AddIOp(scaled, ctx.index_constant(rest)).result)
+    return sizes
+
+
+def _crop_dynamic(ctx, value: ir.Value, offsets, low, high) -> ir.Value:
+    """`value` (N, C, S...) with -low[a] elements cut from the start and -high[a] from the end
+    of every spatial axis where those are negative; dynamic axes get their sizes at run time."""
+    source = ir.RankedTensorType(value.type)
+    shape = list(source.shape)
+    sizes, dynamic = list(shape[:2]), [size_of(value, a) for a in range(2) if shape[a] == DYNAMIC]
+    for axis, size in enumerate(shape[2:]):
+        cut = max(0, -low[axis]) + max(0, -high[axis])
+        if size != DYNAMIC:
+            sizes.append(size - cut)
+            continue
+        sizes.append(DYNAMIC)
+        dynamic.append(arith.SubIOp(size_of(value, 2 + axis), ctx.index_constant(cut)).result)
+    result = ir.RankedTensorType.get(sizes, source.element_type)
+    return tensor.ExtractSliceOp(
+        result, value, [], dynamic, [], list(offsets), sizes, [1] * len(sizes)
+    ).result
 
 
 def _upsample(
@@ -344,7 +400,9 @@ def _upsample(
     ).result
     high = [0, 0] + [amount for s in strides for amount in (0, s - 1)]
     padded = pad(ctx, expanded, [0] * len(split), high, zero)
-    merged = shape[:2] + [n * s for n, s in zip(shape[2:], strides, strict=True)]
+    merged = shape[:2] + [
+        DYNAMIC if n == DYNAMIC else n * s for n, s in zip(shape[2:], strides, strict=True)
+    ]
     return tensor.CollapseShapeOp(
         ir.RankedTensorType.get(merged, source.element_type), padded, reassociation(groups)
     ).result

@@ -7,12 +7,15 @@ minimum for max, 0 for sums), so padded positions never win or add. The one thin
 on where a window lies is AveragePool's divisor: it is computed at compile time (static shapes)
 as the count of window positions inside the input (count_include_pad=0) or inside the
 explicitly padded input (count_include_pad=1), and divides the window sums as a small constant.
-The batch dim N may be dynamic (only the channel and spatial sizes shape those numbers): its
-size comes from `tensor.dim` of the input at run time.
+The batch dim N may be dynamic: its size comes from `tensor.dim` of the input at run time.
+Spatial dims may be dynamic too: the output sizes are then computed at run time, and
+AveragePool's divisor, when windows differ, is a window sum of a tensor of ones padded as the
+input is (`_divide_at_run_time`). MaxPool's Indices output still needs static spatial dims.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -26,16 +29,19 @@ from .windows import (
     PARALLEL,
     REDUCTION,
     WindowGeometry,
-    batch_shape,
+    at_run_time,
     dim,
     empty_like,
     expand_dim,
     filled,
     generic,
     numpy_constant,
+    pad,
     pad_for_window,
     scalar_constant,
     size_of,
+    sizes_of,
+    spatial_shape,
     tensor_type,
     window_geometry,
 )
@@ -52,14 +58,14 @@ def _input(ctx: LoweringRuleContext, allowed: Sequence[ScalarType]):
     scalar = element_type(x_niro)
     if scalar not in allowed:
         raise ctx.error(f"does not support element type {scalar.spelling}")
-    shape = batch_shape(ctx, x_niro, "input X")
+    shape = spatial_shape(ctx, x_niro, "input X")
     if len(shape) < 3:
         raise ctx.error(f"needs an input of rank >= 3 (N, C, spatial...), got {shape}")
     return x, shape, scalar
 
 
 def _check_output(ctx: LoweringRuleContext, expected: Sequence[int | None]) -> None:
-    result = batch_shape(ctx, ctx.niro_results[0], "the result")
+    result = spatial_shape(ctx, ctx.niro_results[0], "the result")
     if tuple(result) != tuple(expected):
         raise ctx.error(
             f"computed output shape {tuple(expected)} but the result type says {result}"
@@ -91,6 +97,15 @@ def _window_reduce(
     )
 
 
+def _geometry(ctx: LoweringRuleContext, x: ir.Value, shape) -> WindowGeometry:
+    """The window of a MaxPool/AveragePool/LpPool, checked against its result type, with the
+    sizes of dynamic spatial axes computed at run time."""
+    ceil_mode = bool(attribute(ctx, "ceil_mode", 0))
+    geometry = window_geometry(ctx, shape[2:], ceil_mode=ceil_mode)
+    _check_output(ctx, (shape[0], shape[1], *geometry.output))
+    return at_run_time(ctx, x, geometry, ceil_mode=ceil_mode)
+
+
 def _max_parts(scalar: ScalarType, element: ir.Type):
     """(lowest value, max combiner) for a float, signed or unsigned element type."""
     if scalar in FLOATS:
@@ -102,7 +117,7 @@ def _max_parts(scalar: ScalarType, element: ir.Type):
 
 
 def _map_elements(y: ir.Value, body) -> ir.Value:
-    """An element-wise linalg.generic over one tensor (only its batch dim may be dynamic)."""
+    """An element-wise linalg.generic over one tensor (any dim may be dynamic)."""
     y_type = ir.RankedTensorType(y.type)
     loops = [dim(a) for a in range(len(y_type.shape))]
     init = empty_like(y)
@@ -112,13 +127,16 @@ def _map_elements(y: ir.Value, body) -> ir.Value:
 @register_lowering("onnx.MaxPool")
 def _lower_max_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     x, shape, scalar = _input(ctx, (*FLOATS, *SIGNED, *UNSIGNED))
-    geometry = window_geometry(ctx, shape[2:], ceil_mode=bool(attribute(ctx, "ceil_mode", 0)))
-    _check_output(ctx, (shape[0], shape[1], *geometry.output))
+    geometry = _geometry(ctx, x, shape)
     element = lower_scalar_type(scalar)
     lowest, combine = _max_parts(scalar, element)
     if len(ctx.niro_results) > 1:
         if scalar not in FLOATS:
             raise ctx.error("supports the Indices output on float inputs only")
+        if None in shape[2:]:
+            raise ctx.error(
+                f"supports the Indices output with static spatial dims only, got input X {shape}"
+            )
         return _max_pool_with_indices(ctx, x, shape, geometry, lowest)
     return [_window_reduce(ctx, x, shape, geometry, lowest, lowest, combine)]
 
@@ -252,14 +270,15 @@ def _divisor(shape: Sequence[int], geometry: WindowGeometry, include_pad: bool) 
 @register_lowering("onnx.AveragePool")
 def _lower_average_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     x, shape, scalar = _input(ctx, FLOATS)
-    geometry = window_geometry(ctx, shape[2:], ceil_mode=bool(attribute(ctx, "ceil_mode", 0)))
-    _check_output(ctx, (shape[0], shape[1], *geometry.output))
+    geometry = _geometry(ctx, x, shape)
     element = lower_scalar_type(scalar)
     zero = ctx.zero(element)
-    sums = _window_reduce(
-        ctx, x, shape, geometry, zero, zero, lambda a, b: arith.AddFOp(a, b).result
-    )
-    divisor = _divisor(shape[2:], geometry, bool(attribute(ctx, "count_include_pad", 0)))
+    add = lambda a, b: arith.AddFOp(a, b).result  # noqa: E731
+    sums = _window_reduce(ctx, x, shape, geometry, zero, zero, add)
+    include_pad = bool(attribute(ctx, "count_include_pad", 0))
+    if None in shape[2:]:
+        return [_divide_at_run_time(ctx, x, sums, geometry, include_pad, element)]
+    divisor = _divisor(shape[2:], geometry, include_pad)
     if (divisor == 0).any():
         raise ctx.error("has a window that lies entirely in the padding (its average is undefined)")
     return [_divide(sums, divisor, scalar, element)]
@@ -281,6 +300,40 @@ def _divide(sums: ir.Value, divisor: np.ndarray, scalar: ScalarType, element: ir
         init,
         [loops, loops[2:], loops],
         [PARALLEL] * rank,
+        lambda args: arith.DivFOp(args[0], args[1]).result,
+    )
+
+
+def _divide_at_run_time(
+    ctx, x, sums, geometry: WindowGeometry, include_pad: bool, element: ir.Type
+) -> ir.Value:
+    """sums / the count of window positions that count, for dynamic spatial dims.
+
+    Without ceil_mode every window lies inside the explicitly padded input, so with
+    count_include_pad=1 the count is the kernel size. Otherwise the counts are window sums of
+    a (1, 1, S...) tensor of ones, padded with ones (count_include_pad=1) or zeros as the
+    input is; they divide the sums broadcast over N and C. NOTE: a window entirely in the
+    padding divides by 0 here (the static path refuses it; its average is undefined)."""
+    if include_pad and not attribute(ctx, "ceil_mode", 0):
+        count = scalar_constant(element, float(np.prod(geometry.kernel)))
+        return _map_elements(sums, lambda value: arith.DivFOp(value, count).result)
+    zero, one = ctx.zero(element), scalar_constant(element, 1.0)
+    rank = len(geometry.kernel)
+    ones = filled(ctx, [1, 1, *sizes_of(x)[2:]], element, one)
+    if include_pad:
+        ones = pad(ctx, ones, [0, 0, *geometry.pads_begin], [0, 0, *geometry.pads_end], one)
+        geometry = dataclasses.replace(geometry, pads_begin=(0,) * rank, pads_end=(0,) * rank)
+    add = lambda a, b: arith.AddFOp(a, b).result  # noqa: E731
+    counts = _window_reduce(ctx, ones, (1, 1), geometry, zero, zero, add)
+    y_type = ir.RankedTensorType(sums.type)
+    loops = [dim(a) for a in range(2 + rank)]
+    origin = [ir.AffineConstantExpr.get(0)] * 2
+    return generic(
+        y_type,
+        [sums, counts],
+        empty_like(sums),
+        [loops, origin + loops[2:], loops],
+        [PARALLEL] * (2 + rank),
         lambda args: arith.DivFOp(args[0], args[1]).result,
     )
 
@@ -314,8 +367,7 @@ def _lp_parts(ctx: LoweringRuleContext, element: ir.Type):
 @register_lowering("onnx.LpPool")
 def _lower_lp_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     x, shape, scalar = _input(ctx, FLOATS)
-    geometry = window_geometry(ctx, shape[2:], ceil_mode=bool(attribute(ctx, "ceil_mode", 0)))
-    _check_output(ctx, (shape[0], shape[1], *geometry.output))
+    geometry = _geometry(ctx, x, shape)
     element = lower_scalar_type(scalar)
     zero = ctx.zero(element)
     accumulate, root = _lp_parts(ctx, element)
@@ -357,7 +409,10 @@ def _lower_global_average_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     element = lower_scalar_type(scalar)
     zero = ctx.zero(element)
     sums = _global_reduce(ctx, x, shape, zero, lambda a, b: arith.AddFOp(a, b).result)
-    count = scalar_constant(element, float(np.prod(shape[2:])))
+    if None in shape[2:]:
+        count = _element_count(ctx, x, element)
+    else:
+        count = scalar_constant(element, float(np.prod(shape[2:])))
     return [_map_elements(sums, lambda value: arith.DivFOp(value, count).result)]
 
 
@@ -368,3 +423,13 @@ def _lower_global_lp_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     accumulate, root = _lp_parts(ctx, element)
     sums = _global_reduce(ctx, x, shape, ctx.zero(element), accumulate)
     return [_map_elements(sums, root)]
+
+
+def _element_count(ctx: LoweringRuleContext, x: ir.Value, element: ir.Type) -> ir.Value:
+    """The product of the spatial dims of `x` (N, C, S...) at run time, as an `element` float."""
+    count = None
+    for size in sizes_of(x)[2:]:
+        size = ctx.index_constant(size) if isinstance(size, int) else size
+        count = size if count is None else arith.MulIOp(count, size).result
+    i64 = ir.IntegerType.get_signless(64)
+    return arith.SIToFPOp(element, arith.IndexCastOp(i64, count).result).result

@@ -1,7 +1,7 @@
 """Resize (opset 11+) and Upsample (nearest): a gather `linalg.generic` over the output.
 
-The output shape is static (ONNX shape inference gives it), but the scales, sizes and roi are
-often graph inputs, so the coordinate transform is computed at run time, per output element,
+The output shape is usually static (ONNX shape inference gives it), but the scales, sizes and
+roi are often graph inputs, so the coordinate transform is computed at run time, per output element,
 in f64 as ONNX's reference does: for each resized axis the output index y maps to a source
 coordinate x (`coordinate_transformation_mode`), the taps around x and their coefficients
 follow from `mode` (nearest: a choice of two taps by `nearest_mode`; linear: 2 taps; cubic: 4,
@@ -11,6 +11,11 @@ interpolated value is the coefficient-weighted sum of the input elements read wi
 `tf_crop_and_resize` positions outside the roi get `extrapolation_value`. Antialiasing needs
 the tap count, which depends on the scale, so it is supported only when the scale is known at
 compile time (constant scales, or sizes with the default 'stretch' policy).
+
+Resize (not Upsample) also takes dynamic input and result dims, as `F.interpolate(y,
+size=x.shape[-2:])` exports: the input size is `tensor.dim` in f64, a dynamic result size the
+run-time `sizes` entry (or floor(in * scale)); NOTE: `sizes` for every axis resamples a dynamic
+batch axis too, since its scale is unknown until run time (correct, but more taps).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from ..bindings import arith, ir, linalg, math, tensor
 from ..context import LoweringRuleContext, register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type, input_index, input_value, normalize_axes, opset
-from .windows import PARALLEL, dim, generic, scalar_constant, static_shape
+from .windows import PARALLEL, dim, generic, scalar_constant, static_shape, tensor_type
 
 __all__: list[str] = []
 
@@ -60,8 +65,8 @@ class AxisPlan:
     """One resized axis: sizes, its scale and (tf_crop_and_resize) its roi start/end."""
 
     axis: int
-    in_size: int
-    out_size: int
+    in_size: int | ir.Value  # a run-time size (a dynamic dim) is an f64 value
+    out_size: int | ir.Value
     scale: Scalar
     roi: tuple[Scalar, Scalar] | None
 
@@ -115,6 +120,15 @@ def _i64(value: int) -> ir.Value:
 
 def _to_i64(a: ir.Value) -> ir.Value:
     return arith.FPToSIOp(ir.IntegerType.get_signless(64), a).result
+
+
+def _minus(size: int | ir.Value, amount: float):
+    """size - amount: a Python number for a static size (builds nothing), else an f64 value."""
+    return size - amount if isinstance(size, int) else _sub(size, amount)
+
+
+def _size_i64(size: int | ir.Value) -> ir.Value:
+    return _i64(size) if isinstance(size, int) else _to_i64(size)
 
 
 def _index_to_f64(index: ir.Value) -> ir.Value:
@@ -197,6 +211,7 @@ def _plans(ctx: LoweringRuleContext, in_shape, out_shape, settings: Settings) ->
     for axis in range(rank):
         if axis not in axes and in_shape[axis] != out_shape[axis]:
             raise ctx.error(f"result dim {axis} differs from the input but the axis is not resized")
+    in_sizes = [_run_time_size(ctx, size, axis) for axis, size in enumerate(in_shape)]
     axis_scales: list[Scalar]
     if scales is not None:
         axis_scales = list(scales)
@@ -204,6 +219,7 @@ def _plans(ctx: LoweringRuleContext, in_shape, out_shape, settings: Settings) ->
             scale = scales[position]
             if (
                 isinstance(scale, float)
+                and None not in (in_shape[axis], out_shape[axis])
                 and int(pymath.floor(in_shape[axis] * scale)) != out_shape[axis]
             ):
                 raise ctx.error(
@@ -214,17 +230,27 @@ def _plans(ctx: LoweringRuleContext, in_shape, out_shape, settings: Settings) ->
         ratios: list[Scalar] = []
         for position, axis in enumerate(axes):
             size = sizes[position]
+            in_size = in_sizes[axis]
             ratios.append(
-                size / in_shape[axis]
-                if isinstance(size, float)
-                else _div(size, float(in_shape[axis]))
+                size / in_size
+                if isinstance(size, float) and isinstance(in_size, int)
+                else _div(size, float(in_size) if isinstance(in_size, int) else in_size)
             )
         if policy == "stretch":
             for position, axis in enumerate(axes):
-                if isinstance(sizes[position], float) and int(sizes[position]) != out_shape[axis]:
+                if (
+                    isinstance(sizes[position], float)
+                    and out_shape[axis] is not None
+                    and int(sizes[position]) != out_shape[axis]
+                ):
                     raise ctx.error(f"sizes {sizes} disagree with the result shape {out_shape}")
             # NOTE: with 'stretch' the result dim is the requested size, so out/in is exact.
-            axis_scales = [out_shape[axis] / in_shape[axis] for axis in axes]
+            axis_scales = [
+                out_shape[axis] / in_shape[axis]
+                if None not in (in_shape[axis], out_shape[axis])
+                else _div(_f64_size(sizes[position]), _f64_size(in_sizes[axis]))
+                for position, axis in enumerate(axes)
+            ]
         elif policy in ("not_larger", "not_smaller"):
             pick = min if policy == "not_larger" else max
             if all(isinstance(ratio, float) for ratio in ratios):
@@ -238,17 +264,42 @@ def _plans(ctx: LoweringRuleContext, in_shape, out_shape, settings: Settings) ->
         else:
             raise ctx.error(f"does not support keep_aspect_ratio_policy '{policy}'")
     plans = []
+    out_sizes: list[int | ir.Value] = list(out_shape)
     for position, axis in enumerate(axes):
         scale = axis_scales[position]
         axis_roi = (roi[position], roi[count + position]) if roi is not None else None
         trivial_roi = axis_roi is None or (axis_roi[0] == 0.0 and axis_roi[1] == 1.0)
         identity = in_shape[axis] == out_shape[axis] and isinstance(scale, float) and scale == 1.0
         if (identity and trivial_roi) or in_shape[axis] == out_shape[axis] == 1:
+            if out_shape[axis] is None:  # NOTE: None == None: a scale of 1 keeps the size
+                out_sizes[axis] = in_sizes[axis]
             continue  # NOTE: the reference skips such axes too; every tap would read index 0/y.
         if settings.antialias and not isinstance(scale, float):
             raise ctx.error("antialias needs the scales to be compile-time constants")
-        plans.append(AxisPlan(axis, in_shape[axis], out_shape[axis], scale, axis_roi))
-    return plans
+        if settings.antialias and not isinstance(in_sizes[axis], int):
+            raise ctx.error(f"antialias needs a static input size on axis {axis}")
+        if out_shape[axis] is None:
+            out_sizes[axis] = (
+                _f64_size(sizes[position])
+                if sizes is not None
+                else _floor(_mul(_f64_size(in_sizes[axis]), scale))
+            )
+        plans.append(AxisPlan(axis, in_sizes[axis], out_sizes[axis], scale, axis_roi))
+    for axis in range(rank):
+        if out_sizes[axis] is None:  # an axis not resized keeps its (dynamic) input size
+            out_sizes[axis] = in_sizes[axis]
+    return plans, out_sizes
+
+
+def _run_time_size(ctx: LoweringRuleContext, size: int | None, axis: int) -> int | ir.Value:
+    """A static size as it is, a dynamic one (None) as `tensor.dim` of input X in f64."""
+    if size is not None:
+        return size
+    return _index_to_f64(tensor.DimOp(ctx.operands[0], ctx.index_constant(axis)).result)
+
+
+def _f64_size(size: float | int | ir.Value) -> ir.Value:
+    return size if isinstance(size, ir.Value) else _c(float(size))
 
 
 # -- the per-element computation -------------------------------------------------------------------
@@ -256,12 +307,14 @@ def _plans(ctx: LoweringRuleContext, in_shape, out_shape, settings: Settings) ->
 
 def _source_coordinate(settings: Settings, plan: AxisPlan, y: ir.Value):
     """(x, extrapolated flag or None) for output index y (f64) on one axis."""
-    in_size, scale = float(plan.in_size), plan.scale
+    in_size, scale = plan.in_size, plan.scale
+    in_size = float(in_size) if isinstance(in_size, int) else in_size
+    last = in_size - 1 if isinstance(in_size, float) else _sub(in_size, 1.0)
     output_width = _mul(scale, in_size)
     mode = settings.coordinates
     is_one = _cmp(arith.CmpFPredicate.OEQ, output_width, 1.0)
     if mode == "align_corners":
-        x = _select(is_one, _c(0.0), _div(_mul(y, in_size - 1), _sub(output_width, 1.0)))
+        x = _select(is_one, _c(0.0), _div(_mul(y, last), _sub(output_width, 1.0)))
         return x, None
     if mode == "asymmetric":
         return _div(y, scale), None
@@ -271,17 +324,19 @@ def _source_coordinate(settings: Settings, plan: AxisPlan, y: ir.Value):
     if mode == "half_pixel":
         return _sub(_div(_add(y, 0.5), scale), 0.5), None
     if mode == "half_pixel_symmetric":
-        adjustment = _div(float(plan.out_size), output_width)
-        offset = _mul(in_size / 2, _sub(1.0, adjustment))
+        out_size = plan.out_size
+        adjustment = _div(float(out_size) if isinstance(out_size, int) else out_size, output_width)
+        half = in_size / 2 if isinstance(in_size, float) else _div(in_size, 2.0)
+        offset = _mul(half, _sub(1.0, adjustment))
         return _add(offset, _sub(_div(_add(y, 0.5), scale), 0.5)), None
     # tf_crop_and_resize
     start, end = plan.roi
     span = _sub(end, start)
-    centre = _div(_mul(span, in_size - 1), 2.0)
-    stretched = _div(_mul(_mul(y, span), in_size - 1), _sub(output_width, 1.0))
-    x = _add(_select(is_one, centre, stretched), _mul(start, in_size - 1))
+    centre = _div(_mul(span, last), 2.0)
+    stretched = _div(_mul(_mul(y, span), last), _sub(output_width, 1.0))
+    x = _add(_select(is_one, centre, stretched), _mul(start, last))
     outside = arith.OrIOp(
-        _cmp(arith.CmpFPredicate.OLT, x, 0.0), _cmp(arith.CmpFPredicate.OGT, x, in_size - 1)
+        _cmp(arith.CmpFPredicate.OLT, x, 0.0), _cmp(arith.CmpFPredicate.OGT, x, last)
     ).result
     return x, outside
 
@@ -348,9 +403,10 @@ def _taps(settings: Settings, plan: AxisPlan, x: ir.Value, count: int) -> list[i
     return [arith.AddIOp(start, _i64(tap - pad_width)).result for tap in range(count)]
 
 
-def _clamp_index(index: ir.Value, size: int) -> ir.Value:
+def _clamp_index(index: ir.Value, size: int | ir.Value) -> ir.Value:
     clamped = arith.MaxSIOp(index, _i64(0)).result
-    clamped = arith.MinSIOp(clamped, _i64(size - 1)).result
+    last = _i64(size - 1) if isinstance(size, int) else _size_i64(_sub(size, 1.0))
+    clamped = arith.MinSIOp(clamped, last).result
     return arith.IndexCastOp(ir.IndexType.get(), clamped).result
 
 
@@ -381,7 +437,7 @@ def _axis_reads(settings: Settings, plan: AxisPlan, y_index: ir.Value):
         for tap, coefficient in zip(taps, coefficients, strict=True):
             inside = arith.AndIOp(
                 arith.CmpIOp(arith.CmpIPredicate.sge, tap, _i64(0)).result,
-                arith.CmpIOp(arith.CmpIPredicate.slt, tap, _i64(plan.in_size)).result,
+                arith.CmpIOp(arith.CmpIPredicate.slt, tap, _size_i64(plan.in_size)).result,
             ).result
             kept.append(_select(inside, coefficient, _c(0.0)))
         total = kept[0]
@@ -399,8 +455,17 @@ def _resize(
 ) -> ir.Value:
     element = lower_scalar_type(scalar)
     rank = len(out_shape)
-    result_type = ir.RankedTensorType.get(list(out_shape), element)
-    init = tensor.EmptyOp(list(out_shape), element).result
+    if all(isinstance(size, int) for size in out_shape):
+        result_type = ir.RankedTensorType.get(list(out_shape), element)
+        init = tensor.EmptyOp(list(out_shape), element).result
+    else:  # NOTE: a run-time size is an f64 value (a whole number): made an index here
+        index = ir.IndexType.get()
+        sizes = [
+            size if isinstance(size, int) else arith.IndexCastOp(index, _to_i64(size)).result
+            for size in out_shape
+        ]
+        result_type = tensor_type(sizes, element)
+        init = tensor.EmptyOp(sizes, element).result
     by_axis = {plan.axis: plan for plan in plans}
 
     def body(args):
@@ -439,15 +504,20 @@ def _resize(
     return generic(result_type, [], init, [loops], [PARALLEL] * rank, body)
 
 
-def _data(ctx: LoweringRuleContext, settings: Settings):
+def _data(ctx: LoweringRuleContext, settings: Settings, *, dynamic: bool = False):
+    """X, its element type and the input and result shapes (None dims only when `dynamic`)."""
     x, x_niro = input_value(ctx, 0)
     scalar = element_type(x_niro)
     if settings.mode != "nearest" and scalar not in FLOATS:
         raise ctx.error(
             f"supports mode '{settings.mode}' on float tensors only, got {scalar.spelling}"
         )
-    in_shape = static_shape(ctx, x_niro, "input X")
-    out_shape = static_shape(ctx, ctx.niro_results[0], "the result")
+    if dynamic:
+        in_shape = ctx.ranked(x_niro, "input X").shape
+        out_shape = ctx.ranked(ctx.niro_results[0], "the result").shape
+    else:
+        in_shape = static_shape(ctx, x_niro, "input X")
+        out_shape = static_shape(ctx, ctx.niro_results[0], "the result")
     if len(in_shape) != len(out_shape):
         raise ctx.error(f"result rank {len(out_shape)} differs from the input rank {len(in_shape)}")
     return x, scalar, in_shape, out_shape
@@ -456,9 +526,9 @@ def _data(ctx: LoweringRuleContext, settings: Settings):
 @register_lowering("onnx.Resize", since=11)
 def _lower_resize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     settings = _settings(ctx)
-    x, scalar, in_shape, out_shape = _data(ctx, settings)
-    plans = _plans(ctx, in_shape, out_shape, settings)
-    return [_resize(ctx, x, scalar, out_shape, plans, settings)]
+    x, scalar, in_shape, out_shape = _data(ctx, settings, dynamic=True)
+    plans, out_sizes = _plans(ctx, in_shape, out_shape, settings)
+    return [_resize(ctx, x, scalar, out_sizes, plans, settings)]
 
 
 @register_lowering("onnx.Upsample", since=7)

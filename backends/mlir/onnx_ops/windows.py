@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from niro.ir import ScalarType
+from niro.ir import ScalarType, op_name
 
 from ..bindings import arith, ir, linalg, tensor
 from ..context import LoweringRuleContext
@@ -51,15 +51,16 @@ REDUCTION = "reduction"
 class WindowGeometry:
     """Explicit per-spatial-axis window numbers: `pads_begin`/`pads_end` as ONNX means them,
     `extra_end` the additional end padding ceil_mode needs so every window lies inside the
-    padded input, `output` the spatial output sizes."""
+    padded input, `output` the spatial output sizes. On a dynamic spatial axis `output` (and
+    SAME pads) are None until `at_run_time` makes them index values."""
 
     kernel: tuple[int, ...]
     strides: tuple[int, ...]
     dilations: tuple[int, ...]
-    pads_begin: tuple[int, ...]
-    pads_end: tuple[int, ...]
+    pads_begin: tuple[int | ir.Value | None, ...]
+    pads_end: tuple[int | ir.Value | None, ...]
     extra_end: tuple[int, ...]
-    output: tuple[int, ...]
+    output: tuple[int | ir.Value | None, ...]
 
 
 def static_shape(ctx: LoweringRuleContext, value, what: str) -> tuple[int, ...]:
@@ -81,6 +82,23 @@ def batch_shape(ctx: LoweringRuleContext, value, what: str) -> tuple[int | None,
             f"needs a static shape for {what} (only the batch dim 0 may be dynamic), got {shape}"
         )
     return tuple(shape)
+
+
+def spatial_shape(ctx: LoweringRuleContext, value, what: str) -> tuple[int | None, ...]:
+    """The shape of a Niro tensor value whose channel dim 1 is static, else a clear refusal:
+    the batch and spatial dims may be dynamic (None). Channels fix the filter and the
+    grouping at compile time; the batch only passes through, and the spatial window sizes,
+    pads and output sizes of a dynamic spatial dim are computed at run time (`at_run_time`)."""
+    shape = ctx.ranked(value, what).shape
+    if len(shape) >= 2 and shape[1] is None:
+        raise ctx.error(
+            f"needs a static channel dim 1 for {what} (batch and spatial dims may be dynamic), "
+            f"got {shape}"
+        )
+    return tuple(shape)
+
+
+__all__ += ["spatial_shape", "at_run_time", "static_or_none"]
 
 
 def _ints(
@@ -117,7 +135,7 @@ def window_geometry(
     (UPPER) or beginning (LOWER); VALID pads nothing. ceil_mode rounds the output size up, but
     (as ONNX and PyTorch do) drops a last window that would start in the end padding.
     """
-    rank = len(spatial)
+    rank = len(spatial)  # NOTE: a None size (dynamic) gets None output and (SAME) pads
     declared = _ints(ctx, "kernel_shape", (), rank) if attribute(ctx, "kernel_shape") else None
     if kernel is not None and declared is not None and tuple(declared) != tuple(kernel):
         raise ctx.error(f"kernel_shape {declared} disagrees with the filter's {tuple(kernel)}")
@@ -135,6 +153,10 @@ def window_geometry(
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         begin, end = [], []
         for size, stride, span in zip(spatial, strides, extent, strict=True):
+            if size is None:  # the pads depend on the run-time size
+                begin.append(None)
+                end.append(None)
+                continue
             out = -(-size // stride)
             total = max(0, (out - 1) * stride + span - size)
             small, large = total // 2, total - total // 2
@@ -147,10 +169,16 @@ def window_geometry(
         begin, end = list(pads[:rank]), list(pads[rank:])
     else:
         raise ctx.error(f"has an unknown auto_pad '{auto_pad}'")
-    if any(value < 0 for value in (*begin, *end)):
+    if any(value is not None and value < 0 for value in (*begin, *end)):
         raise ctx.error(f"does not support negative pads {(*begin, *end)}")
     output, extra = [], []
     for axis in range(rank):
+        if spatial[axis] is None:
+            # NOTE: ceil_mode pads the end by stride - 1 more, at least the extra a last
+            # window may need; linalg reads only what the windows cover.
+            output.append(None)
+            extra.append(strides[axis] - 1 if ceil_mode and begin[axis] is not None else 0)
+            continue
         padded = spatial[axis] + begin[axis] + end[axis]
         if padded < extent[axis]:
             raise ctx.error(
@@ -166,6 +194,68 @@ def window_geometry(
     return WindowGeometry(
         tuple(kernel), strides, dilations, tuple(begin), tuple(end), tuple(extra), tuple(output)
     )
+
+
+def at_run_time(
+    ctx: LoweringRuleContext, x: ir.Value, geometry: WindowGeometry, *, ceil_mode: bool = False
+) -> WindowGeometry:
+    """`geometry` with the output sizes (and SAME pads) of dynamic spatial axes computed from
+    `tensor.dim` of `x` (N, C, S...) as index values; `geometry` itself when all are static.
+
+    floor((in + begin + end - extent) / stride) + 1 (ceil_mode: rounded up, less one when the
+    last window would start in the end padding); SAME: ceil(in / stride), the total padding
+    max(0, (out - 1) * stride + extent - in) split as `window_geometry` splits it."""
+    if all(out is not None for out in geometry.output):
+        return geometry
+    c = ctx.index_constant
+    begin, end, output = list(geometry.pads_begin), list(geometry.pads_end), list(geometry.output)
+    upper = attribute(ctx, "auto_pad", "NOTSET") == "SAME_UPPER"
+    for axis, out in enumerate(geometry.output):
+        if out is not None:
+            continue
+        size = size_of(x, 2 + axis)
+        stride = geometry.strides[axis]
+        extent = (geometry.kernel[axis] - 1) * geometry.dilations[axis] + 1
+        if begin[axis] is None:
+            out = arith.CeilDivSIOp(size, c(stride)).result
+            reach = arith.AddIOp(arith.MulIOp(out, c(stride)).result, c(extent - stride)).result
+            total = arith.MaxSIOp(arith.SubIOp(reach, size).result, c(0)).result
+            small = arith.FloorDivSIOp(total, c(2)).result
+            large = arith.SubIOp(total, small).result
+            begin[axis], end[axis] = (small, large) if upper else (large, small)
+        else:
+            room = arith.AddIOp(size, c(begin[axis] + end[axis] - extent)).result
+            divide = arith.CeilDivSIOp if ceil_mode else arith.FloorDivSIOp
+            out = arith.AddIOp(divide(room, c(stride)).result, c(1)).result
+            if ceil_mode:
+                last = arith.MulIOp(arith.SubIOp(out, c(1)).result, c(stride)).result
+                starts_in_pad = arith.CmpIOp(
+                    arith.CmpIPredicate.sge, last, arith.AddIOp(size, c(begin[axis])).result
+                ).result
+                out = arith.SelectOp(starts_in_pad, arith.SubIOp(out, c(1)).result, out).result
+            # NOTE: a static axis this small is refused at compile time; at run time the same
+            # input would make a negative size, so the program stops with the reason instead.
+            fits = arith.CmpIOp(arith.CmpIPredicate.sge, out, c(1)).result
+            structured.assert_true(
+                fits,
+                f"{ctx.niro_location}: '{op_name(ctx.op)}' op: spatial axis {axis} of input X is "
+                f"smaller at run time than the window with its padding (no output position)",
+            )
+        output[axis] = out
+    return WindowGeometry(
+        geometry.kernel,
+        geometry.strides,
+        geometry.dilations,
+        tuple(begin),
+        tuple(end),
+        geometry.extra_end,
+        tuple(output),
+    )
+
+
+def static_or_none(sizes: Sequence[int | ir.Value | None]) -> tuple[int | None, ...]:
+    """Mixed sizes as a Niro shape: an index value (a run-time size) is None."""
+    return tuple(size if isinstance(size, int) else None for size in sizes)
 
 
 # -- builders -------------------------------------------------------------------------------------
@@ -273,16 +363,22 @@ def pad(
     padding: ir.Value,
 ) -> ir.Value:
     """`tensor.pad` of a tensor with a scalar `padding` (no-op when all 0); a dynamic dim stays
-    dynamic (it may be padded too: the result size is then computed by MLIR)."""
-    if not any(low) and not any(high):
+    dynamic (it may be padded too: the result size is then computed by MLIR). A `low`/`high`
+    amount may be an index value (a pad computed at run time); its dim becomes dynamic."""
+    dynamic_low = [amount for amount in low if not isinstance(amount, int)]
+    dynamic_high = [amount for amount in high if not isinstance(amount, int)]
+    if not dynamic_low and not dynamic_high and not any(low) and not any(high):
         return value
     source = ir.RankedTensorType(value.type)
     shape = [
-        DYNAMIC if size == DYNAMIC else size + lo + hi
+        DYNAMIC
+        if size == DYNAMIC or not isinstance(lo, int) or not isinstance(hi, int)
+        else size + lo + hi
         for size, lo, hi in zip(source.shape, low, high, strict=True)
     ]
     result = ir.RankedTensorType.get(shape, source.element_type)
-    pad_op = tensor.PadOp(result, value, [], [], list(low), list(high))
+    static = lambda amounts: [a if isinstance(a, int) else DYNAMIC for a in amounts]  # noqa: E731
+    pad_op = tensor.PadOp(result, value, dynamic_low, dynamic_high, static(low), static(high))
     block = pad_op.regions[0].blocks.append(*([index_type()] * len(shape)))
     with ir.InsertionPoint(block):
         tensor.YieldOp(padding)
@@ -349,11 +445,16 @@ def pad_for_window(
     """`x` (N, C, S...) padded as `geometry` says and cut to exactly the extent the windows
     read, (O-1)*s + (K-1)*d + 1 per axis: linalg's static shape inference rejects an input
     larger than its windows read (trailing rows a stride skips)."""
-    high = [end + extra for end, extra in zip(geometry.pads_end, geometry.extra_end, strict=True)]
+    high = [
+        end if not extra else end + extra
+        for end, extra in zip(geometry.pads_end, geometry.extra_end, strict=True)
+    ]
     padded = pad(ctx, x, [0, 0, *geometry.pads_begin], [0, 0, *high], padding)
     shape = list(ir.RankedTensorType(padded.type).shape)
+    # NOTE: a dynamic axis is not cut: linalg checks sizes only when static, and its loops
+    # take their bounds from the output and the window, never from this input.
     needed = shape[:2] + [
-        (out - 1) * s + (k - 1) * d + 1
+        (out - 1) * s + (k - 1) * d + 1 if isinstance(out, int) else DYNAMIC
         for out, s, k, d in zip(
             geometry.output, geometry.strides, geometry.kernel, geometry.dilations, strict=True
         )

@@ -33,6 +33,10 @@ def _rows(rng, batch):
     return rng.standard_normal((batch, 7)).astype(np.float32)
 
 
+def _sized_images(rng, batch, height, width):
+    return rng.standard_normal((batch, 3, height, width)).astype(np.float32)
+
+
 def _images(rng, batch):
     return rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
 
@@ -51,6 +55,8 @@ CASES = [
     ("unet.onnx", _images, [(1,), (3,)]),
     ("vit.onnx", _images, [(1,), (4,)]),
     ("misc.onnx", _rows, [(1,), (3,), (5,)]),
+    ("unet_hw.onnx", _sized_images, [(1, 32, 32), (2, 40, 56), (1, 16, 24)]),
+    ("seg_hw.onnx", _sized_images, [(1, 40, 56), (2, 17, 23)]),
 ]
 
 
