@@ -13,7 +13,8 @@ ConvTranspose, Concat skip; dynamic batch) and a ViT (patch Conv, class token, p
 encoder; dynamic batch), and `misc`: topk, sort, cumsum, where, argmax + gather, normalize,
 clamp + std, logsumexp on a [batch, 7] input (nine outputs; sort exports as TopK with
 K = Shape(x)[1]); `unet_hw` and `seg_hw` (depthwise Conv, bilinear resize back to the input
-size) with a dynamic batch, height and width. tests/backends/mlir/test_mlir_pytorch_exports.py compiles each with
+size) and `diff_hw` (GroupNorm, InstanceNorm, nearest upsampling, average pooling, PixelShuffle,
+as in diffusion UNets) with a dynamic batch, height and width. tests/backends/mlir/test_mlir_pytorch_exports.py compiles each with
 niroc and compares IREE's results with onnxruntime's.
 """
 
@@ -133,6 +134,23 @@ class Seg(nn.Module):
         return F.interpolate(self.b(x), size=x.shape[-2:], mode="bilinear", align_corners=False)
 
 
+class DiffusionBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(4, 16, 3, padding=1)
+        self.gn = nn.GroupNorm(4, 16)
+        self.inorm = nn.InstanceNorm2d(16, affine=True)
+        self.c2 = nn.Conv2d(16, 16, 3, padding=1)
+        self.ps = nn.PixelShuffle(2)
+        self.c3 = nn.Conv2d(4, 4, 1)
+
+    def forward(self, x):
+        h = F.silu(self.gn(self.c1(x)))
+        h = self.inorm(self.c2(h))
+        h = F.avg_pool2d(F.interpolate(h, scale_factor=2.0, mode="nearest"), 2)
+        return self.c3(self.ps(h)) + F.interpolate(x, scale_factor=2.0, mode="nearest")
+
+
 class Misc(nn.Module):
     def forward(self, x):
         v, i = torch.topk(x, 3, dim=-1)
@@ -151,6 +169,7 @@ TORCHSCRIPT_ONLY = [
     ("misc", Misc().eval(), (torch.randn(3, 7),), {"x": {0: "batch"}}),
     ("unet_hw", UNet().eval(), (torch.randn(2, 3, 32, 32),), {"x": {0: "batch", 2: "h", 3: "w"}}),
     ("seg_hw", Seg().eval(), (torch.randn(1, 3, 40, 56),), {"x": {0: "batch", 2: "h", 3: "w"}}),
+    ("diff_hw", DiffusionBlock().eval(), (torch.randn(1, 4, 16, 16),), {"x": {0: "batch", 2: "h", 3: "w"}}),
 ]
 
 MODELS = [

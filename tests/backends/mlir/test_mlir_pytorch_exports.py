@@ -37,6 +37,10 @@ def _sized_images(rng, batch, height, width):
     return rng.standard_normal((batch, 3, height, width)).astype(np.float32)
 
 
+def _latents(rng, batch, height, width):
+    return rng.standard_normal((batch, 4, height, width)).astype(np.float32)
+
+
 def _images(rng, batch):
     return rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
 
@@ -57,6 +61,7 @@ CASES = [
     ("misc.onnx", _rows, [(1,), (3,), (5,)]),
     ("unet_hw.onnx", _sized_images, [(1, 32, 32), (2, 40, 56), (1, 16, 24)]),
     ("seg_hw.onnx", _sized_images, [(1, 40, 56), (2, 17, 23)]),
+    ("diff_hw.onnx", _latents, [(1, 16, 16), (2, 8, 12), (1, 20, 6)]),
 ]
 
 
