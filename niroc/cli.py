@@ -123,12 +123,11 @@ def run() -> NoReturn:
     model, a quarter of niroc's start-up (issue #7), for memory the OS takes back anyway, as
     clang's -disable-free does. Every output file is closed (and fsynced) before `main` returns.
     """
+    code = 0
     try:
         main()
-    except SystemExit as exit_:
+    except SystemExit as exit_:  # NOTE: main() always ends in sys.exit
         code = _exit_code(exit_.code)
-    else:  # NOTE: main() always exits; kept for completeness
-        code = 0
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -73,20 +73,18 @@ class Progress:
 
     @contextlib.contextmanager
     def step(self, description: str) -> Iterator[Step]:
-        if self.step_times is None:
-            with self._shown_step(description) as step:
-                yield step
-            return
         started = time.perf_counter()
-        step = None
-        try:
-            with self._shown_step(description) as step:
+        with self._shown_step(description) as step:
+            try:
                 yield step
-        except BaseException:
-            label = step.label() if step is not None else description
-            self.step_times.append((f"{label} (failed)", time.perf_counter() - started))
-            raise
-        self.step_times.append((step.label(), time.perf_counter() - started))
+            except BaseException:
+                self._record(f"{step.label()} (failed)", started)
+                raise
+            self._record(step.label(), started)
+
+    def _record(self, label: str, started: float) -> None:
+        if self.step_times is not None:
+            self.step_times.append((label, time.perf_counter() - started))
 
     @contextlib.contextmanager
     def _shown_step(self, description: str) -> Iterator[Step]:
