@@ -16,54 +16,12 @@ import onnxruntime
 import pytest
 from niro.backends.mlir import LoweringError, cannot_lower, lower_to_mlir
 from niro.frontends.onnx import import_model
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from ..mlir_harness import call, compile_module, from_abi, load_vmfb
+from .dynamic_models import graph_model, one_node_model, random_weights
 
 BATCH = "batch"
-
-
-def _model(
-    nodes: list[onnx.NodeProto],
-    x_shape: tuple,
-    outputs: dict[str, int],
-    weights: dict[str, np.ndarray] | None = None,
-    *,
-    opset: int = 19,
-    x_type: int = TensorProto.FLOAT,
-) -> onnx.ModelProto:
-    """A graph of `nodes` with one input `x` of `x_shape` (str dims are dynamic), `weights` as
-    initializers and `outputs` (name -> element type) whose shapes shape inference finds."""
-    initializers = [numpy_helper.from_array(value, name) for name, value in (weights or {}).items()]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", x_type, list(x_shape))],
-        [helper.make_tensor_value_info(name, kind, None) for name, kind in outputs.items()],
-        initializers,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 9
-    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-    onnx.checker.check_model(model)
-    return model
-
-
-def _one_node(op: str, x_shape: tuple, weights=None, outputs=("y",), **attributes):
-    weights = weights or {}
-    node = helper.make_node(op, ["x", *weights], list(outputs), **attributes)
-    kinds = {name: TensorProto.FLOAT for name in outputs}
-    if op == "MaxPool" and len(outputs) == 2:
-        kinds[outputs[1]] = TensorProto.INT64
-    return _model([node], x_shape, kinds, weights)
-
-
-def _weights(seed: int, **shapes) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {
-        name: (rng.standard_normal(shape) * 0.5).astype(np.float32)
-        for name, shape in shapes.items()
-    }
 
 
 def _cnn() -> onnx.ModelProto:
@@ -104,7 +62,7 @@ def _cnn() -> onnx.ModelProto:
         node("Gemm", ["flat", "fc", "fc_b"], ["logits"], transB=1),
         node("Softmax", ["logits"], ["y"], axis=-1),
     ]
-    return _model(nodes, (BATCH, 3, 12, 12), {"y": TensorProto.FLOAT}, weights, opset=17)
+    return graph_model(nodes, (BATCH, 3, 12, 12), weights, opset=17)
 
 
 def _conv_integer() -> onnx.ModelProto:
@@ -114,8 +72,8 @@ def _conv_integer() -> onnx.ModelProto:
         "x_zero": np.array(128, np.uint8),
     }
     node = helper.make_node("ConvInteger", ["x", "w", "x_zero"], ["y"], pads=[1, 1, 1, 1])
-    return _model(
-        [node], (BATCH, 3, 6, 5), {"y": TensorProto.INT32}, weights, x_type=TensorProto.UINT8
+    return graph_model(
+        [node], (BATCH, 3, 6, 5), weights, outputs={"y": TensorProto.INT32}, x_type=TensorProto.UINT8
     )
 
 
@@ -134,48 +92,48 @@ def _qlinear_conv() -> onnx.ModelProto:
     node = helper.make_node(
         "QLinearConv", ["x", *weights], ["y"], pads=[1, 1, 1, 1], strides=[2, 1], group=2
     )
-    return _model(
-        [node], (BATCH, 4, 5, 6), {"y": TensorProto.UINT8}, weights, x_type=TensorProto.UINT8
+    return graph_model(
+        [node], (BATCH, 4, 5, 6), weights, outputs={"y": TensorProto.UINT8}, x_type=TensorProto.UINT8
     )
 
 
 CASES = {
-    "conv2d_bias_groups_strides_pads_dilations": lambda: _one_node(
+    "conv2d_bias_groups_strides_pads_dilations": lambda: one_node_model(
         "Conv",
         (BATCH, 4, 9, 8),
-        _weights(1, w=(6, 2, 3, 3), b=(6,)),
+        random_weights(1, w=(6, 2, 3, 3), b=(6,)),
         group=2,
         strides=[2, 1],
         pads=[1, 0, 2, 1],
         dilations=[2, 1],
     ),
-    "conv2d_depthwise_same_upper": lambda: _one_node(
+    "conv2d_depthwise_same_upper": lambda: one_node_model(
         "Conv",
         (BATCH, 3, 7, 7),
-        _weights(2, w=(3, 1, 3, 3)),
+        random_weights(2, w=(3, 1, 3, 3)),
         group=3,
         auto_pad="SAME_UPPER",
         strides=[2, 2],
     ),
-    "conv1d_same_lower_stride": lambda: _one_node(
-        "Conv", (BATCH, 3, 11), _weights(3, w=(4, 3, 3), b=(4,)), auto_pad="SAME_LOWER", strides=[2]
+    "conv1d_same_lower_stride": lambda: one_node_model(
+        "Conv", (BATCH, 3, 11), random_weights(3, w=(4, 3, 3), b=(4,)), auto_pad="SAME_LOWER", strides=[2]
     ),
-    "conv3d_pads": lambda: _one_node(
-        "Conv", (BATCH, 2, 5, 6, 4), _weights(4, w=(3, 2, 2, 3, 2)), pads=[1, 0, 1, 0, 1, 1]
+    "conv3d_pads": lambda: one_node_model(
+        "Conv", (BATCH, 2, 5, 6, 4), random_weights(4, w=(3, 2, 2, 3, 2)), pads=[1, 0, 1, 0, 1, 1]
     ),
-    "conv_transpose2d_strides_groups_output_padding": lambda: _one_node(
+    "conv_transpose2d_strides_groups_output_padding": lambda: one_node_model(
         "ConvTranspose",
         (BATCH, 4, 5, 4),
-        _weights(5, w=(4, 3, 3, 3), b=(6,)),
+        random_weights(5, w=(4, 3, 3, 3), b=(6,)),
         group=2,
         strides=[2, 3],
         pads=[1, 0, 0, 1],
         output_padding=[1, 2],
     ),
-    "conv_transpose1d_cropping_pads": lambda: _one_node(
-        "ConvTranspose", (BATCH, 2, 6), _weights(6, w=(2, 3, 3)), strides=[2], pads=[3, 3]
+    "conv_transpose1d_cropping_pads": lambda: one_node_model(
+        "ConvTranspose", (BATCH, 2, 6), random_weights(6, w=(2, 3, 3)), strides=[2], pads=[3, 3]
     ),
-    "max_pool2d_ceil_pads_dilations": lambda: _one_node(
+    "max_pool2d_ceil_pads_dilations": lambda: one_node_model(
         "MaxPool",
         (BATCH, 3, 9, 8),
         kernel_shape=[3, 2],
@@ -184,7 +142,7 @@ CASES = {
         dilations=[1, 2],
         ceil_mode=1,
     ),
-    "max_pool2d_with_indices": lambda: _one_node(
+    "max_pool2d_with_indices": lambda: one_node_model(
         "MaxPool",
         (BATCH, 2, 6, 7),
         outputs=("y", "indices"),
@@ -192,7 +150,7 @@ CASES = {
         strides=[2, 2],
         pads=[0, 1, 1, 1],
     ),
-    "average_pool2d_count_include_pad": lambda: _one_node(
+    "average_pool2d_count_include_pad": lambda: one_node_model(
         "AveragePool",
         (BATCH, 3, 7, 6),
         kernel_shape=[3, 3],
@@ -200,14 +158,14 @@ CASES = {
         pads=[1, 1, 1, 1],
         count_include_pad=1,
     ),
-    "average_pool1d_exclude_pad": lambda: _one_node(
+    "average_pool1d_exclude_pad": lambda: one_node_model(
         "AveragePool", (BATCH, 2, 9), kernel_shape=[4], strides=[3], pads=[2, 2]
     ),
-    "lp_pool2d": lambda: _one_node(
+    "lp_pool2d": lambda: one_node_model(
         "LpPool", (BATCH, 2, 6, 6), kernel_shape=[2, 2], strides=[2, 2], p=2
     ),
-    "global_average_pool": lambda: _one_node("GlobalAveragePool", (BATCH, 5, 4, 3)),
-    "global_max_pool_3d": lambda: _one_node("GlobalMaxPool", (BATCH, 3, 2, 3, 4)),
+    "global_average_pool": lambda: one_node_model("GlobalAveragePool", (BATCH, 5, 4, 3)),
+    "global_max_pool_3d": lambda: one_node_model("GlobalMaxPool", (BATCH, 3, 2, 3, 4)),
     "conv_integer": _conv_integer,
     "qlinear_conv_groups": _qlinear_conv,
     "cnn": _cnn,
@@ -260,7 +218,7 @@ def _lower(model: onnx.ModelProto):
 
 
 def test_a_dynamic_channel_dim_is_refused() -> None:
-    model = _one_node("Conv", (BATCH, "c", 5, 5), _weights(1, w=(2, 3, 3, 3)))
+    model = one_node_model("Conv", (BATCH, "c", 5, 5), random_weights(1, w=(2, 3, 3, 3)))
     with pytest.raises(
         LoweringError,
         match=r"'onnx.Conv' op needs a static channel dim 1 for input X \(batch and spatial dims "
@@ -274,8 +232,8 @@ def test_a_dynamic_spatial_dim_of_a_quantized_conv_is_refused() -> None:
     # (test_conv_pool_dynamic_spatial.py); the quantized convolutions do not yet.
     weights = {"w": np.ones((4, 3, 3, 3), np.uint8)}
     node = helper.make_node("ConvInteger", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
-    model = _model(
-        [node], (BATCH, 3, "h", 5), {"y": TensorProto.INT32}, weights, x_type=TensorProto.UINT8
+    model = graph_model(
+        [node], (BATCH, 3, "h", 5), weights, outputs={"y": TensorProto.INT32}, x_type=TensorProto.UINT8
     )
     with pytest.raises(
         LoweringError,
@@ -286,9 +244,9 @@ def test_a_dynamic_spatial_dim_of_a_quantized_conv_is_refused() -> None:
 
 
 def test_deform_conv_with_a_dynamic_batch_is_refused() -> None:
-    weights = _weights(2, w=(2, 3, 2, 2), offset=(1, 8, 3, 3))
+    weights = random_weights(2, w=(2, 3, 2, 2), offset=(1, 8, 3, 3))
     node = helper.make_node("DeformConv", ["x", "w", "offset"], ["y"])
-    model = _model([node], (BATCH, 3, 4, 4), {"y": TensorProto.FLOAT}, weights)
+    model = graph_model([node], (BATCH, 3, 4, 4), weights)
     with pytest.raises(
         LoweringError,
         match=r"'onnx.DeformConv' op needs a static shape for input X, got \(None, 3, 4, 4\)",

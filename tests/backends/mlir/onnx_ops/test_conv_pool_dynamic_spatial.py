@@ -16,52 +16,16 @@ import onnxruntime
 import pytest
 from niro.backends.mlir import LoweringError, cannot_lower, lower_to_mlir
 from niro.frontends.onnx import import_model
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
 from ..mlir_harness import call, compile_module, from_abi, load_vmfb
-
-
-def _model(
-    nodes: list[onnx.NodeProto],
-    x_shape: tuple,
-    weights: dict[str, np.ndarray] | None = None,
-    *,
-    opset: int = 19,
-) -> onnx.ModelProto:
-    """A graph of `nodes` with one f32 input `x` of `x_shape` (str dims are dynamic), `weights`
-    as initializers and one f32 output `y` whose shape shape inference finds."""
-    initializers = [numpy_helper.from_array(value, name) for name, value in (weights or {}).items()]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        initializers,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 9
-    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-    onnx.checker.check_model(model)
-    return model
-
-
-def _one_node(op: str, x_shape: tuple, weights=None, **attributes) -> onnx.ModelProto:
-    weights = weights or {}
-    return _model([helper.make_node(op, ["x", *weights], ["y"], **attributes)], x_shape, weights)
-
-
-def _weights(seed: int, **shapes) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {
-        name: (rng.standard_normal(shape) * 0.5).astype(np.float32)
-        for name, shape in shapes.items()
-    }
+from .dynamic_models import graph_model, one_node_model, random_weights
 
 
 def _conv_resize(mode: str, *, to_input_size: bool, **attributes) -> onnx.ModelProto:
     """Conv (stride 2) -> Resize back: to X's own h, w given at run time as `sizes` (as
     `F.interpolate(y, size=x.shape[-2:])` exports) or by constant `scales` of 2."""
-    weights = _weights(10, w=(6, 4, 3, 3), b=(6,))
+    weights = random_weights(10, w=(6, 4, 3, 3), b=(6,))
     node = helper.make_node
     nodes = [node("Conv", ["x", "w", "b"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1])]
     if to_input_size and "axes" in attributes:
@@ -79,17 +43,17 @@ def _conv_resize(mode: str, *, to_input_size: bool, **attributes) -> onnx.ModelP
     else:
         weights["scales"] = np.array([1, 1, 2, 2], np.float32)
         nodes.append(node("Resize", ["c", "", "scales"], ["y"], mode=mode, **attributes))
-    return _model(nodes, HW, weights)
+    return graph_model(nodes, HW, weights)
 
 
 HW = ("n", 4, "h", "w")
 
 CASES = {
     "conv2d_bias_groups_strides_pads_dilations": (
-        lambda: _one_node(
+        lambda: one_node_model(
             "Conv",
             HW,
-            _weights(1, w=(6, 2, 3, 3), b=(6,)),
+            random_weights(1, w=(6, 2, 3, 3), b=(6,)),
             group=2,
             strides=[2, 1],
             pads=[1, 0, 2, 1],
@@ -98,38 +62,38 @@ CASES = {
         [(1, 4, 9, 8), (2, 4, 12, 15)],
     ),
     "conv2d_named_h_only_dynamic": (
-        lambda: _one_node("Conv", ("n", 4, "h", 6), _weights(2, w=(3, 4, 2, 3)), pads=[1, 1, 0, 1]),
+        lambda: one_node_model("Conv", ("n", 4, "h", 6), random_weights(2, w=(3, 4, 2, 3)), pads=[1, 1, 0, 1]),
         [(1, 4, 5, 6), (2, 4, 8, 6)],
     ),
     "conv1d_strides_pads": (
-        lambda: _one_node(
-            "Conv", ("n", 3, "t"), _weights(3, w=(4, 3, 3), b=(4,)), strides=[2], pads=[2, 1]
+        lambda: one_node_model(
+            "Conv", ("n", 3, "t"), random_weights(3, w=(4, 3, 3), b=(4,)), strides=[2], pads=[2, 1]
         ),
         [(1, 3, 11), (2, 3, 20)],
     ),
     "conv3d_valid": (
-        lambda: _one_node(
-            "Conv", ("n", 2, "d", "h", "w"), _weights(4, w=(3, 2, 2, 3, 2)), auto_pad="VALID"
+        lambda: one_node_model(
+            "Conv", ("n", 2, "d", "h", "w"), random_weights(4, w=(3, 2, 2, 3, 2)), auto_pad="VALID"
         ),
         [(1, 2, 5, 6, 4), (2, 2, 3, 7, 5)],
     ),
     "conv2d_depthwise_same_upper_stride": (
-        lambda: _one_node(
-            "Conv", HW, _weights(5, w=(4, 1, 3, 3)), group=4, auto_pad="SAME_UPPER", strides=[2, 2]
+        lambda: one_node_model(
+            "Conv", HW, random_weights(5, w=(4, 1, 3, 3)), group=4, auto_pad="SAME_UPPER", strides=[2, 2]
         ),
         [(1, 4, 7, 7), (2, 4, 10, 9)],
     ),
     "conv1d_same_lower_even_kernel": (
-        lambda: _one_node(
-            "Conv", ("n", 3, "t"), _weights(6, w=(2, 3, 4)), auto_pad="SAME_LOWER", strides=[2]
+        lambda: one_node_model(
+            "Conv", ("n", 3, "t"), random_weights(6, w=(2, 3, 4)), auto_pad="SAME_LOWER", strides=[2]
         ),
         [(1, 3, 11), (2, 3, 6)],
     ),
     "conv_transpose2d_strides_groups_output_padding": (
-        lambda: _one_node(
+        lambda: one_node_model(
             "ConvTranspose",
             HW,
-            _weights(7, w=(4, 3, 3, 3), b=(6,)),
+            random_weights(7, w=(4, 3, 3, 3), b=(6,)),
             group=2,
             strides=[2, 3],
             pads=[1, 0, 0, 1],
@@ -138,10 +102,10 @@ CASES = {
         [(1, 4, 5, 4), (2, 4, 7, 9)],
     ),
     "conv_transpose1d_cropping_pads_dilations": (
-        lambda: _one_node(
+        lambda: one_node_model(
             "ConvTranspose",
             ("n", 2, "t"),
-            _weights(8, w=(2, 3, 3)),
+            random_weights(8, w=(2, 3, 3)),
             strides=[2],
             pads=[3, 3],
             dilations=[2],
@@ -149,15 +113,15 @@ CASES = {
         [(1, 2, 6), (2, 2, 9)],
     ),
     "conv_transpose2d_unet_up": (
-        lambda: _one_node("ConvTranspose", HW, _weights(9, w=(4, 2, 2, 2), b=(2,)), strides=[2, 2]),
+        lambda: one_node_model("ConvTranspose", HW, random_weights(9, w=(4, 2, 2, 2), b=(2,)), strides=[2, 2]),
         [(1, 4, 4, 6), (2, 4, 7, 3)],
     ),
     "max_pool2d_pads_strides": (
-        lambda: _one_node("MaxPool", HW, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        lambda: one_node_model("MaxPool", HW, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
         [(1, 4, 9, 8), (2, 4, 12, 15)],
     ),
     "max_pool2d_ceil_dilations": (
-        lambda: _one_node(
+        lambda: one_node_model(
             "MaxPool",
             HW,
             kernel_shape=[3, 2],
@@ -169,13 +133,13 @@ CASES = {
         [(1, 4, 9, 8), (2, 4, 10, 7), (1, 4, 4, 5)],
     ),
     "max_pool2d_same_upper": (
-        lambda: _one_node(
+        lambda: one_node_model(
             "MaxPool", HW, kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"
         ),
         [(1, 4, 7, 8), (2, 4, 10, 5)],
     ),
     "average_pool2d_count_include_pad": (
-        lambda: _one_node(
+        lambda: one_node_model(
             "AveragePool",
             HW,
             kernel_shape=[3, 3],
@@ -186,13 +150,13 @@ CASES = {
         [(1, 4, 7, 6), (2, 4, 10, 11)],
     ),
     "average_pool2d_exclude_pad": (
-        lambda: _one_node(
+        lambda: one_node_model(
             "AveragePool", HW, kernel_shape=[3, 2], strides=[2, 1], pads=[1, 0, 1, 1]
         ),
         [(1, 4, 7, 6), (2, 4, 10, 11)],
     ),
     "average_pool1d_ceil_include_pad": (
-        lambda: _one_node(
+        lambda: one_node_model(
             "AveragePool",
             ("n", 4, "t"),
             kernel_shape=[3],
@@ -204,21 +168,21 @@ CASES = {
         [(1, 4, 8), (2, 4, 11)],
     ),
     "average_pool2d_same_lower": (
-        lambda: _one_node(
+        lambda: one_node_model(
             "AveragePool", HW, kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_LOWER"
         ),
         [(1, 4, 7, 6), (2, 4, 10, 11)],
     ),
     "lp_pool2d": (
-        lambda: _one_node("LpPool", HW, kernel_shape=[2, 2], strides=[2, 2], p=2),
+        lambda: one_node_model("LpPool", HW, kernel_shape=[2, 2], strides=[2, 2], p=2),
         [(1, 4, 6, 6), (2, 4, 9, 7)],
     ),
     "global_average_pool": (
-        lambda: _one_node("GlobalAveragePool", HW),
+        lambda: one_node_model("GlobalAveragePool", HW),
         [(1, 4, 6, 6), (2, 4, 9, 7)],
     ),
     "global_max_pool": (
-        lambda: _one_node("GlobalMaxPool", HW),
+        lambda: one_node_model("GlobalMaxPool", HW),
         [(1, 4, 6, 6), (2, 4, 9, 7)],
     ),
     "conv_resize_linear_to_input_size": (
@@ -274,33 +238,33 @@ def _lower(model: onnx.ModelProto) -> str:
 
 REFUSED = {
     "a dynamic channel dim": (
-        lambda: _one_node("Conv", ("n", "c", "h", "w"), _weights(1, w=(2, 3, 3, 3))),
+        lambda: one_node_model("Conv", ("n", "c", "h", "w"), random_weights(1, w=(2, 3, 3, 3))),
         r"'onnx.Conv' op needs a static channel dim 1 for input X \(batch and spatial dims may "
         r"be dynamic\), got \(None, None, None, None\)",
     ),
     "MaxPool indices": (
-        lambda: _model(
+        lambda: graph_model(
             [helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2])], HW, None
         ),
         r"'onnx.MaxPool' op supports the Indices output with static spatial dims only, got "
         r"input X \(None, 4, None, None\)",
     ),
     "ConvTranspose SAME": (
-        lambda: _one_node(
-            "ConvTranspose", HW, _weights(2, w=(4, 2, 3, 3)), strides=[2, 2], auto_pad="SAME_UPPER"
+        lambda: one_node_model(
+            "ConvTranspose", HW, random_weights(2, w=(4, 2, 3, 3)), strides=[2, 2], auto_pad="SAME_UPPER"
         ),
         r"'onnx.ConvTranspose' op needs static spatial dims of input X with auto_pad SAME_UPPER, "
         r"got \(None, 4, None, None\)",
     ),
     "ConvTranspose output_shape": (
-        lambda: _one_node(
-            "ConvTranspose", HW, _weights(3, w=(4, 2, 3, 3)), strides=[2, 2], output_shape=[9, 9]
+        lambda: one_node_model(
+            "ConvTranspose", HW, random_weights(3, w=(4, 2, 3, 3)), strides=[2, 2], output_shape=[9, 9]
         ),
         r"'onnx.ConvTranspose' op needs static spatial dims of input X with attribute "
         r"'output_shape', got \(None, 4, None, None\)",
     ),
     "Resize antialias": (
-        lambda: _model(
+        lambda: graph_model(
             [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear", antialias=1)],
             HW,
             {"scales": np.array([1, 1, 0.5, 0.5], np.float32)},
