@@ -31,7 +31,11 @@ from ..bindings import arith, ir, linalg, tensor
 from ..context import LoweringRuleContext, register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type, input_value
-from .structured import accumulator_type, named_op  # f16/bf16 convolutions accumulate in f32
+from .structured import (  # f16/bf16 convolutions accumulate in f32
+    accumulator_type,
+    named_op,
+    tensor_size,
+)
 from .windows import (
     DYNAMIC,
     PARALLEL,
@@ -47,7 +51,6 @@ from .windows import (
     pad,
     pad_for_window,
     reassociation,
-    size_of,
     spatial_shape,
     static_shape,
     tensor_type,
@@ -130,7 +133,7 @@ def grouped_conv(
     may be an index value (a dynamic spatial axis)."""
     x_shape = ir.RankedTensorType(x.type).shape
     w_shape = ir.RankedTensorType(w.type).shape
-    batch, channels = size_of(x, 0), x_shape[1]
+    batch, channels = tensor_size(x, 0), x_shape[1]
     features, group_channels = w_shape[0], w_shape[1]
     kernel = w_shape[2:]
     rank = len(kernel)
@@ -351,7 +354,7 @@ def _transpose_output_at_run_time(
             continue
         s, k, d = strides[axis], kernel[axis], dilations[axis]
         rest = output_padding[axis] + (k - 1) * d + 1 - s - begin[axis] - end[axis]
-        scaled = arith.MulIOp(size_of(x, 2 + axis), ctx.index_constant(s)).result
+        scaled = arith.MulIOp(tensor_size(x, 2 + axis), ctx.index_constant(s)).result
         sizes.append(arith.AddIOp(scaled, ctx.index_constant(rest)).result)
     return sizes
 
@@ -361,14 +364,14 @@ def _crop_dynamic(ctx, value: ir.Value, offsets, low, high) -> ir.Value:
     of every spatial axis where those are negative; dynamic axes get their sizes at run time."""
     source = ir.RankedTensorType(value.type)
     shape = list(source.shape)
-    sizes, dynamic = list(shape[:2]), [size_of(value, a) for a in range(2) if shape[a] == DYNAMIC]
+    sizes, dynamic = list(shape[:2]), [tensor_size(value, a) for a in range(2) if shape[a] == DYNAMIC]
     for axis, size in enumerate(shape[2:]):
         cut = max(0, -low[axis]) + max(0, -high[axis])
         if size != DYNAMIC:
             sizes.append(size - cut)
             continue
         sizes.append(DYNAMIC)
-        dynamic.append(arith.SubIOp(size_of(value, 2 + axis), ctx.index_constant(cut)).result)
+        dynamic.append(arith.SubIOp(tensor_size(value, 2 + axis), ctx.index_constant(cut)).result)
     result = ir.RankedTensorType.get(sizes, source.element_type)
     return tensor.ExtractSliceOp(
         result, value, [], dynamic, [], list(offsets), sizes, [1] * len(sizes)
@@ -390,7 +393,7 @@ def _upsample(
     shape = list(source.shape)
     split = shape[:2] + [size for n in shape[2:] for size in (n, 1)]
     groups = [[0], [1]] + [[2 + 2 * a, 3 + 2 * a] for a in range(len(strides))]
-    dynamic = [size_of(x, axis) for axis, size in enumerate(shape) if size == DYNAMIC]
+    dynamic = [tensor_size(x, axis) for axis, size in enumerate(shape) if size == DYNAMIC]
     expanded = tensor.ExpandShapeOp(
         ir.RankedTensorType.get(split, source.element_type),
         x,

@@ -25,6 +25,7 @@ from ..bindings import arith, ir, linalg, math, tensor
 from ..context import LoweringRuleContext, register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type
+from .structured import tensor_size, tensor_sizes
 from .windows import (
     PARALLEL,
     REDUCTION,
@@ -39,8 +40,6 @@ from .windows import (
     pad,
     pad_for_window,
     scalar_constant,
-    size_of,
-    sizes_of,
     spatial_shape,
     tensor_type,
     window_geometry,
@@ -79,7 +78,7 @@ def _window_reduce(
     element = ir.RankedTensorType(x.type).element_type
     padded = pad_for_window(ctx, x, geometry, padding)
     rank = len(geometry.kernel)
-    out_shape = [size_of(x, 0), shape[1], *geometry.output]
+    out_shape = [tensor_size(x, 0), shape[1], *geometry.output]
     init = filled(ctx, out_shape, element, init_value)
     window = tensor.EmptyOp(list(geometry.kernel), element).result
     outs = [dim(2 + a) for a in range(rank)]
@@ -156,7 +155,7 @@ def _max_pool_with_indices(ctx, x, shape, geometry: WindowGeometry, lowest) -> l
     padded = pad_for_window(ctx, x, geometry, lowest)
     rank = len(geometry.kernel)
     spatial = shape[2:]
-    out_shape = [size_of(x, 0), shape[1], *geometry.output]
+    out_shape = [tensor_size(x, 0), shape[1], *geometry.output]
     values_init = filled(ctx, out_shape, element, lowest)
     sentinel = scalar_constant(i64, 2**63 - 1)
     indices_init = filled(ctx, out_shape, i64, sentinel)
@@ -319,7 +318,7 @@ def _divide_at_run_time(
         return _map_elements(sums, lambda value: arith.DivFOp(value, count).result)
     zero, one = ctx.zero(element), scalar_constant(element, 1.0)
     rank = len(geometry.kernel)
-    ones = filled(ctx, [1, 1, *sizes_of(x)[2:]], element, one)
+    ones = filled(ctx, [1, 1, *tensor_sizes(x)[2:]], element, one)
     if include_pad:
         ones = pad(ctx, ones, [0, 0, *geometry.pads_begin], [0, 0, *geometry.pads_end], one)
         geometry = dataclasses.replace(geometry, pads_begin=(0,) * rank, pads_end=(0,) * rank)
@@ -382,7 +381,7 @@ def _global_reduce(ctx, x, shape, init_value, combine) -> ir.Value:
     """(N, C, S...) -> (N, C, 1, ...) combining every spatial element."""
     element = ir.RankedTensorType(x.type).element_type
     rank = len(shape)
-    sizes = [size_of(x, 0), shape[1]]
+    sizes = [tensor_size(x, 0), shape[1]]
     init = filled(ctx, sizes, element, init_value)
     loops = [dim(a) for a in range(rank)]
     reduced = generic(
@@ -428,7 +427,7 @@ def _lower_global_lp_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 def _element_count(ctx: LoweringRuleContext, x: ir.Value, element: ir.Type) -> ir.Value:
     """The product of the spatial dims of `x` (N, C, S...) at run time, as an `element` float."""
     count = None
-    for size in sizes_of(x)[2:]:
+    for size in tensor_sizes(x)[2:]:
         size = ctx.index_constant(size) if isinstance(size, int) else size
         count = size if count is None else arith.MulIOp(count, size).result
     i64 = ir.IntegerType.get_signless(64)

@@ -24,6 +24,7 @@ from ..context import LoweringRuleContext, register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type, input_value, normalize_axis
 from .conv import add_channel_bias, grouped_conv, integer_mul_add
+from .structured import tensor_size
 from .windows import (
     PARALLEL,
     REDUCTION,
@@ -33,7 +34,6 @@ from .windows import (
     generic,
     pad_for_window,
     scalar_constant,
-    size_of,
     static_shape,
     tensor_type,
     window_geometry,
@@ -172,7 +172,7 @@ def _elementwise(out_shape, element, operands, maps, body) -> ir.Value:
     rank = len(out_shape)
     loops = [dim(index) for index in range(rank)]
     sizes = [
-        size_of(operands[0], axis) if size is None else size for axis, size in enumerate(out_shape)
+        tensor_size(operands[0], axis) if size is None else size for axis, size in enumerate(out_shape)
     ]
     init = tensor.EmptyOp(sizes, element).result
     return generic(

@@ -97,17 +97,19 @@ def ranked_result(ctx: LoweringRuleContext, index: int = 0) -> ir.RankedTensorTy
     return ir.RankedTensorType(ctx.result_types[index])
 
 
-def tensor_sizes(value: ir.Value) -> list[int | ir.Value]:
-    """Each dim of a ranked tensor value: its static size, or a `tensor.dim` when dynamic."""
+def tensor_size(value: ir.Value, axis: int) -> int | ir.Value:
+    """Dim `axis` of a ranked tensor value: its static size, or a `tensor.dim` when dynamic
+    (built only then, so a static lowering builds nothing extra)."""
     shaped = ir.RankedTensorType(value.type)
-    sizes: list[int | ir.Value] = []
-    for axis, dim in enumerate(shaped.shape):
-        if shaped.is_dynamic_dim(axis):
-            index = arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), axis)).result
-            sizes.append(tensor.DimOp(value, index).result)
-        else:
-            sizes.append(dim)
-    return sizes
+    if not shaped.is_dynamic_dim(axis):
+        return shaped.shape[axis]
+    index = arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), axis)).result
+    return tensor.DimOp(value, index).result
+
+
+def tensor_sizes(value: ir.Value) -> list[int | ir.Value]:
+    """Each dim of a ranked tensor value, as `tensor_size` gives it."""
+    return [tensor_size(value, axis) for axis in range(ir.RankedTensorType(value.type).rank)]
 
 
 def empty(sizes: Sequence[int | ir.Value], element: ir.Type) -> ir.Value:

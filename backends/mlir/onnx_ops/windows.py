@@ -28,8 +28,6 @@ __all__ = [
     "window_geometry",
     "static_shape",
     "batch_shape",
-    "size_of",
-    "sizes_of",
     "tensor_type",
     "empty_like",
     "generic",
@@ -213,7 +211,7 @@ def at_run_time(
     for axis, out in enumerate(geometry.output):
         if out is not None:
             continue
-        size = size_of(x, 2 + axis)
+        size = structured.tensor_size(x, 2 + axis)
         stride = geometry.strides[axis]
         extent = (geometry.kernel[axis] - 1) * geometry.dilations[axis] + 1
         if begin[axis] is None:
@@ -269,21 +267,6 @@ DYNAMIC = ir.ShapedType.get_dynamic_size()
 """MLIR's marker of a dynamic size in a shape (`?`)."""
 
 
-def size_of(value: ir.Value, axis: int) -> int | ir.Value:
-    """Dim `axis` of a ranked tensor: its static size, or a `tensor.dim` when dynamic (built only
-    then, so a static lowering builds nothing extra)."""
-    size = ir.RankedTensorType(value.type).shape[axis]
-    if size != DYNAMIC:
-        return size
-    axis_value = arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), axis)).result
-    return tensor.DimOp(value, axis_value).result
-
-
-def sizes_of(value: ir.Value) -> list[int | ir.Value]:
-    """Every dim of a ranked tensor as `size_of` gives it."""
-    return [size_of(value, axis) for axis in range(len(ir.RankedTensorType(value.type).shape))]
-
-
 def tensor_type(sizes: Sequence[int | ir.Value], element: ir.Type) -> ir.RankedTensorType:
     """The ranked tensor type of mixed `sizes` (an index value is a dynamic `?` dim)."""
     shape = [size if isinstance(size, int) else DYNAMIC for size in sizes]
@@ -293,11 +276,8 @@ def tensor_type(sizes: Sequence[int | ir.Value], element: ir.Type) -> ir.RankedT
 def empty_like(value: ir.Value, element: ir.Type | None = None) -> ir.Value:
     """`tensor.empty` of `value`'s shape (its dynamic dims from `tensor.dim`), of `element` or
     `value`'s own element type."""
-    source = ir.RankedTensorType(value.type)
-    element = source.element_type if element is None else element
-    if source.has_static_shape:
-        return tensor.EmptyOp(list(source.shape), element).result
-    return tensor.EmptyOp(sizes_of(value), element).result
+    element = ir.RankedTensorType(value.type).element_type if element is None else element
+    return structured.empty(structured.tensor_sizes(value), element)
 
 
 def generic(
@@ -397,7 +377,7 @@ def expand_dim(value: ir.Value, axis: int, sizes: Sequence[int]) -> ir.Value:
         groups.append(list(range(position, position + width)))
         position += width
     result = ir.RankedTensorType.get(new_shape, source.element_type)
-    dynamic = [size_of(value, index) for index, size in enumerate(shape) if size == DYNAMIC]
+    dynamic = [structured.tensor_size(value, index) for index, size in enumerate(shape) if size == DYNAMIC]
     return tensor.ExpandShapeOp(result, value, _reassociation(groups), dynamic, new_shape).result
 
 
@@ -476,7 +456,7 @@ def extract_slice(value: ir.Value, offsets: Sequence[int], sizes: Sequence[int])
     takes the whole of a dynamic axis (its offset must be 0), its size from `tensor.dim`."""
     source = ir.RankedTensorType(value.type)
     result = ir.RankedTensorType.get(list(sizes), source.element_type)
-    dynamic = [size_of(value, axis) for axis, size in enumerate(sizes) if size == DYNAMIC]
+    dynamic = [structured.tensor_size(value, axis) for axis, size in enumerate(sizes) if size == DYNAMIC]
     return tensor.ExtractSliceOp(
         result, value, [], dynamic, [], list(offsets), list(sizes), [1] * len(sizes)
     ).result
