@@ -8,12 +8,26 @@ from __future__ import annotations
 
 import io
 import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from niro.backends.mlir import LoweredModule, find_tool, make_context, run_opt_tool
+import onnx
+from niro.backends.mlir import (
+    LoweredModule,
+    cannot_lower,
+    find_tool,
+    lower_to_mlir,
+    make_context,
+    run_opt_tool,
+)
 from niro.backends.mlir.bindings import ir
+from niro.frontends.onnx import import_model
 from niro.ir import ScalarType, TensorType, Value, ValueId
+
+if TYPE_CHECKING:
+    import onnxruntime
 
 IREE_COMPILE_FLAGS = (
     "--iree-hal-target-device=local",
@@ -141,3 +155,82 @@ def call(vm_module, name: str, *inputs):
     if isinstance(results, (list, tuple)):
         return list(results)
     return [results]
+
+
+Feeds = Mapping[str, np.ndarray]
+"""One run's inputs: graph input name -> array, in the order of the compiled function's
+arguments (the model's graph inputs)."""
+
+Reference = Callable[[Feeds], Sequence[np.ndarray]]
+"""What computes the expected outputs of one run when onnxruntime cannot take the model as it
+is (e.g. a time-major f32 twin of a batch-major f16 recurrence)."""
+
+
+def compile_onnx(
+    model: onnx.ModelProto | str | Path,
+    directory: Path,
+    name: str = "module",
+    *,
+    expand_functions=cannot_lower,
+):
+    """An ONNX model (ModelProto or path) imported, lowered by niroc, compiled once with
+    iree-compile into `directory/name.vmfb` and loaded: what the dynamic-shape tests run at
+    several shapes. Functions ONNX defines by a body are expanded where niroc cannot lower them,
+    as the CLI does."""
+    lowered = lower_to_mlir(import_model(model, expand_functions=expand_functions))
+    return load_vmfb(compile_module(lowered, directory, name))
+
+
+def _reference_runner(reference) -> Reference:
+    """A model (ModelProto or path) or an onnxruntime session as a Reference; a Reference as is."""
+    import onnxruntime
+
+    if isinstance(reference, onnx.ModelProto):
+        reference = reference.SerializeToString()
+    if isinstance(reference, (bytes, str, Path)):
+        source = reference if isinstance(reference, bytes) else str(reference)
+        reference = onnxruntime.InferenceSession(source, providers=["CPUExecutionProvider"])
+    if isinstance(reference, onnxruntime.InferenceSession):
+        session = reference
+        return lambda feeds: session.run(None, dict(feeds))
+    return reference
+
+
+def assert_matches_onnxruntime(
+    vm_module,
+    reference: onnx.ModelProto | str | Path | onnxruntime.InferenceSession | Reference,
+    feeds_list: Iterable[Feeds],
+    *,
+    function: str,
+    rtol: float,
+    atol: float | Callable[[np.ndarray], float],
+) -> list[list[np.ndarray]]:
+    """Runs `function` of a compiled module once per feeds and checks every run against the
+    reference: as many outputs, each of the reference's shape and within rtol/atol of it (after
+    the IREE ABI's signless and device arrays are read back as the reference's dtype).
+
+    Why one helper: "compile once, run at several shapes, compare with onnxruntime" is how every
+    dynamic-shape test proves the compiled module is not specialised to one size; doing it in
+    one place keeps all of them checking the output count, shapes and values the same way.
+    `reference` is a model (ModelProto or path) or an onnxruntime session run as is, or a
+    Reference; `atol` may depend on the expected output (e.g. 1 for requantized uint8). Returns
+    the outputs as numpy arrays, one list per run, for checks of a test's own."""
+    run_reference = _reference_runner(reference)
+    results = []
+    for feeds in feeds_list:
+        expected = list(run_reference(feeds))
+        got = call(vm_module, function, *feeds.values())
+        where = f"{function} at input shapes {[np.shape(value) for value in feeds.values()]}"
+        assert len(got) == len(expected), f"{where}: {len(got)} outputs, expected {len(expected)}"
+        outputs = []
+        for index, (value, wanted) in enumerate(zip(got, expected, strict=True)):
+            actual = from_abi(value, wanted)
+            context = f"{where}, output #{index}"
+            assert actual.shape == wanted.shape, (
+                f"{context}: shape {actual.shape}, expected {wanted.shape}"
+            )
+            tolerance = atol(wanted) if callable(atol) else atol
+            np.testing.assert_allclose(actual, wanted, rtol=rtol, atol=tolerance, err_msg=context)
+            outputs.append(actual)
+        results.append(outputs)
+    return results

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime
 import pytest
-from niro.backends.mlir import cannot_lower, lower_to_mlir
-from niro.frontends.onnx import import_model
 from onnx import TensorProto, helper, numpy_helper
 
-from .mlir_harness import call, compile_module, load_vmfb
+from .mlir_harness import assert_matches_onnxruntime, compile_onnx
 
 D, HEADS = 16, 2
 
@@ -24,7 +21,9 @@ def _attention_block() -> onnx.ModelProto:
     initializers = []
 
     def weight(name, shape):
-        initializers.append(numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name))
+        initializers.append(
+            numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+        )
         return name
 
     def const(name, array):
@@ -38,8 +37,15 @@ def _attention_block() -> onnx.ModelProto:
         node("Gather", ["shape", const("one_index", np.int64(1))], ["seq"], axis=0),
         node("Unsqueeze", ["batch", const("axis0", np.array([0], np.int64))], ["batch1"]),
         node("Unsqueeze", ["seq", "axis0"], ["seq1"]),
-        node("Concat", ["batch1", "seq1", const("heads", np.array([HEADS, D // HEADS], np.int64))], ["split"], axis=0),
-        node("Concat", ["batch1", "seq1", const("width", np.array([D], np.int64))], ["merge"], axis=0),
+        node(
+            "Concat",
+            ["batch1", "seq1", const("heads", np.array([HEADS, D // HEADS], np.int64))],
+            ["split"],
+            axis=0,
+        ),
+        node(
+            "Concat", ["batch1", "seq1", const("width", np.array([D], np.int64))], ["merge"], axis=0
+        ),
     ]
     for name in "qkv":
         perm = [0, 2, 3, 1] if name == "k" else [0, 2, 1, 3]
@@ -58,7 +64,12 @@ def _attention_block() -> onnx.ModelProto:
         node("Transpose", ["context"], ["context_t"], perm=[0, 2, 1, 3]),
         node("Reshape", ["context_t", "merge"], ["attended"]),
         node("Add", ["attended", "x"], ["residual"]),
-        node("LayerNormalization", ["residual", weight("gamma", (D,)), weight("beta", (D,))], ["normed"], axis=-1),
+        node(
+            "LayerNormalization",
+            ["residual", weight("gamma", (D,)), weight("beta", (D,))],
+            ["normed"],
+            axis=-1,
+        ),
         node("Div", ["normed", const("sqrt2", np.float32(np.sqrt(2)))], ["scaled_normed"]),
         node("Erf", ["scaled_normed"], ["erf"]),
         node("Add", ["erf", const("one", np.float32(1))], ["erf1"]),
@@ -84,20 +95,18 @@ def _attention_block() -> onnx.ModelProto:
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     model = _attention_block()
-    module = import_model(model, expand_functions=cannot_lower)
-    vmfb = compile_module(lower_to_mlir(module), tmp_path_factory.mktemp("dynamic"), "attention_block")
-    return model, load_vmfb(vmfb)
+    return model, compile_onnx(model, tmp_path_factory.mktemp("dynamic"), "attention_block")
 
 
 @pytest.mark.parametrize(("batch", "seq"), [(1, 1), (2, 5), (3, 7)])
-def test_a_dynamic_shape_attention_block_matches_onnxruntime(compiled, batch: int, seq: int) -> None:
+def test_a_dynamic_shape_attention_block_matches_onnxruntime(
+    compiled, batch: int, seq: int
+) -> None:
     model, vm_module = compiled
     rng = np.random.default_rng(batch * 10 + seq)
     x = rng.standard_normal((batch, seq, D)).astype(np.float32)
     mask = np.where(rng.random((batch, 1, 1, seq)) < 0.2, -1e4, 0).astype(np.float32)
-    session = onnxruntime.InferenceSession(model.SerializeToString())
-    expected = session.run(None, {"x": x, "mask": mask})[0]
-    (got,) = call(vm_module, "attention_block", x, mask)
-    got = np.asarray(got.to_host() if hasattr(got, "to_host") else got)
+    [(got,)] = assert_matches_onnxruntime(
+        vm_module, model, [{"x": x, "mask": mask}], function="attention_block", rtol=1e-4, atol=1e-5
+    )
     assert got.shape == (batch, seq, D)
-    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)

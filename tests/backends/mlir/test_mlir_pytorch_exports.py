@@ -9,10 +9,8 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 import pytest
-from niro.backends.mlir import cannot_lower, lower_to_mlir
-from niro.frontends.onnx import import_model
 
-from .mlir_harness import call, compile_module, load_vmfb
+from .mlir_harness import assert_matches_onnxruntime, compile_onnx
 
 FOLDER = Path(__file__).resolve().parents[3] / "testdata" / "pytorch"
 
@@ -68,16 +66,11 @@ CASES = [
 @pytest.mark.parametrize(("name", "make_input", "shapes"), CASES, ids=[case[0] for case in CASES])
 def test_pytorch_export_matches_onnxruntime(tmp_path, name, make_input, shapes):
     path = FOLDER / name
-    lowered = lower_to_mlir(import_model(path, expand_functions=cannot_lower))
-    module = load_vmfb(compile_module(lowered, tmp_path))
+    module = compile_onnx(path, tmp_path)
     session = onnxruntime.InferenceSession(str(path))
     (input_name,) = [value.name for value in session.get_inputs()]
     rng = np.random.default_rng(0)
-    for shape in shapes:
-        data = make_input(rng, *shape)
-        expected = session.run(None, {input_name: data})
-        got = call(module, "main_graph", data)
-        for index, (ours, theirs) in enumerate(zip(got, expected, strict=True)):
-            np.testing.assert_allclose(
-                ours, theirs, rtol=1e-4, atol=1e-5, err_msg=f"{name} at {shape}, output #{index}"
-            )
+    feeds_list = [{input_name: make_input(rng, *shape)} for shape in shapes]
+    assert_matches_onnxruntime(
+        module, session, feeds_list, function="main_graph", rtol=1e-4, atol=1e-5
+    )

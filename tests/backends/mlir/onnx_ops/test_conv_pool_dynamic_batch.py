@@ -12,13 +12,12 @@ import re
 
 import numpy as np
 import onnx
-import onnxruntime
 import pytest
 from niro.backends.mlir import LoweringError, cannot_lower, lower_to_mlir
 from niro.frontends.onnx import import_model
 from onnx import TensorProto, helper
 
-from ..mlir_harness import call, compile_module, from_abi, load_vmfb
+from ..mlir_harness import assert_matches_onnxruntime, compile_onnx
 from .dynamic_models import graph_model, one_node_model, random_weights
 
 BATCH = "batch"
@@ -73,7 +72,11 @@ def _conv_integer() -> onnx.ModelProto:
     }
     node = helper.make_node("ConvInteger", ["x", "w", "x_zero"], ["y"], pads=[1, 1, 1, 1])
     return graph_model(
-        [node], (BATCH, 3, 6, 5), weights, outputs={"y": TensorProto.INT32}, x_type=TensorProto.UINT8
+        [node],
+        (BATCH, 3, 6, 5),
+        weights,
+        outputs={"y": TensorProto.INT32},
+        x_type=TensorProto.UINT8,
     )
 
 
@@ -93,7 +96,11 @@ def _qlinear_conv() -> onnx.ModelProto:
         "QLinearConv", ["x", *weights], ["y"], pads=[1, 1, 1, 1], strides=[2, 1], group=2
     )
     return graph_model(
-        [node], (BATCH, 4, 5, 6), weights, outputs={"y": TensorProto.UINT8}, x_type=TensorProto.UINT8
+        [node],
+        (BATCH, 4, 5, 6),
+        weights,
+        outputs={"y": TensorProto.UINT8},
+        x_type=TensorProto.UINT8,
     )
 
 
@@ -116,7 +123,11 @@ CASES = {
         strides=[2, 2],
     ),
     "conv1d_same_lower_stride": lambda: one_node_model(
-        "Conv", (BATCH, 3, 11), random_weights(3, w=(4, 3, 3), b=(4,)), auto_pad="SAME_LOWER", strides=[2]
+        "Conv",
+        (BATCH, 3, 11),
+        random_weights(3, w=(4, 3, 3), b=(4,)),
+        auto_pad="SAME_LOWER",
+        strides=[2],
     ),
     "conv3d_pads": lambda: one_node_model(
         "Conv", (BATCH, 2, 5, 6, 4), random_weights(4, w=(3, 2, 2, 3, 2)), pads=[1, 0, 1, 0, 1, 1]
@@ -175,8 +186,7 @@ CASES = {
 @functools.cache
 def _compiled(name: str, directory):
     model = CASES[name]()
-    module = import_model(model, expand_functions=cannot_lower)
-    return model, load_vmfb(compile_module(lower_to_mlir(module), directory, name))
+    return model, compile_onnx(model, directory, name)
 
 
 def _input(model: onnx.ModelProto, batch: int, rng) -> np.ndarray:
@@ -190,20 +200,19 @@ def _input(model: onnx.ModelProto, batch: int, rng) -> np.ndarray:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_dynamic_batch_compiles_once_and_matches_onnxruntime(name, tmp_path_factory) -> None:
     model, vm_module = _compiled(name, tmp_path_factory.getbasetemp())
-    session = onnxruntime.InferenceSession(model.SerializeToString())
-    for batch in (1, 3):
-        x = _input(model, batch, np.random.default_rng(batch))
-        expected = session.run(None, {"x": x})
-        got = call(vm_module, "g", x)
-        assert len(got) == len(expected)
-        for value, reference in zip(got, expected, strict=True):
-            value = from_abi(value, reference)
-            assert value.shape == reference.shape
-            assert value.shape[0] == batch
-            # NOTE: onnxruntime requantizes QLinearConv in f32, niroc in f64: a value near a
-            # .5 rounds the other way now and then.
-            atol = 1 if reference.dtype == np.uint8 else 1e-5
-            np.testing.assert_allclose(value, reference, rtol=1e-4, atol=atol)
+    batches = (1, 3)
+    runs = assert_matches_onnxruntime(
+        vm_module,
+        model,
+        [{"x": _input(model, batch, np.random.default_rng(batch))} for batch in batches],
+        function="g",
+        rtol=1e-4,
+        # NOTE: onnxruntime requantizes QLinearConv in f32, niroc in f64: a value near a .5
+        # rounds the other way now and then.
+        atol=lambda reference: 1 if reference.dtype == np.uint8 else 1e-5,
+    )
+    for batch, outputs in zip(batches, runs, strict=True):
+        assert [value.shape[0] for value in outputs] == [batch] * len(outputs)
 
 
 def test_the_batch_dim_is_dynamic_in_the_mlir() -> None:
@@ -233,7 +242,11 @@ def test_a_dynamic_spatial_dim_of_a_quantized_conv_is_refused() -> None:
     weights = {"w": np.ones((4, 3, 3, 3), np.uint8)}
     node = helper.make_node("ConvInteger", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
     model = graph_model(
-        [node], (BATCH, 3, "h", 5), weights, outputs={"y": TensorProto.INT32}, x_type=TensorProto.UINT8
+        [node],
+        (BATCH, 3, "h", 5),
+        weights,
+        outputs={"y": TensorProto.INT32},
+        x_type=TensorProto.UINT8,
     )
     with pytest.raises(
         LoweringError,

@@ -12,13 +12,12 @@ import re
 
 import numpy as np
 import onnx
-import onnxruntime
 import pytest
 from niro.backends.mlir import LoweringError, cannot_lower, lower_to_mlir
 from niro.frontends.onnx import import_model
 from onnx import helper
 
-from ..mlir_harness import call, compile_module, from_abi, load_vmfb
+from ..mlir_harness import assert_matches_onnxruntime, call, compile_onnx
 from .dynamic_models import graph_model, one_node_model, random_weights
 
 
@@ -62,7 +61,9 @@ CASES = {
         [(1, 4, 9, 8), (2, 4, 12, 15)],
     ),
     "conv2d_named_h_only_dynamic": (
-        lambda: one_node_model("Conv", ("n", 4, "h", 6), random_weights(2, w=(3, 4, 2, 3)), pads=[1, 1, 0, 1]),
+        lambda: one_node_model(
+            "Conv", ("n", 4, "h", 6), random_weights(2, w=(3, 4, 2, 3)), pads=[1, 1, 0, 1]
+        ),
         [(1, 4, 5, 6), (2, 4, 8, 6)],
     ),
     "conv1d_strides_pads": (
@@ -79,13 +80,22 @@ CASES = {
     ),
     "conv2d_depthwise_same_upper_stride": (
         lambda: one_node_model(
-            "Conv", HW, random_weights(5, w=(4, 1, 3, 3)), group=4, auto_pad="SAME_UPPER", strides=[2, 2]
+            "Conv",
+            HW,
+            random_weights(5, w=(4, 1, 3, 3)),
+            group=4,
+            auto_pad="SAME_UPPER",
+            strides=[2, 2],
         ),
         [(1, 4, 7, 7), (2, 4, 10, 9)],
     ),
     "conv1d_same_lower_even_kernel": (
         lambda: one_node_model(
-            "Conv", ("n", 3, "t"), random_weights(6, w=(2, 3, 4)), auto_pad="SAME_LOWER", strides=[2]
+            "Conv",
+            ("n", 3, "t"),
+            random_weights(6, w=(2, 3, 4)),
+            auto_pad="SAME_LOWER",
+            strides=[2],
         ),
         [(1, 3, 11), (2, 3, 6)],
     ),
@@ -113,11 +123,15 @@ CASES = {
         [(1, 2, 6), (2, 2, 9)],
     ),
     "conv_transpose2d_unet_up": (
-        lambda: one_node_model("ConvTranspose", HW, random_weights(9, w=(4, 2, 2, 2), b=(2,)), strides=[2, 2]),
+        lambda: one_node_model(
+            "ConvTranspose", HW, random_weights(9, w=(4, 2, 2, 2), b=(2,)), strides=[2, 2]
+        ),
         [(1, 4, 4, 6), (2, 4, 7, 3)],
     ),
     "max_pool2d_pads_strides": (
-        lambda: one_node_model("MaxPool", HW, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        lambda: one_node_model(
+            "MaxPool", HW, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]
+        ),
         [(1, 4, 9, 8), (2, 4, 12, 15)],
     ),
     "max_pool2d_ceil_dilations": (
@@ -207,21 +221,20 @@ CASES = {
 @functools.cache
 def _compiled(name: str, directory):
     model = CASES[name][0]()
-    module = import_model(model, expand_functions=cannot_lower)
-    return model, load_vmfb(compile_module(lower_to_mlir(module), directory, name))
+    return model, compile_onnx(model, directory, name)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_dynamic_spatial_dims_compile_once_and_match_onnxruntime(name, tmp_path_factory) -> None:
     model, vm_module = _compiled(name, tmp_path_factory.getbasetemp())
-    session = onnxruntime.InferenceSession(model.SerializeToString())
-    for seed, shape in enumerate(CASES[name][1]):
-        x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-        (expected,) = session.run(None, {"x": x})
-        (got,) = call(vm_module, "g", x)
-        got = from_abi(got, expected)
-        assert got.shape == expected.shape
-        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    feeds_list = [
+        {"x": np.random.default_rng(seed).standard_normal(shape).astype(np.float32)}
+        for seed, shape in enumerate(CASES[name][1])
+    ]
+    runs = assert_matches_onnxruntime(
+        vm_module, model, feeds_list, function="g", rtol=1e-4, atol=1e-5
+    )
+    assert [len(outputs) for outputs in runs] == [1] * len(feeds_list)
 
 
 def test_the_spatial_dims_are_dynamic_in_the_mlir() -> None:
@@ -251,14 +264,22 @@ REFUSED = {
     ),
     "ConvTranspose SAME": (
         lambda: one_node_model(
-            "ConvTranspose", HW, random_weights(2, w=(4, 2, 3, 3)), strides=[2, 2], auto_pad="SAME_UPPER"
+            "ConvTranspose",
+            HW,
+            random_weights(2, w=(4, 2, 3, 3)),
+            strides=[2, 2],
+            auto_pad="SAME_UPPER",
         ),
         r"'onnx.ConvTranspose' op needs static spatial dims of input X with auto_pad SAME_UPPER, "
         r"got \(None, 4, None, None\)",
     ),
     "ConvTranspose output_shape": (
         lambda: one_node_model(
-            "ConvTranspose", HW, random_weights(3, w=(4, 2, 3, 3)), strides=[2, 2], output_shape=[9, 9]
+            "ConvTranspose",
+            HW,
+            random_weights(3, w=(4, 2, 3, 3)),
+            strides=[2, 2],
+            output_shape=[9, 9],
         ),
         r"'onnx.ConvTranspose' op needs static spatial dims of input X with attribute "
         r"'output_shape', got \(None, 4, None, None\)",

@@ -19,7 +19,7 @@ from niro.backends.mlir import LoweringError, lower_to_mlir
 from niro.frontends.onnx import import_model
 from onnx import TensorProto, helper, numpy_helper
 
-from ..mlir_harness import call, compile_module, load_vmfb
+from ..mlir_harness import assert_matches_onnxruntime, call, compile_onnx
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 HIDDEN, INPUT = 5, 4
@@ -146,7 +146,7 @@ def compiled(tmp_path_factory):
 
     @functools.cache
     def get(name: str):
-        return load_vmfb(compile_module(lower_to_mlir(import_model(_model(name))), directory, name))
+        return compile_onnx(_model(name), directory, name, expand_functions=None)
 
     return get
 
@@ -210,25 +210,16 @@ def _reference(name: str):
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_a_dynamic_shape_recurrence_matches_onnxruntime(compiled, name: str) -> None:
-    vm_module = compiled(name)
-    reference = _reference(name)
-    for seq, batch in SHAPES:
-        feeds = _feeds(name, seq, batch)
-        expected = reference(feeds)
-        got = call(vm_module, name, *feeds.values())
-        assert len(got) == len(expected)
-        # f16: niroc computes in f32 and narrows once, so within an f16 rounding of the twin
-        rtol, atol = (1e-5, 1e-6) if MODELS[name].get("dtype") is None else (2e-3, 1e-3)
-        for index, (actual, wanted) in enumerate(zip(got, expected, strict=True)):
-            actual = np.asarray(actual.to_host() if hasattr(actual, "to_host") else actual)
-            assert actual.shape == wanted.shape, (seq, batch, index)
-            np.testing.assert_allclose(
-                actual,
-                wanted,
-                rtol=rtol,
-                atol=atol,
-                err_msg=f"(seq, batch, output) = {(seq, batch, index)}",
-            )
+    # f16: niroc computes in f32 and narrows once, so within an f16 rounding of the twin
+    rtol, atol = (1e-5, 1e-6) if MODELS[name].get("dtype") is None else (2e-3, 1e-3)
+    assert_matches_onnxruntime(
+        compiled(name),
+        _reference(name),
+        (_feeds(name, seq, batch) for seq, batch in SHAPES),
+        function=name,
+        rtol=rtol,
+        atol=atol,
+    )
 
 
 def _refusal(model: onnx.ModelProto) -> str:
