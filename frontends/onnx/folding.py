@@ -32,7 +32,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-__all__ = ["FOLD_LIMIT", "fold_node", "fold_shape_arithmetic", "may_fold"]
+__all__ = ["FOLD_LIMIT", "KnownConstants", "constant_value", "fold_node", "fold_shape_arithmetic", "may_fold"]
 
 FOLD_LIMIT = 1024
 """Most elements a folded value (or a constant it is computed from) may have."""
@@ -128,7 +128,7 @@ def _known_tensor(tensor: onnx.TensorProto) -> np.ndarray | None:
         return None
 
 
-class _Known:
+class KnownConstants:
     """The constants of a graph by value name: initializers read only when a node needs them
     (most graphs have many small weights and few shape computations)."""
 
@@ -155,7 +155,7 @@ class _Known:
         self._arrays[name] = array
 
 
-def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
+def constant_value(node: onnx.NodeProto) -> np.ndarray | None:
     if len(node.attribute) != 1 or len(node.output) != 1:
         return None
     attribute = node.attribute[0]
@@ -263,7 +263,7 @@ def fold_shape_arithmetic(
     """Replace the nodes of `graph` that fold now by Constant nodes; record their outputs in
     `folded` (node index -> one TensorProto per output). True if anything new was folded."""
     changed = False
-    known = _Known(graph)
+    known = KnownConstants(graph)
     shape_data: set[str] = set()
     partial: dict[str, np.ndarray] = {}  # Shape results with dynamic dims (see _UNKNOWN_DIM)
     for index, node in enumerate(graph.node):
@@ -283,7 +283,7 @@ def fold_shape_arithmetic(
         if node.domain not in ("", "ai.onnx"):
             continue
         if op_type == "Constant":
-            value = _constant_value(node)
+            value = constant_value(node)
             if value is not None:
                 known.set(node.output[0], value)
             continue

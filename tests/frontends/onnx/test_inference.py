@@ -102,3 +102,27 @@ def test_strip_weights_copies_plain_nodes_whole_and_strips_tensor_attributes() -
     assert weight.data_location == onnx.TensorProto.EXTERNAL and not weight.HasField("raw_data")
     assert list(weight.dims) == [64, 32]
     assert model.graph.node[1].attribute[0].t.HasField("raw_data")  # the model is left untouched
+
+
+def test_data_propagation_runs_only_where_shape_data_can_start(monkeypatch) -> None:
+    passes = []
+    real_infer = inference._infer
+
+    def recording_infer(model, *, data_prop):
+        passes.append(data_prop)
+        return real_infer(model, data_prop=data_prop)
+
+    monkeypatch.setattr(inference, "_infer", recording_infer)
+    float_only = "g (float[2, 3] x, float[3, 2] w) => (y) { m = MatMul(x, w)\n y = Relu(m) }"
+    infer_types(onnx.parser.parse_model(OPSET + float_only))
+    assert passes == [False]  # no Shape, Size, Constant, subgraph, integer weight or function
+    sources = [
+        f"g (float[2, 3] x) => (y) {{ {SHAPE_ARITHMETIC} }}",
+        "g (float[2, 3] x) => (y) { s = Size(x)\n y = Cast <to = 1> (s) }",
+        "g (float[6] x) => (y) { s = Constant <value_ints = [2, 3]> ()\n y = Reshape(x, s) }",
+        "g (float[6] x) => (y) <int64[2] s = {2, 3}> { y = Reshape(x, s) }",
+    ]
+    for text in sources:
+        passes.clear()
+        infer_types(onnx.parser.parse_model(OPSET + text))
+        assert passes[:2] == [False, True], text  # (then a pass per folding round)

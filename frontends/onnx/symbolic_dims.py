@@ -1,0 +1,443 @@
+"""Dims that are static in fact, found by computing shapes as products of symbols.
+
+Exporters compute reshape targets at run time from `Shape`: PyTorch's attention reshapes a
+[b, t] mask to [b * heads, 1, t], then to [b, heads, -1, t]. ONNX inference knows `b` only
+as a name and cannot multiply names, so the -1 stays unknown although it is 1 in every run;
+the 1 then cannot be broadcast statically, and a run-time size 1 of a dynamic dim is not
+broadcast (the lowering stops with that assertion).
+
+Here a dim is a `Dim`: an integer coefficient times a product of symbols, where a symbol is
+one of ONNX's dim names (`batch`, `unk__3`) or, for a dim ONNX left nameless, a name for that
+dim of that value alone. Integer 1-D (or scalar) values that hold dims (`Shape`, `Gather`,
+`Slice`, `Concat`, `Mul`...) are followed element by element, and the output dims of
+`Reshape`, `Expand` and `ConstantOfShape` are computed from them; a `Reshape`'s -1 is the
+input's dims divided by the other target dims when that division is exact. Every step is
+exact arithmetic on run-time sizes, so a dim found constant here is that constant in every
+run in which the model is valid.
+
+`refine_dims` returns the value types to tighten: only dims that ONNX left unknown and that
+came out constant. Its caller (`inference.infer_types`) writes them into the weightless
+copy's value_info and re-runs ONNX inference, which carries them to every later node.
+A dim name ONNX made up for such an output (`unk__14`) is resolved to what was computed
+(`4 * batch`) wherever it appears later, so chains of reshapes stay exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from .folding import KnownConstants, constant_value
+
+__all__ = ["Dim", "refine_dims"]
+
+SHAPE_VECTOR_LIMIT = 64
+"""Longest integer vector followed element by element (shapes are short)."""
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+_INTEGER_CASTS = frozenset({onnx.TensorProto.INT32, onnx.TensorProto.INT64})
+
+
+@dataclass(frozen=True, slots=True)
+class Dim:
+    """`coefficient * symbols[0] * symbols[1] * ...` (symbols sorted; none: a constant)."""
+
+    coefficient: int
+    symbols: tuple[str, ...] = ()
+
+    @property
+    def constant(self) -> int | None:
+        return self.coefficient if not self.symbols else None
+
+    def __mul__(self, other: Dim) -> Dim:
+        return Dim(self.coefficient * other.coefficient, tuple(sorted(self.symbols + other.symbols)))
+
+    def exact_quotient(self, divisor: Dim) -> Dim | None:
+        """`self / divisor` when the division leaves no remainder for every value of the
+        symbols (divisor's symbols cancel, its coefficient divides); else None."""
+        if divisor.coefficient == 0 or self.coefficient % divisor.coefficient:
+            return None
+        remaining = list(self.symbols)
+        for symbol in divisor.symbols:
+            if symbol not in remaining:
+                return None
+            remaining.remove(symbol)
+        return Dim(self.coefficient // divisor.coefficient, tuple(remaining))
+
+
+_ONE = Dim(1)
+
+
+def _product(dims: Sequence[Dim]) -> Dim:
+    result = _ONE
+    for dim in dims:
+        result = result * dim
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Vector:
+    """An integer value of rank 0 or 1 holding dims; None where an element is unknown."""
+
+    elements: tuple[Dim | None, ...]
+    scalar: bool = False
+
+
+class _Walk:
+    """The dims of one graph's values, computed in node order."""
+
+    def __init__(self, graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto]) -> None:
+        self.types = types
+        self.known = KnownConstants(graph)
+        self.vectors: dict[str, _Vector] = {}
+        self.dims: dict[str, tuple[Dim, ...]] = {}  # values whose dims were computed here
+        self.aliases: dict[str, Dim] = {}  # ONNX dim names resolved to computed dims
+        self.seen_names: set[str] = set()
+        self.refined: dict[str, onnx.TypeProto] = {}
+
+    # -- dims of values ---------------------------------------------------------------------
+
+    def dims_of(self, name: str) -> tuple[Dim, ...] | None:
+        if name in self.dims:
+            return self.dims[name]
+        shape = _shape(self.types.get(name))
+        if shape is None:
+            return None
+        dims = []
+        for axis, dim in enumerate(shape.dim):
+            if dim.HasField("dim_value"):
+                dims.append(Dim(dim.dim_value))
+            elif dim.dim_param:
+                self.seen_names.add(dim.dim_param)
+                dims.append(self.aliases.get(dim.dim_param) or Dim(1, (dim.dim_param,)))
+            else:
+                dims.append(Dim(1, (f"{name}[{axis}]",)))  # this dim of this value only
+        return tuple(dims)
+
+    def vector(self, name: str) -> _Vector | None:
+        if not name:
+            return None
+        if name in self.vectors:
+            return self.vectors[name]
+        if not self.known.is_integer(name):  # (before reading data: most constants are weights)
+            return None
+        array = self.known.get(name)
+        if array is None or array.dtype.kind not in "iu" or array.ndim > 1 or array.size > SHAPE_VECTOR_LIMIT:
+            return None
+        vector = _Vector(tuple(Dim(int(element)) for element in array.reshape(-1)), scalar=array.ndim == 0)
+        self.vectors[name] = vector
+        return vector
+
+    def constants(self, name: str) -> list[int] | None:
+        vector = self.vector(name)
+        if vector is None or any(element is None or element.constant is None for element in vector.elements):
+            return None
+        return [element.constant for element in vector.elements]
+
+    # -- nodes ------------------------------------------------------------------------------
+
+    def visit(self, node: onnx.NodeProto) -> None:
+        handler = _HANDLERS.get(node.op_type)
+        if handler is None or node.domain not in _DEFAULT_DOMAINS or not node.output or not node.output[0]:
+            return
+        result = handler(self, node)
+        if isinstance(result, _Vector):
+            if len(result.elements) <= SHAPE_VECTOR_LIMIT:
+                self.vectors[node.output[0]] = result
+        elif result is not None:
+            self.set_dims(node.output[0], result)
+
+    def set_dims(self, name: str, dims: tuple[Dim | None, ...]) -> None:
+        """Record computed output dims, learn the names ONNX made up for them, and note the
+        dims ONNX left unknown that came out constant."""
+        type_ = self.types.get(name)
+        shape = _shape(type_)
+        if shape is not None and len(shape.dim) != len(dims):
+            return  # ONNX disagrees on the rank: trust neither
+        known = tuple(dim if dim is not None else Dim(1, (f"{name}[{axis}]",)) for axis, dim in enumerate(dims))
+        if shape is not None:
+            known = tuple(self._reconcile(old, new) for old, new in zip(shape.dim, known, strict=True))
+        self.dims[name] = known
+        if type_ is None or not type_.HasField("tensor_type"):
+            return
+        axes = [
+            axis
+            for axis, dim in enumerate(known)
+            if dim.constant is not None and (shape is None or not shape.dim[axis].HasField("dim_value"))
+        ]
+        if axes:
+            self.refined[name] = _with_static_dims(type_, known, axes)
+
+    def _reconcile(self, inferred: onnx.TensorShapeProto.Dimension, computed: Dim) -> Dim:
+        if inferred.HasField("dim_value"):
+            return Dim(inferred.dim_value)  # ONNX's constant stands
+        name = inferred.dim_param
+        if not name:
+            return computed
+        if name in self.aliases:
+            return self.aliases[name]
+        if name in self.seen_names:
+            return Dim(1, (name,))  # a name used before this node: keep its meaning
+        self.seen_names.add(name)
+        if computed.symbols != (f"{name}",):
+            self.aliases[name] = computed
+        return computed
+
+
+def _shape(type_: onnx.TypeProto | None) -> onnx.TensorShapeProto | None:
+    if type_ is None or not type_.HasField("tensor_type") or not type_.tensor_type.HasField("shape"):
+        return None
+    return type_.tensor_type.shape
+
+
+def _with_static_dims(type_: onnx.TypeProto, dims: tuple[Dim, ...], axes: list[int]) -> onnx.TypeProto:
+    refined = onnx.TypeProto()
+    refined.CopyFrom(type_)
+    shape = refined.tensor_type.shape
+    if not refined.tensor_type.HasField("shape"):
+        for _ in dims:
+            shape.dim.add()
+    for axis in axes:
+        shape.dim[axis].Clear()
+        shape.dim[axis].dim_value = dims[axis].constant
+    return refined
+
+
+def _attribute(node: onnx.NodeProto, name: str, default):
+    for attribute in node.attribute:
+        if attribute.name == name:
+            return onnx.helper.get_attribute_value(attribute)
+    return default
+
+
+# -- integer vectors ----------------------------------------------------------------------------
+
+
+def _shape_of(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
+    dims = walk.dims_of(node.input[0]) if node.input else None
+    if dims is None:
+        return None
+    start, end = _attribute(node, "start", 0), _attribute(node, "end", len(dims))
+    return _Vector(dims[slice(start, end)])
+
+
+def _size_of(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
+    dims = walk.dims_of(node.input[0]) if node.input else None
+    return None if dims is None else _Vector((_product(dims),), scalar=True)
+
+
+def _gather(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
+    data = walk.vector(node.input[0])
+    indices = walk.known.get(node.input[1]) if len(node.input) > 1 else None
+    if data is None or data.scalar or indices is None or indices.ndim > 1 or _attribute(node, "axis", 0) not in (0, -1):
+        return None
+    count = len(data.elements)
+    picked = []
+    for index in indices.reshape(-1).tolist():
+        if not -count <= index < count:
+            return None
+        picked.append(data.elements[index])
+    return _Vector(tuple(picked), scalar=indices.ndim == 0)
+
+
+def _slice(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
+    data = walk.vector(node.input[0])
+    if data is None or data.scalar:
+        return None
+    if len(node.input) >= 3:  # op-set 10+: starts, ends, axes, steps as inputs
+        parameters = [walk.constants(name) if name else None for name in (list(node.input[1:]) + [""] * 2)[:4]]
+        starts, ends, axes, steps = parameters
+        if starts is None or ends is None or (len(node.input) > 3 and node.input[3] and axes is None):
+            return None
+        if len(node.input) > 4 and node.input[4] and steps is None:
+            return None
+    else:
+        starts, ends, axes, steps = _attribute(node, "starts", None), _attribute(node, "ends", None), None, None
+        axes = _attribute(node, "axes", None)
+        if starts is None or ends is None:
+            return None
+    if len(starts) != 1 or len(ends) != 1 or (axes is not None and list(axes) not in ([0], [-1])):
+        return None
+    step = steps[0] if steps else 1
+    if step == 0:
+        return None
+    positions = np.arange(len(data.elements))[slice(starts[0], ends[0], step)]
+    return _Vector(tuple(data.elements[position] for position in positions.tolist()))
+
+
+def _concat(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
+    parts = [walk.vector(name) for name in node.input]
+    if any(part is None or part.scalar for part in parts) or _attribute(node, "axis", 0) not in (0, -1):
+        return None
+    return _Vector(tuple(element for part in parts for element in part.elements))
+
+
+def _unsqueeze(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
+    data = walk.vector(node.input[0])
+    axes = walk.constants(node.input[1]) if len(node.input) > 1 else _attribute(node, "axes", None)
+    if data is None or not data.scalar or axes is None or list(axes) not in ([0], [-1]):
+        return None
+    return _Vector(data.elements)
+
+
+def _squeeze(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
+    data = walk.vector(node.input[0])
+    axes = walk.constants(node.input[1]) if len(node.input) > 1 and node.input[1] else _attribute(node, "axes", [0])
+    if data is None or data.scalar or len(data.elements) != 1 or axes is None or list(axes) not in ([0], [-1]):
+        return None
+    return _Vector(data.elements, scalar=True)
+
+
+def _constant(walk: _Walk, node: onnx.NodeProto) -> None:
+    value = constant_value(node)
+    if value is not None:
+        walk.known.set(node.output[0], value)
+
+
+def _identity(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
+    if node.op_type == "Cast" and _attribute(node, "to", None) not in _INTEGER_CASTS:
+        return None
+    return walk.vector(node.input[0])
+
+
+def _multiply(left: Dim, right: Dim) -> Dim | None:
+    return left * right
+
+
+def _divide(left: Dim, right: Dim) -> Dim | None:
+    if left.constant is not None and right.constant is not None:
+        return Dim(left.constant // right.constant) if left.constant >= 0 and right.constant > 0 else None
+    return left.exact_quotient(right)
+
+
+def _add(left: Dim, right: Dim) -> Dim | None:
+    if left.constant is not None and right.constant is not None:
+        return Dim(left.constant + right.constant)
+    return None
+
+
+def _subtract(left: Dim, right: Dim) -> Dim | None:
+    if left.constant is not None and right.constant is not None:
+        return Dim(left.constant - right.constant)
+    return Dim(0) if left == right else None
+
+
+_ARITHMETIC = {"Mul": _multiply, "Div": _divide, "Add": _add, "Sub": _subtract}
+
+
+def _arithmetic(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
+    if len(node.input) != 2:
+        return None
+    left, right = walk.vector(node.input[0]), walk.vector(node.input[1])
+    if left is None or right is None:
+        return None
+    count = max(len(left.elements), len(right.elements))
+    if {len(left.elements), len(right.elements)} - {1, count}:
+        return None
+    operation = _ARITHMETIC[node.op_type]
+    elements = []
+    for position in range(count):
+        a = left.elements[position if len(left.elements) > 1 else 0]
+        b = right.elements[position if len(right.elements) > 1 else 0]
+        elements.append(None if a is None or b is None else operation(a, b))
+    return _Vector(tuple(elements), scalar=left.scalar and right.scalar)
+
+
+# -- outputs shaped by a vector ------------------------------------------------------------------
+
+
+def _reshape(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim | None, ...] | None:
+    target = walk.vector(node.input[1]) if len(node.input) > 1 else None
+    data = walk.dims_of(node.input[0])
+    if target is None or target.scalar or data is None:
+        return None
+    allow_zero = _attribute(node, "allowzero", 0)
+    dims: list[Dim | None] = []
+    inferred = None
+    for axis, element in enumerate(target.elements):
+        if element is not None and element.constant == 0 and not allow_zero:
+            element = data[axis] if axis < len(data) else None
+        if element is not None and element.constant == -1:
+            if inferred is not None:
+                return None
+            inferred = axis
+        elif element is not None and element.constant is not None and element.constant < 0:
+            return None
+        dims.append(element)
+    if inferred is not None:
+        others = [dim for axis, dim in enumerate(dims) if axis != inferred]
+        dims[inferred] = None if None in others else _product(data).exact_quotient(_product(others))
+    return tuple(dims)
+
+
+def _expand(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim | None, ...] | None:
+    target = walk.vector(node.input[1]) if len(node.input) > 1 else None
+    data = walk.dims_of(node.input[0])
+    if target is None or target.scalar or data is None:
+        return None
+    rank = max(len(data), len(target.elements))
+    data_dims = (_ONE,) * (rank - len(data)) + data
+    target_dims = (_ONE,) * (rank - len(target.elements)) + target.elements
+    return tuple(_broadcast(a, b) for a, b in zip(data_dims, target_dims, strict=True))
+
+
+def _broadcast(a: Dim, b: Dim | None) -> Dim | None:
+    if b is None:
+        return None
+    if b == _ONE or a == b:
+        return a
+    if a == _ONE:
+        return b
+    return None
+
+
+def _constant_of_shape(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim | None, ...] | None:
+    target = walk.vector(node.input[0]) if node.input else None
+    return None if target is None or target.scalar else target.elements
+
+
+_HANDLERS = {
+    "Constant": _constant,
+    "Shape": _shape_of,
+    "Size": _size_of,
+    "Gather": _gather,
+    "Slice": _slice,
+    "Concat": _concat,
+    "Unsqueeze": _unsqueeze,
+    "Squeeze": _squeeze,
+    "Identity": _identity,
+    "Cast": _identity,
+    "Mul": _arithmetic,
+    "Div": _arithmetic,
+    "Add": _arithmetic,
+    "Sub": _arithmetic,
+    "Reshape": _reshape,
+    "Expand": _expand,
+    "ConstantOfShape": _constant_of_shape,
+}
+
+
+def refine_dims(graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto]) -> dict[str, onnx.TypeProto]:
+    """Types of `graph`'s values (by name) with dims that ONNX inference (`types`) left
+    unknown made static, where the symbolic dims above prove them constant."""
+    for node in graph.node:  # NOTE: most graphs have no such node: ~1 us a node to learn it
+        if node.op_type in _SHAPED_BY_VECTOR and node.output and not _is_static(types.get(node.output[0])):
+            break
+    else:
+        return {}
+    walk = _Walk(graph, types)
+    for node in graph.node:
+        walk.visit(node)
+    return walk.refined
+
+
+_SHAPED_BY_VECTOR = frozenset({"Reshape", "Expand", "ConstantOfShape"})
+
+
+def _is_static(type_: onnx.TypeProto | None) -> bool:
+    shape = _shape(type_)
+    return shape is not None and all(dim.HasField("dim_value") for dim in shape.dim)
+

@@ -1,0 +1,164 @@
+"""Dims that are static in fact, proved by symbolic shape arithmetic (symbolic_dims.py): a
+Reshape's -1 that is 1 (or 12) in every run gets that static size, so it broadcasts and
+lowers statically; a dim that depends on a run-time size stays dynamic."""
+
+from __future__ import annotations
+
+import math
+
+import niro.ir as nir
+import numpy as np
+import onnx
+import onnxruntime
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from niro.frontends.onnx.symbolic_dims import Dim
+from onnx import helper, numpy_helper
+
+from .helpers import describe_block, import_text, import_verified, main_block
+
+OPSET = '<ir_version: 8, opset_import: ["" : 18]>'
+
+
+def _op(text: str, op_type: str) -> str:
+    ops = describe_block(main_block(import_text(OPSET + text)))
+    return next(op for op in ops if op.startswith(op_type))
+
+
+def test_a_reshape_minus_one_that_is_one_becomes_static() -> None:
+    # PyTorch's key-padding mask in nn.MultiheadAttention: the [b, t] mask is expanded per
+    # head, flattened to [b * heads, 1, t] and viewed as [b, heads, -1, t]; the -1 is 1.
+    text = (
+        "g (float[B, 10] mask, float[B, 4, Q, 10] scores) => (z) {"
+        " s = Shape(mask)\n zero = Constant <value_int = 0> ()\n b = Gather(s, zero)\n"
+        " heads = Constant <value_int = 4> ()\n rows = Mul(b, heads)\n"
+        " axis = Constant <value_ints = [0]> ()\n rows1 = Unsqueeze(rows, axis)\n b1 = Unsqueeze(b, axis)\n"
+        " tail3 = Constant <value_ints = [1, 1, 10]> ()\n m4_shape = Concat <axis = 0> (b1, tail3)\n"
+        " m4 = Reshape(mask, m4_shape)\n per_head = Constant <value_ints = [1, 4, 1, 1]> ()\n"
+        " expanded = Expand(m4, per_head)\n one_t = Constant <value_ints = [1, 10]> ()\n"
+        " flat_shape = Concat <axis = 0> (rows1, one_t)\n flat = Reshape(expanded, flat_shape)\n"
+        " rest = Constant <value_ints = [4, -1, 10]> ()\n view_shape = Concat <axis = 0> (b1, rest)\n"
+        " view = Reshape(flat, view_shape)\n z = Add(scores, view) }"
+    )
+    ops = describe_block(main_block(import_text(OPSET + text)))
+    reshapes = [op for op in ops if op.startswith("onnx.Reshape")]
+    assert reshapes[1].startswith("onnx.Reshape(tensor<?x4x1x10xf32>, tensor<3xi64>) -> (tensor<?x1x10xf32>)")
+    assert reshapes[2].startswith("onnx.Reshape(tensor<?x1x10xf32>, tensor<4xi64>) -> (tensor<?x4x1x10xf32>)")
+    add = next(op for op in ops if op.startswith("niro.add"))
+    assert "tensor<?x4x1x10xf32>) -> (tensor<?x4x?x10xf32>)" in add
+
+
+def test_a_name_onnx_made_up_for_a_reshape_resolves_later() -> None:
+    # y is [3b, 4] (ONNX names the first dim unk__N); Relu carries the name on; reshaping
+    # to [b, -1] divides 12b by b: 12.
+    text = (
+        "g (float[B, 3, 4] x) => (z) {"
+        " s = Shape(x)\n zero = Constant <value_int = 0> ()\n b = Gather(s, zero)\n"
+        " three = Constant <value_int = 3> ()\n rows = Mul(b, three)\n axis = Constant <value_ints = [0]> ()\n"
+        " rows1 = Unsqueeze(rows, axis)\n four = Constant <value_ints = [4]> ()\n"
+        " shape = Concat <axis = 0> (rows1, four)\n y = Reshape(x, shape)\n r = Relu(y)\n"
+        " b1 = Unsqueeze(b, axis)\n minus = Constant <value_ints = [-1]> ()\n"
+        " back = Concat <axis = 0> (b1, minus)\n z = Reshape(r, back) }"
+    )
+    assert _op(text, "onnx.Reshape(tensor<?x4xf32>").endswith("-> (tensor<?x12xf32>) @Reshape_14")
+
+
+def test_a_minus_one_that_depends_on_a_run_time_size_stays_dynamic() -> None:
+    # [b, t] viewed as [t, -1]: the -1 is b, unknown until run time.
+    text = (
+        "g (float[B, T] x) => (z) {"
+        " s = Shape(x)\n one = Constant <value_ints = [1]> ()\n t = Gather(s, one)\n"
+        " minus = Constant <value_ints = [-1]> ()\n shape = Concat <axis = 0> (t, minus)\n z = Reshape(x, shape) }"
+    )
+    assert "-> (tensor<?x?xf32>)" in _op(text, "onnx.Reshape")
+
+
+def test_an_inexact_division_is_not_taken_for_a_size() -> None:
+    # [b, 6] viewed as [4, -1]: 6b / 4 is a size only for even b; nothing is claimed.
+    text = "g (float[B, 6] x) => (z) { shape = Constant <value_ints = [4, -1]> ()\n z = Reshape(x, shape) }"
+    assert "-> (tensor<4x?xf32>)" in _op(text, "onnx.Reshape")
+
+
+def test_a_zero_in_the_target_copies_the_input_dim() -> None:
+    # [b, 2, 6] viewed as [2b, 0, -1]: the 0 is x's 2, and -1 = 12b / (2b * 2) = 3.
+    text = (
+        "g (float[B, 2, 6] x) => (z) {"
+        " s = Shape(x)\n zero = Constant <value_ints = [0]> ()\n b = Gather(s, zero)\n"
+        " two = Constant <value_ints = [2]> ()\n rows = Mul(b, two)\n"
+        " tail = Constant <value_ints = [0, -1]> ()\n shape = Concat <axis = 0> (rows, tail)\n"
+        " z = Reshape(x, shape) }"
+    )
+    assert "-> (tensor<?x2x3xf32>)" in _op(text, "onnx.Reshape")
+
+
+def test_dims_multiply_and_divide_exactly() -> None:
+    b, t = Dim(1, ("b",)), Dim(1, ("t",))
+    assert (b * t * Dim(4)).exact_quotient(t * Dim(2)) == Dim(2, ("b",))
+    assert (b * Dim(6)).exact_quotient(Dim(4)) is None
+    assert b.exact_quotient(t) is None
+    assert (b * t).exact_quotient(b * t) == Dim(1)
+
+
+# -- soundness: every dim claimed static is that size in every run --------------------------------
+
+
+def _reshape_chain(draw) -> tuple[onnx.ModelProto, int]:
+    """x: [B, 2, 3, 2], then 1-3 Reshapes whose targets regroup B and the factors 2, 3, 2
+    as PyTorch computes them: B from Shape(x), constants, one -1 or a 0 now and then. Each
+    Reshape's result is a graph output. Also returns how many Reshapes there are."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Constant", [], ["i0"], value=numpy_helper.from_array(np.array([0], np.int64))),
+        helper.make_node("Gather", ["s", "i0"], ["b"]),
+    ]
+    current, previous_dims, outputs = "x", ["B", 2, 3, 2], []
+    for step in range(draw(st.integers(1, 3))):
+        atoms = ["B", 2, 3, 2]
+        order = draw(st.permutations(range(4)))
+        cuts = sorted(draw(st.sets(st.integers(1, 3), max_size=3)))
+        groups = [[atoms[i] for i in order[a:b]] for a, b in zip([0, *cuts], [*cuts, 4], strict=True)]
+        minus = draw(st.sampled_from([None, *range(len(groups))]))
+        pieces = []
+        for position, group in enumerate(groups):
+            size = math.prod(atom for atom in group if atom != "B")
+            name = f"t{step}_{position}"
+            if position == minus:
+                nodes.append(_ints(name, [-1]))
+            elif "B" in group:
+                nodes.append(_ints(name + "k", [size]))
+                nodes.append(helper.make_node("Mul", ["b", name + "k"], [name]))
+            elif position < len(previous_dims) and previous_dims[position] == size and draw(st.booleans()):
+                nodes.append(_ints(name, [0]))  # copy the dim from the input
+            else:
+                nodes.append(_ints(name, [size]))
+            pieces.append(name)
+        nodes.append(helper.make_node("Concat", pieces, [f"shape{step}"], axis=0))
+        output = f"y{step}"
+        nodes.append(helper.make_node("Reshape", [current, f"shape{step}"], [output]))
+        outputs.append(helper.make_tensor_value_info(output, onnx.TensorProto.FLOAT, None))
+        current = output
+        previous_dims = ["B" if "B" in group else math.prod(group) for group in groups]
+    graph = helper.make_graph(
+        nodes, "chain", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["B", 2, 3, 2])], outputs
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8), len(outputs)
+
+
+def _ints(name: str, values: list[int]) -> onnx.NodeProto:
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(values, np.int64)))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_dims_claimed_static_are_the_run_time_sizes(data: st.DataObject) -> None:
+    model, count = _reshape_chain(data.draw)
+    block = main_block(import_verified(model))
+    claimed = [value.type.shape for value in next(op for op in block.operations if isinstance(op, nir.Return)).operands]
+    session = onnxruntime.InferenceSession(model.SerializeToString())
+    for batch in (1, 2, 5):
+        results = session.run(None, {"x": np.zeros((batch, 2, 3, 2), np.float32)})
+        for shape, result in zip(claimed, results, strict=True):
+            assert len(shape) == result.ndim
+            for dim, size in zip(shape, result.shape, strict=True):
+                assert dim is None or dim == size, (onnx.printer.to_text(model), claimed, batch)
+    assert len(claimed) == count
