@@ -8,9 +8,10 @@ time cannot be broadcast statically, and ops whose rank is unknown cannot be low
 `fold_shape_arithmetic` walks a graph (in the weightless copy shape inference runs on) and
 replaces each node it can evaluate now by a `Constant` node with the node's outputs:
 - `Shape` and `Size` of a value whose inferred shape is fully static;
-- `Gather` and `Slice` (on known indices/bounds) of the `Shape` of a value with dynamic dims,
-  when every dim they pick is static: `x.shape[-1]` of an [N, 7] value as PyTorch exports it
-  (`Gather(Shape(x), 1)`, which ONNX inference does not evaluate for ops like TopK's K);
+- integer values that symbolic dims (`symbolic_dims`) proved constant although computed from
+  the `Shape` of a value with dynamic dims: `x.shape[-1]` of an [N, 7] value as PyTorch
+  exports it (`Gather(Shape(x), 1)`, which ONNX inference does not evaluate for ops like
+  TopK's K);
 - any deterministic default-domain node whose inputs are all known small constants, when one
   of them is itself folded shape data or all of them are integers (so float weights and their
   arithmetic are never folded: only shape computations, never the model's numbers).
@@ -72,22 +73,6 @@ _NUMERIC_TYPES = _INTEGER_TYPES | {
     onnx.TensorProto.DOUBLE,
     onnx.TensorProto.FLOAT16,
 }
-
-
-_UNKNOWN_DIM = -1
-"""Stands for a dynamic dim in partial shape data (no real dim is negative)."""
-_PICKS_FROM_SHAPE = ("Gather", "Slice")
-"""Ops that only move the elements of their first input: on partial shape data, a result
-without `_UNKNOWN_DIM` picked static dims only."""
-
-
-def _partial_dims(type_: onnx.TypeProto | None) -> list[int] | None:
-    """The dims of a ranked tensor type, `_UNKNOWN_DIM` where dynamic; None if unranked."""
-    if type_ is None or not type_.HasField("tensor_type") or not type_.tensor_type.HasField("shape"):
-        return None
-    return [
-        dim.dim_value if dim.HasField("dim_value") else _UNKNOWN_DIM for dim in type_.tensor_type.shape.dim
-    ]
 
 
 def _static_dims(type_: onnx.TypeProto | None) -> list[int] | None:
@@ -259,13 +244,15 @@ def fold_shape_arithmetic(
     types: Mapping[str, onnx.TypeProto],
     opset: int,
     folded: dict[int, tuple[onnx.TensorProto, ...]],
+    proven: Mapping[str, np.ndarray],
 ) -> bool:
     """Replace the nodes of `graph` that fold now by Constant nodes; record their outputs in
-    `folded` (node index -> one TensorProto per output). True if anything new was folded."""
+    `folded` (node index -> one TensorProto per output). `proven` holds integer values that
+    symbolic dims found constant (`symbolic_dims.SymbolicDims.constants`). True if anything
+    new was folded."""
     changed = False
     known = KnownConstants(graph)
     shape_data: set[str] = set()
-    partial: dict[str, np.ndarray] = {}  # Shape results with dynamic dims (see _UNKNOWN_DIM)
     for index, node in enumerate(graph.node):
         if index in folded:
             for tensor in folded[index]:
@@ -273,7 +260,7 @@ def fold_shape_arithmetic(
                 shape_data.add(tensor.name)
             continue
         op_type = node.op_type
-        picks = op_type in _PICKS_FROM_SHAPE and bool(node.input) and node.input[0] in partial
+        picks = len(node.output) == 1 and node.output[0] in proven
         if (
             op_type not in ("Shape", "Size", "Constant")
             and not picks
@@ -296,13 +283,10 @@ def fold_shape_arithmetic(
         if not all(_small_output(types.get(name)) for name in node.output):
             continue
         if picks:
-            results = _pick_static_dims(node, partial[node.input[0]], known, opset)
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(types[node.output[0]].tensor_type.elem_type)
+            results = [proven[node.output[0]].astype(dtype)] if dtype.kind in "iu" else None
         else:
             results = _fold(node, known, shape_data, types, opset)
-        if results is None and op_type == "Shape" and node.input:
-            dims = _partial_dims(types.get(node.input[0]))
-            if dims is not None:
-                partial[node.output[0]] = _shape_data(node, dims)
         if results is None or len(results) != len(node.output):
             continue
         if any(
@@ -322,19 +306,6 @@ def fold_shape_arithmetic(
                 onnx.helper.make_node("Constant", [], [node.output[0]], name=node.name, value=tensors[0])
             )
     return changed
-
-
-def _pick_static_dims(node, dims: np.ndarray, known, opset) -> list[np.ndarray] | None:
-    """A Gather/Slice on partial shape data `dims` with known other inputs, evaluated; None
-    unless every picked dim is static."""
-    others = [name for name in node.input[1:] if name]
-    if not all(name in known for name in others):
-        return None
-    inputs = [dims] + [known.get(name) if name else None for name in node.input[1:]]
-    results = _evaluate(node, inputs, opset)
-    if results is None or any((array == _UNKNOWN_DIM).any() for array in results):
-        return None
-    return results
 
 
 def _fold(node, known, shape_data, types, opset) -> list[np.ndarray] | None:

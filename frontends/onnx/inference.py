@@ -21,7 +21,7 @@ from itertools import chain
 import onnx
 
 from .folding import fold_shape_arithmetic
-from .symbolic_dims import refine_dims
+from .symbolic_dims import analyse
 
 __all__ = ["DATA_PROPAGATION_LIMIT", "GraphTypes", "InferenceFailure", "copy_fields", "infer_types", "strip_weights"]
 
@@ -246,8 +246,9 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
     A first pass without data propagation (cheap) finds the value types; unless one of them is a
     long vector (see DATA_PROPAGATION_LIMIT) or nothing in the model makes shape data
     (`_has_shape_data`), a second pass adds data propagation. Then shape
-    arithmetic of the main graph is folded (`folding`), re-inferring after each round that
-    folded something, at most `FOLD_ROUNDS` times."""
+    arithmetic of the main graph is folded (`folding`) and dims proved static by symbolic
+    dims (`symbolic_dims`) are written in, re-inferring after each round that changed
+    something, at most `FOLD_ROUNDS` times."""
     stripped = strip_weights(model, split_raw)
     inferred = _infer(stripped, data_prop=False)
     data_prop = _has_shape_data(stripped) and not _has_long_vector(inferred.graph)
@@ -257,8 +258,9 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
     folded: dict[int, tuple[onnx.TensorProto, ...]] = {}
     types = _collect(inferred.graph)
     for _ in range(FOLD_ROUNDS):
-        changed = fold_shape_arithmetic(stripped.graph, types.values, opset, folded)
-        if not changed and not _tighten(stripped.graph, refine_dims(stripped.graph, types.values)):
+        symbolic = analyse(stripped.graph, types.values)
+        folds = fold_shape_arithmetic(stripped.graph, types.values, opset, folded, symbolic.constants)
+        if not _tighten(stripped.graph, symbolic.refined) and not folds:
             break
         inferred = _infer(stripped, data_prop=data_prop)
         types = _collect(inferred.graph)

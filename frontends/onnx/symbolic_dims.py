@@ -15,9 +15,11 @@ input's dims divided by the other target dims when that division is exact. Every
 exact arithmetic on run-time sizes, so a dim found constant here is that constant in every
 run in which the model is valid.
 
-`refine_dims` returns the value types to tighten: only dims that ONNX left unknown and that
-came out constant. Its caller (`inference.infer_types`) writes them into the weightless
-copy's value_info and re-runs ONNX inference, which carries them to every later node.
+`analyse` returns the value types to tighten (only dims that ONNX left unknown and that came
+out constant), and the integer values that came out constant (`x.shape[1]` of an [N, 7]
+value), which `folding` turns into constants. Its caller (`inference.infer_types`) writes the
+types into the weightless copy's value_info and re-runs ONNX inference, which carries them to
+every later node.
 A dim name ONNX made up for such an output (`unk__14`) is resolved to what was computed
 (`4 * batch`) wherever it appears later, so chains of reshapes stay exact.
 """
@@ -25,14 +27,14 @@ A dim name ONNX made up for such an output (`unk__14`) is resolved to what was c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
 
 from .folding import KnownConstants, constant_value
 
-__all__ = ["Dim", "refine_dims"]
+__all__ = ["Dim", "SymbolicDims", "analyse"]
 
 SHAPE_VECTOR_LIMIT = 64
 """Longest integer vector followed element by element (shapes are short)."""
@@ -97,6 +99,7 @@ class _Walk:
         self.aliases: dict[str, Dim] = {}  # ONNX dim names resolved to computed dims
         self.seen_names: set[str] = set()
         self.refined: dict[str, onnx.TypeProto] = {}
+        self.constants: dict[str, np.ndarray] = {}
 
     # -- dims of values ---------------------------------------------------------------------
 
@@ -131,7 +134,7 @@ class _Walk:
         self.vectors[name] = vector
         return vector
 
-    def constants(self, name: str) -> list[int] | None:
+    def integers(self, name: str) -> list[int] | None:
         vector = self.vector(name)
         if vector is None or any(element is None or element.constant is None for element in vector.elements):
             return None
@@ -147,8 +150,15 @@ class _Walk:
         if isinstance(result, _Vector):
             if len(result.elements) <= SHAPE_VECTOR_LIMIT:
                 self.vectors[node.output[0]] = result
+                self._note_constant(node.output[0], result)
         elif result is not None:
             self.set_dims(node.output[0], result)
+
+    def _note_constant(self, name: str, vector: _Vector) -> None:
+        values = [None if element is None else element.constant for element in vector.elements]
+        if None in values or name in self.known:
+            return
+        self.constants[name] = np.array(values[0] if vector.scalar else values, dtype=np.int64)
 
     def set_dims(self, name: str, dims: tuple[Dim | None, ...]) -> None:
         """Record computed output dims, learn the names ONNX made up for them, and note the
@@ -248,7 +258,7 @@ def _slice(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
     if data is None or data.scalar:
         return None
     if len(node.input) >= 3:  # op-set 10+: starts, ends, axes, steps as inputs
-        parameters = [walk.constants(name) if name else None for name in (list(node.input[1:]) + [""] * 2)[:4]]
+        parameters = [walk.integers(name) if name else None for name in (list(node.input[1:]) + [""] * 2)[:4]]
         starts, ends, axes, steps = parameters
         if starts is None or ends is None or (len(node.input) > 3 and node.input[3] and axes is None):
             return None
@@ -277,7 +287,7 @@ def _concat(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
 
 def _unsqueeze(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
     data = walk.vector(node.input[0])
-    axes = walk.constants(node.input[1]) if len(node.input) > 1 else _attribute(node, "axes", None)
+    axes = walk.integers(node.input[1]) if len(node.input) > 1 else _attribute(node, "axes", None)
     if data is None or not data.scalar or axes is None or list(axes) not in ([0], [-1]):
         return None
     return _Vector(data.elements)
@@ -285,7 +295,7 @@ def _unsqueeze(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
 
 def _squeeze(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
     data = walk.vector(node.input[0])
-    axes = walk.constants(node.input[1]) if len(node.input) > 1 and node.input[1] else _attribute(node, "axes", [0])
+    axes = walk.integers(node.input[1]) if len(node.input) > 1 and node.input[1] else _attribute(node, "axes", [0])
     if data is None or data.scalar or len(data.elements) != 1 or axes is None or list(axes) not in ([0], [-1]):
         return None
     return _Vector(data.elements, scalar=True)
@@ -420,20 +430,34 @@ _HANDLERS = {
 }
 
 
-def refine_dims(graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto]) -> dict[str, onnx.TypeProto]:
-    """Types of `graph`'s values (by name) with dims that ONNX inference (`types`) left
-    unknown made static, where the symbolic dims above prove them constant."""
-    for node in graph.node:  # NOTE: most graphs have no such node: ~1 us a node to learn it
-        if node.op_type in _SHAPED_BY_VECTOR and node.output and not _is_static(types.get(node.output[0])):
+@dataclass
+class SymbolicDims:
+    """What the symbolic walk of one graph found."""
+
+    refined: dict[str, onnx.TypeProto] = field(default_factory=dict)
+    """Value types with dims ONNX inference left unknown made static."""
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
+    """Integer values computed from dims that are all static (`x.shape[1]` of an [N, 7] value),
+    by value name: `folding` turns their nodes into constants."""
+
+
+def analyse(graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto]) -> SymbolicDims:
+    """The symbolic dims of `graph`'s values, given ONNX inference's `types`."""
+    for node in graph.node:  # NOTE: most graphs have neither: ~1 us a node to learn it
+        op_type = node.op_type
+        if op_type in _SYMBOL_SOURCES or (
+            op_type in _SHAPED_BY_VECTOR and node.output and not _is_static(types.get(node.output[0]))
+        ):
             break
     else:
-        return {}
+        return SymbolicDims()
     walk = _Walk(graph, types)
     for node in graph.node:
         walk.visit(node)
-    return walk.refined
+    return SymbolicDims(walk.refined, walk.constants)
 
 
+_SYMBOL_SOURCES = frozenset({"Shape", "Size"})
 _SHAPED_BY_VECTOR = frozenset({"Reshape", "Expand", "ConstantOfShape"})
 
 
