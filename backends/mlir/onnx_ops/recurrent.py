@@ -1,10 +1,9 @@
-"""RNN, GRU and LSTM (opset 7+): `scf.for` loops per direction over the sequence length.
+"""RNN, GRU and LSTM (opset 7+): one `scf.for` per direction over the sequence length.
 
 The three ops share everything but the gate math (`recurrent_kit.py` holds what they share).
 Per direction: every time step of X is projected through W at once (`X * W^T + Wb`, time-major
 whatever the layout); then an `scf.for` over time (its trip count the `tensor.dim` of X when the
-sequence length is dynamic) carries the hidden state (and LSTM's cell state) and, when Y is
-asked for, Y, written in chunks of about sqrt(seq) steps by an inner loop (`_run_direction`);
+sequence length is dynamic) carries the hidden state (and LSTM's cell state) and the stacked Y;
 each step projects the state through R (`H * R^T + Rb`) and hands both projections to the
 cell's `step`, whose gate math is element-wise `linalg.generic` ops over (batch, hidden). A
 reverse direction walks time backwards; bidirectional runs both loops, the second writing into
@@ -21,13 +20,11 @@ starts at step `sequence_lens[b] - 1`; a length of 0 gives zero Y_h/Y_c.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from niro.ir import format_type
 
 from ..bindings import arith, ir, scf, tensor
-from ..bindings import math as mlir_math
 from ..context import LoweringRuleContext, register_lowering
 from ..types import index_type
 from .common import attribute, output_positions
@@ -51,12 +48,10 @@ __all__ = ["CELLS"]
 # -- the time loop ---------------------------------------------------------------------------------
 
 
-def _slice_spec(
-    rec: Recurrence, direction: int, time: ir.Value | None, rows: int | ir.Value = 1
-) -> tuple:
+def _slice_spec(rec: Recurrence, direction: int, time: ir.Value | None) -> tuple:
     """(dynamic offsets, static offsets, dynamic sizes, static sizes) of one direction's
-    (batch, hidden) slab of a state tensor (time None: rank 3), or of the `rows` time steps
-    from `time` on of Y (or of a chunk of it; rank 4), in the layout."""
+    (batch, hidden) slab of a state tensor (time None: rank 3) or of Y at step `time` (rank 4),
+    in the layout."""
     dynamic = ir.ShapedType.get_dynamic_size()
     batch, hidden = static_size(rec.batch), rec.hidden
     sizes = [] if isinstance(rec.batch, int) else [rec.batch]
@@ -64,34 +59,14 @@ def _slice_spec(
         if rec.layout == 0:
             return [], [direction, 0, 0], sizes, [1, batch, hidden]
         return [], [0, direction, 0], sizes, [batch, 1, hidden]
-    row_sizes = [] if isinstance(rows, int) else [rows]
     if rec.layout == 0:
-        return (
-            [time],
-            [dynamic, direction, 0, 0],
-            row_sizes + sizes,
-            [static_size(rows), 1, batch, hidden],
-        )
-    return (
-        [time],
-        [0, dynamic, direction, 0],
-        sizes + row_sizes,
-        [batch, static_size(rows), 1, hidden],
-    )
+        return [time], [dynamic, direction, 0, 0], sizes, [1, 1, batch, hidden]
+    return [time], [0, dynamic, direction, 0], sizes, [batch, 1, 1, hidden]
 
 
 def _extract(rec: Recurrence, source: ir.Value, spec: tuple) -> ir.Value:
     offsets, static_offsets, sizes, static_sizes = spec
     result = ir.RankedTensorType.get([static_size(rec.batch), rec.hidden], rec.compute)
-    return tensor.ExtractSliceOp(
-        result, source, offsets, sizes, [], static_offsets, static_sizes, [1] * len(static_sizes)
-    ).result
-
-
-def _extract_rows(rec: Recurrence, source: ir.Value, spec: tuple) -> ir.Value:
-    """The rank-4 slice of Y (or of a chunk of it) at `spec`."""
-    offsets, static_offsets, sizes, static_sizes = spec
-    result = ir.RankedTensorType.get(static_sizes, rec.compute)
     return tensor.ExtractSliceOp(
         result, source, offsets, sizes, [], static_offsets, static_sizes, [1] * len(static_sizes)
     ).result
@@ -162,64 +137,10 @@ def _zero_empty_sequences(rec: Recurrence, final: ir.Value) -> ir.Value:
     return elementwise(rec, [(rec.lengths, [0]), state(final)], 1, body)[0]
 
 
-def _index(value: int) -> ir.Value:
-    index = index_type()
-    return arith.ConstantOp(index, ir.IntegerAttr.get(index, value)).result
-
-
-def _chunk_length(rec: Recurrence) -> int | ir.Value:
-    """The time steps per chunk of Y: ceil(sqrt(sequence length)), at least 1 (computed at
-    run time for a dynamic sequence). Any length is correct; this one balances the copies of
-    the chunk (one per step) against those of Y (one per chunk)."""
-    if isinstance(rec.seq, int):
-        return max(1, math.isqrt(max(rec.seq - 1, 0)) + 1)
-    f32, i64 = ir.F32Type.get(), ir.IntegerType.get_signless(64)
-    length = arith.UIToFPOp(f32, arith.IndexCastUIOp(i64, rec.seq).result).result
-    root = mlir_math.CeilOp(mlir_math.SqrtOp(length).result).result
-    chunk = arith.IndexCastUIOp(index_type(), arith.FPToUIOp(i64, root).result).result
-    return arith.MaxUIOp(chunk, _index(1)).result
-
-
-def _step(
-    rec: Recurrence, direction: int, projected: ir.Value, step: ir.Value, old: list[ir.Value]
-) -> tuple[list[ir.Value], ir.Value, ir.Value]:
-    """Step `step` (counted in the direction's walking order) from the states `old`: the new
-    states, the step's Y slab (batch, hidden) and the time index it belongs to."""
-    time = step
-    if rec.reverse[direction]:
-        seq = _index(rec.seq) if isinstance(rec.seq, int) else rec.seq
-        last = arith.SubIOp(seq, _index(1)).result
-        time = arith.SubIOp(last, step).result
-    x_step = tensor.ExtractSliceOp(
-        ir.RankedTensorType.get([static_size(rec.batch), rec.rows], rec.compute),
-        projected,
-        [time],
-        [] if isinstance(rec.batch, int) else [rec.batch],
-        [],
-        [ir.ShapedType.get_dynamic_size(), 0, 0],
-        [1, static_size(rec.batch), rec.rows],
-        [1, 1, 1],
-    ).result
-    new = rec.cell.step(rec, direction, x_step, old)
-    output = new[0]
-    if rec.lengths is not None:
-        new, output = _mask(rec, time, new, old)
-    return new, output, time
-
-
 def _run_direction(
     rec: Recurrence, direction: int, y: ir.Value | None
 ) -> tuple[list[ir.Value], ir.Value | None]:
-    """One direction's loop: its final states, and `y` with its Y slabs written.
-
-    Y is written chunk by chunk: an outer loop over chunks of about sqrt(sequence length)
-    steps carries Y, an inner loop over one chunk's steps carries that chunk's slabs, inserted
-    into Y once the chunk is done.
-
-    NOTE: IREE (3.13) copies a loop-carried tensor whole at every iteration (the loop's block
-    argument has no known device affinity, so its use gets a `stream.async.transfer` that is
-    never elided), whatever form the insert takes. A single loop carrying Y thus copies Y at
-    every step (run time ~seq^2); chunks bound the copies to ~2 * seq^1.5 slabs."""
+    """One direction's loop: its final states, and `y` with its Y slabs written."""
     x_map = [0, 1, 3] if rec.layout == 0 else [1, 0, 3]
     projected = project(rec, rec.x, x_map, (rec.seq, rec.batch), rec.w, direction, 0, rec.rows, 0)
     states = []
@@ -228,76 +149,67 @@ def _run_direction(
             states.append(fill(empty([rec.batch, rec.hidden], rec.compute), rec.math.zero()))
         else:
             states.append(_extract(rec, initial, _slice_spec(rec, direction, None)))
-    seq = _index(rec.seq) if isinstance(rec.seq, int) else rec.seq
-    # NOTE: a dynamic-batch state does not enter a loop as its initial value: IREE (3.x)
-    # may pack that value into a buffer shared with others (the projections) and then carry
-    # the whole buffer, reading the state at offset 0, i.e. another tensor's bytes. A loop
-    # carries an unread `tensor.empty` instead, and its first step reads the states captured
-    # from outside (read at their true offsets, as the projections are). The two loops that
-    # write Y do so whatever the batch: entering them as is, even static states make IREE
-    # 3.13's runtime fail (OUT_OF_RANGE in hal.command_buffer.copy_buffer).
-    dynamic_batch = not isinstance(rec.batch, int)
-    zero, one = _index(0), _index(1)
-
-    def entering(values: list[ir.Value], always: bool = False) -> list[ir.Value]:
-        if not (dynamic_batch or always):
-            return values
-        return [empty([rec.batch, rec.hidden], rec.compute) for _ in values]
-
-    def reads(
-        loop, outside: list[ir.Value], carried: list[ir.Value], always: bool = False
-    ) -> list[ir.Value]:
-        if not (dynamic_batch or always):
-            return carried
-        return _first_step_reads(rec, loop.induction_variable, zero, outside, carried)
-
-    if y is None:
-        loop = scf.ForOp(zero, seq, one, entering(states))
-        rec.hoist = ir.InsertionPoint(loop.operation)
-        with ir.InsertionPoint(loop.body):
-            old = reads(loop, states, list(loop.inner_iter_args))
-            new, _, _ = _step(rec, direction, projected, loop.induction_variable, old)
-            scf.YieldOp(new)
-        rec.hoist = None
-        finals = list(loop.results)
+    index = index_type()
+    if isinstance(rec.seq, int):
+        bound = arith.ConstantOp(index, ir.IntegerAttr.get(index, rec.seq)).result
     else:
-        chunk = _chunk_length(rec)
-        chunk_value = _index(chunk) if isinstance(chunk, int) else chunk
-        count = arith.CeilDivUIOp(seq, chunk_value).result
-        outer = scf.ForOp(zero, count, one, [*entering(states, True), y])
-        rec.hoist = ir.InsertionPoint(outer.operation)
-        with ir.InsertionPoint(outer.body):
-            carried = list(outer.inner_iter_args)
-            old = reads(outer, states, carried[:-1], True)
-            first = arith.MulIOp(outer.induction_variable, chunk_value).result
-            rows = arith.MinUIOp(chunk_value, arith.SubIOp(seq, first).result).result
-            base = first  # the chunk's first time index
-            if rec.reverse[direction]:
-                base = arith.SubIOp(arith.SubIOp(seq, first).result, rows).result
-            shape = (
-                [chunk, 1, rec.batch, rec.hidden]
-                if rec.layout == 0
-                else [rec.batch, chunk, 1, rec.hidden]
-            )
-            inner = scf.ForOp(zero, rows, one, [*entering(old, True), empty(shape, rec.compute)])
-            with ir.InsertionPoint(inner.body):
-                inner_carried = list(inner.inner_iter_args)
-                step = arith.AddIOp(first, inner.induction_variable).result
-                step_old = reads(inner, old, inner_carried[:-1], True)
-                new, output, time = _step(rec, direction, projected, step, step_old)
-                row = arith.SubIOp(time, base).result
-                slab = _insert(output, inner_carried[-1], _slice_spec(rec, 0, row))
-                scf.YieldOp([*new, slab])
-            done = list(inner.results)
-            piece = _extract_rows(rec, done[-1], _slice_spec(rec, 0, zero, rows))
-            written = _insert(piece, carried[-1], _slice_spec(rec, direction, base, rows))
-            scf.YieldOp([*done[:-1], written])
-        rec.hoist = None
-        results = list(outer.results)
-        finals, y = results[:-1], results[-1]
+        bound = rec.seq
+    # NOTE: a dynamic-batch state does not enter the loop as its initial value: IREE (3.x)
+    # may pack that value into a buffer shared with others (the projections) and then carry
+    # the whole buffer, reading the state at offset 0, i.e. another tensor's bytes. The loop
+    # carries an unread `tensor.empty` instead, and its first step reads the initial states
+    # captured from outside (read at their true offsets, as the projections are).
+    captured = None if isinstance(rec.batch, int) else states
+    entering = (
+        states
+        if captured is None
+        else [empty([rec.batch, rec.hidden], rec.compute) for _ in states]
+    )
+    start = arith.ConstantOp(index, ir.IntegerAttr.get(index, 0)).result
+    loop = scf.ForOp(
+        start,
+        bound,
+        arith.ConstantOp(index, ir.IntegerAttr.get(index, 1)).result,
+        [*entering, *([] if y is None else [y])],
+    )
+    rec.hoist = ir.InsertionPoint(loop.operation)
+    with ir.InsertionPoint(loop.body):
+        time = loop.induction_variable
+        if rec.reverse[direction]:
+            if isinstance(rec.seq, int):
+                last = arith.ConstantOp(index, ir.IntegerAttr.get(index, rec.seq - 1)).result
+            else:
+                one = arith.ConstantOp(index, ir.IntegerAttr.get(index, 1)).result
+                last = arith.SubIOp(rec.seq, one).result
+            time = arith.SubIOp(last, time).result
+        carried = list(loop.inner_iter_args)
+        old = carried[: len(states)]
+        if captured is not None:
+            old = _first_step_reads(rec, loop.induction_variable, start, captured, old)
+        x_step = tensor.ExtractSliceOp(
+            ir.RankedTensorType.get([static_size(rec.batch), rec.rows], rec.compute),
+            projected,
+            [time],
+            [] if isinstance(rec.batch, int) else [rec.batch],
+            [],
+            [ir.ShapedType.get_dynamic_size(), 0, 0],
+            [1, static_size(rec.batch), rec.rows],
+            [1, 1, 1],
+        ).result
+        new = rec.cell.step(rec, direction, x_step, old)
+        output = new[0]
+        if rec.lengths is not None:
+            new, output = _mask(rec, time, new, old)
+        yielded = list(new)
+        if y is not None:
+            yielded.append(_insert(output, carried[-1], _slice_spec(rec, direction, time)))
+        scf.YieldOp(yielded)
+    rec.hoist = None
+    results = list(loop.results)
+    finals = results[: len(states)]
     if rec.lengths is not None:
         finals = [_zero_empty_sequences(rec, final) for final in finals]
-    return finals, y
+    return finals, (results[-1] if y is not None else None)
 
 
 def _finish(ctx: LoweringRuleContext, rec: Recurrence, value: ir.Value, index: int) -> ir.Value:

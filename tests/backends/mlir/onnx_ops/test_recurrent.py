@@ -189,26 +189,6 @@ CASES = {
         lengths=[1, 3, 4],
         reference="onnxruntime",
     ),
-    # 11 steps: Y is written in chunks of 4, 4 and 3 steps (every other case: one or two
-    # full chunks)
-    "lstm_bidirectional_batch_major_chunks": lambda: recurrent_case(
-        "lstm_bidirectional_batch_major_chunks",
-        "LSTM",
-        seq=11,
-        direction="bidirectional",
-        layout=1,
-        optional=ALL_LSTM_INPUTS,
-    ),
-    "gru_reverse_sequence_lens_chunks": lambda: recurrent_case(
-        "gru_reverse_sequence_lens_chunks",
-        "GRU",
-        seq=11,
-        batch=3,
-        direction="reverse",
-        optional=("sequence_lens", "initial_h"),
-        lengths=[11, 6, 0],
-        reference="onnxruntime",
-    ),
     # activations, their alpha/beta consumed in order across both directions, and clip
     "rnn_relu_leaky_relu_clip": lambda: recurrent_case(
         "rnn_relu_leaky_relu_clip",
