@@ -284,7 +284,7 @@ def fold_shape_arithmetic(
             continue
         if picks:
             dtype = onnx.helper.tensor_dtype_to_np_dtype(types[node.output[0]].tensor_type.elem_type)
-            results = [proven[node.output[0]].astype(dtype)] if dtype.kind in "iu" else None
+            results = [proven[node.output[0]].astype(dtype)] if dtype.kind in "biu" else None
         else:
             results = _fold(node, known, shape_data, types, opset)
         if results is None or len(results) != len(node.output):

@@ -92,7 +92,9 @@ class _Walk:
     """The dims of one graph's values, computed in node order."""
 
     def __init__(self, graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto]) -> None:
+        self.graph = graph
         self.types = types
+        self._initializers: dict[str, onnx.TensorProto] | None = None
         self.known = KnownConstants(graph)
         self.vectors: dict[str, _Vector] = {}
         self.dims: dict[str, tuple[Dim, ...]] = {}  # values whose dims were computed here
@@ -108,7 +110,7 @@ class _Walk:
             return self.dims[name]
         shape = _shape(self.types.get(name))
         if shape is None:
-            return None
+            return self._initializer_dims(name)
         dims = []
         for axis, dim in enumerate(shape.dim):
             if dim.HasField("dim_value"):
@@ -120,6 +122,13 @@ class _Walk:
                 dims.append(Dim(1, (f"{name}[{axis}]",)))  # this dim of this value only
         return tuple(dims)
 
+    def _initializer_dims(self, name: str) -> tuple[Dim, ...] | None:
+        """Initializers have no inferred type: their dims are their own."""
+        if self._initializers is None:
+            self._initializers = {tensor.name: tensor for tensor in self.graph.initializer}
+        tensor = self._initializers.get(name)
+        return None if tensor is None else tuple(Dim(dim) for dim in tensor.dims)
+
     def vector(self, name: str) -> _Vector | None:
         if not name:
             return None
@@ -128,7 +137,7 @@ class _Walk:
         if not self.known.is_integer(name):  # (before reading data: most constants are weights)
             return None
         array = self.known.get(name)
-        if array is None or array.dtype.kind not in "iu" or array.ndim > 1 or array.size > SHAPE_VECTOR_LIMIT:
+        if array is None or array.dtype.kind not in "biu" or array.ndim > 1 or array.size > SHAPE_VECTOR_LIMIT:
             return None
         vector = _Vector(tuple(Dim(int(element)) for element in array.reshape(-1)), scalar=array.ndim == 0)
         self.vectors[name] = vector
@@ -335,7 +344,20 @@ def _subtract(left: Dim, right: Dim) -> Dim | None:
     return Dim(0) if left == right else None
 
 
-_ARITHMETIC = {"Mul": _multiply, "Div": _divide, "Add": _add, "Sub": _subtract}
+def _equal(left: Dim, right: Dim) -> Dim | None:
+    """1 or 0 (true or false) when known: a product of dims (positive coefficient) is never
+    negative, so it never equals the -1 of PyTorch's `expand(b, -1, -1)`."""
+    if left == right:
+        return Dim(1)
+    if left.constant is not None and right.constant is not None:
+        return Dim(0)
+    for dims, other in ((left, right), (right, left)):
+        if dims.symbols and dims.coefficient > 0 and other.constant is not None and other.constant < 0:
+            return Dim(0)
+    return None
+
+
+_ARITHMETIC = {"Mul": _multiply, "Div": _divide, "Add": _add, "Sub": _subtract, "Equal": _equal}
 
 
 def _arithmetic(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
@@ -356,14 +378,37 @@ def _arithmetic(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
     return _Vector(tuple(elements), scalar=left.scalar and right.scalar)
 
 
+def _where(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
+    """`Where(cond, a, b)` element by element, where every condition is known."""
+    if len(node.input) != 3:
+        return None
+    condition, left, right = (walk.vector(name) for name in node.input)
+    if condition is None or left is None or right is None:
+        return None
+    count = max(len(condition.elements), len(left.elements), len(right.elements))
+    if {len(condition.elements), len(left.elements), len(right.elements)} - {1, count}:
+        return None
+    elements = []
+    for position in range(count):
+        chosen = condition.elements[position if len(condition.elements) > 1 else 0]
+        if chosen is None or chosen.constant is None:
+            return None
+        source = left if chosen.constant else right
+        elements.append(source.elements[position if len(source.elements) > 1 else 0])
+    return _Vector(tuple(elements), scalar=condition.scalar and left.scalar and right.scalar)
+
+
 # -- outputs shaped by a vector ------------------------------------------------------------------
 
 
-def _reshape(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim | None, ...] | None:
+def _reshape(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim | None, ...] | _Vector | None:
     target = walk.vector(node.input[1]) if len(node.input) > 1 else None
     data = walk.dims_of(node.input[0])
     if target is None or target.scalar or data is None:
         return None
+    vector = walk.vector(node.input[0])
+    if vector is not None and len(target.elements) == 1 and target.elements[0] in (Dim(-1), Dim(len(vector.elements))):
+        return _Vector(vector.elements)  # a vector of dims flattened (as PyTorch's expand does)
     allow_zero = _attribute(node, "allowzero", 0)
     dims: list[Dim | None] = []
     inferred = None
@@ -424,6 +469,8 @@ _HANDLERS = {
     "Div": _arithmetic,
     "Add": _arithmetic,
     "Sub": _arithmetic,
+    "Equal": _arithmetic,
+    "Where": _where,
     "Reshape": _reshape,
     "Expand": _expand,
     "ConstantOfShape": _constant_of_shape,

@@ -91,6 +91,23 @@ def test_a_zero_in_the_target_copies_the_input_dim() -> None:
     assert "-> (tensor<?x2x3xf32>)" in _op(text, "onnx.Reshape")
 
 
+def test_an_expand_by_minus_one_keeps_the_dim() -> None:
+    # PyTorch's `cls.expand(b, -1, -1)`: the target [b, -1, -1] has its -1s replaced by
+    # Where(Equal(shape, -1), 1, shape); b is a dim, never -1, so the target is [b, 1, 1] and
+    # the class token concatenated to 16 patches gives 17 rows.
+    text = (
+        "g (float[B, 16, 32] x) => (z) <float[1, 1, 32] cls = {"
+        + ", ".join(["0.5"] * 32)
+        + "}> { s = Shape(x)\n first = Constant <value_ints = [0]> ()\n b = Gather(s, first)\n"
+        " keep = Constant <value_ints = [-1, -1]> ()\n shape = Concat <axis = 0> (b, keep)\n"
+        " minus = Constant <value_ints = [-1, -1, -1]> ()\n unchanged = Equal(shape, minus)\n"
+        " ones = Constant <value_ints = [1, 1, 1]> ()\n target = Where(unchanged, ones, shape)\n"
+        " token = Expand(cls, target)\n z = Concat <axis = 1> (token, x) }"
+    )
+    assert "-> (tensor<?x1x32xf32>)" in _op(text, "onnx.Expand")
+    assert "-> (tensor<?x17x32xf32>)" in _op(text, "onnx.Concat(tensor<?x1x32xf32>")
+
+
 def test_dims_multiply_and_divide_exactly() -> None:
     b, t = Dim(1, ("b",)), Dim(1, ("t",))
     assert (b * t * Dim(4)).exact_quotient(t * Dim(2)) == Dim(2, ("b",))
