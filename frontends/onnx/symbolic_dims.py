@@ -248,10 +248,12 @@ def _size_of(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
     return None if dims is None else _Vector((_product(dims),), scalar=True)
 
 
-def _gather(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
+def _gather(walk: _Walk, node: onnx.NodeProto) -> _Vector | tuple[Dim, ...] | None:
     data = walk.vector(node.input[0])
+    if data is None:
+        return _gathered_dims(walk, node)
     indices = walk.known.get(node.input[1]) if len(node.input) > 1 else None
-    if data is None or data.scalar or indices is None or indices.ndim > 1 or _attribute(node, "axis", 0) not in (0, -1):
+    if data.scalar or indices is None or indices.ndim > 1 or _attribute(node, "axis", 0) not in (0, -1):
         return None
     count = len(data.elements)
     picked = []
@@ -260,6 +262,33 @@ def _gather(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
             return None
         picked.append(data.elements[index])
     return _Vector(tuple(picked), scalar=indices.ndim == 0)
+
+
+def _gathered_dims(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim, ...] | None:
+    """Gather's result dims: the data's, with the gathered axis replaced by the indices' dims
+    (an embedding lookup by `Range(0, seq)` is [seq, width])."""
+    data = walk.dims_of(node.input[0])
+    indices = walk.dims_of(node.input[1]) if len(node.input) > 1 else None
+    if data is None or indices is None:
+        return None
+    axis = _attribute(node, "axis", 0)
+    if not -len(data) <= axis < len(data):
+        return None
+    axis %= len(data)
+    return data[:axis] + indices + data[axis + 1 :]
+
+
+def _range(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim, ...] | None:
+    """Range's length: `limit` itself from 0 by 1 (`torch.arange(seq)`), else when known."""
+    start, limit, delta = (walk.vector(name) for name in (list(node.input) + ["", "", ""])[:3])
+    if start is None or limit is None or delta is None or not (start.scalar and limit.scalar and delta.scalar):
+        return None
+    (first,), (end,), (step,) = start.elements, limit.elements, delta.elements
+    if first == Dim(0) and step == _ONE:
+        return (end,)
+    if None in (first, end, step) or first.constant is None or end.constant is None or not step.constant:
+        return None
+    return (Dim(max(0, -(-(end.constant - first.constant) // step.constant))),)
 
 
 def _slice(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
@@ -360,12 +389,12 @@ def _equal(left: Dim, right: Dim) -> Dim | None:
 _ARITHMETIC = {"Mul": _multiply, "Div": _divide, "Add": _add, "Sub": _subtract, "Equal": _equal}
 
 
-def _arithmetic(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
+def _arithmetic(walk: _Walk, node: onnx.NodeProto) -> _Vector | tuple[Dim | None, ...] | None:
     if len(node.input) != 2:
         return None
     left, right = walk.vector(node.input[0]), walk.vector(node.input[1])
     if left is None or right is None:
-        return None
+        return _elementwise(walk, node)
     count = max(len(left.elements), len(right.elements))
     if {len(left.elements), len(right.elements)} - {1, count}:
         return None
@@ -378,13 +407,14 @@ def _arithmetic(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
     return _Vector(tuple(elements), scalar=left.scalar and right.scalar)
 
 
-def _where(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
-    """`Where(cond, a, b)` element by element, where every condition is known."""
+def _where(walk: _Walk, node: onnx.NodeProto) -> _Vector | tuple[Dim | None, ...] | None:
+    """`Where(cond, a, b)` element by element, where every condition is known (else the
+    broadcast dims of a tensor's `Where`)."""
     if len(node.input) != 3:
         return None
     condition, left, right = (walk.vector(name) for name in node.input)
     if condition is None or left is None or right is None:
-        return None
+        return _elementwise(walk, node)
     count = max(len(condition.elements), len(left.elements), len(right.elements))
     if {len(condition.elements), len(left.elements), len(right.elements)} - {1, count}:
         return None
@@ -439,14 +469,35 @@ def _expand(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim | None, ...] | None:
     return tuple(_broadcast(a, b) for a, b in zip(data_dims, target_dims, strict=True))
 
 
-def _broadcast(a: Dim, b: Dim | None) -> Dim | None:
-    if b is None:
+def _broadcast(a: Dim | None, b: Dim | None) -> Dim | None:
+    """One dim of a broadcast (ONNX's multidirectional rule): equal dims stay; a 1 takes the
+    other; a constant other than 1 facing a symbol is the result (the symbol must be 1 or that
+    constant at run time); two different symbols: unknown (either may be 1)."""
+    if a is None or b is None:
         return None
     if b == _ONE or a == b:
         return a
     if a == _ONE:
         return b
+    if b.constant is not None and a.constant is None:
+        return b
+    if a.constant is not None and b.constant is None:
+        return a
     return None
+
+
+def _elementwise(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim | None, ...] | None:
+    """The broadcast dims of an element-wise op's tensors (ONNX names a broadcast of two
+    differently named dims afresh: `seq` + `unk__0` is `unk__1`, though both are `seq`)."""
+    shapes = [walk.dims_of(name) for name in node.input if name]
+    if not shapes or any(dims is None for dims in shapes):
+        return None
+    rank = max(len(dims) for dims in shapes)
+    result: list[Dim | None] = [_ONE] * rank
+    for dims in shapes:
+        padded = (_ONE,) * (rank - len(dims)) + dims
+        result = [_broadcast(a, b) for a, b in zip(result, padded, strict=True)]
+    return tuple(result)
 
 
 def _constant_of_shape(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim | None, ...] | None:
@@ -471,6 +522,16 @@ _HANDLERS = {
     "Sub": _arithmetic,
     "Equal": _arithmetic,
     "Where": _where,
+    "Pow": _elementwise,
+    "Less": _elementwise,
+    "LessOrEqual": _elementwise,
+    "Greater": _elementwise,
+    "GreaterOrEqual": _elementwise,
+    "And": _elementwise,
+    "Or": _elementwise,
+    "Max": _elementwise,
+    "Min": _elementwise,
+    "Range": _range,
     "Reshape": _reshape,
     "Expand": _expand,
     "ConstantOfShape": _constant_of_shape,

@@ -108,6 +108,23 @@ def test_an_expand_by_minus_one_keeps_the_dim() -> None:
     assert "-> (tensor<?x17x32xf32>)" in _op(text, "onnx.Concat(tensor<?x1x32xf32>")
 
 
+def test_a_broadcast_of_an_arange_lookup_keeps_the_sequence_dim() -> None:
+    # GPT's embeddings: tok [b, seq, 32] + pos.weight[arange(seq)]. ONNX names the lookup's
+    # dim afresh and their sum's dim afresh again; computed, both are seq, so viewing the sum
+    # as [b, seq, 4, -1] splits 32 into heads of 8.
+    weights = ", ".join(["0.5"] * 16 * 32)
+    text = (
+        f"g (int64[B, S] ids) => (z) <float[16, 32] tok = {{{weights}}}, float[16, 32] pos = {{{weights}}}> {{"
+        " t = Gather(tok, ids)\n s = Shape(ids)\n one = Constant <value_int = 1> ()\n seq = Gather(s, one)\n"
+        " zero = Constant <value_int = 0> ()\n step = Constant <value_int = 1> ()\n"
+        " positions = Range(zero, seq, step)\n p = Gather(pos, positions)\n h = Add(t, p)\n"
+        " b = Gather(s, zero)\n axis = Constant <value_ints = [0]> ()\n b1 = Unsqueeze(b, axis)\n"
+        " seq1 = Unsqueeze(seq, axis)\n heads = Constant <value_ints = [4, -1]> ()\n"
+        " shape = Concat <axis = 0> (b1, seq1, heads)\n z = Reshape(h, shape) }"
+    )
+    assert "-> (tensor<?x?x4x8xf32>)" in _op(text, "onnx.Reshape")
+
+
 def test_dims_multiply_and_divide_exactly() -> None:
     b, t = Dim(1, ("b",)), Dim(1, ("t",))
     assert (b * t * Dim(4)).exact_quotient(t * Dim(2)) == Dim(2, ("b",))
@@ -179,3 +196,44 @@ def test_dims_claimed_static_are_the_run_time_sizes(data: st.DataObject) -> None
             for dim, size in zip(shape, result.shape, strict=True):
                 assert dim is None or dim == size, (onnx.printer.to_text(model), claimed, batch)
     assert len(claimed) == count
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_broadcast_dims_claimed_static_are_the_run_time_sizes(data: st.DataObject) -> None:
+    # a [d, d] + b [d, d] with each d a named dim (N, M: 1 or 3 at run time) or 1 or 3, the
+    # sum viewed as [a's rows, -1] (so the -1 divides by a dim of another value): every dim
+    # claimed static must be the size in every valid run.
+    dim = st.sampled_from(["N", "M", 1, 3])
+    a_dims, b_dims = data.draw(st.lists(dim, min_size=2, max_size=2)), data.draw(st.lists(dim, min_size=1, max_size=2))
+    nodes = [
+        helper.make_node("Add", ["a", "b"], ["z"]),
+        helper.make_node("Shape", ["a"], ["s"], end=1),
+        _ints("minus", [-1]),
+        helper.make_node("Concat", ["s", "minus"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["z", "shape"], ["w"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "broadcast",
+        [
+            helper.make_tensor_value_info("a", onnx.TensorProto.FLOAT, a_dims),
+            helper.make_tensor_value_info("b", onnx.TensorProto.FLOAT, b_dims),
+        ],
+        [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None) for name in ("z", "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    block = main_block(import_verified(model))
+    claimed = [value.type.shape for value in next(op for op in block.operations if isinstance(op, nir.Return)).operands]
+    session = onnxruntime.InferenceSession(model.SerializeToString())
+    for sizes in ({"N": 1, "M": 1}, {"N": 1, "M": 3}, {"N": 3, "M": 1}, {"N": 3, "M": 3}):
+        feeds = {
+            name: np.zeros([sizes.get(d, d) for d in dims], np.float32) for name, dims in (("a", a_dims), ("b", b_dims))
+        }
+        try:
+            results = session.run(None, feeds)
+        except Exception:  # noqa: BLE001 - sizes that do not broadcast: not a valid run
+            continue
+        for shape, result in zip(claimed, results, strict=True):
+            for dim, size in zip(shape, result.shape, strict=True):
+                assert dim is None or dim == size, (a_dims, b_dims, sizes, claimed)
