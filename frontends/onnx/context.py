@@ -90,6 +90,7 @@ def resolve_type(
     what: str,
     filename: str,
     fallback_element: Callable[[], ScalarType | None] | None = None,
+    unknown_because: str = "shape inference could not type it",
 ) -> TensorType:
     """The Niro type of a value from its inferred `type_proto` (or its declared type).
 
@@ -119,7 +120,7 @@ def resolve_type(
             found = TensorType(element, None)
     if found is None:
         raise OnnxImportError(
-            f"{prefix}: element type is unknown (shape inference could not type it)",
+            f"{prefix}: element type is unknown ({unknown_because})",
             filename=filename,
         )
     return found
@@ -175,12 +176,23 @@ class NodeContext:
         constant data (`node_inference`), and the result kept if it is more precise."""
         output = self.node.outputs[output_index]
         what = f"output of node '{node_label(self.node, self.index)}'"
+        because = "shape inference could not type it"
+        if self.node.domain not in ("", "ai.onnx") and not onnx.defs.has(self.node.op_type, self.node.domain):
+            # NOTE: ONNX shape inference knows no operator of another domain (onnxruntime's
+            # com.microsoft contrib ops, a user's custom ops): say which op it is and what
+            # would type it, rather than leave the user guessing why inference gave up.
+            what = f"output of {describe_node(self.node, self.index)}"
+            because = (
+                f"ONNX shape inference has no schema for domain '{self.node.domain}' "
+                "and the model declares no type for it in value_info"
+            )  # (a domain ONNX knows, e.g. ai.onnx.ml, keeps the generic reason)
         found = resolve_type(
             self.types.values.get(output.name),
             output,
             what,
             self.filename,
             lambda: schema_element_type(self.node, output_index, self.inputs, self.opset(self.node.domain)),
+            because,
         )
         if found.shape is None or (None in found.shape and self._has_constant_operand()):
             if self._retyped is None:

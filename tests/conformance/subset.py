@@ -545,6 +545,7 @@ test_onehot_out_of_range_indices
 test_qlinearconv
 test_qlinearmatmul_2D_int8_float16
 test_qlinearmatmul_2D_int8_float32
+test_qlinearmatmul_3D_uint8_float32
 test_quantizelinear
 test_quantizelinear_axis
 test_quantizelinear_blocked_asymmetric

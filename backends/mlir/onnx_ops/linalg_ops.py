@@ -19,6 +19,7 @@ from ..bindings import arith, ir
 from ..context import LoweringRuleContext, register_lowering
 from .common import element_type, input_value
 from .structured import (
+    MapSpec,
     accumulator_type,
     constant,
     convert,
@@ -29,7 +30,7 @@ from .structured import (
     tensor_sizes,
 )
 
-__all__ = ["contract", "parse_einsum"]
+__all__ = ["contract", "integer_matmul", "matmul_row_column_dims", "parse_einsum"]
 
 Label = object  # a str letter, or ("...", i) for the i-th broadcast (ellipsis) dim
 
@@ -40,10 +41,13 @@ def contract(
     output: Sequence[Label],
     accumulator: ir.Type,
     product: Callable[[list[ir.Value]], ir.Value],
-    finish: Callable[[ir.Value], ir.Value],
+    finish: Callable[..., ir.Value],
+    finish_operands: Sequence[tuple[ir.Value, MapSpec]] = (),
 ) -> ir.Value:
     """sum over the labels not in `output` of `product(elements)`, then `finish` it into the
-    op's result type. Each operand is (MLIR value, Niro value, one label per dim)."""
+    op's result type. Each operand is (MLIR value, Niro value, one label per dim).
+    `finish(sum, *elements)` also gets one element of each of `finish_operands` (MLIR value,
+    indexing map over the result's dims), e.g. a per-column scale."""
     order: list[Label] = list(output)
     for _, _, labels in operands:
         for label in labels:
@@ -107,11 +111,11 @@ def contract(
         lambda arguments: [add(product(arguments[:-1]), arguments[-1]).result],
     )[0]
     return generic(
-        [(summed, identity)],
+        [(summed, identity), *finish_operands],
         [(empty(sizes, result_type.element_type), identity)],
         len(output),
         (),
-        lambda arguments: [finish(arguments[0])],
+        lambda arguments: [finish(*arguments[:-1])],
     )[0]
 
 
@@ -192,8 +196,24 @@ def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 def _lower_matmul_integer(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     """(A - a_zero_point) x (B - b_zero_point) in i32; zero points are scalars, or per row of
     A / per column of B (1-D)."""
-    lhs = ctx.ranked(ctx.niro_operands[0], "operand #0")
-    rhs = ctx.ranked(ctx.niro_operands[1], "operand #1")
+    return [integer_matmul(ctx, (0, 1, 2, 3), lambda value: value)]
+
+
+def integer_matmul(
+    ctx: LoweringRuleContext,
+    positions: tuple[int, int, int, int],
+    finish: Callable[..., ir.Value],
+    finish_operands: Sequence[tuple[ir.Value, MapSpec]] = (),
+) -> ir.Value:
+    """sum (A - a_zero_point) * (B - b_zero_point) in i32 with NumPy matmul broadcasting (any
+    dim may be dynamic), each i32 sum then `finish`ed into the result's element type (MatMulInteger
+    keeps it; QLinearMatMul requantizes it). `positions` are the ONNX input positions of A, B,
+    a_zero_point and b_zero_point (the zero points optional)."""
+    a_position, b_position, a_zero_position, b_zero_position = positions
+    # NOTE: finish_operands index the result's dims: QLinearMatMul's per-row / per-column
+    # scales (`matmul_row_column_dims` says where the rows and columns are).
+    lhs = ctx.ranked(ctx.niro_operands[a_position], f"operand #{a_position}")
+    rhs = ctx.ranked(ctx.niro_operands[b_position], f"operand #{b_position}")
     for operand in (lhs, rhs):
         if operand.element_type not in (ScalarType.I8, ScalarType.U8):
             raise ctx.error(f"expects int8 or uint8 operands, got {format_type(operand)}")
@@ -203,28 +223,30 @@ def _lower_matmul_integer(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         )
     lhs_labels, rhs_labels, out = _matmul_labels(len(lhs.shape), len(rhs.shape))
     operands = [
-        (ctx.operands[0], ctx.niro_operands[0], lhs_labels),
-        (ctx.operands[1], ctx.niro_operands[1], rhs_labels),
+        (ctx.operands[a_position], ctx.niro_operands[a_position], lhs_labels),
+        (ctx.operands[b_position], ctx.niro_operands[b_position], rhs_labels),
     ]
     signed = [lhs.element_type is ScalarType.I8, rhs.element_type is ScalarType.I8]
     has_zero_point = []
-    for position, row_label, what in ((2, "m", "a_zero_point"), (3, "n", "b_zero_point")):
+    for index, (position, row_label, what) in enumerate(
+        ((a_zero_position, "m", "a_zero_point"), (b_zero_position, "n", "b_zero_point"))
+    ):
         present = input_value(ctx, position)
         has_zero_point.append(present is not None)
         if present is None:
             continue
         value, niro_value = present
         shape = ctx.ranked(niro_value, what).shape
-        if element_type(niro_value) is not (lhs if position == 2 else rhs).element_type:
+        if element_type(niro_value) is not (lhs, rhs)[index].element_type:
             raise ctx.error(f"{what} {format_type(niro_value.type)} must have its matrix's type")
         if all(dim == 1 for dim in shape):
             labels = [("zero_point", position, axis) for axis in range(len(shape))]
-        elif len(shape) == 1 and row_label in (lhs_labels if position == 2 else rhs_labels):
+        elif len(shape) == 1 and row_label in (lhs_labels, rhs_labels)[index]:
             labels = [row_label]
         else:
             raise ctx.error(f"supports a scalar or 1-D {what}, got {format_type(niro_value.type)}")
         operands.append((value, niro_value, labels))
-        signed.append(signed[position - 2])
+        signed.append(signed[index])
     # NOTE: a scalar zero point's dims get labels of their own: size-1 reduction loops.
     i32 = ir.IntegerType.get_signless(32)
 
@@ -242,7 +264,17 @@ def _lower_matmul_integer(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             b = arith.SubIOp(b, zero_points.pop(0)).result
         return arith.MulIOp(a, b).result
 
-    return [contract(ctx, operands, out, i32, product, lambda value: value)]
+    return contract(ctx, operands, out, i32, product, finish, finish_operands)
+
+
+def matmul_row_column_dims(lhs_rank: int, rhs_rank: int) -> tuple[int | None, int | None]:
+    """The result dims of a NumPy matmul of operands of these ranks that index A's rows (m)
+    and B's columns (n); None where a 1-D operand has none."""
+    _, _, out = _matmul_labels(lhs_rank, rhs_rank)
+    return (
+        out.index("m") if "m" in out else None,
+        out.index("n") if "n" in out else None,
+    )
 
 
 # -- Einsum -------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from ..context import LoweringRuleContext, register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type, input_value, normalize_axis
 from .conv import add_channel_bias, grouped_conv, integer_mul_add
+from .linalg_ops import integer_matmul, matmul_row_column_dims
 from .structured import tensor_size
 from .windows import (
     PARALLEL,
@@ -92,11 +93,18 @@ def to_i32(value: ir.Value, scalar: ScalarType) -> ir.Value:
 
 
 def saturate(ctx: LoweringRuleContext, value: ir.Value, scalar: ScalarType) -> ir.Value:
-    """A float already rounded to an integer, clamped to `scalar`'s range and converted."""
+    """A float already rounded to an integer, clamped to `scalar`'s range and converted.
+
+    NaN becomes the range's low end, as onnx.reference (NaN -> INT_MIN, then clipped) and
+    onnxruntime's vectorised quantizer give it: `maxnumf` takes the bound where `maximumf`
+    would keep the NaN, whose conversion to an integer is undefined (IREE may then give any
+    value, differently from one compilation to the next). A NaN reaches here whenever a model
+    quantizes an infinity with an infinite scale (onnxruntime's calibration of an attention
+    mask of -inf does exactly that)."""
     low, high = _RANGES[scalar]
     float_type = value.type
-    value = arith.MaximumFOp(value, scalar_constant(float_type, low)).result
-    value = arith.MinimumFOp(value, scalar_constant(float_type, high)).result
+    value = arith.MaxNumFOp(value, scalar_constant(float_type, low)).result
+    value = arith.MinNumFOp(value, scalar_constant(float_type, high)).result
     target = lower_scalar_type(scalar)
     if scalar.is_unsigned_integer:
         return arith.FPToUIOp(target, value).result
@@ -134,8 +142,9 @@ def _parameter_map(ctx, name: str, shape, x_shape, axis: int, block: int) -> lis
             raise ctx.error(f"blocked {name} needs rank {rank}, got shape {shape}")
         exprs = []
         for index in range(rank):
+            size = x_shape[index]
             if index == axis:
-                if shape[index] != -(-x_shape[index] // block):
+                if size is not None and shape[index] != -(-size // block):
                     raise ctx.error(
                         f"{name} shape {shape} does not match block_size {block} on axis {axis}"
                     )
@@ -143,13 +152,15 @@ def _parameter_map(ctx, name: str, shape, x_shape, axis: int, block: int) -> lis
                     ir.AffineFloorDivExpr.get(dim(index), ir.AffineConstantExpr.get(block))
                 )
             else:
-                if shape[index] != x_shape[index]:
+                if size is not None and shape[index] != size:
                     raise ctx.error(
                         f"{name} shape {shape} does not match the input shape {x_shape}"
                     )
                 exprs.append(dim(index))
         return exprs
-    if len(shape) == 1 and shape[0] == x_shape[axis]:
+    # NOTE: a dynamic dim of x (None) takes a per-axis parameter of any length: ONNX requires
+    # them equal, which only the run can check.
+    if len(shape) == 1 and x_shape[axis] in (shape[0], None):
         return [dim(axis)]
     raise ctx.error(
         f"{name} of shape {shape} is neither per-tensor nor per-axis for input {x_shape}"
@@ -167,8 +178,8 @@ def _layout(ctx: LoweringRuleContext, x_shape):
 
 
 def _elementwise(out_shape, element, operands, maps, body) -> ir.Value:
-    """A parallel generic of `out_shape`; a dynamic (None) dim, the batch of an integer
-    convolution, has the size of the same dim of `operands[0]` (which has the result's shape)."""
+    """A parallel generic of `out_shape`; a dynamic (None) dim (a batch, a sequence length)
+    has the size of the same dim of `operands[0]` (which has the result's shape)."""
     rank = len(out_shape)
     loops = [dim(index) for index in range(rank)]
     sizes = [
@@ -183,6 +194,12 @@ def _elementwise(out_shape, element, operands, maps, body) -> ir.Value:
         [PARALLEL] * rank,
         body,
     )
+
+
+def _result_shape(ctx: LoweringRuleContext, index: int = 0) -> tuple[int | None, ...]:
+    """The shape of an element-wise op's result: static where the result type knows a size the
+    input may leave dynamic, None where only the run knows it (read from the input)."""
+    return ctx.ranked(ctx.niro_results[index], "result").shape
 
 
 @register_lowering("onnx.QuantizeLinear", since=10)
@@ -201,7 +218,7 @@ def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     precision = attribute(ctx, "precision", 0)
     if precision not in (0, None, 1):  # 1 = FLOAT
         raise ctx.error(f"supports precision FLOAT only, got {precision}")
-    x_shape = static_shape(ctx, x_niro, "input x")
+    x_shape = ctx.ranked(x_niro, "input x").shape
     axis, block = _layout(ctx, x_shape)
     # NOTE: numpy divides in the promoted type of x and the scale: f32 unless either is f64
     # (or x is i32, which promotes with f32 to f64).
@@ -219,7 +236,7 @@ def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             rounded = arith.AddFOp(rounded, to_float(args[2], zero_scalar, compute)).result
         return saturate(ctx, rounded, out_scalar)
 
-    return [_elementwise(x_shape, lower_scalar_type(out_scalar), operands, maps, body)]
+    return [_elementwise(_result_shape(ctx), lower_scalar_type(out_scalar), operands, maps, body)]
 
 
 @register_lowering("onnx.DequantizeLinear", since=10)
@@ -237,7 +254,7 @@ def _lower_dequantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         raise ctx.error(
             f"needs float scale and output, got {scale_scalar.spelling} -> {out_scalar.spelling}"
         )
-    x_shape = static_shape(ctx, x_niro, "input x")
+    x_shape = ctx.ranked(x_niro, "input x").shape
     axis, block = _layout(ctx, x_shape)
     compute = _f64() if ScalarType.F64 in (scale_scalar, out_scalar) else _f32()
     operands, maps, zero_scalar = _with_parameters(
@@ -252,7 +269,7 @@ def _lower_dequantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         value = arith.MulFOp(value, to_float(args[1], scale_scalar, compute)).result
         return to_float(value, ScalarType.F64 if compute == _f64() else ScalarType.F32, out_element)
 
-    return [_elementwise(x_shape, out_element, operands, maps, body)]
+    return [_elementwise(_result_shape(ctx), out_element, operands, maps, body)]
 
 
 # -- integer convolution and matmul ------------------------------------------------------------------
@@ -414,67 +431,40 @@ def _lower_qlinear_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     ]
 
 
-def _integer_matmul(ctx, a, a_niro, a_zero, b, b_niro, b_zero) -> ir.Value:
-    """(a - a_zero) @ (b - b_zero) in i32, NumPy matmul broadcasting over static batch dims."""
-    a_shape = static_shape(ctx, a_niro, "input A")
-    b_shape = static_shape(ctx, b_niro, "input B")
-    if len(a_shape) < 2 or len(b_shape) < 2:
-        raise ctx.error(f"supports operands of rank >= 2 only, got {a_shape} and {b_shape}")
-    out_shape = static_shape(ctx, ctx.niro_results[0], "the result")
-    batch = out_shape[:-2]
-    m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
-    if b_shape[-2] != k or out_shape[-2:] != (m, n):
-        raise ctx.error(f"shapes {a_shape} x {b_shape} do not give the result {out_shape}")
-    a_shifted = _shifted(ctx, a, element_type(a_niro), a_shape, a_zero, None)
-    b_shifted = _shifted(ctx, b, element_type(b_niro), b_shape, b_zero, None)
-    depth = len(batch)
-
-    def batch_map(shape):
-        offset = depth - (len(shape) - 2)
-        exprs = []
-        for index, size in enumerate(shape[:-2]):
-            loop = offset + index
-            exprs.append(
-                ir.AffineConstantExpr.get(0) if size == 1 and batch[loop] != 1 else dim(loop)
-            )
-        return exprs
-
-    mi, ni, ki = dim(depth), dim(depth + 1), dim(depth + 2)
-    init = filled(ctx, out_shape, _i32(), ctx.zero(_i32()))
-    return generic(
-        ir.RankedTensorType.get(list(out_shape), _i32()),
-        [a_shifted, b_shifted],
-        init,
-        [
-            [*batch_map(a_shape), mi, ki],
-            [*batch_map(b_shape), ki, ni],
-            [*[dim(i) for i in range(depth)], mi, ni],
-        ],
-        [PARALLEL] * (depth + 2) + [REDUCTION],
-        lambda args: integer_mul_add(args[0], args[1], args[2]),
-    )
-
-
 @register_lowering("onnx.QLinearMatMul", since=10)
 def _lower_qlinear_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
-    a, a_niro = input_value(ctx, 0)
-    b, b_niro = input_value(ctx, 3)
+    """The i32 matmul of the shifted operands, requantized by a_scale * b_scale / y_scale; a
+    1-D a_scale is per row of A, a 1-D b_scale per column of B (onnxruntime's per-channel
+    quantization makes the latter), each read per result element."""
     out_scalar = element_type(ctx.niro_results[0])
     if out_scalar not in (ScalarType.I8, ScalarType.U8):
         raise ctx.error(f"supports int8/uint8 outputs only, got {out_scalar.spelling}")
-    acc = _integer_matmul(ctx, a, a_niro, input_value(ctx, 2), b, b_niro, input_value(ctx, 5))
-    a_scale, a_type = _scalar_of(ctx, 1, "a_scale")
-    b_scale, b_type = _scalar_of(ctx, 4, "b_scale")
+    row, column = matmul_row_column_dims(
+        len(ctx.ranked(ctx.niro_operands[0], "input a").shape),
+        len(ctx.ranked(ctx.niro_operands[3], "input b").shape),
+    )
+    finish_operands: list = []
+    scales = []
+    for position, what, axis in ((1, "a_scale", row), (4, "b_scale", column)):
+        value, niro_value = input_value(ctx, position)
+        shape = static_shape(ctx, niro_value, what)
+        if len(shape) == 1 and shape[0] != 1 and axis is not None:
+            scales.append((len(finish_operands), element_type(niro_value)))
+            finish_operands.append((value, [axis]))
+        else:
+            scales.append(_scalar_of(ctx, position, what))
     y_scale, y_type = _scalar_of(ctx, 6, "y_scale")
     y_zero = _scalar_of(ctx, 7, "y_zero_point")
-    out_shape = static_shape(ctx, ctx.niro_results[0], "the result")
-    loops = [dim(index) for index in range(len(out_shape))]
 
-    def body(args):
+    def finish(acc: ir.Value, *elements: ir.Value) -> ir.Value:
+        (a_scale, a_type), (b_scale, b_type) = (
+            (elements[scale], kind) if isinstance(scale, int) else (scale, kind)
+            for scale, kind in scales
+        )
         multiplier = _multiplier(a_scale, a_type, b_scale, b_type, y_scale, y_type)
-        return _requantize(ctx, args[0], multiplier, y_zero, out_scalar)
+        return _requantize(ctx, acc, multiplier, y_zero, out_scalar)
 
-    return [_elementwise(out_shape, lower_scalar_type(out_scalar), [acc], [loops], body)]
+    return [integer_matmul(ctx, (0, 3, 2, 5), finish, finish_operands)]
 
 
 @register_lowering("onnx.DynamicQuantizeLinear", since=11)
@@ -484,8 +474,7 @@ def _lower_dynamic_quantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     x, x_niro = ctx.operands[0], ctx.niro_operands[0]
     if element_type(x_niro) is not ScalarType.F32:
         raise ctx.error(f"supports float32 input only, got {element_type(x_niro).spelling}")
-    shape = static_shape(ctx, x_niro, "input x")
-    rank = len(shape)
+    rank = len(ctx.ranked(x_niro, "input x").shape)
     loops = [dim(index) for index in range(rank)]
     f32 = _f32()
     zero = scalar_constant(f32, 0.0)
@@ -514,7 +503,7 @@ def _lower_dynamic_quantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         rounded = math.RoundEvenOp(arith.DivFOp(args[0], scale).result).result
         return saturate(ctx, arith.AddFOp(rounded, zero_point_f).result, ScalarType.U8)
 
-    y = _elementwise(shape, lower_scalar_type(ScalarType.U8), [x], [loops], body)
+    y = _elementwise(_result_shape(ctx), lower_scalar_type(ScalarType.U8), [x], [loops], body)
     scale_tensor = tensor.FromElementsOp(ir.RankedTensorType.get([], f32), [scale]).result
     zero_tensor = tensor.FromElementsOp(
         ir.RankedTensorType.get([], lower_scalar_type(ScalarType.U8)), [zero_point]

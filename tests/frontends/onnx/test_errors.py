@@ -155,7 +155,8 @@ def test_bad_transpose_permutation() -> None:
 
 def test_untyped_custom_op_output() -> None:
     refuse("g (float x) => (y) { y = custom.Foo(x) }",
-           "value 'y' (output of node 'Foo_0'): element type is unknown (shape inference could not type it)")
+           "value 'y' (output of node 'Foo_0' (custom.Foo)): element type is unknown (ONNX shape inference has "
+           "no schema for domain 'custom' and the model declares no type for it in value_info)")
 
 
 def test_attribute_reference_outside_a_function() -> None:
