@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from niro.frontends.onnx import inference
 from niro.frontends.onnx.inference import DATA_PROPAGATION_LIMIT, infer_types
 
@@ -25,15 +26,21 @@ def test_data_propagation_folds_shape_arithmetic() -> None:
     assert _dims(infer_types(model), "y") == [2, 3]
 
 
-def test_a_long_vector_turns_data_propagation_off(monkeypatch) -> None:
-    passes = []
+@pytest.fixture
+def passes(monkeypatch) -> list[bool]:
+    """The data_prop flag of every ONNX inference pass, in order."""
+    recorded: list[bool] = []
     real_infer = inference._infer
 
     def recording_infer(model, *, data_prop):
-        passes.append(data_prop)
+        recorded.append(data_prop)
         return real_infer(model, data_prop=data_prop)
 
     monkeypatch.setattr(inference, "_infer", recording_infer)
+    return recorded
+
+
+def test_a_long_vector_turns_data_propagation_off(passes) -> None:
     length = DATA_PROPAGATION_LIMIT + 1
     model = onnx.parser.parse_model(
         OPSET + f"g (float[2, 3] x, float[{length}] v) => (y, w) {{ {SHAPE_ARITHMETIC}\n w = Mul(v, v) }}"
@@ -104,15 +111,7 @@ def test_strip_weights_copies_plain_nodes_whole_and_strips_tensor_attributes() -
     assert model.graph.node[1].attribute[0].t.HasField("raw_data")  # the model is left untouched
 
 
-def test_data_propagation_runs_only_where_shape_data_can_start(monkeypatch) -> None:
-    passes = []
-    real_infer = inference._infer
-
-    def recording_infer(model, *, data_prop):
-        passes.append(data_prop)
-        return real_infer(model, data_prop=data_prop)
-
-    monkeypatch.setattr(inference, "_infer", recording_infer)
+def test_data_propagation_runs_only_where_shape_data_can_start(passes) -> None:
     float_only = "g (float[2, 3] x, float[3, 2] w) => (y) { m = MatMul(x, w)\n y = Relu(m) }"
     infer_types(onnx.parser.parse_model(OPSET + float_only))
     assert passes == [False]  # no Shape, Size, Constant, subgraph, integer weight or function
