@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from niro.ir import Location, Op, ScalarType, TensorType, Value, format_type, op_name
 
-from .bindings import arith, cf, ir, tensor
+from .bindings import arith, cf, ir, linalg, tensor
 from .errors import LoweringError
 from .types import index_type, type_key
 
@@ -144,6 +144,12 @@ class LoweringRuleContext:
         of the indexing). Only static 1s broadcast. A `cf.assert` checks that assumption at run
         time, so a dynamic 1 stops the program with a message naming the op instead of reading
         out of bounds and computing a wrong number.
+
+        NOTE: an outer-product-like op (operands broadcast along different dims, as in
+        `s[:, :, None] - s[:, None, :]`) reads all its operands but the first with
+        `tensor.extract` in the body, not as `ins`: IREE (3.13) fuses such an op into the
+        dispatch of a reduction that produces both operands (a ReduceSum, a CumSum) and then
+        computes only the elements where the two reads coincide, the rest wrong.
         """
         if inputs is None:
             inputs = tuple(zip(self.operands, self.niro_operands, strict=True))
@@ -162,20 +168,65 @@ class LoweringRuleContext:
             ]
             init = self.empty_tensor(result_type, sizes)
             self._assert_dynamic_dims_match(inputs, plan.shapes, result_type, sizes)
+        lasts = {
+            index: self._last_indices(inputs[index][0], plan.shapes[index][1])
+            for index in plan.extracted
+        }
         # NOTE: the generic builder with the plan's attributes: `linalg.GenericOp` re-derives
         # the operand segments and checks each attribute in Python (3x the time; same op).
         generic = ir.Operation.create(
             "linalg.generic",
             results=[plan.result_type],
-            operands=[*[value for value, _ in inputs], init],
+            operands=[
+                *[value for index, (value, _) in enumerate(inputs) if index not in plan.extracted],
+                init,
+            ],
             attributes=plan.attributes,
             regions=1,
         )
         block = generic.regions[0].blocks.append(*plan.block_types)
         with ir.InsertionPoint(block):
-            element = body(list(block.arguments)[: len(inputs)])
+            arguments = iter(block.arguments)
+            elements = [
+                self._extract_broadcast(value, plan, index, lasts[index])
+                if index in plan.extracted
+                else next(arguments)
+                for index, (value, _) in enumerate(inputs)
+            ]
+            element = body(elements)
             ir.Operation.create("linalg.yield", operands=[element])
         return generic.result
+
+    def _extract_broadcast(
+        self, value: ir.Value, plan: _BroadcastPlan, index: int, lasts: list[ir.Value]
+    ) -> ir.Value:
+        """Operand `index`'s element at the current position, read by `tensor.extract` (inside
+        the body) with the indices its broadcasting map would give, each clamped to the dim's
+        last index (`lasts`, made outside the body).
+
+        NOTE: the clamp (a no-op) keeps IREE from raising the read back into an `ins` operand
+        with an indexing map, which would bring back the miscompile `elementwise` avoids."""
+        offset, shape = plan.shapes[index]
+        result_shape = ir.RankedTensorType(plan.result_type).shape
+        indices = []
+        for axis, dim in enumerate(shape):
+            if dim == 1 and result_shape[offset + axis] != 1:
+                indices.append(self.index_constant(0))
+                continue
+            position = linalg.IndexOp(offset + axis).result
+            indices.append(arith.MinUIOp(position, lasts[axis]).result)
+        return tensor.ExtractOp(value, indices).result
+
+    def _last_indices(self, value: ir.Value, shape: tuple) -> list[ir.Value]:
+        """Per dim of `value`, its last index (size - 1) as an index value."""
+        lasts = []
+        for axis, dim in enumerate(shape):
+            if dim is not None:
+                lasts.append(self.index_constant(max(dim - 1, 0)))
+            else:
+                one = self.index_constant(1)
+                lasts.append(arith.SubIOp(self.dim_size(value, axis), one).result)
+        return lasts
 
     def _broadcast_plan(
         self, inputs: Sequence[tuple[ir.Value, Value]], result: Value
@@ -194,18 +245,23 @@ class LoweringRuleContext:
                 )
             shapes.append((rank - len(shape), shape))
         parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+        extracted = _outer_operands(result_type.shape, shapes)
+        kept = [index for index in range(len(inputs)) if index not in extracted]
         return _BroadcastPlan(
             shapes=tuple(shapes),
             result_type=self.mlir_type(result_type),
             block_types=(
-                *[self.mlir_type(niro.type.element_type) for _, niro in inputs],
+                *[self.mlir_type(inputs[index][1].type.element_type) for index in kept],
                 self.mlir_type(result_type.element_type),
             ),
             attributes={
-                "indexing_maps": _broadcast_maps(result_type.shape, shapes),
+                "indexing_maps": _broadcast_maps(
+                    result_type.shape, [shapes[index] for index in kept]
+                ),
                 "iterator_types": ir.ArrayAttr.get([parallel] * rank),
-                "operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(inputs), 1]),
+                "operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(kept), 1]),
             },
+            extracted=extracted,
             is_static=result_type.is_static and all(None not in shape for _, shape in shapes),
         )
 
@@ -245,6 +301,28 @@ class LoweringRuleContext:
         return self.dim_size(*dynamic_source)
 
 
+def _outer_operands(result_shape: tuple, shapes: list[tuple[int, tuple]]) -> frozenset[int]:
+    """The operands an element-wise op reads by `tensor.extract` (see `elementwise`): when two
+    operands broadcast along different dims (each lacks a result dim the other has), all but
+    the first; else none."""
+    rank = len(result_shape)
+    missing = [
+        frozenset(
+            axis
+            for axis in range(rank)
+            if result_shape[axis] != 1
+            and (axis < offset or shape[axis - offset] == 1)
+        )
+        for offset, shape in shapes
+    ]
+    outer = any(
+        missing[i] - missing[j] and missing[j] - missing[i]
+        for i in range(len(missing))
+        for j in range(i + 1, len(missing))
+    )
+    return frozenset(range(1, len(shapes))) if outer else frozenset()
+
+
 def _broadcast_maps(result_shape: tuple, shapes: list[tuple[int, tuple]]) -> ir.ArrayAttr:
     """The indexing maps of a broadcasting `linalg.generic`: per operand (right-aligned at
     `offset`), a dim that is a static 1 against a larger result dim reads index 0; then the
@@ -271,13 +349,15 @@ class _BroadcastPlan:
     `shapes` is (offset, shape) per operand, right-aligned against the result; `block_types`
     the body's argument types (operand elements, then the result's); `attributes` the op's
     indexing maps, parallel iterators and operand segments; `is_static` says no dim anywhere is
-    dynamic (no sizes to compute, nothing to check at run time)."""
+    dynamic (no sizes to compute, nothing to check at run time); `extracted` the operands read
+    by `tensor.extract` in the body instead of as `ins` (no map, no block argument)."""
 
     shapes: tuple[tuple[int, tuple[int | None, ...]], ...]
     result_type: ir.Type
     block_types: tuple[ir.Type, ...]
     attributes: dict[str, ir.Attribute]
     is_static: bool
+    extracted: frozenset[int]
 
 
 LoweringRule = Callable[[LoweringRuleContext], Sequence[ir.Value]]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from niro.ir import ScalarType, TensorType, format_type
+from niro.ir import ScalarType, TensorType, format_type, op_name
 
 from ..bindings import arith, ir, tensor
 from ..context import LoweringRuleContext, register_lowering
@@ -44,6 +44,7 @@ from .indexing import (
     sub,
     to_index,
 )
+from .structured import assert_true
 
 __all__: list[str] = []
 
@@ -197,6 +198,30 @@ def _loop_anchor(total: int, dims: Sequence[int], extents: Sequence[Mixed]) -> t
     return anchor, projection(total, dims), ScalarType.I8
 
 
+def _common_shape(first: tuple, second: tuple) -> tuple | None:
+    """The one shape two types may both have at run time (a static dim wins over a dynamic
+    one), or None when their ranks or static dims differ."""
+    if len(first) != len(second):
+        return None
+    pairs = list(zip(first, second, strict=True))
+    if any(a is not None and b is not None and a != b for a, b in pairs):
+        return None
+    return tuple(a if a is not None else b for a, b in pairs)
+
+
+def _assert_same_sizes(ctx: LoweringRuleContext, indices, indices_type, updates, updates_type) -> None:
+    """A run-time check of each dim that is dynamic in `indices` or `updates` (exporters often
+    type one of them less precisely): ONNX requires one shape, and the scatter reads `updates`
+    at the positions of `indices`."""
+    for axis, (a, b) in enumerate(zip(indices_type.shape, updates_type.shape, strict=True)):
+        if a is not None and b is not None:
+            continue
+        equal = cmp("eq", _size(ctx, indices, indices_type, axis), _size(ctx, updates, updates_type, axis))
+        assert_true(
+            equal, f"{ctx.niro_location}: '{op_name(ctx.op)}' op: dim {axis} of updates differs from indices"
+        )
+
+
 def _scatter_elements(ctx: LoweringRuleContext) -> list[ir.Value]:
     data_type = ctx.ranked(ctx.niro_operands[0], "data")
     indices_type = ctx.ranked(ctx.niro_operands[1], "indices")
@@ -204,16 +229,19 @@ def _scatter_elements(ctx: LoweringRuleContext) -> list[ir.Value]:
     result = ctx.ranked(ctx.niro_results[0], "result")
     data, indices, updates = ctx.operands
     rank = len(data_type.shape)
-    if len(indices_type.shape) != rank or indices_type.shape != updates_type.shape:
+    shape = _common_shape(indices_type.shape, updates_type.shape)
+    if len(indices_type.shape) != rank or shape is None:
         raise ctx.error(
             f"needs indices and updates of one shape and the rank of data, got "
             f"{format_type(indices_type)} and {format_type(updates_type)}"
         )
+    _assert_same_sizes(ctx, indices, indices_type, updates, updates_type)
     axis = normalize_axis(ctx, attribute(ctx, "axis", 0), rank)
     combine = _combiner(ctx, data_type.element_type)
     extent = _size(ctx, data, data_type, axis)
+    indices_type = TensorType(indices_type.element_type, shape)
     bounds = [_size(ctx, indices, indices_type, a) for a in range(rank)]
-    lines = indices_type.shape[axis] if indices_type.shape[axis] is not None else bounds[axis]
+    lines = shape[axis] if shape[axis] is not None else bounds[axis]
     anchor = _loop_anchor(rank + 1, [rank], [lines])
 
     def body(position, elements):

@@ -7,7 +7,8 @@ inside the borders for `padding_mode` border (clamp) or reflection (mirror, repe
 the input is read around it: 1 tap (nearest), 2 (linear) or 4 (cubic, Keys with a = -0.75)
 per spatial axis, each tap read with the padding rule (zeros outside, clamped, or reflected
 index). Arithmetic is f32, as in the reference, except the reflection, done in f64 as the
-reference's Python floats are.
+reference's Python floats are. Any dim but the grid's last may be dynamic (a spatial transformer
+exported with dynamic axes): the sizes the geometry needs are then read once, before the loops.
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ from ..bindings import arith, ir, linalg, math, tensor
 from ..context import LoweringRuleContext, register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type
-from .windows import PARALLEL, dim, generic, scalar_constant, static_shape
+from .windows import PARALLEL, dim, generic, scalar_constant, tensor_type
 
 __all__: list[str] = []
+
+Scalar = float | ir.Value
+"""A size-derived number: a Python float when the size is static, else an MLIR value."""
 
 MODES = {
     "nearest": "nearest",
@@ -68,26 +72,29 @@ class _Float:
         return math.FloorOp(self.v(a)).result
 
 
-def _i64(value: int) -> ir.Value:
+def _i64(value: int | ir.Value) -> ir.Value:
+    if isinstance(value, ir.Value):
+        return value
     return scalar_constant(ir.IntegerType.get_signless(64), value)
 
 
-def _reflect(f64: _Float, x: ir.Value, low: float, high: float) -> ir.Value:
-    """The spec's reflection of x into [low, high] (f64 in, f64 out)."""
-    span = high - low
+def _reflect(f64: _Float, x: ir.Value, low: Scalar, high: Scalar) -> ir.Value:
+    """The spec's reflection of x into [low, high] (f64 in, f64 out; borders are Python floats
+    or, for a dynamic spatial size, f64 values)."""
+    span = high - low if isinstance(low, float) and isinstance(high, float) else f64.sub(high, low)
 
-    def fold(distance, near, far):
+    def fold(distance, near, far, from_low: bool):
         turns = arith.FPToSIOp(ir.IntegerType.get_signless(64), f64.div(distance, span)).result
         rest = f64.sub(distance, f64.mul(arith.SIToFPOp(f64.type, turns).result, span))
         even = arith.CmpIOp(
             arith.CmpIPredicate.eq, arith.AndIOp(turns, _i64(1)).result, _i64(0)
         ).result
-        toward = f64.add(near, rest) if near == low else f64.sub(near, rest)
-        away = f64.sub(far, rest) if far == high else f64.add(far, rest)
+        toward = f64.add(near, rest) if from_low else f64.sub(near, rest)
+        away = f64.sub(far, rest) if from_low else f64.add(far, rest)
         return f64.select(even, toward, away)
 
-    below = fold(f64.sub(low, x), low, high)
-    above = fold(f64.sub(x, high), high, low)
+    below = fold(f64.sub(low, x), low, high, True)
+    above = fold(f64.sub(x, high), high, low, False)
     return f64.select(f64.lt(x, low), below, f64.select(f64.gt(x, high), above, x))
 
 
@@ -105,22 +112,59 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ctx.error(f"does not support padding_mode '{padding_mode}'")
     align = bool(attribute(ctx, "align_corners", 0))
-    x_shape = static_shape(ctx, x_niro, "input X")
-    grid_shape = static_shape(ctx, grid_niro, "grid")
-    spatial = x_shape[2:]
-    rank = len(spatial)
+    x_shape = ctx.ranked(x_niro, "input X").shape
+    grid_shape = ctx.ranked(grid_niro, "grid").shape
+    rank = len(x_shape) - 2
     if rank not in (2, 3) or grid_shape[-1] != rank or len(grid_shape) != rank + 2:
         raise ctx.error(
             f"supports 2-D and 3-D sampling only, got X {x_shape} and grid {grid_shape}"
         )
-    out_shape = (x_shape[0], x_shape[1], *grid_shape[1:-1])
-    if static_shape(ctx, ctx.niro_results[0], "the result") != out_shape:
-        raise ctx.error(f"result shape differs from the computed {out_shape}")
+    # Each result dim and where its size comes from: X's batch and channels, grid's spatial.
+    sources = [(x, x_shape, 0), (x, x_shape, 1)]
+    sources += [(grid, grid_shape, axis) for axis in range(1, rank + 1)]
+    result_shape = ctx.ranked(ctx.niro_results[0], "the result").shape
+    if len(result_shape) != len(sources):
+        raise ctx.error(f"result rank {len(result_shape)} differs from the computed {len(sources)}")
+    out_sizes: list[int | ir.Value] = []
+    for declared, (value, shape, axis) in zip(result_shape, sources, strict=True):
+        if shape[axis] is not None and declared is not None and shape[axis] != declared:
+            raise ctx.error(
+                f"result dim {len(out_sizes)} is {declared}, the inputs give {shape[axis]}"
+            )
+        size = shape[axis] if shape[axis] is not None else declared
+        out_sizes.append(size if size is not None else ctx.dim_size(value, axis))
     element = lower_scalar_type(scalar)
     f32 = _Float(ir.F32Type.get())
     f64 = _Float(ir.F64Type.get())
+    i64 = ir.IntegerType.get_signless(64)
     grid_scalar = element_type(grid_niro)
-    borders = [(0.0, size - 1.0) if align else (-0.5, size - 0.5) for size in spatial]
+    # Spatial sizes: Python numbers when static, else values read once outside the loops.
+    spatial: list[int | ir.Value] = []
+    for axis in range(rank):
+        if x_shape[2 + axis] is not None:
+            spatial.append(x_shape[2 + axis])
+        else:
+            spatial.append(arith.IndexCastOp(i64, ctx.dim_size(x, 2 + axis)).result)
+
+    def as_float(size, f: _Float) -> Scalar:
+        return float(size) if isinstance(size, int) else arith.SIToFPOp(f.type, size).result
+
+    sizes32 = [as_float(size, f32) for size in spatial]
+    lasts32 = [size - 1.0 if isinstance(size, float) else f32.sub(size, 1.0) for size in sizes32]
+    borders = []
+    for size in (as_float(size, f64) for size in spatial):
+        if isinstance(size, float):
+            borders.append((0.0, size - 1.0) if align else (-0.5, size - 0.5))
+        else:
+            borders.append((0.0, f64.sub(size, 1.0)) if align else (-0.5, f64.sub(size, 0.5)))
+    borders32 = [
+        (low, high if isinstance(high, float) else arith.TruncFOp(f32.type, high).result)
+        for low, high in borders
+    ]
+    last64 = [
+        size - 1 if isinstance(size, int) else arith.SubIOp(size, _i64(1)).result
+        for size in spatial
+    ]
 
     def to32(value, scalar_):
         if scalar_ is ScalarType.F32:
@@ -148,7 +192,7 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
                 arith.CmpIOp(arith.CmpIPredicate.slt, index_i64, _i64(size)).result,
             ).result
         clamped = arith.MaxSIOp(index_i64, _i64(0)).result
-        clamped = arith.MinSIOp(clamped, _i64(size - 1)).result
+        clamped = arith.MinSIOp(clamped, _i64(last64[axis])).result
         return arith.IndexCastOp(ir.IndexType.get(), clamped).result, inside
 
     def cubic(t):
@@ -166,30 +210,29 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         ]
 
     def body(args):
-        indices = [linalg.IndexOp(axis).result for axis in range(len(out_shape))]
+        indices = [linalg.IndexOp(axis).result for axis in range(len(out_sizes))]
         grid_prefix = [indices[0], *indices[2:]]
         reads = []  # per spatial axis: [(index, inside flag or None, coefficient or None)]
         for axis in range(rank):
             component = ctx.index_constant(rank - 1 - axis)
             normalized = to32(tensor.ExtractOp(grid, [*grid_prefix, component]).result, grid_scalar)
-            size = float(spatial[axis])
+            size = sizes32[axis]
             if align:
-                coordinate = f32.mul(f32.div(f32.add(normalized, 1.0), 2.0), size - 1)
+                coordinate = f32.mul(f32.div(f32.add(normalized, 1.0), 2.0), lasts32[axis])
             else:
                 coordinate = f32.div(f32.sub(f32.mul(f32.add(normalized, 1.0), size), 1.0), 2.0)
             if mode == "nearest":
                 coordinate = math.RoundEvenOp(coordinate).result
-            low, high = borders[axis]
+            low, high = borders32[axis]
             if padding_mode == "border":
                 outside = arith.OrIOp(f32.lt(coordinate, low), f32.gt(coordinate, high)).result
                 clamped = arith.MinimumFOp(
-                    arith.MaximumFOp(coordinate, f32.v(0.0)).result, f32.v(size - 1)
+                    arith.MaximumFOp(coordinate, f32.v(0.0)).result, f32.v(lasts32[axis])
                 ).result
                 coordinate = f32.select(outside, clamped, coordinate)
             elif padding_mode == "reflection":
                 wide = arith.ExtFOp(f64.type, coordinate).result
-                coordinate = arith.TruncFOp(f32.type, _reflect(f64, wide, low, high)).result
-            i64 = ir.IntegerType.get_signless(64)
+                coordinate = arith.TruncFOp(f32.type, _reflect(f64, wide, *borders[axis])).result
             if mode == "nearest":
                 index, inside = tap(arith.FPToSIOp(i64, coordinate).result, axis)
                 reads.append([(index, inside, None)])
@@ -228,15 +271,8 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             return arith.ExtFOp(element, total).result
         return arith.TruncFOp(element, total).result
 
-    loops = [dim(axis) for axis in range(len(out_shape))]
-    init = tensor.EmptyOp(list(out_shape), element).result
+    loops = [dim(axis) for axis in range(len(out_sizes))]
+    init = tensor.EmptyOp(out_sizes, element).result
     return [
-        generic(
-            ir.RankedTensorType.get(list(out_shape), element),
-            [],
-            init,
-            [loops],
-            [PARALLEL] * len(out_shape),
-            body,
-        )
+        generic(tensor_type(out_sizes, element), [], init, [loops], [PARALLEL] * len(out_sizes), body)
     ]

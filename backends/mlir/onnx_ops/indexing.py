@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from niro.ir import ScalarType, TensorType, Value, format_type
+from niro.ir import ScalarType, TensorType, Value, format_type, op_name
 
 from ..bindings import arith, ir, linalg, tensor
 from ..context import LoweringRuleContext
@@ -280,6 +280,45 @@ def expand(
     ).result
 
 
+def _reshape_to_vector(
+    ctx: LoweringRuleContext,
+    value: ir.Value,
+    source: TensorType,
+    target: TensorType,
+    sizes: Sequence[ir.Value | None],
+) -> ir.Value:
+    """A dynamic reshape into rank 1 (or 0) as a collapse of every dim (+ `tensor.cast`).
+
+    NOTE: iree-compile rejects a `tensor.reshape` whose shape tensor has one element (its
+    tensor<1xindex> shape is put inside a dispatch: "index types must not cross the dispatch
+    boundary"), so flattening a dynamic tensor, as PyTorch's `x.reshape(-1)` and boolean-mask
+    indexing export, goes this way. The requested size, when known, is checked at run time."""
+    element = source.element_type
+    rank = len(source.shape)
+    count = None if None in source.shape else int(np.prod(source.shape, dtype=np.int64))
+    flat = value
+    if rank == 0:
+        flat = expand(value, TensorType(element, (1,)), [], [None])
+        count = 1
+    elif rank > 1:
+        flat = collapse(value, TensorType(element, (count,)), [list(range(rank))])
+    where = f"{ctx.niro_location}: '{op_name(ctx.op)}' op"
+    if not target.shape:  # a dynamic source of one element
+        structured.assert_true(
+            arith.CmpIOp(arith.CmpIPredicate.eq, ctx.dim_size(flat, 0), const_index(1)).result,
+            f"{where}: a scalar result needs one element",
+        )
+        one = cast_to(flat, lower_type(TensorType(element, (1,))))
+        return collapse(one, target, [])
+    wanted = sizes[0] if target.shape[0] is None else const_index(target.shape[0])
+    if wanted is not None and (count is None or target.shape[0] is None):
+        structured.assert_true(
+            arith.CmpIOp(arith.CmpIPredicate.eq, ctx.dim_size(flat, 0), wanted).result,
+            f"{where}: the requested size differs from the element count",
+        )
+    return cast_to(flat, lower_type(target))
+
+
 def unit_groups(rank: int, unit_axes: Sequence[int]) -> list[list[int]]:
     """The reassociation between a rank-`rank` shape and the same shape without `unit_axes`:
     each kept dim forms one group with the unit dims around it (leading units join the first)."""
@@ -326,6 +365,8 @@ def reshape(
         if len(target.shape) == 1:
             return value
         return expand(value, target, [list(range(len(target.shape)))], [None] * len(target.shape))
+    if len(target.shape) <= 1:
+        return _reshape_to_vector(ctx, value, source, target, sizes)
     extents = []
     for dim, size in zip(target.shape, sizes, strict=True):
         if dim is not None:

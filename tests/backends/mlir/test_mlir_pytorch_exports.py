@@ -43,6 +43,26 @@ def _images(rng, batch):
     return rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
 
 
+def _small_vocab_ids(rng, batch, seq):
+    return rng.integers(0, 40, (batch, seq)).astype(np.int64)
+
+
+def _mels(rng, batch, frames):
+    return rng.standard_normal((batch, 16, frames)).astype(np.float32)
+
+
+def _embedded(rng, batch, seq):
+    return rng.standard_normal((batch, seq, 32)).astype(np.float32)
+
+
+def _matrices(rng, batch):
+    return rng.standard_normal((batch, 6, 8)).astype(np.float32)
+
+
+def _features16(rng, batch, seq):
+    return rng.standard_normal((batch, seq, 16)).astype(np.float32)
+
+
 # (model file, input maker, shapes to run at). The TorchScript LSTM keeps its dynamic seq and
 # batch, both CNNs their dynamic batch; the other dynamo export and the TorchScript encoder fix
 # the traced sizes, so they run there.
@@ -60,6 +80,17 @@ CASES = [
     ("unet_hw.onnx", _sized_images, [(1, 32, 32), (2, 40, 56), (1, 16, 24)]),
     ("seg_hw.onnx", _sized_images, [(1, 40, 56), (2, 17, 23)]),
     ("diff_hw.onnx", _latents, [(1, 16, 16), (2, 8, 12), (1, 20, 6)]),
+    ("mobilenet_hw.onnx", _sized_images, [(1, 32, 32), (2, 24, 40), (1, 17, 9)]),
+    ("resnet.onnx", _images, [(1,), (3,)]),
+    ("llama.onnx", _small_vocab_ids, [(1, 1), (2, 12), (3, 20)]),
+    ("whisper.onnx", _mels, [(1, 7), (2, 40), (3, 64)]),
+    ("t5.onnx", _embedded, [(1, 1), (2, 10), (3, 17)]),
+    ("yolo_hw.onnx", _sized_images, [(1, 32, 32), (2, 64, 48), (1, 16, 16)]),
+    ("gru.onnx", _small_vocab_ids, [(1, 1), (2, 9), (3, 5)]),
+    ("misc2.onnx", _matrices, [(1,), (3,)]),
+    ("boolindex.onnx", _rows, [(1,), (5,)]),
+    ("boolindex_dynamo.onnx", _rows, [(1,), (5,)]),
+    ("ssd.onnx", _features16, [(1, 1), (2, 9), (3, 13)]),
 ]
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 
+from tests.backends.mlir.mlir_harness import assert_matches_onnxruntime, compile_onnx
 from tests.backends.mlir.onnx_ops.model_cases import one_node_case
 from tests.conformance.pipeline import run_case
 from tests.onnx_node_cases import node_test_case
@@ -210,3 +212,46 @@ def test_training_dropout_with_nonzero_constant_ratio_is_refused() -> None:
         "'onnx.Dropout' op in training mode with ratio 0.5 draws random numbers; only inference "
         "(or ratio 0) is supported"
     )
+
+
+# -- GridSample with dynamic dims -----------------------------------------------------------------
+
+
+def _grid_sample_model(mode: str, padding_mode: str, align_corners: int):
+    """GridSample on X (n, 2, h, w) and a grid (n, gh, gw, 2), every dim but the channels and
+    the coordinate pair dynamic, as a spatial transformer exported with dynamic axes has it."""
+    node = helper.make_node(
+        "GridSample",
+        ["x", "grid"],
+        ["y"],
+        mode=mode,
+        padding_mode=padding_mode,
+        align_corners=align_corners,
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 2, "h", "w"]),
+            helper.make_tensor_value_info("grid", TensorProto.FLOAT, ["n", "gh", "gw", 2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+
+
+@pytest.mark.parametrize(
+    ("mode", "padding_mode", "align_corners"),
+    [("linear", "zeros", 0), ("nearest", "border", 1), ("cubic", "reflection", 0)],
+)
+def test_grid_sample_with_dynamic_dims_matches_onnxruntime(
+    tmp_path, mode, padding_mode, align_corners
+) -> None:
+    model = _grid_sample_model(mode, padding_mode, align_corners)
+    vm_module = compile_onnx(model, tmp_path)
+    rng = np.random.default_rng(3)
+    feeds_list = [
+        {"x": _normal(n, 2, h, w), "grid": rng.uniform(-1.3, 1.3, (n, gh, gw, 2)).astype("f4")}
+        for n, h, w, gh, gw in [(1, 5, 7, 3, 4), (2, 8, 4, 6, 6)]
+    ]
+    assert_matches_onnxruntime(vm_module, model, feeds_list, function="g", rtol=1e-4, atol=1e-5)

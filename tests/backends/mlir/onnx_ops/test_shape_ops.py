@@ -125,6 +125,15 @@ def _cases() -> dict[str, NodeTestCase]:
             [N("Shape", ["x"], ["s"]), N("Reshape", ["x", "s"], ["y"])],
             {"x": (X, ["N", "M", 4])},
         ),
+        # Flattening a dynamic tensor (PyTorch's `x.reshape(-1)`, boolean-mask indexing):
+        # iree-compile refuses a `tensor.reshape` to rank 1, so these go by collapse_shape.
+        graph_case("reshape_dynamic_to_vector", [N("Reshape", ["x", "s"], ["y"])], {"x": (X, ["N", "M", 4])}, {"s": np.array([-1], I64)}),
+        graph_case(
+            "reshape_dynamic_bool_to_vector_at_run_time",
+            [N("Reshape", ["x", "s"], ["y"])],
+            {"x": (X % 3 == 0, ["N", 3, 4]), "s": (np.array([24], I64), [1])},
+        ),
+        graph_case("reshape_dynamic_to_scalar", [N("Reshape", ["x", "s"], ["y"])], {"x": (X[:1, :1, :1], ["N", 1, "K"])}, {"s": np.zeros(0, I64)}),
         graph_case("flatten_dynamic_axis0", [N("Flatten", ["x"], ["y"], axis=0)], {"x": (X, ["N", 3, 4])}),
         graph_case(
             "squeeze_dynamic", [N("Squeeze", ["x", "a"], ["y"])], {"x": (X.reshape(2, 1, 3, 4), ["N", 1, 3, "K"])}, {"a": np.array([1], I64)}
@@ -220,6 +229,18 @@ def _cases() -> dict[str, NodeTestCase]:
                 "x": (np.array([[200, 3], [4, 250]], np.uint8), [2, 2]),
                 "i": (np.array([[1, 0], [1, 0]], I64), [2, 2]),
                 "u": (np.array([[128, 255], [9, 1]], np.uint8), [2, 2]),
+            },
+            opset=18,
+        ),
+        # As PyTorch's TorchScript exporter types `zeros_like(x).scatter_add(2, x.argsort(-1), x)`:
+        # the indices keep the static dims, the updates have none.
+        graph_case(
+            "scatter_elements_updates_less_typed",
+            [N("ScatterElements", ["x", "i", "u"], ["y"], axis=2, reduction="add")],
+            {
+                "x": (X, ["N", 3, 4]),
+                "i": (np.argsort(-X, axis=2).astype(I64), ["N", 3, 4]),
+                "u": (X * 10, ["A", "B", "C"]),
             },
             opset=18,
         ),
