@@ -37,9 +37,12 @@ from ._deferred import defer_sympy
 defer_sympy()  # NOTE: before anything imports onnx_ir (see _deferred.py)
 
 from . import oplib  # noqa: E402,F401  (registers the ONNX ops' type rules with niro.ir.verify)
+from .contrib_types import register_contrib_type_rules  # noqa: E402
 from .converters import CONVERTERS  # noqa: E402
 from .errors import OnnxImportError  # noqa: E402
 from .importer import ImportedModel, import_model, import_model_with_info, load_onnx_text  # noqa: E402
+
+register_contrib_type_rules()  # and those of the com.microsoft ops niroc types (contrib_types.py)
 
 __all__ = [
     "CONVERTERS",

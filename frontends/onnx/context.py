@@ -17,6 +17,7 @@ import onnx_ir as ir
 from niro.ir import Block, Buffer, Const, Op, Region, ScalarType, TensorType, Type, Value, ValueId
 from niro.ir.shapes import shape_refines
 
+from .contrib_types import CONTRIB_DOMAIN, ContribTypeError, contrib_op_types, contrib_result_types
 from .errors import OnnxImportError
 from .inference import GraphTypes
 from .node_inference import constant_proto, infer_node
@@ -143,6 +144,7 @@ class NodeContext:
     build_region: Callable[[NodeContext, str, int], tuple[Region, tuple[Value, ...]]]
     """(ctx, graph attribute name, position) -> the subgraph as a Region and its yielded values."""
     _retyped: dict[int, TensorType] | None = field(default=None, init=False)
+    _contrib: tuple[dict[int, TensorType] | None] | None = field(default=None, init=False)
     generic_reason: str | None = field(default=None, init=False)
     """Set by a converter that declines the node: why it stays an UnknownOp (see
     `niro.ir.GENERIC_REASON_ATTRIBUTE`)."""
@@ -179,13 +181,22 @@ class NodeContext:
         because = "shape inference could not type it"
         if self.node.domain not in ("", "ai.onnx") and not onnx.defs.has(self.node.op_type, self.node.domain):
             # NOTE: ONNX shape inference knows no operator of another domain (onnxruntime's
-            # com.microsoft contrib ops, a user's custom ops): say which op it is and what
-            # would type it, rather than leave the user guessing why inference gave up.
+            # com.microsoft contrib ops, a user's custom ops): the quantized contrib ops niroc
+            # types itself (`contrib_types`) where the model declares nothing; for any other,
+            # say which op it is and what would type it, rather than leave the user guessing
+            # why inference gave up.
+            declared = self.inferred_type(output_index)
+            if declared is None or declared.shape is None:
+                contrib = self._contrib_types()
+                if contrib is not None and output_index in contrib:
+                    return contrib[output_index]
             what = f"output of {describe_node(self.node, self.index)}"
             because = (
                 f"ONNX shape inference has no schema for domain '{self.node.domain}' "
                 "and the model declares no type for it in value_info"
             )  # (a domain ONNX knows, e.g. ai.onnx.ml, keeps the generic reason)
+            if self.node.domain == CONTRIB_DOMAIN:
+                because += f"; niroc types only these {CONTRIB_DOMAIN} ops: {', '.join(contrib_op_types())}"
         found = resolve_type(
             self.types.values.get(output.name),
             output,
@@ -208,6 +219,18 @@ class NodeContext:
             ):
                 return retyped
         return found
+
+    def _contrib_types(self) -> dict[int, TensorType] | None:
+        """`contrib_result_types` of the node (None: an op niroc does not type), once."""
+        if self._contrib is None:
+            try:
+                node = self.node
+                attributes = {name: attribute.value for name, attribute in node.attributes.items()}
+                types = contrib_result_types(node.domain, node.op_type, self.inputs, attributes)
+                self._contrib = (types,)
+            except ContribTypeError as error:
+                raise self.error(f"cannot type its outputs: {error}") from None
+        return self._contrib[0]
 
     def _has_constant_operand(self) -> bool:
         return any(value is not None and value.id in self.builder.literals for value in self.inputs)

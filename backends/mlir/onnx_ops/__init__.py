@@ -4,6 +4,7 @@ from . import (  # noqa: F401
     cast,
     col2im,
     common,  # noqa: F401
+    contrib_quantized,
     conv,  # noqa: F401
     deform_conv,
     determinant,

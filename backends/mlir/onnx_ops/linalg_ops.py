@@ -204,11 +204,13 @@ def integer_matmul(
     positions: tuple[int, int, int, int],
     finish: Callable[..., ir.Value],
     finish_operands: Sequence[tuple[ir.Value, MapSpec]] = (),
+    labels: tuple[list, list, list] | None = None,
 ) -> ir.Value:
     """sum (A - a_zero_point) * (B - b_zero_point) in i32 with NumPy matmul broadcasting (any
     dim may be dynamic), each i32 sum then `finish`ed into the result's element type (MatMulInteger
     keeps it; QLinearMatMul requantizes it). `positions` are the ONNX input positions of A, B,
-    a_zero_point and b_zero_point (the zero points optional)."""
+    a_zero_point and b_zero_point (the zero points optional). `labels` (A's, B's, the result's)
+    replace matmul's: QGemm's transposed operands are (k, m) or (n, k)."""
     a_position, b_position, a_zero_position, b_zero_position = positions
     # NOTE: finish_operands index the result's dims: QLinearMatMul's per-row / per-column
     # scales (`matmul_row_column_dims` says where the rows and columns are).
@@ -221,7 +223,7 @@ def integer_matmul(
         raise ctx.error(
             f"expects operands of rank >= 1, got {format_type(lhs)} and {format_type(rhs)}"
         )
-    lhs_labels, rhs_labels, out = _matmul_labels(len(lhs.shape), len(rhs.shape))
+    lhs_labels, rhs_labels, out = labels or _matmul_labels(len(lhs.shape), len(rhs.shape))
     operands = [
         (ctx.operands[a_position], ctx.niro_operands[a_position], lhs_labels),
         (ctx.operands[b_position], ctx.niro_operands[b_position], rhs_labels),

@@ -40,7 +40,14 @@ from .windows import (
     window_geometry,
 )
 
-__all__: list[str] = []
+__all__ = [
+    "dequantize_element",
+    "per_tensor_parameter",
+    "quantize_element",
+    "requantize",
+    "saturate",
+    "to_float",
+]
 
 QUANTIZED = (ScalarType.I8, ScalarType.U8, ScalarType.I16, ScalarType.U16)
 FLOATS = (ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64)
@@ -109,6 +116,36 @@ def saturate(ctx: LoweringRuleContext, value: ir.Value, scalar: ScalarType) -> i
     if scalar.is_unsigned_integer:
         return arith.FPToUIOp(target, value).result
     return arith.FPToSIOp(target, value).result
+
+
+def quantize_element(
+    ctx: LoweringRuleContext,
+    value: ir.Value,
+    scale: tuple[ir.Value, ScalarType],
+    zero: tuple[ir.Value, ScalarType] | None,
+    out_scalar: ScalarType,
+) -> ir.Value:
+    """saturate(round_half_even(value / scale) + zero_point): one float element (f32 or f64,
+    the type it is computed in) quantized to `out_scalar`, as QuantizeLinear defines it."""
+    compute = value.type
+    rounded = math.RoundEvenOp(arith.DivFOp(value, to_float(*scale, compute)).result).result
+    if zero is not None:
+        rounded = arith.AddFOp(rounded, to_float(*zero, compute)).result
+    return saturate(ctx, rounded, out_scalar)
+
+
+def dequantize_element(
+    value: ir.Value,
+    scalar: ScalarType,
+    scale: tuple[ir.Value, ScalarType],
+    zero: tuple[ir.Value, ScalarType] | None,
+    compute: ir.Type,
+) -> ir.Value:
+    """(value - zero_point) * scale in the float type `compute`, as DequantizeLinear defines it."""
+    result = to_float(value, scalar, compute)
+    if zero is not None:
+        result = arith.SubFOp(result, to_float(*zero, compute)).result
+    return arith.MulFOp(result, to_float(*scale, compute)).result
 
 
 def _with_parameters(ctx, x, x_shape, scale, zero, axis: int, block: int, *, prefix: str):
@@ -229,12 +266,9 @@ def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     )
 
     def body(args):
+        zero = None if zero_scalar is None else (args[2], zero_scalar)
         value = to_float(args[0], x_scalar, compute)
-        quotient = arith.DivFOp(value, to_float(args[1], scale_scalar, compute)).result
-        rounded = math.RoundEvenOp(quotient).result
-        if zero_scalar is not None:
-            rounded = arith.AddFOp(rounded, to_float(args[2], zero_scalar, compute)).result
-        return saturate(ctx, rounded, out_scalar)
+        return quantize_element(ctx, value, (args[1], scale_scalar), zero, out_scalar)
 
     return [_elementwise(_result_shape(ctx), lower_scalar_type(out_scalar), operands, maps, body)]
 
@@ -263,10 +297,8 @@ def _lower_dequantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     out_element = lower_scalar_type(out_scalar)
 
     def body(args):
-        value = to_float(args[0], x_scalar, compute)
-        if zero_scalar is not None:
-            value = arith.SubFOp(value, to_float(args[2], zero_scalar, compute)).result
-        value = arith.MulFOp(value, to_float(args[1], scale_scalar, compute)).result
+        zero = None if zero_scalar is None else (args[2], zero_scalar)
+        value = dequantize_element(args[0], x_scalar, (args[1], scale_scalar), zero, compute)
         return to_float(value, ScalarType.F64 if compute == _f64() else ScalarType.F32, out_element)
 
     return [_elementwise(_result_shape(ctx), out_element, operands, maps, body)]
@@ -344,7 +376,7 @@ def _lower_conv_integer(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     return [_integer_conv(ctx, x, x_niro, input_value(ctx, 2), w, w_niro, input_value(ctx, 3))]
 
 
-def _scalar_of(ctx, position: int, what: str) -> tuple[ir.Value, ScalarType]:
+def per_tensor_parameter(ctx, position: int, what: str) -> tuple[ir.Value, ScalarType]:
     """A per-tensor parameter (0-d or one element) read as a scalar."""
     value, niro_value = input_value(ctx, position)
     shape = static_shape(ctx, niro_value, what)
@@ -355,17 +387,19 @@ def _scalar_of(ctx, position: int, what: str) -> tuple[ir.Value, ScalarType]:
     )
 
 
-def _requantize(
+def requantize(
     ctx,
     acc_i32: ir.Value,
     multiplier: ir.Value,
     zero: tuple[ir.Value, ScalarType] | None,
     out_scalar: ScalarType,
 ) -> ir.Value:
-    """round_half_even(acc * multiplier (f64) + zero) saturated to `out_scalar`."""
-    value = arith.MulFOp(arith.SIToFPOp(_f64(), acc_i32).result, multiplier).result
+    """round_half_even(acc * multiplier + zero) saturated to `out_scalar`, in the multiplier's
+    float type (f64 for the ONNX ops, as the reference; f32 for onnxruntime's QGemm)."""
+    compute = multiplier.type
+    value = arith.MulFOp(arith.SIToFPOp(compute, acc_i32).result, multiplier).result
     if zero is not None:
-        value = arith.AddFOp(value, to_float(zero[0], zero[1], _f64())).result
+        value = arith.AddFOp(value, to_float(zero[0], zero[1], compute)).result
     return saturate(ctx, math.RoundEvenOp(value).result, out_scalar)
 
 
@@ -404,9 +438,9 @@ def _lower_qlinear_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         if element_type(bias[1]) is not ScalarType.I32:
             raise ctx.error("needs an int32 bias B")
         acc = add_channel_bias(acc, bias[0], lambda a, b: arith.AddIOp(a, b).result)
-    x_scale, x_scale_type = _scalar_of(ctx, 1, "x_scale")
-    y_scale, y_scale_type = _scalar_of(ctx, 6, "y_scale")
-    y_zero = _scalar_of(ctx, 7, "y_zero_point")
+    x_scale, x_scale_type = per_tensor_parameter(ctx, 1, "x_scale")
+    y_scale, y_scale_type = per_tensor_parameter(ctx, 6, "y_scale")
+    y_zero = per_tensor_parameter(ctx, 7, "y_zero_point")
     w_scale, w_scale_niro = input_value(ctx, 4)
     w_scale_type = element_type(w_scale_niro)
     w_scale_shape = static_shape(ctx, w_scale_niro, "w_scale")
@@ -424,7 +458,7 @@ def _lower_qlinear_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         multiplier = _multiplier(
             x_scale, x_scale_type, args[1], w_scale_type, y_scale, y_scale_type
         )
-        return _requantize(ctx, args[0], multiplier, y_zero, out_scalar)
+        return requantize(ctx, args[0], multiplier, y_zero, out_scalar)
 
     return [
         _elementwise(out_shape, lower_scalar_type(out_scalar), [acc, w_scale], [loops, w_map], body)
@@ -452,9 +486,9 @@ def _lower_qlinear_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             scales.append((len(finish_operands), element_type(niro_value)))
             finish_operands.append((value, [axis]))
         else:
-            scales.append(_scalar_of(ctx, position, what))
-    y_scale, y_type = _scalar_of(ctx, 6, "y_scale")
-    y_zero = _scalar_of(ctx, 7, "y_zero_point")
+            scales.append(per_tensor_parameter(ctx, position, what))
+    y_scale, y_type = per_tensor_parameter(ctx, 6, "y_scale")
+    y_zero = per_tensor_parameter(ctx, 7, "y_zero_point")
 
     def finish(acc: ir.Value, *elements: ir.Value) -> ir.Value:
         (a_scale, a_type), (b_scale, b_type) = (
@@ -462,7 +496,7 @@ def _lower_qlinear_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             for scale, kind in scales
         )
         multiplier = _multiplier(a_scale, a_type, b_scale, b_type, y_scale, y_type)
-        return _requantize(ctx, acc, multiplier, y_zero, out_scalar)
+        return requantize(ctx, acc, multiplier, y_zero, out_scalar)
 
     return [integer_matmul(ctx, (0, 3, 2, 5), finish, finish_operands)]
 

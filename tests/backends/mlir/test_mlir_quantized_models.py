@@ -17,12 +17,13 @@ quantized models end in float ops, compared within 1e-4 (their quantization is r
 the data, so both sides round the same values).
 
 QOperator models also use onnxruntime's com.microsoft contrib ops (QLinearAdd, QGemm, ...):
-ONNX cannot type them, and niroc refuses them by name.
+ONNX cannot type them; niroc's frontend types them and its backend lowers them (each compared
+one by one in onnx_ops/test_contrib_quantized.py). The rest (DynamicQuantizeLSTM, ...) are
+refused by name.
 """
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +33,8 @@ import onnx
 import onnxruntime
 import pytest
 from niro.backends.mlir import LoweringError, cannot_lower, lower_to_mlir
-from niro.frontends.onnx import OnnxImportError, import_model
+from niro.frontends.onnx import import_model
+from niro.ir import UnknownOp, format_type
 from onnx import TensorProto, helper, numpy_helper
 
 from .mlir_harness import assert_matches_onnxruntime, compile_onnx
@@ -165,6 +167,20 @@ CASES = {
         [(2,)],
         (QuantFormat.QOperator, U8, U8, False),
     ),
+    "cnn_qoperator_u8s8": (
+        _cnn,
+        _images,
+        (2,),
+        [(1,), (3,)],
+        (QuantFormat.QOperator, U8, S8, False),
+    ),
+    "cnn_qoperator_s8s8_per_channel": (
+        _cnn,
+        _images,
+        (2,),
+        [(2,)],
+        (QuantFormat.QOperator, S8, S8, True),
+    ),
     "gpt_qdq_u8s8": (
         "gpt.onnx",
         _gpt_ids,
@@ -263,25 +279,31 @@ CONTRIB_OPS = [
 ]
 
 
-def test_qoperator_contrib_ops_are_refused_by_name(tmp_path: Path) -> None:
-    path = _cnn_qoperator(tmp_path)
-    model = onnx.load(path)
+def test_qoperator_contrib_ops_are_typed_by_the_frontend(tmp_path: Path) -> None:
+    """ONNX types none of them; niroc does, like their float counterparts (batch dynamic)."""
+    model = onnx.load(_cnn_qoperator(tmp_path))
     found = [node.op_type for node in model.graph.node if node.domain == "com.microsoft"]
     assert sorted(found) == sorted(CONTRIB_OPS)
-    with pytest.raises(
-        OnnxImportError,
-        match=re.escape(
-            "value 'a1_quantized' (output of node 'add1_quant' (com.microsoft.QLinearAdd)): "
-            "element type is unknown (ONNX shape inference has no schema for domain "
-            "'com.microsoft' and the model declares no type for it in value_info)"
-        ),
-    ):
-        import_model(model)
+    (function,) = import_model(model).functions
+    types = {
+        op.name: format_type(op.results[0].type)
+        for op in function.body.blocks[0].operations
+        if isinstance(op, UnknownOp) and op.name.startswith("com.microsoft.")
+    }
+    assert types == {
+        "com.microsoft.QLinearAdd": "tensor<?x4x8x8xui8>",
+        "com.microsoft.QLinearMul": "tensor<?x4x8x8xui8>",
+        "com.microsoft.QLinearSigmoid": "tensor<?x4x8x8xui8>",
+        "com.microsoft.QLinearLeakyRelu": "tensor<?x4x8x8xui8>",
+        "com.microsoft.QLinearConcat": "tensor<?x8x8x8xui8>",
+        "com.microsoft.QLinearGlobalAveragePool": "tensor<?x8x1x1xui8>",
+        "com.microsoft.QGemm": "tensor<?x5xui8>",
+    }
 
 
-def test_typed_contrib_ops_are_refused_by_the_backend_by_name(tmp_path: Path) -> None:
+def test_declared_contrib_types_are_kept(tmp_path: Path) -> None:
     """With their types declared (value_info, as onnxruntime's symbolic shape inference or a
-    user may add them) the contrib ops import, and lowering lists every one it cannot lower."""
+    user may add them, here static) the declared types win, and the model lowers."""
     model = onnx.load(_cnn_qoperator(tmp_path))
     exposed = onnx.ModelProto()
     exposed.CopyFrom(model)
@@ -292,28 +314,15 @@ def test_typed_contrib_ops_are_refused_by_the_backend_by_name(tmp_path: Path) ->
     for name, value in zip(names, values, strict=True):
         element = helper.np_dtype_to_tensor_dtype(value.dtype)
         model.graph.value_info.append(helper.make_tensor_value_info(name, element, value.shape))
-    with pytest.raises(LoweringError) as raised:
-        lower_to_mlir(import_model(model, expand_functions=cannot_lower))
-    message = str(raised.value)
-    assert "7 operations have no MLIR lowering: " in message
-    for op in CONTRIB_OPS:
-        assert f"com.microsoft.{op} (x1, first at node '" in message
-
-
-def test_the_cli_names_the_contrib_op(tmp_path: Path) -> None:
-    path = _cnn_qoperator(tmp_path)
-    output = tmp_path / "out.mlir"
-    niroc = Path(sys.executable).parent / "niroc"
-    completed = subprocess.run(
-        [str(niroc), str(path), "-o", str(output)], capture_output=True, text=True, check=False
+    module = import_model(model, expand_functions=cannot_lower)
+    (function,) = module.functions
+    gemm = next(
+        op
+        for op in function.body.blocks[0].operations
+        if isinstance(op, UnknownOp) and op.loc == "fc_quant"
     )
-    assert completed.returncode == 1
-    assert completed.stderr.strip() == (
-        f"error: {path}: value 'a1_quantized' (output of node 'add1_quant' "
-        "(com.microsoft.QLinearAdd)): element type is unknown (ONNX shape inference has no schema "
-        "for domain 'com.microsoft' and the model declares no type for it in value_info)"
-    )
-    assert not output.exists()
+    assert format_type(gemm.results[0].type) == "tensor<2x5xui8>"
+    lower_to_mlir(module)
 
 
 def test_dynamically_quantized_lstm_is_refused_by_name(tmp_path: Path) -> None:
@@ -327,3 +336,20 @@ def test_dynamically_quantized_lstm_is_refused_by_name(tmp_path: Path) -> None:
         r"\(x2, first at node '/lstm/LSTM_quant'\)",
     ):
         lower_to_mlir(import_model(path, expand_functions=cannot_lower))
+
+
+def test_the_cli_names_the_contrib_op(tmp_path: Path) -> None:
+    path = tmp_path / "lstm.onnx"
+    quantization.quantize_dynamic(PYTORCH / "lstm.onnx", path, weight_type=S8)
+    output = tmp_path / "out.mlir"
+    niroc = Path(sys.executable).parent / "niroc"
+    completed = subprocess.run(
+        [str(niroc), str(path), "-o", str(output)], capture_output=True, text=True, check=False
+    )
+    assert completed.returncode == 1
+    assert completed.stderr.strip() == (
+        f"error: {path}: 2 operations have no MLIR lowering: com.microsoft.DynamicQuantizeLSTM "
+        "(x2, first at node '/lstm/LSTM_quant')\n"
+        "note: pass --allow-unknown to keep them as generic MLIR ops"
+    )
+    assert not output.exists()
