@@ -32,7 +32,10 @@ scatter_add of an argsort, reflect pad, mish/softplus/elu/celu/leaky_relu, atan2
 bilinear align_corners and bicubic upsampling, var_mean, norm, unfold on [batch, 6, 8]),
 `boolindex` (x[x > 0], mask-selected rows, masked assignment, nonzero; also by dynamo, whose
 export flattens a dynamic mask by a Reshape to [-1]), `ssd` (Mamba-2's segment sums: pairwise
-differences of a CumSum, which IREE 3.13 miscompiled when fused). Two that niroc does not take
+differences of a CumSum, which IREE 3.13 miscompiled when fused), `padded_encoder` (a
+TransformerEncoder with `src_key_padding_mask = ids == 0`: the mask's reshape to
+[b, heads, -1, t] needs symbolic dims; the TorchScript export bakes the traced length 10 into
+it, so it runs at that length, any batch). Two that niroc does not take
 yet, kept for the frontend's work: `logmel` (+ dynamo; Whisper's log-mel front end: ONNX's shape
 inference leaves STFT of a dynamic-length signal untyped) and `detr_hw` (DETR's sine position
 embedding: `y[:, -1:, :]` of a dynamic dim stays dynamic, so the Div that broadcasts it fails at
@@ -80,6 +83,24 @@ class Encoder(nn.Module):
 
     def forward(self, ids):
         return self.out(self.enc(self.emb(ids)))
+
+
+class PaddedEncoder(nn.Module):
+    """A BERT-style encoder whose padding mask comes from the ids (pad id 0), passed as
+    `src_key_padding_mask`: the export reshapes the [b, t] mask to [b * heads, 1, t] and views
+    it as [b, heads, -1, t], whose -1 (1 in fact) only symbolic dims can tell."""
+
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(
+            d_model=32, nhead=4, dim_feedforward=64, batch_first=True, dropout=0.0
+        )
+        self.enc = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+        self.emb = nn.Embedding(40, 32)
+        self.out = nn.Linear(32, 10)
+
+    def forward(self, ids):
+        return self.out(self.enc(self.emb(ids), src_key_padding_mask=ids == 0))
 
 
 class ConvNet(nn.Module):
@@ -612,6 +633,7 @@ MORE = [
     ("misc2", Misc2().eval(), (torch.randn(3, 6, 8),), {"x": {0: "batch"}}),
     ("boolindex", BoolIndex().eval(), (torch.randn(5, 7),), {"x": {0: "batch"}}),
     ("ssd", SSD().eval(), (torch.randn(2, 9, 16),), {"x": {0: "batch", 1: "seq"}}),
+    ("padded_encoder", PaddedEncoder().eval(), (torch.randint(1, 40, (2, 10)),), {"ids": {0: "batch", 1: "seq"}}),
 ]
 DYNAMO_TOO = {"logmel", "boolindex"}
 """The ones also exported by dynamo (it keeps their dynamic dims); one file each, no .data."""

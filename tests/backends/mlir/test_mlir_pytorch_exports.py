@@ -47,6 +47,13 @@ def _small_vocab_ids(rng, batch, seq):
     return rng.integers(0, 40, (batch, seq)).astype(np.int64)
 
 
+def _padded_ids(rng, batch, seq):
+    """Ids in 1..39 with the first row's second half padding (0): the padding mask is real."""
+    ids = rng.integers(1, 40, (batch, seq)).astype(np.int64)
+    ids[0, seq // 2 :] = 0
+    return ids
+
+
 def _mels(rng, batch, frames):
     return rng.standard_normal((batch, 16, frames)).astype(np.float32)
 
@@ -91,6 +98,7 @@ CASES = [
     ("boolindex.onnx", _rows, [(1,), (5,)]),
     ("boolindex_dynamo.onnx", _rows, [(1,), (5,)]),
     ("ssd.onnx", _features16, [(1, 1), (2, 9), (3, 13)]),
+    ("padded_encoder.onnx", _padded_ids, [(1, 10), (2, 10), (4, 10)]),
 ]
 
 
