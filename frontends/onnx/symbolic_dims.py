@@ -13,7 +13,9 @@ dim of that value alone. Integer 1-D (or scalar) values that hold dims (`Shape`,
 `Reshape`, `Expand` and `ConstantOfShape` are computed from them; a `Reshape`'s -1 is the
 input's dims divided by the other target dims when that division is exact. Every step is
 exact arithmetic on run-time sizes, so a dim found constant here is that constant in every
-run in which the model is valid.
+run in which the model is valid, with one assumption: a tensor Slice that cuts a fixed length
+out of a dynamic axis (`x[:, -1:]`, `x[:, :3]`) takes the axis to be at least that long,
+which its lowering checks at run time (see `_sliced_dims`).
 
 `analyse` returns the value types to tighten (only dims that ONNX left unknown and that came
 out constant), and the integer values that came out constant (`x.shape[1]` of an [N, 7]
@@ -291,10 +293,8 @@ def _range(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim, ...] | None:
     return (Dim(max(0, -(-(end.constant - first.constant) // step.constant))),)
 
 
-def _slice(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
-    data = walk.vector(node.input[0])
-    if data is None or data.scalar:
-        return None
+def _slice_parameters(walk: _Walk, node: onnx.NodeProto) -> tuple | None:
+    """(starts, ends, axes or None, steps or None) as lists of ints, when all are constants."""
     if len(node.input) >= 3:  # op-set 10+: starts, ends, axes, steps as inputs
         parameters = [walk.integers(name) if name else None for name in (list(node.input[1:]) + [""] * 2)[:4]]
         starts, ends, axes, steps = parameters
@@ -302,11 +302,21 @@ def _slice(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
             return None
         if len(node.input) > 4 and node.input[4] and steps is None:
             return None
-    else:
-        starts, ends, axes, steps = _attribute(node, "starts", None), _attribute(node, "ends", None), None, None
-        axes = _attribute(node, "axes", None)
-        if starts is None or ends is None:
-            return None
+        return starts, ends, axes, steps
+    starts, ends = _attribute(node, "starts", None), _attribute(node, "ends", None)
+    if starts is None or ends is None:
+        return None
+    return list(starts), list(ends), _attribute(node, "axes", None), None
+
+
+def _slice(walk: _Walk, node: onnx.NodeProto) -> _Vector | tuple[Dim, ...] | None:
+    data = walk.vector(node.input[0])
+    parameters = _slice_parameters(walk, node)
+    if data is None:
+        return None if parameters is None else _sliced_dims(walk, node, *parameters)
+    if data.scalar or parameters is None:
+        return None
+    starts, ends, axes, steps = parameters
     if len(starts) != 1 or len(ends) != 1 or (axes is not None and list(axes) not in ([0], [-1])):
         return None
     step = steps[0] if steps else 1
@@ -314,6 +324,48 @@ def _slice(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
         return None
     positions = np.arange(len(data.elements))[slice(starts[0], ends[0], step)]
     return _Vector(tuple(data.elements[position] for position in positions.tolist()))
+
+
+_TO_THE_END = 1 << 31
+"""An end at least this large takes a slice to the end of its axis (exporters write INT64_MAX
+or INT32_MAX)."""
+
+
+def _sliced_dims(walk: _Walk, node: onnx.NodeProto, starts, ends, axes, steps) -> tuple[Dim, ...] | None:
+    """A tensor Slice's result dims: where a dynamic axis is cut with a step of 1 to a fixed
+    length (`x[:, -1:]`: 1; `x[:, :3]`: 3), that length, ONNX leaving it unknown.
+
+    NOTE: the one assumption here: the dynamic dim is at least that long (else the slice is
+    shorter). The Slice lowering checks it at run time (`cf.assert`), so a run where it does
+    not hold stops with that reason instead of reading out of bounds."""
+    data = walk.dims_of(node.input[0])
+    if data is None:
+        return None
+    rank = len(data)
+    axes = list(range(len(starts))) if axes is None else list(axes)
+    steps = [1] * len(starts) if steps is None else list(steps)
+    if not len(axes) == len(starts) == len(ends) == len(steps):
+        return None
+    dims = list(data)
+    for axis, start, end, step in zip(axes, starts, ends, steps, strict=True):
+        if not -rank <= axis < rank:
+            return None
+        axis %= rank
+        dim = data[axis]
+        if dim.constant is not None or step != 1:
+            dims[axis] = Dim(1, (f"{node.output[0]}[{axis}]",)) if dim.constant is None else _static_slice(dim.constant, start, end, step)
+            continue
+        if start < 0 and end >= _TO_THE_END:
+            dims[axis] = Dim(-start)  # the last -start
+        elif 0 <= start <= end < _TO_THE_END:
+            dims[axis] = Dim(end - start)  # from start to end
+        else:
+            dims[axis] = Dim(1, (f"{node.output[0]}[{axis}]",))
+    return tuple(dims)
+
+
+def _static_slice(dim: int, start: int, end: int, step: int) -> Dim:
+    return Dim(len(range(dim)[slice(start, end, step)]) if step else 0)
 
 
 def _concat(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
@@ -554,7 +606,7 @@ def analyse(graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto]) -> Symb
     for node in graph.node:  # NOTE: most graphs have neither: ~1 us a node to learn it
         op_type = node.op_type
         if op_type in _SYMBOL_SOURCES or (
-            op_type in _SHAPED_BY_VECTOR and node.output and not _is_static(types.get(node.output[0]))
+            op_type in _DIMS_COMPUTED_HERE and node.output and not _is_static(types.get(node.output[0]))
         ):
             break
     else:
@@ -566,7 +618,8 @@ def analyse(graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto]) -> Symb
 
 
 _SYMBOL_SOURCES = frozenset({"Shape", "Size"})
-_SHAPED_BY_VECTOR = frozenset({"Reshape", "Expand", "ConstantOfShape"})
+_DIMS_COMPUTED_HERE = frozenset({"Reshape", "Expand", "ConstantOfShape", "Slice"})
+"""Ops whose result dims the walk computes where ONNX inference leaves them unknown."""
 
 
 def _is_static(type_: onnx.TypeProto | None) -> bool:

@@ -35,11 +35,10 @@ export flattens a dynamic mask by a Reshape to [-1]), `ssd` (Mamba-2's segment s
 differences of a CumSum, which IREE 3.13 miscompiled when fused), `padded_encoder` (a
 TransformerEncoder with `src_key_padding_mask = ids == 0`: the mask's reshape to
 [b, heads, -1, t] needs symbolic dims; the TorchScript export bakes the traced length 10 into
-it, so it runs at that length, any batch). Two that niroc does not take
-yet, kept for the frontend's work: `logmel` (+ dynamo; Whisper's log-mel front end: ONNX's shape
-inference leaves STFT of a dynamic-length signal untyped) and `detr_hw` (DETR's sine position
-embedding: `y[:, -1:, :]` of a dynamic dim stays dynamic, so the Div that broadcasts it fails at
-run time).
+it, so it runs at that length, any batch). `detr_hw` (DETR's sine position
+embedding: `y[:, -1:, :]` of a dynamic dim, typed 1 by symbolic dims). One that niroc does not
+take yet: `logmel` (+ dynamo; Whisper's log-mel front end: ONNX's shape inference leaves STFT of
+a dynamic-length signal untyped).
 
 tests/backends/mlir/test_mlir_pytorch_exports.py compiles each with niroc and compares IREE's
 results with onnxruntime's. `export.py NAME...` exports only the named models.

@@ -14,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from niro.ir import TensorType, format_type
+from niro.ir import TensorType, format_type, op_name
 
 from ..bindings import arith, ir, tensor
 from ..context import LoweringRuleContext, register_lowering
 from ..literals import scalar_attr
 from ..types import index_type, lower_scalar_type, lower_type
+from . import structured
 from .common import attribute, input_value, normalize_axes, normalize_axis, opset
 from .indexing import (
     add,
@@ -282,6 +283,14 @@ def _lower_slice(ctx: LoweringRuleContext) -> list[ir.Value]:
         if dim is not None:
             if isinstance(counts[axis], int) and counts[axis] != dim:
                 raise ctx.error(f"computes {counts[axis]} elements on axis {axis}, but its result is {format_type(result)}")
+            if not isinstance(counts[axis], int):
+                # NOTE: the import may type a fixed-length cut of a dynamic axis (`x[:, -1:]`)
+                # as static, taking the axis to be long enough (symbolic_dims): checked here.
+                structured.assert_true(
+                    cmp("eq", _as_value(counts[axis]), dim),
+                    f"{ctx.niro_location}: '{op_name(ctx.op)}' op: axis {axis} of the input is shorter"
+                    f" at run time than the {dim} elements its result type takes",
+                )
             counts[axis] = dim
     if 0 in result.shape:
         return [ctx.empty_tensor(result, [None if dim is not None else _as_value(counts[axis]) for axis, dim in enumerate(result.shape)])]

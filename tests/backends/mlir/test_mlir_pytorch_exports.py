@@ -99,6 +99,7 @@ CASES = [
     ("boolindex_dynamo.onnx", _rows, [(1,), (5,)]),
     ("ssd.onnx", _features16, [(1, 1), (2, 9), (3, 13)]),
     ("padded_encoder.onnx", _padded_ids, [(1, 10), (2, 10), (4, 10)]),
+    ("detr_hw.onnx", _sized_images, [(1, 24, 32), (2, 16, 20), (1, 7, 9)]),
 ]
 
 

@@ -125,6 +125,22 @@ def test_a_broadcast_of_an_arange_lookup_keeps_the_sequence_dim() -> None:
     assert "-> (tensor<?x?x4x8xf32>)" in _op(text, "onnx.Reshape")
 
 
+def test_a_fixed_length_cut_of_a_dynamic_axis_is_static() -> None:
+    # DETR's `y[:, -1:, :]` and a `x[:, :3]`: 1 and 3 elements, taking the dynamic axis to be
+    # long enough (the Slice lowering checks that at run time: test_mlir_slice_check.py).
+    text = (
+        "g (float[B, H, W] y) => (last, first3) {"
+        " minus = Constant <value_ints = [-1]> ()\n end = Constant <value_ints = [9223372036854775807]> ()\n"
+        " axis = Constant <value_ints = [1]> ()\n last = Slice(y, minus, end, axis)\n"
+        " zero = Constant <value_ints = [0]> ()\n three = Constant <value_ints = [3]> ()\n"
+        " two = Constant <value_ints = [2]> ()\n first3 = Slice(y, zero, three, two) }"
+    )
+    ops = describe_block(main_block(import_text(OPSET + text)))
+    slices = [op for op in ops if op.startswith("onnx.Slice")]
+    assert "-> (tensor<?x1x?xf32>)" in slices[0]
+    assert "-> (tensor<?x?x3xf32>)" in slices[1]
+
+
 def test_dims_multiply_and_divide_exactly() -> None:
     b, t = Dim(1, ("b",)), Dim(1, ("t",))
     assert (b * t * Dim(4)).exact_quotient(t * Dim(2)) == Dim(2, ("b",))
