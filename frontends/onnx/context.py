@@ -153,6 +153,20 @@ class NodeContext:
     def loc(self) -> str:
         return node_label(self.node, self.index)
 
+    def operand_origin(self, position: int) -> str:
+        """Where input `position` comes from, for messages: `output of node 'n' (STFT)`, a
+        graph input or an initializer (what to look at when its type is unknown)."""
+        value = self.node.inputs[position]
+        if value is None:
+            return "absent"
+        producer = value.producer()
+        if producer is not None:
+            graph = producer.graph
+            # (an unnamed node is labelled by its position: found by a scan, on this rare path)
+            index = 0 if graph is None else next(i for i, node in enumerate(graph) if node is producer)
+            return f"output of {describe_node(producer, index)}"
+        return f"initializer '{value.name}'" if value.is_initializer() else f"graph input '{value.name}'"
+
     def error(self, message: str) -> OnnxImportError:
         return OnnxImportError(f"{describe_node(self.node, self.index)}: {message}", filename=self.filename)
 

@@ -218,7 +218,9 @@ def convert_transpose(ctx: NodeContext) -> bool:
     operand = _tensor_input(ctx, 0, "data")
     assert isinstance(operand.type, TensorType)
     if operand.type.shape is None:
-        ctx.generic_reason = f"its operand {format_type(operand.type)} has unknown rank (shape inference could not type it)"
+        origin = ctx.operand_origin(0)
+        why = "which shape inference could not type" if origin.startswith("output") else "declared without a shape"
+        ctx.generic_reason = f"its operand {format_type(operand.type)} has unknown rank ({origin}, {why})"
         return False
     rank = len(operand.type.shape)
     permutation = ctx.ints_attribute("perm")

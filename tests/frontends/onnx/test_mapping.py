@@ -326,7 +326,8 @@ def test_a_transpose_of_unknown_rank_stays_generic_and_the_backend_says_why() ->
     with pytest.raises(
         LoweringError,
         match=r"1 operation has no MLIR lowering: onnx\.Transpose \(x1, first at node 'Transpose_0', kept "
-        r"generic because its operand tensor<\*xf32> has unknown rank \(shape inference could not type it\)\)$",
+        r"generic because its operand tensor<\*xf32> has unknown rank \(graph input 'x', declared without a "
+        r"shape\)\)$",
     ):
         lower_to_mlir(module)
 
@@ -335,3 +336,16 @@ def test_the_modelled_ops_are_listed_in_one_table() -> None:
     from niro.frontends.onnx import CONVERTERS
 
     assert sorted(CONVERTERS) == ["Add", "Constant", "Gemm", "Identity", "If", "MatMul", "Mul", "Transpose"]
+
+
+def test_a_transpose_of_unknown_rank_names_the_node_whose_output_is_untyped() -> None:
+    model = onnx.parser.parse_model(
+        '<ir_version: 8, opset_import: ["" : 17]> g (float[6] x, int64[K] s) => (y) {'
+        " r = Reshape(x, s)\n y = Transpose(r) }"
+    )
+    block = import_verified(model).module.functions[0].body.blocks[0]
+    transpose = next(op for op in block.operations if getattr(op, "name", "") == "onnx.Transpose")
+    assert transpose.attributes[nir.GENERIC_REASON_ATTRIBUTE] == (
+        "its operand tensor<*xf32> has unknown rank (output of node 'Reshape_0' (Reshape), which shape"
+        " inference could not type)"
+    )
