@@ -187,7 +187,7 @@ class _Walk:
         axes = [
             axis
             for axis, dim in enumerate(known)
-            if dim.constant is not None and (shape is None or not shape.dim[axis].HasField("dim_value"))
+            if dim.constant is not None and dim.constant >= 0 and (shape is None or not shape.dim[axis].HasField("dim_value"))
         ]
         if axes:
             self.refined[name] = _with_static_dims(type_, known, axes)
