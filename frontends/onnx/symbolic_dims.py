@@ -11,11 +11,12 @@ one of ONNX's dim names (`batch`, `unk__3`) or, for a dim ONNX left nameless, a 
 dim of that value alone. Integer 1-D (or scalar) values that hold dims (`Shape`, `Gather`,
 `Slice`, `Concat`, `Mul`...) are followed element by element, and the output dims of
 `Reshape`, `Expand` and `ConstantOfShape` are computed from them; a `Reshape`'s -1 is the
-input's dims divided by the other target dims when that division is exact. Every step is
-exact arithmetic on run-time sizes, so a dim found constant here is that constant in every
-run in which the model is valid, with one assumption: a tensor Slice that cuts a fixed length
-out of a dynamic axis (`x[:, -1:]`, `x[:, :3]`) takes the axis to be at least that long,
-which its lowering checks at run time (see `_sliced_dims`).
+input's dims divided by the other target dims when that division is exact. `STFT`'s result,
+which ONNX leaves unranked when the signal length is dynamic, is ranked here (its bins
+static). Every step is exact arithmetic on run-time sizes, so a dim found constant here is
+that constant in every run in which the model is valid, with one assumption: a tensor Slice
+that cuts a fixed length out of a dynamic axis (`x[:, -1:]`, `x[:, :3]`) takes the axis to be
+at least that long, which its lowering checks at run time (see `_sliced_dims`).
 
 `analyse` returns the value types to tighten (only dims that ONNX left unknown and that came
 out constant), and the integer values that came out constant (`x.shape[1]` of an [N, 7]
@@ -557,6 +558,34 @@ def _constant_of_shape(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim | None, .
     return None if target is None or target.scalar else target.elements
 
 
+def _stft(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim | None, ...] | None:
+    """STFT's result [batch, frames, bins, 2], which ONNX leaves untyped when the signal length
+    is dynamic: batch is the signal's, bins `n // 2 + 1` (onesided) or `n` for the frame length
+    n (the `frame_length` input, else the window's length), frames `(length - n) // step + 1`
+    when the length and the step are constants (else a fresh unknown dim).
+
+    A rank-2 signal [batch, length] is taken as real, as onnxruntime takes it (the spec asks
+    for [batch, length, 1]; onnx.reference refuses it)."""
+    signal = walk.dims_of(node.input[0])
+    if signal is None or len(signal) not in (2, 3):
+        return None
+    inputs = list(node.input) + [""] * 3
+    step = walk.integers(inputs[1]) if inputs[1] else None
+    n = None
+    if inputs[3]:
+        lengths = walk.integers(inputs[3])
+        n = lengths[0] if lengths is not None and len(lengths) == 1 else None
+    elif inputs[2]:
+        window = walk.dims_of(inputs[2])
+        n = window[0].constant if window is not None and len(window) == 1 else None
+    bins = None if n is None else Dim(n // 2 + 1 if _attribute(node, "onesided", 1) else n)
+    length = signal[1].constant
+    frames = None
+    if n is not None and length is not None and step is not None and len(step) == 1 and step[0] > 0 and length >= n:
+        frames = Dim((length - n) // step[0] + 1)
+    return (signal[0], frames, bins, Dim(2))
+
+
 _HANDLERS = {
     "Constant": _constant,
     "Shape": _shape_of,
@@ -587,6 +616,7 @@ _HANDLERS = {
     "Reshape": _reshape,
     "Expand": _expand,
     "ConstantOfShape": _constant_of_shape,
+    "STFT": _stft,
 }
 
 
@@ -618,7 +648,7 @@ def analyse(graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto]) -> Symb
 
 
 _SYMBOL_SOURCES = frozenset({"Shape", "Size"})
-_DIMS_COMPUTED_HERE = frozenset({"Reshape", "Expand", "ConstantOfShape", "Slice"})
+_DIMS_COMPUTED_HERE = frozenset({"Reshape", "Expand", "ConstantOfShape", "Slice", "STFT"})
 """Ops whose result dims the walk computes where ONNX inference leaves them unknown."""
 
 

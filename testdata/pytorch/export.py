@@ -36,9 +36,10 @@ differences of a CumSum, which IREE 3.13 miscompiled when fused), `padded_encode
 TransformerEncoder with `src_key_padding_mask = ids == 0`: the mask's reshape to
 [b, heads, -1, t] needs symbolic dims; the TorchScript export bakes the traced length 10 into
 it, so it runs at that length, any batch). `detr_hw` (DETR's sine position
-embedding: `y[:, -1:, :]` of a dynamic dim, typed 1 by symbolic dims). One that niroc does not
-take yet: `logmel` (+ dynamo; Whisper's log-mel front end: ONNX's shape inference leaves STFT of
-a dynamic-length signal untyped).
+embedding: `y[:, -1:, :]` of a dynamic dim, typed 1 by symbolic dims). `logmel` (+ dynamo;
+Whisper's log-mel front end on [batch, samples] audio, both dynamic: ONNX's shape inference
+leaves STFT of a dynamic-length signal untyped, symbolic dims types it; the TorchScript export
+feeds STFT the rank-2 signal, which onnxruntime and niroc read as real).
 
 tests/backends/mlir/test_mlir_pytorch_exports.py compiles each with niroc and compares IREE's
 results with onnxruntime's. `export.py NAME...` exports only the named models.

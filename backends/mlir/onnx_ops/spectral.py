@@ -11,14 +11,19 @@ tables just have fewer rows than n). Semantics follow onnx/reference/ops/op_dft.
 op_stft.py, numpy's fft and irfft.
 
 STFT gathers the frames (sample f * frame_step + t of frame f, times the window) in one
-`linalg.generic` and transforms them along the frame axis.
+`linalg.generic` and transforms them along the frame axis. Its batch and signal length may be
+dynamic (the frame count (length - n) // frame_step + 1 is then computed at run time, and a
+signal shorter than a frame stops the program with that reason); a rank-2 signal
+[batch, length] is read as real, as onnxruntime reads it (the spec asks for [batch, length, 1];
+PyTorch's TorchScript exporter feeds rank 2).
 
-Shapes must be static (a dynamic dim is refused). `axis` (DFT-20), `dft_length`,
-`frame_step` and `frame_length` are inputs: a compile-time constant is used as it is. ONNX's node
-tests feed them as graph inputs; then, as reductions.py does for `axes`, the values the static
-operand and result shapes allow are compiled (one `scf.if` branch each when several do) and a
-`cf.assert` stops the program when the run-time value is none of them; `frame_step` is used at
-run time directly. When no value fits the shapes the op is refused.
+DFT shapes must be static (a dynamic dim is refused), and so must STFT's bins. `axis`
+(DFT-20), `dft_length`, `frame_step` and `frame_length` are inputs: a compile-time constant is
+used as it is. ONNX's node tests feed them as graph inputs; then, as reductions.py does for
+`axes`, the values the static operand and result shapes allow are compiled (one `scf.if`
+branch each when several do) and a `cf.assert` stops the program when the run-time value is
+none of them; `frame_step` is used at run time directly. When no value fits the shapes the op
+is refused.
 """
 
 from __future__ import annotations
@@ -33,7 +38,17 @@ from ..context import LoweringRuleContext, register_lowering
 from ..types import index_type, lower_scalar_type
 from .common import attribute, element_type, input_index, opset
 from .reductions import RuntimeAxes, dispatch
-from .structured import assert_true, constant, convert, empty, fill, generic, read_int_scalars
+from .structured import (
+    assert_true,
+    constant,
+    convert,
+    empty,
+    fill,
+    generic,
+    read_int_scalars,
+    tensor_size,
+    tensor_sizes,
+)
 from .windows import crop, static_shape
 
 __all__: list[str] = []
@@ -76,15 +91,16 @@ def _compute_type(element: ir.Type) -> ir.Type:
 
 def _transform(
     x: ir.Value,
-    out_shape: Sequence[int],
+    out_shape: Sequence[int | ir.Value],
     axis: int,
     n: int,
     inverse: bool,
     onesided: bool,
     result_element: ir.Type,
 ) -> ir.Value:
-    """The DFT of static length `n` of `x` (static, last dim 1: real or 2: complex) along
-    `axis`, into a tensor of `out_shape` (last dim 2, or 1 for the IRFFT) of `result_element`."""
+    """The DFT of static length `n` of `x` (last dim 1: real or 2: complex; static along
+    `axis`) along `axis`, into a tensor of `out_shape` (static along `axis`, last dim 2, or 1
+    for the IRFFT; an index value is a run-time size) of `result_element`."""
     in_shape = list(ir.RankedTensorType(x.type).shape)
     rank = len(in_shape)
     element = ir.RankedTensorType(x.type).element_type
@@ -135,7 +151,7 @@ def _narrow(value: ir.Value, element: ir.Type) -> ir.Value:
     if shaped.element_type == element:
         return value
     rank = shaped.rank
-    init = empty(list(shaped.shape), element)
+    init = empty(tensor_sizes(value), element)
     identity = list(range(rank))
     return generic(
         [(value, identity)], [(init, identity)], rank, [], lambda args: [convert(args[0], element)]
@@ -338,28 +354,74 @@ def _frames(
     signal: ir.Value,
     window: ir.Value | None,
     step: int | ir.Value,
-    frames: int,
-    n: int,
+    sizes: Sequence[int | ir.Value],
     compute: ir.Type,
 ) -> ir.Value:
-    """(batch, frames, n, parts): sample f * step + t of frame f, times window[t], in `compute`."""
-    batch, _, parts = ir.RankedTensorType(signal.type).shape
+    """(batch, frames, n, parts) of `sizes`: sample f * step + t of frame f, times window[t], in
+    `compute`. A rank-2 signal [batch, length] is real (parts 1)."""
+    real_only = ir.RankedTensorType(signal.type).rank == 2
     i64 = ir.IntegerType.get_signless(64)
     step_value = constant(i64, step) if isinstance(step, int) else step
     inputs = [] if window is None else [(window, [2])]
-    init = empty([batch, frames, n, parts], compute)
+    init = empty(list(sizes), compute)
 
     def body(arguments: list[ir.Value]) -> list[ir.Value]:
         b, f, t, part = (linalg.IndexOp(dim).result for dim in range(4))
         start = arith.MulIOp(arith.IndexCastOp(i64, f).result, step_value).result
         position = arith.AddIOp(start, arith.IndexCastOp(i64, t).result).result
         position = arith.IndexCastOp(index_type(), position).result
-        value = convert(tensor.ExtractOp(signal, [b, position, part]).result, compute)
+        indices = [b, position] if real_only else [b, position, part]
+        value = convert(tensor.ExtractOp(signal, indices).result, compute)
         if window is not None:
             value = arith.MulFOp(value, convert(arguments[0], compute)).result
         return [value]
 
     return generic(inputs, [(init, [0, 1, 2, 3])], 4, [], body)[0]
+
+
+def _as_index(value: int | ir.Value) -> ir.Value:
+    if isinstance(value, int):
+        return _index(value)
+    if isinstance(value.type, ir.IndexType):
+        return value
+    return arith.IndexCastOp(index_type(), value).result
+
+
+def _frame_count(samples: int | ir.Value, step: int | ir.Value, n: int) -> int | ir.Value:
+    """(samples - n) // step + 1: an int when both are static, else an index computed at run
+    time (a non-positive run-time step divides by 1 instead: the run-time check refuses it)."""
+    if isinstance(samples, int) and isinstance(step, int):
+        return (samples - n) // step + 1
+    divisor = _as_index(step)
+    if not isinstance(step, int):
+        positive = arith.CmpIOp(arith.CmpIPredicate.sgt, divisor, _index(0)).result
+        divisor = arith.SelectOp(positive, divisor, _index(1)).result
+    room = arith.SubIOp(_as_index(samples), _index(n)).result
+    return arith.AddIOp(arith.FloorDivSIOp(room, divisor).result, _index(1)).result
+
+
+def _index_compare(predicate, left: int | ir.Value, right: int | ir.Value) -> ir.Value:
+    return arith.CmpIOp(predicate, _as_index(left), _as_index(right)).result
+
+
+def _stft_checks(
+    samples: int | ir.Value,
+    step: int | ir.Value,
+    frames: int | None,
+    n: int,
+    count: int | ir.Value,
+) -> list[ir.Value]:
+    """The run-time conditions under which frame length `n` fits: a positive run-time step,
+    a run-time signal length of at least n, and `count` frames where the result has a static
+    number of `frames` (none when everything is static: the shapes were checked already)."""
+    conditions = []
+    if not isinstance(step, int):
+        conditions.append(_index_compare(arith.CmpIPredicate.sgt, step, 0))
+    if not isinstance(samples, int):
+        conditions.append(_index_compare(arith.CmpIPredicate.sge, samples, n))
+    if frames is not None and not isinstance(count, int):
+        conditions.append(_index_compare(arith.CmpIPredicate.eq, count, frames))
+    return conditions
 
 
 @register_lowering("onnx.STFT", since=17)
@@ -368,18 +430,27 @@ def _lower_stft(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     scalar = element_type(signal_niro)
     if not scalar.is_float:
         raise ctx.error(f"supports float signals only, got {scalar.spelling}")
-    in_shape = static_shape(ctx, signal_niro, "the signal")
-    out_shape = static_shape(ctx, ctx.niro_results[0], "the result")
-    if len(in_shape) != 3 or in_shape[-1] not in (1, 2):
+    in_shape = ctx.ranked(signal_niro, "the signal").shape
+    result_type = ctx.ranked(ctx.niro_results[0], "the result")
+    out_shape = result_type.shape
+    # NOTE: a rank-2 signal [batch, length] is read as real, as onnxruntime reads it (the spec
+    # asks for [batch, length, 1]; PyTorch's TorchScript exporter feeds rank 2).
+    if len(in_shape) not in (2, 3) or (len(in_shape) == 3 and in_shape[-1] not in (1, 2)):
         raise ctx.error(
             "expects a signal [batch, length, 1] (real) or [batch, length, 2] (complex), got "
             f"{format_type(signal_niro.type)}"
         )
-    batch, samples, _ = in_shape
-    if len(out_shape) != 4 or out_shape[0] != batch or out_shape[3] != 2:
+    batch, samples = in_shape[0], in_shape[1]
+    if (
+        len(out_shape) != 4
+        or out_shape[2] is None
+        or out_shape[3] != 2
+        or None not in (batch, out_shape[0])
+        and out_shape[0] != batch
+    ):
         raise ctx.error(
-            f"expects a result [{batch}, frames, bins, 2], got "
-            f"{format_type(ctx.niro_results[0].type)}"
+            f"expects a result [{'batch' if batch is None else batch}, frames, bins, 2] with "
+            f"static bins, got {format_type(ctx.niro_results[0].type)}"
         )
     frames, bins = out_shape[1], out_shape[2]
     onesided = bool(attribute(ctx, "onesided", 1))
@@ -401,16 +472,23 @@ def _lower_stft(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     elif window_length is not None:
         lengths = [window_length]
     elif length is None:
+        if samples is None:
+            raise ctx.error(
+                "needs a frame_length or a window when the signal length is dynamic, got "
+                f"{format_type(signal_niro.type)}"
+            )
         lengths = [samples]
     else:
         lengths = sorted({2 * (bins - 1), 2 * bins - 1}) if onesided else [bins]
+    static_frames = samples is not None and frames is not None and isinstance(step, int)
     lengths = [
         n
         for n in lengths
-        if 1 <= n <= samples
+        if 1 <= n
+        and (samples is None or n <= samples)
         and (window_length is None or window_length == n)
         and bins == (n // 2 + 1 if onesided else n)
-        and (not isinstance(step, int) or frames == (samples - n) // step + 1)
+        and (not static_frames or frames == (samples - n) // step + 1)
     ]
     if not lengths:
         raise ctx.error(
@@ -419,45 +497,69 @@ def _lower_stft(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             + ("" if window is None else f", window {format_type(window[1].type)}")
             + ("" if not isinstance(step, int) else f" and frame_step {step}")
         )
-    extra = None
-    if isinstance(step, ir.Value):
-        i64 = ir.IntegerType.get_signless(64)
-        positive = arith.CmpIOp(arith.CmpIPredicate.sgt, step, constant(i64, 0)).result
-        extra = []
-        for n in lengths:
-            # frames == (samples - n) // step + 1, i.e. (frames - 1) * step <= samples - n < frames * step
-            last = arith.MulIOp(constant(i64, frames - 1), step).result
-            fits = _all(
-                [
-                    positive,
-                    arith.CmpIOp(arith.CmpIPredicate.sle, last, constant(i64, samples - n)).result,
-                    arith.CmpIOp(
-                        arith.CmpIPredicate.slt,
-                        constant(i64, samples - n),
-                        arith.AddIOp(last, step).result,
-                    ).result,
-                ]
-            )
-            extra.append(fits)
+    signal = ctx.operands[0]
+    length_size = tensor_size(signal, 1)
+    counts = [_frame_count(length_size, step, n) for n in lengths]
+    checks = [
+        _stft_checks(length_size, step, frames, n, count)
+        for n, count in zip(lengths, counts, strict=True)
+    ]
+    extra = None if not any(checks) else [_all(conditions) for conditions in checks]
+    if batch is None and out_shape[0] is not None:
+        same = _index_compare(arith.CmpIPredicate.eq, tensor_size(signal, 0), out_shape[0])
+        extra = [
+            same if condition is None else arith.AndIOp(condition, same).result
+            for condition in extra or [None] * len(lengths)
+        ]
     options = [(n,) for n in lengths]
     choice = _select(
         ctx,
         options,
         [length if isinstance(length, ir.Value) else None],
         extra,
-        f"the run-time frame_step and frame_length must give {frames} frames of a length in "
-        f"{lengths} from {samples} samples",
+        _stft_check_message(samples, step, length, frames, lengths, batch, out_shape[0]),
     )
     element = lower_scalar_type(scalar)
     compute = _compute_type(element)
+    batch_size = out_shape[0] if out_shape[0] is not None else tensor_size(signal, 0)
+    result = ir.RankedTensorType(ctx.result_types[0])
 
     def build(option: tuple[int, ...]) -> ir.Value:
         (n,) = option
+        count = frames if frames is not None else counts[lengths.index(n)]
         framed = _frames(
-            ctx.operands[0], None if window is None else window[0], step, frames, n, compute
+            signal,
+            None if window is None else window[0],
+            step,
+            [batch_size, count, n, 1 if len(in_shape) == 2 else in_shape[2]],
+            compute,
         )
-        return _transform(framed, out_shape, 2, n, False, onesided, element)
+        value = _transform(framed, [batch_size, count, bins, 2], 2, n, False, onesided, element)
+        return value if value.type == result else tensor.CastOp(result, value).result
 
     if choice is None:
         return [build(options[0])]
     return [dispatch(ctx, choice, build)]
+
+
+def _stft_check_message(samples, step, length, frames, lengths, batch, result_batch) -> str:
+    """What the run-time check of an STFT asks: the wording of the static-shape node tests
+    (a run-time frame_step or frame_length) kept, the signal length and batch added when they
+    are dynamic."""
+    if samples is not None and batch is not None:
+        return (
+            f"the run-time frame_step and frame_length must give {frames} frames of a length in "
+            f"{lengths} from {samples} samples"
+        )
+    wanted = []
+    if batch is None and result_batch is not None:
+        wanted.append(f"a batch of {result_batch}")
+    if samples is None:
+        wanted.append(f"a signal of at least {min(lengths)} samples")
+    if isinstance(length, ir.Value):
+        wanted.append(f"a frame_length in {lengths}")
+    if not isinstance(step, int):
+        wanted.append("a positive frame_step")
+    if frames is not None:
+        wanted.append(f"{frames} frames")
+    return "needs at run time " + ", ".join(wanted)

@@ -70,6 +70,10 @@ def _features16(rng, batch, seq):
     return rng.standard_normal((batch, seq, 16)).astype(np.float32)
 
 
+def _audio(rng, batch, samples):
+    return rng.standard_normal((batch, samples)).astype(np.float32)
+
+
 # (model file, input maker, shapes to run at). The TorchScript LSTM keeps its dynamic seq and
 # batch, both CNNs their dynamic batch; the other dynamo export and the TorchScript encoder fix
 # the traced sizes, so they run there.
@@ -100,6 +104,8 @@ CASES = [
     ("ssd.onnx", _features16, [(1, 1), (2, 9), (3, 13)]),
     ("padded_encoder.onnx", _padded_ids, [(1, 10), (2, 10), (4, 10)]),
     ("detr_hw.onnx", _sized_images, [(1, 24, 32), (2, 16, 20), (1, 7, 9)]),
+    ("logmel.onnx", _audio, [(1, 640), (2, 800), (3, 1000)]),
+    ("logmel_dynamo.onnx", _audio, [(1, 640), (2, 800), (3, 1000)]),
 ]
 
 

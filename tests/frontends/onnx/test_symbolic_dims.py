@@ -253,3 +253,23 @@ def test_broadcast_dims_claimed_static_are_the_run_time_sizes(data: st.DataObjec
         for shape, result in zip(claimed, results, strict=True):
             for dim, size in zip(shape, result.shape, strict=True):
                 assert dim is None or dim == size, (a_dims, b_dims, sizes, claimed)
+
+
+def test_an_stft_of_a_dynamic_length_signal_is_typed() -> None:
+    # ONNX inference leaves the STFT of a dynamic-length signal untyped, not even ranked;
+    # it is [batch, frames, bins, 2], bins = 64 // 2 + 1 from the frame_length (one-sided by
+    # default), frames dynamic. TorchScript's torch.stft export feeds a rank-2 signal.
+    text = (
+        "g (float[B, L] s, float[64] w) => (z) { step = Constant <value_int = 16> ()\n"
+        " n = Constant <value_int = 64> ()\n y = STFT(s, step, w, n)\n"
+        " z = Transpose <perm = [0, 2, 1, 3]> (y) }"
+    )
+    assert "-> (tensor<?x?x33x2xf32>)" in _op(text, "onnx.STFT")
+
+
+def test_a_two_sided_stft_takes_its_bins_from_the_window() -> None:
+    text = (
+        "g (float[B, L, 2] s, float[10] w) => (y) { step = Constant <value_int = 3> ()\n"
+        " y = STFT <onesided = 0> (s, step, w) }"
+    )
+    assert "-> (tensor<?x?x10x2xf32>)" in _op(text, "onnx.STFT")

@@ -4,15 +4,17 @@ ONNX's node tests (in the conformance subset) feed `axis`, `frame_step` and `fra
 graph inputs; these models give them as initializers, as exported models do, and cover what the
 node tests miss: zero-padding and truncating `dft_length`, an odd-length IRFFT, complex and
 f16/f64 inputs, a run-time `dft_length` the shapes leave two choices for, a complex STFT with a
-window. A run-time axis or frame_step that disagrees with the shapes must stop the program; a
-dynamic transform length, and an STFT result typed two-sided by ONNX's shape inference when the
-op is one-sided, are refused.
+window, an STFT of a dynamic batch and signal length (rank 3, and rank 2 as onnxruntime takes
+it). A run-time axis or frame_step that disagrees with the shapes, or a signal shorter than a
+frame, must stop the program; a dynamic DFT length is refused, and an STFT result typed
+two-sided by ONNX's shape inference when the op is one-sided is typed one-sided instead.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnxruntime
 import pytest
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
@@ -164,18 +166,102 @@ def test_dynamic_transform_length_is_refused() -> None:
     ), outcome.message
 
 
-def test_dynamic_signal_length_is_refused() -> None:
-    case = graph_case(
-        "dynamic_signal",
-        [helper.make_node("STFT", ["signal", "frame_step", "window"], ["y"])],
-        {"signal": (_signal((1, 16, 1)), [1, "L", 1])},
-        {"frame_step": np.array(4, np.int64), "window": np.ones(8, np.float32)},
-        opset=17,
+def _dynamic_stft_case(
+    name: str,
+    inputs: list[str],
+    signals: list[np.ndarray],
+    declared: list,
+    initializers: dict,
+    **attributes,
+) -> NodeTestCase:
+    """An STFT of a signal declared `declared` (strings: dynamic dims), compiled once and run
+    on each of `signals`; the result's type left to the frontend (ONNX's inference cannot type
+    it: the length is dynamic), expected outputs from onnxruntime, which (unlike
+    onnx.reference) also takes a rank-2 signal."""
+    dtype = helper.np_dtype_to_tensor_dtype(signals[0].dtype)
+    graph = helper.make_graph(
+        [helper.make_node("STFT", inputs, ["y"], name="STFT_0", **attributes)],
+        name,
+        [helper.make_tensor_value_info("signal", dtype, declared)],
+        [helper.make_tensor_value_info("y", dtype, None)],
+        [numpy_helper.from_array(value, key) for key, value in initializers.items()],
     )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    data = tuple(((signal,), tuple(session.run(None, {"signal": signal}))) for signal in signals)
+    return NodeTestCase(name, model, data, 1e-3, 1e-5)
+
+
+def test_dynamic_batch_and_signal_length_compute_the_frames_at_run_time() -> None:
+    # frames = (length - 8) // 3 + 1: 3, 1 (exactly one frame) and 5
+    signals = [_signal((2, 15, 1)), _signal((1, 8, 1)), _signal((3, 21, 1))]
+    window = np.hanning(8).astype(np.float32)
+    case = _dynamic_stft_case(
+        "dynamic_stft",
+        ["signal", "frame_step", "window"],
+        signals,
+        ["B", "L", 1],
+        {"frame_step": np.array(3, np.int64), "window": window},
+    )
+    (reference,) = ReferenceEvaluator(case.model).run(None, {"signal": signals[0]})
+    np.testing.assert_allclose(case.data_sets[0][1][0], reference, rtol=1e-5, atol=1e-5)
     outcome = run_case(case)
+    assert outcome.passed, outcome
+
+
+def test_rank_2_signal_is_real_as_onnxruntime_reads_it() -> None:
+    # TorchScript's torch.stft export feeds [batch, samples]; onnxruntime reads it as
+    # [batch, samples, 1] (onnx.reference refuses it). Two-sided, f64, no window.
+    signals = [_signal((1, 12), np.float64), _signal((2, 17), np.float64)]
+    case = _dynamic_stft_case(
+        "rank2_stft",
+        ["signal", "frame_step", "", "frame_length"],
+        signals,
+        ["B", "L"],
+        {"frame_step": np.array(2, np.int64), "frame_length": np.array(5, np.int64)},
+        onesided=0,
+    )
+    assert case.data_sets[1][1][0].shape == (2, 7, 5, 2)
+    outcome = run_case(case)
+    assert outcome.passed, outcome
+
+
+def test_signal_shorter_than_a_frame_fails_the_run() -> None:
+    case = _dynamic_stft_case(
+        "short_signal",
+        ["signal", "frame_step", "window"],
+        [_signal((1, 16, 1))],
+        [1, "L", 1],
+        {"frame_step": np.array(4, np.int64), "window": np.ones(8, np.float32)},
+    )
+    ((inputs, expected),) = case.data_sets
+    short = (((_signal((1, 7, 1)),), expected),)
+    outcome = run_case(NodeTestCase(case.name, case.model, short, 1e-3, 1e-5))
+    assert outcome.stage == "run", outcome
+    assert "'onnx.STFT' op: needs at run time a signal of at least 8 samples" in outcome.message, (
+        outcome.message
+    )
+
+
+def test_dynamic_signal_length_without_a_frame_length_is_refused() -> None:
+    # the frame is the whole signal (onnxruntime fails to run it): its bins are not static
+    signal = _signal((1, 16, 1))
+    graph = helper.make_graph(
+        [helper.make_node("STFT", ["signal", "frame_step"], ["y"], name="STFT_0")],
+        "no_frame_length",
+        [helper.make_tensor_value_info("signal", onnx.TensorProto.FLOAT, [1, "L", 1])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(4, np.int64), "frame_step")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    data = (((signal,), (np.zeros((1, 1, 9, 2), np.float32),)),)
+    outcome = run_case(NodeTestCase("no_frame_length", model, data, 1e-3, 1e-5))
     assert (outcome.stage, outcome.refused) == ("lower", True), outcome
     assert outcome.message.endswith(
-        "'onnx.STFT' op needs a static shape for the signal, got (1, None, 1)"
+        "'onnx.STFT' op expects a result [1, frames, bins, 2] with static bins, got "
+        "tensor<1x?x?x2xf32>"
     ), outcome.message
 
 
