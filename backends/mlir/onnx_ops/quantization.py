@@ -196,7 +196,8 @@ def _parameter_map(ctx, name: str, shape, x_shape, axis: int, block: int) -> lis
                 exprs.append(dim(index))
         return exprs
     # NOTE: a dynamic dim of x (None) takes a per-axis parameter of any length: ONNX requires
-    # them equal, which only the run can check.
+    # them equal. The generic's loop range then comes from the parameter's static length, so
+    # IREE checks x's dim against it when the function is called (test_quantization_dynamic).
     if len(shape) == 1 and x_shape[axis] in (shape[0], None):
         return [dim(axis)]
     raise ctx.error(

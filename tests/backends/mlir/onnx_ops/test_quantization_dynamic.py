@@ -17,9 +17,9 @@ import numpy as np
 import onnx
 import onnx.reference
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
-from ..mlir_harness import assert_matches_onnxruntime, compile_onnx
+from ..mlir_harness import assert_matches_onnxruntime, call, compile_onnx
 from .dynamic_models import graph_model
 
 RNG = np.random.default_rng(11)
@@ -152,3 +152,27 @@ def test_nan_and_infinities_saturate_as_onnxruntime_does(quantized, tmp_path) ->
     assert runs[0][0].tolist() == [[low, low], [high, 0], [low, low]]
     nan_only = onnx.reference.ReferenceEvaluator(model).run(None, {"x": x[:1, :1].repeat(2, 1)})[0]
     assert nan_only.tolist() == [[low, low]]
+
+
+def test_a_per_axis_scale_along_a_dynamic_dim_is_checked_at_run_time(tmp_path) -> None:
+    # scale of 3 values along axis 0, whose size is only known at run time: 3 rows match
+    # onnxruntime; 2 rows stop the call (ONNX requires equal lengths): the generic's loop range
+    # comes from the scale, so IREE checks the input's dim at the function boundary, never
+    # reading the scale out of bounds
+    initializers = [
+        numpy_helper.from_array(np.array([0.1, 0.2, 0.3], np.float32), "scale"),
+        numpy_helper.from_array(np.array([1, 2, 3], np.int8), "zero"),
+    ]
+    graph = helper.make_graph(
+        [helper.make_node("DequantizeLinear", ["x", "scale", "zero"], ["y"], axis=0, name="dq")],
+        "per_axis_dynamic",
+        [helper.make_tensor_value_info("x", TensorProto.INT8, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
+    vm_module = compile_onnx(model, tmp_path)
+    rows = np.arange(12, dtype=np.int8).reshape(3, 4)
+    assert_matches_onnxruntime(vm_module, model, [{"x": rows}], function="per_axis_dynamic", rtol=0, atol=0)
+    with pytest.raises(Exception, match=r"input0 shape dimension 0 mismatch; expected 3 but have 2"):
+        call(vm_module, "per_axis_dynamic", rows[:2])
