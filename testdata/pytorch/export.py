@@ -39,7 +39,9 @@ it, so it runs at that length, any batch). `detr_hw` (DETR's sine position
 embedding: `y[:, -1:, :]` of a dynamic dim, typed 1 by symbolic dims). `logmel` (+ dynamo;
 Whisper's log-mel front end on [batch, samples] audio, both dynamic: ONNX's shape inference
 leaves STFT of a dynamic-length signal untyped, symbolic dims types it; the TorchScript export
-feeds STFT the rank-2 signal, which onnxruntime and niroc read as real).
+feeds STFT the rank-2 signal, which onnxruntime and niroc read as real). `embedding_bag`
+(nn.EmbeddingBag with offsets and 2-D, sum/mean/max: a Loop over the bags whose trip count is
+known only at run time; dynamic batch and bag size).
 
 tests/backends/mlir/test_mlir_pytorch_exports.py compiles each with niroc and compares IREE's
 results with onnxruntime's. `export.py NAME...` exports only the named models.
@@ -577,6 +579,23 @@ class Misc2(nn.Module):
         )
 
 
+class EmbeddingBags(nn.Module):
+    """`nn.EmbeddingBag` as recommendation models (DLRM) use it, on [batch, bag] ids: flat ids
+    with offsets (bags of uneven sizes, some empty when bag = 1; sum) and the 2-D form (mean,
+    max). The TorchScript export loops over the bags with a run-time trip count."""
+
+    def __init__(self):
+        super().__init__()
+        self.flat = nn.EmbeddingBag(40, 8, mode="sum")
+        self.mean = nn.EmbeddingBag(40, 8, mode="mean")
+        self.max = nn.EmbeddingBag(40, 8, mode="max")
+
+    def forward(self, ids):
+        offsets = torch.arange(ids.shape[0]) * ids.shape[1] // 2
+        flat = self.flat(ids.reshape(-1), offsets)
+        return torch.cat([flat, self.mean(ids), self.max(ids)], 1)
+
+
 TORCHSCRIPT_ONLY = [
     ("gpt", GPT().eval(), (torch.randint(0, 50, (2, 12)),), {"ids": {0: "batch", 1: "seq"}}),
     ("unet", UNet().eval(), (torch.randn(2, 3, 32, 32),), {"x": {0: "batch"}}),
@@ -634,6 +653,7 @@ MORE = [
     ("boolindex", BoolIndex().eval(), (torch.randn(5, 7),), {"x": {0: "batch"}}),
     ("ssd", SSD().eval(), (torch.randn(2, 9, 16),), {"x": {0: "batch", 1: "seq"}}),
     ("padded_encoder", PaddedEncoder().eval(), (torch.randint(1, 40, (2, 10)),), {"ids": {0: "batch", 1: "seq"}}),
+    ("embedding_bag", EmbeddingBags().eval(), (torch.randint(0, 40, (3, 4)),), {"ids": {0: "batch", 1: "bag"}}),
 ]
 DYNAMO_TOO = {"logmel", "boolindex"}
 """The ones also exported by dynamo (it keeps their dynamic dims); one file each, no .data."""

@@ -13,10 +13,13 @@ yielded value of another static shape changes type across iterations and is refu
 dims are dynamic where the argument's are static is cast with a run-time check (`cf.assert`), as
 are the initial values and the final results. Scan outputs stack one slice per iteration along a
 new leading axis, so their buffer is preallocated before the loop: the bound is the leading dim
-the output is declared with (checked at run time to equal the iteration count) or else a
-compile-time constant M (the rows written are then extracted, a dynamic size). A scan output
-with neither, or with slices of dynamic shape, is refused. Sequence-typed values never get here:
-the frontend refuses them.
+the output is declared with (checked at run time to equal the iteration count), else a
+compile-time constant M (the rows written are then extracted, a dynamic size), else M's value
+when the loop starts (exporters compute it before the loop, e.g. PyTorch's `nn.EmbeddingBag`
+loops over its bags: the buffer gets M rows, checked against `MAX_PREALLOCATED_ELEMENTS` at run
+time, and a loop that a condition may stop early returns the rows written). A scan output without
+M or a declared leading dim, or with slices of dynamic shape, is refused. Sequence-typed values
+never get here: the frontend refuses them.
 """
 
 from __future__ import annotations
@@ -168,9 +171,10 @@ def _scan_outputs(ctx, wanted, yielded: Sequence[Value], carried: int) -> list[_
 
 def _bound(
     ctx, scans: Sequence[_ScanOutput], trip_count: int | None, has_trip_count: bool
-) -> tuple[int, bool]:
+) -> tuple[int | None, bool]:
     """(rows to preallocate, whether the outputs are declared with exactly that many rows):
-    their declared leading dim, else the constant max trip count `trip_count`."""
+    their declared leading dim, else the constant max trip count `trip_count`, else None for the
+    run-time value of a max trip count M that is not a compile-time constant."""
     declared = sorted(
         {
             scan.declared.shape[0]
@@ -183,10 +187,11 @@ def _bound(
     if declared:
         return declared[0], True
     if trip_count is None:
-        why = "is not a compile-time constant" if has_trip_count else "is absent"
+        if has_trip_count:
+            return None, False
         raise ctx.error(
             "cannot bound the number of iterations to preallocate its scan outputs: the max "
-            f"trip count M {why} and the outputs' leading dims are dynamic"
+            "trip count M is absent and the outputs' leading dims are dynamic"
         )
     rows = max(trip_count, 0)
     for scan in scans:
@@ -251,6 +256,36 @@ def _insert_row(piece: ir.Value, buffer: ir.Value, offset: ir.Value, slice_type:
     ).result
 
 
+def _run_time_rows(ctx: LoweringRuleContext, limit: ir.Value, scans) -> ir.Value:
+    """The rows of scan outputs bounded by a run-time max trip count M: max(M, 0) (a negative M
+    runs no iteration), as an index. An M whose rows would exceed `MAX_PREALLOCATED_ELEMENTS`
+    stops the program with a message rather than failing to allocate."""
+    largest = max(static_element_count(scan.slice_type) for scan in scans)
+    if largest > 0:
+        most = MAX_PREALLOCATED_ELEMENTS // largest
+        assert_true(
+            arith.CmpIOp(arith.CmpIPredicate.sle, limit, _i64(most)).result,
+            f"{ctx.niro_location}: 'onnx.Loop' op max trip count M is more than {most}, too many "
+            f"iterations to preallocate its scan outputs (at most {MAX_PREALLOCATED_ELEMENTS} "
+            "elements each); declare their leading dim to bound them",
+        )
+    rows = arith.MaxSIOp(limit, _i64(0)).result
+    return arith.IndexCastOp(index_type(), rows).result
+
+
+def _runs_every_iteration(ctx: LoweringRuleContext, condition, block, yielded) -> bool:
+    """Whether the loop surely runs all max(M, 0) iterations: no cond input, or a constant true
+    one that the body passes on or replaces by a constant true (as PyTorch's exports do)."""
+    if condition is None:
+        return True
+
+    def true(value: Value) -> bool:
+        constant = ctx.lowering.constant_value(value)
+        return constant is not None and constant.size == 1 and bool(constant.reshape(-1)[0])
+
+    return true(condition[1]) and (yielded[0].id == block.arguments[1].id or true(yielded[0]))
+
+
 def _first_rows(buffer: ir.Value, count: ir.Value, slice_type: TensorType) -> ir.Value:
     rank = len(slice_type.shape)
     rows_type = TensorType(slice_type.element_type, (None, *slice_type.shape))
@@ -306,8 +341,9 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         if constant is not None and constant.size == 1:
             trip_count = int(constant.reshape(-1)[0])
     rows, exact = _bound(ctx, scans, trip_count, max_trip is not None) if scans else (0, False)
-    # NOTE: a constant M no larger than the rows keeps every slice write in bounds by itself.
-    guard_rows = bool(scans) and (trip_count is None or trip_count > rows)
+    # NOTE: a constant M no larger than the rows keeps every slice write in bounds by itself, as
+    # does a run-time M (rows None): the `before` region runs an iteration only while i < M.
+    guard_rows = bool(scans) and rows is not None and (trip_count is None or trip_count > rows)
 
     limit = None
     if max_trip is not None:
@@ -324,12 +360,27 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             zip(initial, ctx.niro_operands[first_carried:], carried_types, strict=True)
         )
     ]
-    buffers = [
-        tensor.EmptyOp(
-            [rows, *scan.slice_type.shape], lower_scalar_type(scan.slice_type.element_type)
-        ).result
-        for scan in scans
-    ]
+    if rows is None:
+        # NOTE: IREE copies a loop-carried tensor whole on every iteration, so a buffer of M
+        # rows costs ~M^2 row copies over the loop: fine for the short loops exporters write
+        # (one iteration per bag of an EmbeddingBag), slow for very long ones.
+        run_time_rows = _run_time_rows(ctx, limit, scans)
+        whole = _runs_every_iteration(ctx, condition, block, yielded)
+        buffers = [
+            ctx.empty_tensor(
+                TensorType(scan.slice_type.element_type, (None, *scan.slice_type.shape)),
+                [run_time_rows] + [None] * len(scan.slice_type.shape),
+            )
+            for scan in scans
+        ]
+    else:
+        whole = False
+        buffers = [
+            tensor.EmptyOp(
+                [rows, *scan.slice_type.shape], lower_scalar_type(scan.slice_type.element_type)
+            ).result
+            for scan in scans
+        ]
     inits = [_i64(0), go, *starts, *buffers]
     types = [value.type for value in inits]
     loop = scf.WhileOp(types, inits)
@@ -422,11 +473,16 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             f"{ctx.niro_location}: 'onnx.Loop' op stops before {rows} iterations, the rows its "
             "scan outputs are declared with",
         )
-    elif scans:
+    elif scans and not whole:
         count = arith.IndexCastOp(index_type(), finals[0]).result
+        # NOTE: no-op clamp (the loop stops by M) that keeps IREE (3.13) from cloning the bare
+        # `index_cast` into the dispatch copying the rows out (e.g. for a Concat): it then
+        # fails with "failed to resolve workgroup count hint in terms of workload ordinals".
+        bound = run_time_rows if rows is None else arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), rows)).result
+        count = arith.MinSIOp(count, bound).result
     for scan, buffer in zip(scans, finals[2 + carried :], strict=True):
         stacked_type = TensorType(scan.slice_type.element_type, (rows, *scan.slice_type.shape))
-        if not exact:
+        if not exact and not whole:
             buffer = _first_rows(buffer, count, scan.slice_type)
             stacked_type = TensorType(stacked_type.element_type, (None, *scan.slice_type.shape))
         outputs[scan.result] = _checked_cast(

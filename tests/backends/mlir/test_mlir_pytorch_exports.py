@@ -106,6 +106,7 @@ CASES = [
     ("detr_hw.onnx", _sized_images, [(1, 24, 32), (2, 16, 20), (1, 7, 9)]),
     ("logmel.onnx", _audio, [(1, 640), (2, 800), (3, 1000)]),
     ("logmel_dynamo.onnx", _audio, [(1, 640), (2, 800), (3, 1000)]),
+    ("embedding_bag.onnx", _small_vocab_ids, [(1, 1), (3, 4), (5, 1), (2, 7)]),
 ]
 
 

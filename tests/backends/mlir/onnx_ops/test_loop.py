@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 import onnx.parser
 import pytest
+from niro.backends.mlir.onnx_ops.loop import MAX_PREALLOCATED_ELEMENTS
 from onnx.reference import ReferenceEvaluator
 
 from tests.conformance.pipeline import run_case
@@ -127,6 +128,85 @@ counted (float[2] x) => (float[2] y, float[N, 2] ys) {
 }
 """
 
+# M is known only when the loop starts: the scan outputs get M rows, all of them written
+RUN_TIME_M = """
+counted (int64 m, float[2] x) => (float[2] y, float[N, 2] ys) {
+  go = Constant <value = bool {1}> ()
+  y, ys = Loop (m, go, x) <body = body (int64 i, bool c, float[2] v) => (bool c_out, float[2] v_out, float[2] slice) {
+    c_out = Identity (c)
+    v_out = Add (v, x)
+    slice = Identity (v)
+  }>
+}
+"""
+
+# a run-time M (computed before the loop) and a condition that may stop the loop earlier
+RUN_TIME_M_EARLY_EXIT = """
+early (int64[K] sizes, float[3] x, float limit) => (float[3] last, float[N, 3] rows, float[N, 2, 2] squares) {
+  zero = Constant <value = int64 {0}> ()
+  shape = Shape (sizes)
+  m = Gather <axis = 0> (shape, zero)
+  go = Constant <value = bool {1}> ()
+  last, rows, squares = Loop (m, go, x) <body = body (int64 i, bool c, float[3] v)
+      => (bool c_out, float[3] v_out, float[3] row, float[2, 2] square) {
+    size = Gather <axis = 0> (sizes, i)
+    fs = Cast <to = 1> (size)
+    v_out = Add (v, fs)
+    row = Mul (v_out, v)
+    shape2 = Constant <value = int64[2] {2, 2}> ()
+    start = Constant <value = int64[1] {0}> ()
+    two = Constant <value = int64[1] {2}> ()
+    corner = Slice (v_out, start, two)
+    pair = Mul (corner, corner)
+    both = Concat <axis = 0> (pair, corner)
+    square = Reshape (both, shape2)
+    s = ReduceSum <keepdims = 0> (v_out)
+    c_out = Less (s, limit)
+  }>
+}
+"""
+
+# two such loops whose scan outputs are concatenated: the rows written are copied out by one
+# dispatch (IREE failed to compile it when the row count was a bare index_cast of the loop's)
+RUN_TIME_M_CONCATENATED = """
+two (int64[K] sizes, float[3] x, float limit) => (float[N, 6] both) {
+  zero = Constant <value = int64 {0}> ()
+  shape = Shape (sizes)
+  m = Gather <axis = 0> (shape, zero)
+  go = Constant <value = bool {1}> ()
+  a_last, a_rows = Loop (m, go, x) <body = body (int64 i, bool c, float[3] v)
+      => (bool c_out, float[3] v_out, float[3] row) {
+    size = Gather <axis = 0> (sizes, i)
+    fs = Cast <to = 1> (size)
+    v_out = Add (v, fs)
+    row = Mul (v_out, v)
+    s = ReduceSum <keepdims = 0> (v_out)
+    c_out = Less (s, limit)
+  }>
+  b_last, b_rows = Loop (m, go, x) <body = body2 (int64 j, bool d, float[3] w)
+      => (bool d_out, float[3] w_out, float[3] row2) {
+    size2 = Gather <axis = 0> (sizes, j)
+    fs2 = Cast <to = 1> (size2)
+    w_out = Add (w, fs2)
+    row2 = Sub (w_out, w)
+    s2 = ReduceSum <keepdims = 0> (w_out)
+    d_out = Less (s2, limit)
+  }>
+  both = Concat <axis = 1> (a_rows, b_rows)
+}
+"""
+
+# a run-time M without a cond input: exactly max(M, 0) iterations, the body's condition ignored
+RUN_TIME_M_NO_CONDITION = """
+counted (int64 m, float[2] x) => (float[2] y, float[N, 2] ys) {
+  y, ys = Loop (m, , x) <body = body (int64 i, bool c, float[2] v) => (bool c_out, float[2] v_out, float[2] slice) {
+    c_out = Constant <value = bool {0}> ()
+    v_out = Add (v, x)
+    slice = Identity (v_out)
+  }>
+}
+"""
+
 X3 = _f32(1.5, -2.0, 0.5)
 
 MODEL_CASES = {
@@ -170,6 +250,64 @@ MODEL_CASES = {
         [{"x": _f32(1, -1)}],
         reference=[(_f32(4, -4), np.array([[2, -2], [3, -3], [4, -4]], np.float32))],
     ),
+    # M given at run time bounds the scan outputs: 4 rows, 1, none for M = 0 or negative
+    "scan_outputs_run_time_m": lambda: loop_case(
+        "loop_scan_outputs_run_time_m",
+        RUN_TIME_M,
+        [
+            {"m": np.array(4), "x": _f32(1, -2)},
+            {"m": np.array(1), "x": _f32(1, -2)},
+            {"m": np.array(0), "x": _f32(1, -2)},
+            {"m": np.array(-3), "x": _f32(1, -2)},
+        ],
+        reference="onnxruntime",
+    ),
+    # M = the length of `sizes`, computed before the loop; the condition stops it after all 5
+    # iterations, 2, 1, or none when M = 0 (2-D slices too, hence onnxruntime)
+    "scan_outputs_run_time_m_early_exit": lambda: loop_case(
+        "loop_scan_outputs_run_time_m_early_exit",
+        RUN_TIME_M_EARLY_EXIT,
+        [
+            {"sizes": np.arange(5), "x": X3, "limit": np.array(1000, np.float32)},
+            {"sizes": np.arange(5), "x": X3, "limit": np.array(5, np.float32)},
+            {"sizes": np.arange(5), "x": X3, "limit": np.array(-100, np.float32)},
+            {"sizes": np.arange(0), "x": X3, "limit": np.array(1000, np.float32)},
+        ],
+        reference="onnxruntime",
+    ),
+    # the rows two early-exit loops wrote, concatenated: 5, 3 or none
+    "scan_outputs_run_time_m_concatenated": lambda: loop_case(
+        "loop_scan_outputs_run_time_m_concatenated",
+        RUN_TIME_M_CONCATENATED,
+        [
+            {"sizes": np.arange(5), "x": X3, "limit": np.array(1000, np.float32)},
+            {"sizes": np.arange(5), "x": X3, "limit": np.array(5, np.float32)},
+            {"sizes": np.arange(0), "x": X3, "limit": np.array(1000, np.float32)},
+        ],
+        reference="onnxruntime",
+    ),
+    # the same with a constant M (5): the count of rows run is clamped alike for IREE
+    "scan_outputs_constant_m_concatenated": lambda: loop_case(
+        "loop_scan_outputs_constant_m_concatenated",
+        RUN_TIME_M_CONCATENATED.replace(
+            "m = Gather <axis = 0> (shape, zero)", "m = Constant <value = int64 {5}> ()"
+        ),
+        [
+            {"sizes": np.arange(5), "x": X3, "limit": np.array(1000, np.float32)},
+            {"sizes": np.arange(5), "x": X3, "limit": np.array(5, np.float32)},
+        ],
+        reference="onnxruntime",
+    ),
+    # without a cond input a run-time M runs M times although the body's condition is false
+    "scan_outputs_run_time_m_no_condition": lambda: loop_case(
+        "loop_scan_outputs_run_time_m_no_condition",
+        RUN_TIME_M_NO_CONDITION,
+        [{"m": np.array(3), "x": _f32(1, -1)}, {"m": np.array(0), "x": _f32(1, -1)}],
+        reference=[
+            (_f32(4, -4), np.array([[2, -2], [3, -3], [4, -4]], np.float32)),
+            (_f32(1, -1), np.zeros((0, 2), np.float32)),
+        ],
+    ),
 }
 
 
@@ -184,17 +322,6 @@ def test_model_case_passes(name: str) -> None:
     outcome = run_case(MODEL_CASES[name]())
     assert outcome.passed, f"{outcome.stage}: {outcome.message}"
 
-
-UNBOUNDED_SCAN = """
-unbounded (int64 m, float[2] x) => (float[2] y, float[N, 2] ys) {
-  go = Constant <value = bool {1}> ()
-  y, ys = Loop (m, go, x) <body = body (int64 i, bool c, float[2] v) => (bool c_out, float[2] v_out, float[2] slice) {
-    c_out = Identity (c)
-    v_out = Add (v, x)
-    slice = Identity (v)
-  }>
-}
-"""
 
 WHILE_SCAN = """
 whilescan (bool go, float[2] x) => (float[2] y, float[N, 2] ys) {
@@ -266,12 +393,6 @@ endless (float[2] x) => (float[2] y) {
 """
 
 REFUSALS = {
-    "unbounded_scan": (
-        UNBOUNDED_SCAN,
-        "'onnx.Loop' op cannot bound the number of iterations to preallocate its scan outputs: "
-        "the max trip count M is not a compile-time constant and the outputs' leading dims are "
-        "dynamic",
-    ),
     "while_scan": (
         WHILE_SCAN,
         "'onnx.Loop' op cannot bound the number of iterations to preallocate its scan outputs: "
@@ -331,3 +452,18 @@ def test_declared_scan_rows_are_checked_at_run_time() -> None:
     outcome = run_case(NodeTestCase("loop11_short", case.model, (short,), 1e-3, 1e-5))
     assert outcome.stage == "run"
     assert "'onnx.Loop' op stops before 5 iterations" in outcome.message
+
+
+def test_run_time_m_too_large_to_preallocate_stops_the_program() -> None:
+    """A run-time M whose rows would exceed MAX_PREALLOCATED_ELEMENTS (2 elements a slice here)
+    stops the program with a message instead of failing to allocate."""
+    model = onnx.parser.parse_model(HEADER + RUN_TIME_M)
+    inputs = (np.array(MAX_PREALLOCATED_ELEMENTS // 2 + 1), _f32(1, -2))
+    expected = (_f32(0, 0), np.zeros((0, 2), np.float32))
+    case = NodeTestCase("loop_huge_run_time_m", model, ((inputs, expected),), 1e-3, 1e-5)
+    outcome = run_case(case)
+    assert outcome.stage == "run"
+    assert (
+        "'onnx.Loop' op max trip count M is more than 134217728, too many iterations to "
+        "preallocate its scan outputs" in outcome.message
+    )
