@@ -9,10 +9,11 @@ JOBS ?= 2
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-install: ## create .venv and install niroc editable with its dev extras
+install: ## create .venv, install niroc editable with its dev extras, byte-compile its modules
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/python -m compileall -q ir frontends backends niroc
 
 test: ## run the whole test suite (unit, property, golden lit tests); `make zoo` runs the model zoo
 	$(BIN)/python -m pytest -n $(JOBS) tests --ignore=tests/backends/mlir/onnx_ops/test_model_zoo.py
