@@ -16,7 +16,9 @@ The batch dim N may be dynamic (a model exported with a dynamic batch): N only p
 (`tensor.dim` of the input sizes the `tensor.empty`s; `tensor.pad`, the slices and the reshapes
 keep it dynamic). The spatial dims may be dynamic too (segmentation models exported with a
 dynamic image size): their output sizes, and SAME pads, are computed at run time from
-`tensor.dim` (`windows.at_run_time`); only the channels must be static, they shape the filter.
+`tensor.dim` (`windows.at_run_time`). The channels shape the filter: a dynamic channel dim of
+X (lost by shape inference, e.g. after a Pad with run-time pads) is taken from W and checked at
+run time (`windows.channels_from_filter`).
 ConvTranspose with a dynamic spatial dim needs explicit pads (no output_shape or SAME).
 """
 
@@ -41,6 +43,7 @@ from .windows import (
     PARALLEL,
     REDUCTION,
     at_run_time,
+    channels_from_filter,
     collapse_dims,
     dim,
     empty_like,
@@ -199,24 +202,34 @@ def _check_output(ctx: LoweringRuleContext, expected: Sequence[int | None]) -> N
         )
 
 
-def _float_operands(ctx: LoweringRuleContext):
+def _float_operands(ctx: LoweringRuleContext, channels_of: Callable[[tuple[int, ...]], int]):
+    """X, its shape, W, its shape and the element type; a dynamic channel dim of X is fixed
+    to `channels_of(W's shape)` (checked at run time, `channels_from_filter`)."""
     x_mlir, x_niro = input_value(ctx, 0)
     w_mlir, w_niro = input_value(ctx, 1)
     scalar = element_type(x_niro)
     if scalar not in FLOATS:
         raise ctx.error(f"supports float tensors only, got {scalar.spelling}")
-    x_shape = spatial_shape(ctx, x_niro, "input X")
+    x_shape = ctx.ranked(x_niro, "input X").shape
     w_shape = static_shape(ctx, w_niro, "filter W")
     if len(x_shape) < 3 or len(w_shape) != len(x_shape):
         raise ctx.error(f"needs X of rank >= 3 and W of the same rank, got {x_shape} and {w_shape}")
+    x_mlir, x_shape = channels_from_filter(ctx, x_mlir, x_niro, channels_of(w_shape), "input X")
     return x_mlir, x_shape, w_mlir, w_shape, scalar
+
+
+def _group(ctx: LoweringRuleContext) -> int:
+    group = int(attribute(ctx, "group", 1))
+    if group < 1:
+        raise ctx.error(f"has group={group}, expected a positive count")
+    return group
 
 
 @register_lowering("onnx.Conv")
 def _lower_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
-    x, x_shape, w, w_shape, scalar = _float_operands(ctx)
+    group = _group(ctx)
+    x, x_shape, w, w_shape, scalar = _float_operands(ctx, lambda w_shape: w_shape[1] * group)
     geometry = window_geometry(ctx, x_shape[2:], w_shape[2:])
-    group = int(attribute(ctx, "group", 1))
     element = lower_scalar_type(scalar)
     _check_output(ctx, (x_shape[0], w_shape[0], *geometry.output))
     geometry = at_run_time(ctx, x, geometry)
@@ -285,9 +298,9 @@ def _transpose_pads(ctx, x_shape, kernel, strides, dilations, output_padding):
 
 @register_lowering("onnx.ConvTranspose")
 def _lower_conv_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
-    x, x_shape, w, w_shape, scalar = _float_operands(ctx)
+    group = _group(ctx)
+    x, x_shape, w, w_shape, scalar = _float_operands(ctx, lambda w_shape: w_shape[0])
     rank = len(x_shape) - 2
-    group = int(attribute(ctx, "group", 1))
     kernel = tuple(int(v) for v in attribute(ctx, "kernel_shape", w_shape[2:]))
     if kernel != tuple(w_shape[2:]):
         raise ctx.error(f"kernel_shape {kernel} disagrees with the filter shape {w_shape}")

@@ -96,7 +96,33 @@ def spatial_shape(ctx: LoweringRuleContext, value, what: str) -> tuple[int | Non
     return tuple(shape)
 
 
-__all__ += ["spatial_shape", "at_run_time", "static_or_none"]
+def channels_from_filter(
+    ctx: LoweringRuleContext, x: ir.Value, x_niro, channels: int, what: str
+) -> tuple[ir.Value, tuple[int | None, ...]]:
+    """`x` (MLIR) and its Niro shape with a dynamic channel dim 1 fixed to `channels`, the
+    count the (static) filter implies; `x` and its shape as they are when dim 1 is static.
+
+    A Pad with run-time pads upstream (torchvision's detection models) leaves shape inference
+    no dim at all, although the filter fixes the channels: `x` is `tensor.cast` to the type
+    with that static channel and a `cf.assert` stops the program with the reason when the
+    run-time count differs (the cast alone would make that undefined behaviour)."""
+    shape = ctx.ranked(x_niro, what).shape
+    if len(shape) < 2 or shape[1] is not None:
+        return x, tuple(shape)
+    actual = structured.tensor_size(x, 1)
+    equal = arith.CmpIOp(arith.CmpIPredicate.eq, actual, ctx.index_constant(channels)).result
+    structured.assert_true(
+        equal,
+        f"{ctx.niro_location}: '{op_name(ctx.op)}' op: {what} has a run-time channel count "
+        f"(dim 1) other than the {channels} its filter W needs",
+    )
+    x_type = ir.RankedTensorType(x.type)
+    fixed = [channels if axis == 1 else size for axis, size in enumerate(x_type.shape)]
+    cast = tensor.CastOp(ir.RankedTensorType.get(fixed, x_type.element_type), x).result
+    return cast, (shape[0], channels, *shape[2:])
+
+
+__all__ += ["spatial_shape", "channels_from_filter", "at_run_time", "static_or_none"]
 
 
 def _ints(

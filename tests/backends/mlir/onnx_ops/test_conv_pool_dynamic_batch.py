@@ -226,14 +226,19 @@ def _lower(model: onnx.ModelProto):
     return lower_to_mlir(import_model(model, expand_functions=cannot_lower))
 
 
-def test_a_dynamic_channel_dim_is_refused() -> None:
+def test_a_dynamic_channel_dim_is_taken_from_the_filter() -> None:
+    # NOTE: run in test_conv_pool_dynamic_spatial.py; a pool's channels have no filter to
+    # come from, so a pool still refuses them.
     model = one_node_model("Conv", (BATCH, "c", 5, 5), random_weights(1, w=(2, 3, 3, 3)))
+    text = _lower(model).to_text()
+    assert "tensor.cast %arg0 : tensor<?x?x5x5xf32> to tensor<?x3x5x5xf32>" in text
+    pool = one_node_model("MaxPool", (BATCH, "c", 5, 5), kernel_shape=[2, 2])
     with pytest.raises(
         LoweringError,
-        match=r"'onnx.Conv' op needs a static channel dim 1 for input X \(batch and spatial dims "
-        r"may be dynamic\), got \(None, None, 5, 5\)",
+        match=r"'onnx.MaxPool' op needs a static channel dim 1 for input X \(batch and spatial "
+        r"dims may be dynamic\), got \(None, None, 5, 5\)",
     ):
-        _lower(model)
+        _lower(pool)
 
 
 def test_a_dynamic_spatial_dim_of_a_quantized_conv_is_refused() -> None:

@@ -45,7 +45,25 @@ def _conv_resize(mode: str, *, to_input_size: bool, **attributes) -> onnx.ModelP
     return graph_model(nodes, HW, weights)
 
 
+def _pad_at_run_time_conv() -> onnx.ModelProto:
+    """Pad by pads computed at run time (1 on h, w: min(Shape(x) twice, [0, 0, 1, 1] twice)),
+    then Conv: shape inference gives the Pad, so the Conv's X, no dim at all (torchvision's
+    detection models)."""
+    node = helper.make_node
+    nodes = [
+        node("Shape", ["x"], ["s"]),
+        node("Concat", ["s", "s"], ["ss"], axis=0),
+        node("Min", ["ss", "most"], ["pads"]),
+        node("Pad", ["x", "pads"], ["p"]),
+        node("Conv", ["p", "w", "b"], ["y"], strides=[2, 2]),
+    ]
+    weights = random_weights(13, w=(5, 4, 3, 3), b=(5,))
+    weights["most"] = np.array([0, 0, 1, 1] * 2, np.int64)
+    return graph_model(nodes, NCHW, weights)
+
+
 HW = ("n", 4, "h", "w")
+NCHW = ("n", "c", "h", "w")
 
 CASES = {
     "conv2d_bias_groups_strides_pads_dilations": (
@@ -98,6 +116,29 @@ CASES = {
             strides=[2],
         ),
         [(1, 3, 11), (2, 3, 6)],
+    ),
+    # NOTE: every dim of X dynamic, as after a Pad with run-time pads (torchvision's detection
+    # models): the channels come from W (C = W.shape[1] * group; ConvTranspose: W.shape[0]).
+    "conv2d_all_dims_dynamic_channels_from_the_filter": (
+        lambda: one_node_model(
+            "Conv",
+            NCHW,
+            random_weights(11, w=(6, 2, 3, 3), b=(6,)),
+            group=2,
+            strides=[2, 1],
+            pads=[1, 1, 1, 1],
+        ),
+        [(1, 4, 7, 8), (2, 4, 10, 5)],
+    ),
+    "pad_at_run_time_conv2d_channels_from_the_filter": (
+        _pad_at_run_time_conv,
+        [(1, 4, 7, 8), (2, 4, 10, 5)],
+    ),
+    "conv_transpose2d_all_dims_dynamic_channels_from_the_filter": (
+        lambda: one_node_model(
+            "ConvTranspose", NCHW, random_weights(12, w=(4, 3, 2, 2), b=(3,)), strides=[2, 2]
+        ),
+        [(1, 4, 4, 6), (2, 4, 7, 3)],
     ),
     "conv_transpose2d_strides_groups_output_padding": (
         lambda: one_node_model(
@@ -250,10 +291,10 @@ def _lower(model: onnx.ModelProto) -> str:
 
 
 REFUSED = {
-    "a dynamic channel dim": (
-        lambda: one_node_model("Conv", ("n", "c", "h", "w"), random_weights(1, w=(2, 3, 3, 3))),
-        r"'onnx.Conv' op needs a static channel dim 1 for input X \(batch and spatial dims may "
-        r"be dynamic\), got \(None, None, None, None\)",
+    "MaxPool with a dynamic channel dim": (
+        lambda: one_node_model("MaxPool", NCHW, kernel_shape=[2, 2]),
+        r"'onnx.MaxPool' op needs a static channel dim 1 for input X \(batch and spatial dims "
+        r"may be dynamic\), got \(None, None, None, None\)",
     ),
     "MaxPool indices": (
         lambda: graph_model(
@@ -310,4 +351,25 @@ def test_an_image_smaller_than_the_window_stops_with_the_reason(tmp_path_factory
     _, vm_module = _compiled(name, tmp_path_factory.getbasetemp())
     x = np.zeros((1, 4, 1, 8), np.float32)
     with pytest.raises(RuntimeError, match=r"'onnx.Conv' op: spatial axis 0 of input X is smaller"):
+        call(vm_module, "g", x)
+
+
+def test_the_channels_of_an_all_dynamic_input_come_from_the_filter() -> None:
+    text = _lower(CASES["conv2d_all_dims_dynamic_channels_from_the_filter"][0]())
+    assert "tensor.cast %arg0 : tensor<?x?x?x?xf32> to tensor<?x4x?x?xf32>" in text
+    assert re.search(r"cf.assert .*run-time channel count \(dim 1\) other than the 4", text)
+
+
+def test_a_wrong_run_time_channel_count_stops_with_the_reason(tmp_path_factory) -> None:
+    # NOTE: behind the Pad; on the function argument itself IREE moves the cast into its own
+    # input check (`input0 shape dimension 1 mismatch; expected 4 but have 5`).
+    _, vm_module = _compiled(
+        "pad_at_run_time_conv2d_channels_from_the_filter", tmp_path_factory.getbasetemp()
+    )
+    x = np.zeros((1, 5, 6, 6), np.float32)
+    with pytest.raises(
+        RuntimeError,
+        match=r"'onnx.Conv' op: input X has a run-time channel count \(dim 1\) other than the "
+        r"4 its filter W needs",
+    ):
         call(vm_module, "g", x)
