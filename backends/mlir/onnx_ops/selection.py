@@ -10,16 +10,17 @@ sort-free with upstream dialects only, meant for the short axes such ops have in
 (position ids, beam widths).
 
 The `axis` of CumSum/CumProd and `K` of TopK are inputs. When not compile-time constants: K is
-read from the static result shape, the cumulative ops' axis is picked at run time among the
-operand's axes (one `scf.if` per axis); either way a `cf.assert` fails the program if the
-run-time value disagrees.
+read from the static result shape (or, where that size is dynamic, read at run time and used as
+the result's size), the cumulative ops' axis is picked at run time among the operand's axes
+(one `scf.if` per axis); either way a `cf.assert` fails the program if the run-time value
+disagrees or is out of range.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from niro.ir import ScalarType, format_type
+from niro.ir import ScalarType, format_type, op_name
 
 from ..bindings import arith, ir, linalg, tensor
 from ..context import LoweringRuleContext, register_lowering
@@ -34,6 +35,7 @@ from .structured import (
     fill,
     generic,
     ranked_result,
+    tensor_size,
     tensor_sizes,
 )
 
@@ -193,15 +195,19 @@ def _lower_topk(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     axis = normalize_axis(ctx, int(attribute(ctx, "axis", -1)), rank)
     largest = bool(attribute(ctx, "largest", 1))
     values_type = ranked_result(ctx, 0)
-    if values_type.rank != rank or values_type.is_dynamic_dim(axis):
+    if values_type.rank != rank:
         raise ctx.error(
-            f"needs a static K: result {format_type(ctx.niro_results[0].type)} has no static size at axis {axis}"
+            f"result {format_type(ctx.niro_results[0].type)} does not have the rank of the input"
         )
-    k = values_type.shape[axis]
-    _check_k(ctx, k)
     length = data.shape[axis]
-    if length is not None and k > length:
-        raise ctx.error(f"K = {k} exceeds the axis size {length}")
+    k: int | ir.Value
+    if values_type.is_dynamic_dim(axis):
+        k = _runtime_k(ctx, source, axis)
+    else:
+        k = values_type.shape[axis]
+        _check_k(ctx, k)
+        if length is not None and k > length:
+            raise ctx.error(f"K = {k} exceeds the axis size {length}")
     i64 = ir.IntegerType.get_signless(64)
     sizes = tensor_sizes(source)
 
@@ -248,6 +254,46 @@ def _lower_topk(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         gather_body,
     )
     return [values, indices]
+
+
+def _runtime_k(ctx: LoweringRuleContext, source: ir.Value, axis: int) -> ir.Value:
+    """K as an index, for a result whose size along `axis` is dynamic: the `k` attribute
+    before opset 10, else the K input (read at run time unless constant). A constant K is
+    range-checked now against a static axis; otherwise a `cf.assert` checks 0 <= K <= the axis
+    length at run time."""
+    index = ir.IndexType.get()
+    length = tensor_size(source, axis)
+    known: int | None = None
+    if opset(ctx) < 10:
+        known = int(attribute(ctx, "k", -1))
+    else:
+        given = ctx.constant_operand(1)
+        if given is not None:
+            known = int(given.reshape(-1)[0])
+    if known is not None:
+        if known < 0:
+            raise ctx.error(f"K = {known} is negative")
+        if isinstance(length, int) and known > length:
+            raise ctx.error(f"K = {known} exceeds the axis size {length}")
+        k = ctx.index_constant(known)
+        if isinstance(length, int):
+            return k
+    else:
+        k_type = ctx.ranked(ctx.niro_operands[1], "K")
+        if any(dim != 1 for dim in k_type.shape):
+            raise ctx.error(f"expects a one-element K, got {format_type(k_type)}")
+        (value,) = _first(ctx.operands[1])
+        k = arith.IndexCastOp(index, value).result
+    extent = ctx.index_constant(length) if isinstance(length, int) else length
+    in_range = arith.AndIOp(
+        arith.CmpIOp(arith.CmpIPredicate.sge, k, ctx.index_constant(0)).result,
+        arith.CmpIOp(arith.CmpIPredicate.sle, k, extent).result,
+    ).result
+    assert_true(
+        in_range,
+        f"{ctx.niro_location}: '{op_name(ctx.op)}' op: K is negative or exceeds the length of axis {axis}",
+    )
+    return k
 
 
 def _check_k(ctx: LoweringRuleContext, k: int) -> None:

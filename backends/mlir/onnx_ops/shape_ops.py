@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 
 import numpy as np
-from niro.ir import ScalarType, TensorType, format_type
+from niro.ir import ScalarType, TensorType, format_type, op_name
 
 from ..bindings import arith, ir, tensor
 from ..context import LoweringRuleContext, register_lowering
@@ -28,6 +28,7 @@ from .indexing import (
     cmp,
     collapse,
     const_index,
+    constant_input,
     expand,
     fill,
     floordiv,
@@ -45,6 +46,7 @@ from .indexing import (
     to_index,
     unit_groups,
 )
+from .structured import assert_true
 
 __all__: list[str] = []
 
@@ -408,10 +410,14 @@ def _lower_tile(ctx: LoweringRuleContext) -> list[ir.Value]:
     data = ctx.operands[0]
     sizes: list[ir.Value | None] = [None] * rank
     if not result.is_static:
-        repeats = required_constant(ctx, 1, "repeats").reshape(-1).tolist()
-        for axis, dim in enumerate(result.shape):
-            if dim is None:
-                sizes[axis] = mul(ctx.dim_size(data, axis), int(repeats[axis]))
+        given = constant_input(ctx, 1)
+        if given is not None:
+            repeats = given.reshape(-1).tolist()
+            for axis, dim in enumerate(result.shape):
+                if dim is None:
+                    sizes[axis] = mul(ctx.dim_size(data, axis), int(repeats[axis]))
+        else:
+            sizes = _runtime_tile_sizes(ctx, source, result)
     extents = [_size(ctx, data, source, axis) for axis in range(rank)]
 
     def body(indices, _):
@@ -422,6 +428,22 @@ def _lower_tile(ctx: LoweringRuleContext) -> list[ir.Value]:
         return tensor.ExtractOp(data, position).result
 
     return [gather_generic(ctx, result, sizes, body)]
+
+
+def _runtime_tile_sizes(ctx: LoweringRuleContext, source: TensorType, result: TensorType) -> list[ir.Value | None]:
+    """The dynamic result dims of a Tile whose `repeats` is computed at run time: the input
+    dim times repeats[axis], read with `tensor.extract`; a `cf.assert` fails the program on a
+    negative repeat (ONNX asks for non-negative ones)."""
+    repeats_type = _source(ctx, 1, "repeats")
+    sizes: list[ir.Value | None] = [None] * len(result.shape)
+    for axis, dim in enumerate(result.shape):
+        if dim is not None:
+            continue
+        read = tensor.ExtractOp(ctx.operands[1], [const_index(axis)]).result
+        count = to_index(read, repeats_type.element_type)
+        assert_true(cmp("sge", count, 0), f"{ctx.niro_location}: '{op_name(ctx.op)}' op: repeats[{axis}] is negative")
+        sizes[axis] = mul(_size(ctx, ctx.operands[0], source, axis), count)
+    return sizes
 
 
 @register_lowering("onnx.Trilu", since=14)

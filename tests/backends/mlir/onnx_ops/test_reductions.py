@@ -9,7 +9,9 @@ f16 and integer inputs.
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
+from onnx import helper, numpy_helper
 
 from tests.conformance.pipeline import run_case
 from tests.onnx_node_cases import NodeTestCase, node_test_case
@@ -146,3 +148,83 @@ def test_ambiguous_runtime_axes_are_refused() -> None:
         "'onnx.ReduceSum' op needs a constant axes input: too many sets of 1 axes reduce "
         "tensor<2x2x2x2x2xf32> to tensor<2x2x2x2xf32>"
     )
+
+
+# -- TopK with K read at run time -----------------------------------------------------------------
+
+
+def _dynamic_case(name: str, nodes, inputs: dict, initializers: dict | None = None) -> NodeTestCase:
+    """A model of `nodes` with symbolic input dims (`inputs`: name -> (value fed, declared
+    shape)) and untyped outputs "v", "i", checked against onnxruntime."""
+    import onnxruntime
+
+    graph_inputs = [
+        helper.make_tensor_value_info(key, helper.np_dtype_to_tensor_dtype(value.dtype), shape)
+        for key, (value, shape) in inputs.items()
+    ]
+    tensors = [numpy_helper.from_array(value, key) for key, value in (initializers or {}).items()]
+    untyped = [helper.make_value_info(output, onnx.TypeProto()) for output in ("v", "i")]
+    model = helper.make_model(
+        helper.make_graph(nodes, name, graph_inputs, untyped, tensors),
+        opset_imports=[helper.make_opsetid("", 21)],
+    )
+    feeds = {key: value for key, (value, _) in inputs.items()}
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, feeds)
+    outputs = [
+        helper.make_tensor_value_info(output, helper.np_dtype_to_tensor_dtype(value.dtype), None)
+        for output, value in zip(("v", "i"), expected, strict=True)
+    ]
+    model = helper.make_model(
+        helper.make_graph(nodes, name, graph_inputs, outputs, tensors),
+        opset_imports=[helper.make_opsetid("", 21)],
+    )
+    data = ((tuple(feeds.values()), tuple(np.asarray(value) for value in expected)),)
+    return NodeTestCase(name, model, data, 1e-3, 1e-5)
+
+
+def _runs(first: NodeTestCase, *more: NodeTestCase) -> NodeTestCase:
+    """`first`'s model run once per case: the same graph fed other inputs (one compile)."""
+    data = first.data_sets + tuple(data for case in more for data in case.data_sets)
+    return NodeTestCase(first.name, first.model, data, first.rtol, first.atol)
+
+
+def _topk_k_input(rows: int, k: int) -> NodeTestCase:
+    return _dynamic_case(
+        "topk_k_at_run_time",
+        [helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1, largest=0)],
+        {"x": (_floats(rows, 5), ["N", 5]), "k": (np.array([k], np.int64), [1])},
+    )
+
+
+def _topk_detection(length: int) -> NodeTestCase:
+    # As detection models pick their candidates: K = min(number of boxes, 3), from the shape.
+    return _dynamic_case(
+        "topk_k_from_shape",
+        [
+            helper.make_node("Shape", ["x"], ["s"]),
+            helper.make_node("Min", ["s", "cap"], ["k"]),
+            helper.make_node("TopK", ["x", "k"], ["v", "i"]),
+        ],
+        {"x": (_floats(length), ["N"])},
+        {"cap": np.array([3], np.int64)},
+    )
+
+
+def test_topk_k_read_at_run_time() -> None:
+    outcome = run_case(_runs(_topk_k_input(2, 2), _topk_k_input(3, 4)))
+    assert outcome.passed, f"{outcome.stage}: {outcome.message}"
+
+
+def test_topk_k_from_the_input_shape() -> None:
+    outcome = run_case(_runs(_topk_detection(2), _topk_detection(7)))
+    assert outcome.passed, f"{outcome.stage}: {outcome.message}"
+
+
+def test_topk_run_time_k_beyond_the_axis_fails_the_run() -> None:
+    case = _topk_k_input(2, 2)
+    ((inputs, expected),) = case.data_sets
+    wrong = NodeTestCase(case.name, case.model, (((inputs[0], np.array([6], np.int64)), expected),), 1e-3, 1e-5)
+    outcome = run_case(wrong)
+    assert outcome.stage == "run", outcome
+    assert "'onnx.TopK' op: K is negative or exceeds the length of axis 1" in outcome.message, outcome.message

@@ -318,3 +318,56 @@ def test_unsupported_cases_are_refused_clearly(case: NodeTestCase, message: str)
     outcome = run_case(case)
     assert (outcome.stage, outcome.refused) == ("lower", True), outcome
     assert re.search(message, outcome.message), outcome.message
+
+
+# -- Tile with repeats computed at run time -------------------------------------------------------
+
+
+def _runs(first: NodeTestCase, *more: NodeTestCase) -> NodeTestCase:
+    """`first`'s model run once per case: the same graph fed other inputs (one compile)."""
+    data = first.data_sets + tuple(data for case in more for data in case.data_sets)
+    return NodeTestCase(first.name, first.model, data, first.rtol, first.atol)
+
+
+def _tile_repeats_input(x: np.ndarray, repeats: list[int]) -> NodeTestCase:
+    return graph_case(
+        "tile_repeats_at_run_time",
+        [N("Tile", ["x", "r"], ["y"])],
+        {"x": (x, ["N", 3, "K"]), "r": (np.array(repeats, I64), [3])},
+        reference="onnxruntime",
+    )
+
+
+def _tile_by_batch(batch: int) -> NodeTestCase:
+    # As torchvision's RAFT exports `w.repeat(N, 1)`: repeats = [N, 1] from the input's shape.
+    return graph_case(
+        "tile_repeats_from_shape",
+        [
+            N("Shape", ["x"], ["s"], start=0, end=1),
+            N("Concat", ["s", "one"], ["r"], axis=0),
+            N("Tile", ["w", "r"], ["y"]),
+        ],
+        {"x": (np.zeros((batch, 4), np.float32), ["N", 4])},
+        {"one": np.array([1], I64), "w": np.arange(6, dtype=np.float32).reshape(1, 6)},
+        reference="onnxruntime",
+    )
+
+
+def test_tile_repeats_read_at_run_time() -> None:
+    case = _runs(_tile_repeats_input(X, [2, 1, 3]), _tile_repeats_input(X[:1, :, :2], [3, 2, 1]))
+    outcome = run_case(case)
+    assert outcome.passed, f"{outcome.stage}: {outcome.message}"
+
+
+def test_tile_repeats_from_the_input_shape() -> None:
+    outcome = run_case(_runs(_tile_by_batch(2), _tile_by_batch(5)))
+    assert outcome.passed, f"{outcome.stage}: {outcome.message}"
+
+
+def test_tile_negative_run_time_repeat_fails_the_run() -> None:
+    case = _tile_repeats_input(X, [2, 1, 3])
+    ((inputs, expected),) = case.data_sets
+    wrong = NodeTestCase(case.name, case.model, (((inputs[0], np.array([2, -1, 3], I64)), expected),), 1e-3, 1e-5)
+    outcome = run_case(wrong)
+    assert outcome.stage == "run", outcome
+    assert "'onnx.Tile' op: repeats[1] is negative" in outcome.message, outcome.message
