@@ -13,6 +13,7 @@ from . import (  # noqa: F401
     elementwise_math,
     gather_scatter,
     grid_sample,
+    if_shapes,
     linalg_ops,  # noqa: F401
     loop,
     mel,

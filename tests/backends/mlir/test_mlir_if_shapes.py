@@ -1,0 +1,47 @@
+"""An If whose branches yield different shapes (torchvision's `batched_nms`: an empty
+tensor<0xi64> in one arm, tensor<?xi64> in the other) stays an `onnx.If` UnknownOp; its
+lowering casts each arm's yields to the result types. Arms of different ranks are refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from niro.backends.mlir import LoweringError, lower_to_mlir
+from niro.frontends.onnx import import_model
+
+from .mlir_harness import assert_matches_onnxruntime, compile_onnx
+
+HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
+
+
+def _model(empty_type: str, empty_value: str) -> onnx.ModelProto:
+    return onnx.parser.parse_model(
+        HEADER
+        + f"""
+g (float[N] x, bool c) => (float[M] y) {{
+  y = If (c) <then_branch = t () => ({empty_type} e) {{
+      e = Constant <value = {empty_type} {empty_value}> ()
+    }}, else_branch = f () => (float[N] z) {{
+      z = Relu (x)
+    }}>
+}}"""
+    )
+
+
+def test_arms_of_different_shapes_are_cast_to_the_result_type(tmp_path) -> None:
+    model = _model("float[0]", "{}")
+    vm_module = compile_onnx(model, tmp_path)
+    x = np.array([-1, 2, 3], np.float32)
+    feeds = [
+        {"x": x, "c": np.array(False)},
+        {"x": x, "c": np.array(True)},
+        {"x": x[:1], "c": np.array(False)},
+    ]
+    assert_matches_onnxruntime(vm_module, model, feeds, function="g", rtol=0, atol=0)
+
+
+def test_arms_of_different_ranks_are_refused() -> None:
+    model = _model("float", "{1.0}")
+    with pytest.raises(LoweringError, match=r"'onnx.If' op then_branch yields tensor<f32> for result #0 of type tensor<\?xf32>: only shapes of the same rank"):
+        lower_to_mlir(import_model(model))
