@@ -21,6 +21,7 @@ from niro.ir import (
     If,
     MatMul,
     Mul,
+    Region,
     Return,
     ScalarType,
     TensorExtract,
@@ -247,23 +248,33 @@ def _lower_yield(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 @lowering(If)
 def _lower_if(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     op: If = ctx.op  # type: ignore[assignment]
-    if_op = scf.IfOp(ctx.operands[0], list(ctx.result_types), has_else=True)
-    for index, (niro_region, block) in enumerate(
-        ((op.then_region, if_op.then_block), (op.else_region, if_op.else_block))
-    ):
+    return build_scf_if(ctx, ctx.operands[0], (op.then_region, op.else_region))
+
+
+def _build_scf_yield(ctx: LoweringRuleContext) -> None:
+    scf.YieldOp(list(ctx.operands))
+
+
+def build_scf_if(
+    ctx: LoweringRuleContext,
+    condition: ir.Value,
+    arms: tuple[Region, Region],
+    yield_builder=_build_scf_yield,
+) -> list[ir.Value]:
+    """An `scf.if` on the i1 `condition` with the op's result types, its then/else arms the
+    lowered single blocks of `arms`, each Yield built by `yield_builder` (Niro's If and an
+    `onnx.If` whose arms need casts share this)."""
+    if_op = scf.IfOp(condition, list(ctx.result_types), has_else=True)
+    for index, (niro_region, block) in enumerate(zip(arms, (if_op.then_block, if_op.else_block), strict=True)):
         if len(niro_region.blocks) != 1 or niro_region.blocks[0].arguments:
             raise ctx.error("expects each region to hold one argument-free block")
         ctx.lowering.lower_single_block(
             niro_region.blocks[0],
             block,
             ctx.niro_location.path + (f"region#{index}", "^bb0"),
-            yield_builder=_build_scf_yield,
+            yield_builder=yield_builder,
         )
     return list(if_op.results)
-
-
-def _build_scf_yield(ctx: LoweringRuleContext) -> None:
-    scf.YieldOp(list(ctx.operands))
 
 
 @lowering(UnknownOp)

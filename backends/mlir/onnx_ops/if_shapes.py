@@ -15,6 +15,7 @@ from niro.ir import TensorType, UnknownOp, Yield, format_type
 
 from ..bindings import ir, scf, tensor
 from ..context import LoweringRuleContext, register_lowering
+from ..rules import build_scf_if
 
 __all__: list[str] = []
 
@@ -28,8 +29,8 @@ def _lower_if(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     branches = [op.regions[names.index(name)] for name in ("then_branch", "else_branch")]
     results = [ctx.ranked(value, f"result #{index}") for index, value in enumerate(ctx.niro_results)]
     for name, region in zip(("then_branch", "else_branch"), branches, strict=True):
-        if len(region.blocks) != 1 or region.blocks[0].arguments:
-            raise ctx.error(f"expects {name} to hold one argument-free block")
+        if len(region.blocks) != 1:
+            raise ctx.error(f"expects {name} to hold one block")
         terminator = region.blocks[0].operations[-1]
         if not isinstance(terminator, Yield) or len(terminator.operands) != len(results):
             raise ctx.error(f"expects {name} to yield its {len(results)} results")
@@ -43,7 +44,6 @@ def _lower_if(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     condition = ctx.operands[0]
     if isinstance(condition.type, ir.RankedTensorType):  # a one-element tensor<i1> or tensor<1xi1>
         condition = tensor.ExtractOp(condition, [ctx.index_constant(0)] * condition.type.rank).result
-    if_op = scf.IfOp(condition, list(ctx.result_types), has_else=True)
     result_types = list(ctx.result_types)
 
     def cast_yield(yield_ctx: LoweringRuleContext) -> None:
@@ -53,11 +53,4 @@ def _lower_if(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         ]
         scf.YieldOp(values)
 
-    for index, (region, block) in enumerate(zip(branches, (if_op.then_block, if_op.else_block), strict=True)):
-        ctx.lowering.lower_single_block(
-            region.blocks[0],
-            block,
-            ctx.niro_location.path + (f"region#{index}", "^bb0"),
-            yield_builder=cast_yield,
-        )
-    return list(if_op.results)
+    return build_scf_if(ctx, condition, (branches[0], branches[1]), cast_yield)
