@@ -612,30 +612,37 @@ MODELS = [
     ("convnet", ConvNet().eval(), (torch.randn(2, 3, 32, 32),), {"x": {0: "batch"}}),
 ]
 
-for name, model, args, axes in MODELS:
-    if ONLY and name not in ONLY:
-        continue
+MULTI_OUTPUT = {"misc", "misc2", "gru", "boolindex"}
+"""Models whose outputs keep the exporter's names (the others' one output is `out`)."""
+
+
+def export_torchscript(name, model, args, axes):
     (input_name,) = axes
     torch.onnx.export(
         model, args, os.path.join(HERE, f"{name}.onnx"), input_names=[input_name],
-        output_names=None if name == "misc" else ["out"], dynamic_axes=axes, dynamo=False,
+        output_names=None if name in MULTI_OUTPUT else ["out"], dynamic_axes=axes, dynamo=False,
         opset_version=17,
-    )
-    torch.onnx.export(
-        model, args, os.path.join(HERE, f"{name}_dynamo.onnx"), input_names=[input_name],
-        output_names=["out"], dynamic_shapes={input_name: {axis: torch.export.Dim.AUTO for axis in axes[input_name]}},
-        dynamo=True, opset_version=18,
     )
 
-for name, model, args, axes in TORCHSCRIPT_ONLY:
-    if ONLY and name not in ONLY:
-        continue
+
+def export_dynamo(name, model, args, axes, external_data):
     (input_name,) = axes
     torch.onnx.export(
-        model, args, os.path.join(HERE, f"{name}.onnx"), input_names=[input_name],
-        output_names=None if name == "misc" else ["out"], dynamic_axes=axes, dynamo=False,
-        opset_version=17,
+        model, args, os.path.join(HERE, f"{name}_dynamo.onnx"), input_names=[input_name],
+        output_names=None if name in MULTI_OUTPUT else ["out"],
+        dynamic_shapes={input_name: {axis: torch.export.Dim.AUTO for axis in axes[input_name]}},
+        dynamo=True, opset_version=18, external_data=external_data,
     )
+
+
+for name, model, args, axes in MODELS:
+    if not ONLY or name in ONLY:
+        export_torchscript(name, model, args, axes)
+        export_dynamo(name, model, args, axes, external_data=True)
+
+for name, model, args, axes in TORCHSCRIPT_ONLY:
+    if not ONLY or name in ONLY:
+        export_torchscript(name, model, args, axes)
 
 # Built after the models above, from a fresh seed, so that adding them left those as they were.
 torch.manual_seed(0)
@@ -659,18 +666,7 @@ DYNAMO_TOO = {"logmel", "boolindex"}
 """The ones also exported by dynamo (it keeps their dynamic dims); one file each, no .data."""
 
 for name, model, args, axes in MORE:
-    if ONLY and name not in ONLY:
-        continue
-    (input_name,) = axes
-    torch.onnx.export(
-        model, args, os.path.join(HERE, f"{name}.onnx"), input_names=[input_name],
-        output_names=None if name in ("misc2", "gru", "boolindex") else ["out"], dynamic_axes=axes,
-        dynamo=False,
-        opset_version=17,
-    )
-    if name in DYNAMO_TOO:
-        torch.onnx.export(
-            model, args, os.path.join(HERE, f"{name}_dynamo.onnx"), input_names=[input_name],
-            output_names=None if name == "boolindex" else ["out"], dynamic_shapes={input_name: {axis: torch.export.Dim.AUTO for axis in axes[input_name]}},
-            dynamo=True, opset_version=18, external_data=False,
-        )
+    if not ONLY or name in ONLY:
+        export_torchscript(name, model, args, axes)
+        if name in DYNAMO_TOO:
+            export_dynamo(name, model, args, axes, external_data=False)
