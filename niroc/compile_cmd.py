@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 import click
-from niro.ir import Module, UnknownOp, walk_ops
+from niro.ir import Module, NirocError
 
 from .output import check_output_path, is_stdout, open_output
 from .pipeline import attributed_to, check, load, progress_for, write_niro_text
 from .progress import CountingWriter, Progress
+from .render import make_console, print_error
 from .session import current_session, session_options
 
 __all__ = ["compile_command", "EMIT_FORMATS", "emit_format_for"]
@@ -110,8 +111,8 @@ def compile_command(
     """Compile INPUT (.onnx, .onnxtxt or .niro) to MLIR.
 
     INPUT is imported (or parsed), verified, and lowered to upstream MLIR dialects (func, arith,
-    linalg, tensor, scf, cf, ml_program). Verification errors are all printed, then niroc exits
-    with code 1 without writing anything.
+    linalg, tensor, scf, cf, ml_program). Verification errors are all printed, as are all the
+    ops the lowering refuses; then niroc exits with code 1 without writing anything.
     """
     check_output_path(output)
     emit_format = emit_format_for(output, emit)
@@ -170,17 +171,15 @@ def _prepare_writer(
     with progress.step("loading the MLIR backend"):
         from niro.backends.mlir import LoweringError, lower_to_mlir
 
-    with progress.step(f"lowering {path} to MLIR"), attributed_to(path):
-        try:
+    try:
+        with progress.step(f"lowering {path} to MLIR"), attributed_to(path):
             lowered = lower_to_mlir(module, allow_unknown=allow_unknown)
-        except LoweringError as error:
-            if not allow_unknown and _has_unlowerable_ops(module):
-                # NOTE: the backend's note speaks of its Python API (allow_unknown=True); a CLI
-                # user needs the flag instead.
-                api_notes = tuple(note for note in error.notes if "allow_unknown=True" in note)
-                error.notes = tuple(note for note in error.notes if note not in api_notes)
-                error.notes += ("pass --allow-unknown to keep them as generic MLIR ops",)
-            raise
+    except LoweringError as error:
+        for each in (error, *error.refusals):
+            _suggest_the_flag(each)
+        if error.refusals:
+            raise _report_refusals(error, path) from error
+        raise
     if opt_tool is not None:
         from niro.backends.mlir import run_opt_tool
 
@@ -197,12 +196,27 @@ def _prepare_writer(
     return lambda stream: lowered.write_text(stream, elide_weights=elide_weights)
 
 
-def _has_unlowerable_ops(module: Module) -> bool:
-    """Whether an UnknownOp has no registered lowering: only then can --allow-unknown help (a
-    registered lowering that refuses an op, e.g. legacy broadcasting, refuses it either way)."""
-    from niro.backends.mlir import registered_lowering
+def _suggest_the_flag(error: NirocError) -> None:
+    """The backend's note on ops without a lowering speaks of its Python API
+    (allow_unknown=True); a CLI user needs the flag instead. Only that error gets it: a
+    registered lowering that refuses an op (e.g. legacy broadcasting) refuses it either way."""
+    api_notes = tuple(note for note in error.notes if "allow_unknown=True" in note)
+    if api_notes:
+        error.notes = tuple(note for note in error.notes if note not in api_notes)
+        error.notes += ("pass --allow-unknown to keep them as generic MLIR ops",)
 
-    return any(isinstance(op, UnknownOp) and registered_lowering(op.name) is None for op in walk_ops(module))
+
+def _report_refusals(error, path: Path) -> NirocError:
+    """Prints each op the lowering refused as its own error line (with its notes), as the
+    verifier's diagnostics are; returns the one-line summary to raise."""
+    from niro.backends.mlir import MAX_LISTED_REFUSALS, LoweringError
+
+    console = make_console(stderr=True)
+    for refusal in error.refusals[:MAX_LISTED_REFUSALS]:
+        print_error(console, refusal, filename=str(path))
+    count = len(error.refusals)
+    shown = "" if count <= MAX_LISTED_REFUSALS else f", the first {MAX_LISTED_REFUSALS} shown"
+    return LoweringError(f"lowering to MLIR failed ({count} errors{shown})", location=str(path))
 
 
 def _opt_tool_flags(emit_format: str, elide_weights: bool) -> tuple[str, ...]:

@@ -23,6 +23,10 @@ losses...) are best imported as calls of that body: `import_model(m, expand_func
 
 UnknownOps need a lowering registered with `@register_lowering("onnx.Relu")`, or
 `allow_unknown=True` to keep them as generic operations.
+
+A lowering that refuses ops (no lowering, an attribute value or a dynamic shape a rule does not
+support) raises one LoweringError for all of them: the first as its message, each in its
+`refusals`, the others listed in its notes.
 """
 
 from . import onnx_ops  # noqa: E402,F401  (registers the ONNX operator lowerings)
@@ -37,7 +41,7 @@ from .context import (
     registered_lowerings,
     unregister_lowering,
 )
-from .errors import LoweringError
+from .errors import MAX_LISTED_REFUSALS, LoweringError
 from .lowering import NAME_ATTRIBUTE, lower_to_mlir
 from .opt_tool import find_tool, run_opt_tool
 from .output import LoweredModule
@@ -49,6 +53,7 @@ __all__ = [
     "cannot_lower",
     "lowers",
     "LoweringError",
+    "MAX_LISTED_REFUSALS",
     "LoweringRule",
     "LoweringRuleContext",
     "find_tool",

@@ -6,8 +6,13 @@ Blocks of a region are all created first (so branches can name any of them) and 
 reverse post-order, which puts every block after the blocks that dominate it, so every operand
 is lowered before its use even when the Niro block order is arbitrary.
 
-Before anything is built, UnknownOps without a registered lowering are counted: unless the
-caller allows generic ops, the module is rejected with one error listing each name.
+Refusals are collected, not raised one at a time, so one run reports every op the model needs
+changed: UnknownOps without a registered lowering are counted first (one entry listing each
+name, unless the caller allows generic ops), then every op whose rule raises a LoweringError is
+recorded and stands in for its results with a placeholder, and lowering goes on. At the end one
+LoweringError reports them all (`refused_together`) and the half-built MLIR module is dropped
+unprinted and unverified. A module whose values are used before their definition (it was not
+verified) still stops at once: that is no refusal of an op but a broken module.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from niro.ir import (
 from . import rules as _rules  # noqa: F401  (fills KNOWN_LOWERINGS; checks it is complete)
 from .bindings import func, ir, make_context
 from .context import KNOWN_LOWERINGS, LoweringRuleContext, lowering_for
-from .errors import LoweringError
+from .errors import LoweringError, refused_together
 from .literals import ResourceTable, generic_attr, scalar_attr, tensor_data_attr
 from .nesting import recursion_headroom
 from .output import LoweredModule
@@ -68,9 +73,10 @@ def lower_to_mlir(module: Module, *, allow_unknown: bool = False) -> LoweredModu
 
     UnknownOps need a registered lowering (`register_lowering`), or `allow_unknown=True` to keep
     them as generic operations (`"onnx.Relu"(%0) {alpha = ...}`) in a context that allows
-    unregistered dialects. Raises LoweringError.
+    unregistered dialects. Raises LoweringError: one for every op refused (see
+    `LoweringError.refusals`).
     """
-    _reject_unknown_ops(module, allow_unknown)
+    unknown = _unknown_ops_error(module, allow_unknown)
     context = make_context(allow_unregistered_dialects=allow_unknown)
     diagnostics: list[str] = []
 
@@ -82,8 +88,16 @@ def lower_to_mlir(module: Module, *, allow_unknown: bool = False) -> LoweredModu
     try:
         with recursion_headroom(module), context, ir.Location.unknown():
             mlir_module = ir.Module.create()
-            state = ModuleLowering(module, mlir_module, ResourceTable())
+            state = ModuleLowering(
+                module,
+                mlir_module,
+                ResourceTable(),
+                allow_unknown=allow_unknown,
+                refusals=[unknown] if unknown is not None else [],
+            )
             state.lower()
+            if state.refusals:
+                raise refused_together(state.refusals)
             _verify(mlir_module, diagnostics)
     finally:
         handler.detach()
@@ -144,14 +158,14 @@ def _walk_with_paths(module: Module) -> Iterator[tuple[str, tuple[str, ...], Op]
                 stack.append(_ops_with_paths(nested, path + (f"region#{region_index}",)))
 
 
-def _reject_unknown_ops(module: Module, allow_unknown: bool) -> None:
+def _unknown_ops_error(module: Module, allow_unknown: bool) -> LoweringError | None:
     """One LoweringError listing every UnknownOp name that has no lowering (unless allowed)."""
     if allow_unknown:
-        return
+        return None
     if not any(
         isinstance(op, UnknownOp) and lowering_for(op.name) is None for op in walk_ops(module)
     ):
-        return  # NOTE: the common case, checked without building every op's path (2x faster)
+        return None  # NOTE: the common case, checked without building every op's path (2x faster)
     counts: Counter[str] = Counter()
     first: dict[str, str] = {}
     for symbol, path, op in _walk_with_paths(module):
@@ -164,13 +178,13 @@ def _reject_unknown_ops(module: Module, allow_unknown: bool) -> None:
                     where += f", kept generic because {reason}"
                 first[op.name] = where
     if not counts:
-        return
+        return None
     total = sum(counts.values())
     listing = ", ".join(
         f"{name} (x{count}, first at {first[name]})" for name, count in counts.items()
     )
     noun = "operation has" if total == 1 else "operations have"
-    raise LoweringError(
+    return LoweringError(
         f"{total} {noun} no MLIR lowering: {listing}",
         notes=[
             "register a lowering with niro.backends.mlir.register_lowering, or keep them as "
@@ -181,11 +195,14 @@ def _reject_unknown_ops(module: Module, allow_unknown: bool) -> None:
 
 @dataclass
 class ModuleLowering:
-    """Module-wide state: the MLIR module being built, its blobs, and the symbol tables."""
+    """Module-wide state: the MLIR module being built, its blobs, the symbol tables, and the
+    refusals so far (when there is one, `mlir` is incomplete and must not be used)."""
 
     niro: Module
     mlir: ir.Module
     resources: ResourceTable
+    allow_unknown: bool = False
+    refusals: list[LoweringError] = field(default_factory=list)
     global_types: dict[str, ScalarType | TensorType] = field(default_factory=dict)
     function_names: set[str] = field(default_factory=set)
     has_generic_ops: bool = False
@@ -209,6 +226,12 @@ class ModuleLowering:
         if found is None:
             found = self.shared[key] = build()
         return found
+
+    def refuse(self, op: Op, error: LoweringError) -> None:
+        """Records that `op`'s rule refused it (the caller goes on with the next op)."""
+        if not self.allow_unknown and isinstance(op, UnknownOp) and lowering_for(op.name) is None:
+            return  # NOTE: counted in the unknown-ops entry already (`_unknown_ops_error`)
+        self.refusals.append(error)
 
     def lower(self) -> None:
         self.function_names = {function.name for function in self.niro.functions}
@@ -438,15 +461,27 @@ class FunctionLowering:
         )
         with location, insertion_point:
             try:
-                built = list(KNOWN_LOWERINGS[type(op)](ctx))
-            except LoweringError:
-                raise
-            except (ValueError, TypeError, ir.MLIRError) as error:
-                raise LoweringError(
-                    f"'{op_name(op)}' op could not be lowered: {error}",
-                    location=str(ctx.niro_location),
-                ) from error
-        self._bind_results(ctx, results, built)
+                self._bind_results(ctx, results, _apply_rule(ctx))
+            except LoweringError as error:
+                self.module.refuse(op, error)
+                self._bind_placeholders(ctx, results)
+
+    def _bind_placeholders(self, ctx: LoweringRuleContext, results: tuple[Value, ...]) -> None:
+        """Values of the right types for a refused op's results, so the ops that use them lower
+        as if it had been: each refusal reported is an op's own, none a consequence of another.
+
+        NOTE: `builtin.unrealized_conversion_cast` with no operand is MLIR's own stand-in for a
+        value not materialized yet; registered, so the context need not allow unregistered
+        dialects. Whatever the refused rule built before it gave up stays in the block: once
+        an op is refused the module is dropped, never printed nor verified.
+        """
+        if not results:
+            return
+        placeholder = ir.Operation.create(
+            "builtin.unrealized_conversion_cast", results=list(ctx.result_types)
+        )
+        for value, mlir_value in zip(results, placeholder.results, strict=True):
+            self.values[value.id] = mlir_value
 
     def _bind_results(self, ctx: LoweringRuleContext, results: tuple[Value, ...], built) -> None:
         if len(built) != len(results):
@@ -480,6 +515,18 @@ class FunctionLowering:
             f"'{name}' op uses {missing.id}, which is not defined before it (is the module verified?)",
             location=str(where),
         )
+
+
+def _apply_rule(ctx: LoweringRuleContext) -> list[ir.Value]:
+    """The op's rule applied; a binding's ValueError, TypeError or MLIRError becomes a
+    LoweringError located at the op."""
+    try:
+        return list(KNOWN_LOWERINGS[type(ctx.op)](ctx))
+    except (ValueError, TypeError, ir.MLIRError) as error:
+        raise LoweringError(
+            f"'{op_name(ctx.op)}' op could not be lowered: {error}",
+            location=str(ctx.niro_location),
+        ) from error
 
 
 def _build_generic_yield(ctx: LoweringRuleContext) -> None:
