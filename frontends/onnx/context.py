@@ -219,7 +219,9 @@ class NodeContext:
             lambda: schema_element_type(self.node, output_index, self.inputs, self.opset(self.node.domain)),
             because,
         )
-        if found.shape is None or (None in found.shape and self._has_constant_operand()):
+        if found.shape is None or (
+            None in found.shape and (self._has_constant_operand() or self._operand_typed_better())
+        ):
             if self._retyped is None:
                 self._retyped = infer_node(
                     self.node, self.inputs, self.builder.constant_data, self.opset(self.node.domain)
@@ -248,6 +250,27 @@ class NodeContext:
 
     def _has_constant_operand(self) -> bool:
         return any(value is not None and value.id in self.builder.literals for value in self.inputs)
+
+    def _operand_typed_better(self) -> bool:
+        """Whether the importer typed an operand more precisely than graph inference did (a
+        Loop's scan output typed from its imported body, see `region_types`): inference then
+        typed this node from less than the importer knows."""
+        for onnx_value, value in zip(self.node.inputs, self.inputs, strict=False):
+            if value is None or onnx_value is None or not isinstance(value.type, TensorType):
+                continue
+            inferred = self.types.values.get(onnx_value.name)
+            if inferred is None or inferred.WhichOneof("value") != "tensor_type":
+                continue
+            tensor = inferred.tensor_type
+            known = value.type.shape
+            if known is not None and not tensor.HasField("shape"):
+                return True
+            if known is not None and any(
+                dim is not None and not onnx_dim.HasField("dim_value")
+                for dim, onnx_dim in zip(known, tensor.shape.dim, strict=False)
+            ):
+                return True
+        return False
 
     def inferred_type(self, output_index: int) -> TensorType | None:
         """The inferred type of an output, or None when inference has none Niro can hold."""

@@ -61,13 +61,20 @@ from .folding import FOLD_LIMIT, fold_node, may_fold
 from .functions import FunctionKey, specialization_key, specialize
 from .inference import GraphTypes, InferenceFailure, infer_types
 from .onnx_types import type_proto_from_niro
-from .region_types import loop_body_input_types, loop_result_types, refine_type, scan_result_types
+from .region_types import (
+    if_result_types,
+    loop_body_input_types,
+    loop_result_types,
+    refine_type,
+    scan_result_types,
+)
 from .schema_functions import (
     ExpandPredicate,
     has_schema_function,
     schema_function,
     with_schema_defaults,
 )
+from .sequences import SequenceRewriteError, eliminate_sequences, has_sequences
 from .symbols import SymbolTable
 from .tensors import TensorDataError, pack_tensor_proto, scalar_type_for
 from .validation import StructureError, check_graph, check_opsets, check_text
@@ -315,6 +322,12 @@ def _op_name(node: ir.Node) -> str:
     return f"{domain}.{node.op_type}"
 
 
+def _yielded(region: Region) -> tuple[Value, ...]:
+    """The values a one-block region's Yield gives (none if it ends otherwise)."""
+    terminator = region.blocks[0].operations[-1] if region.blocks[0].operations else None
+    return terminator.operands if isinstance(terminator, Yield) else ()
+
+
 class _Importer:
     """One import: the module being built and the tables that outlive a single graph."""
 
@@ -360,12 +373,27 @@ class _Importer:
         for declared, value in zip(self.model.graph.input, graph.inputs, strict=True):
             # before shape inference: ONNX's C++ code is not robust to every odd input type
             resolve_type(declared.type, value, f"input of graph '{graph.name}'", self.filename)
+        if has_sequences(self.model):
+            self.model = self._without_sequences(self.model, self.raw_views, self.error)
+            ir_model = _deserialize(self.model, self.filename)
+            graph = self.main_graph = ir_model.graph
         types = self._infer(self.model)
         main = self.symbols.claim(graph.name or "main", fallback="main")
         opsets = dict(ir_model.opset_imports)
         function = self._import_function(graph, types, opsets, main, f"graph '{graph.name}'")
         self.module.functions.insert(0, function)
         return ImportedModel(self.module, main, dict(self.symbols.onnx_names), self.input_defaults)
+
+    @staticmethod
+    def _without_sequences(model: onnx.ModelProto, split_raw, error) -> onnx.ModelProto:
+        """A copy of `model` whose sequence values are rewritten into tensor ops (see
+        `sequences`); `error(message)` makes the OnnxImportError for what cannot be."""
+        try:
+            return eliminate_sequences(model, infer_types(model, split_raw), split_raw)
+        except InferenceFailure as failure:
+            raise error(f"shape inference failed: {first_line(failure)}") from failure
+        except SequenceRewriteError as refusal:
+            raise error(str(refusal)) from None
 
     def _infer(self, model: onnx.ModelProto) -> GraphTypes:
         try:
@@ -730,11 +758,14 @@ class _Importer:
 
     @staticmethod
     def _body_result_types(ctx: NodeContext, regions: list[Region]) -> dict[int, TensorType]:
-        """Scan/Loop result types derived from the imported body (see `region_types`)."""
-        if len(regions) != 1 or ctx.node.domain not in _DEFAULT_DOMAINS:
+        """Scan/Loop/If result types derived from the imported bodies (see `region_types`)."""
+        if ctx.node.domain not in _DEFAULT_DOMAINS:
             return {}
-        terminator = regions[0].blocks[0].operations[-1]
-        yielded = terminator.operands if isinstance(terminator, Yield) else ()
+        if ctx.node.op_type == "If" and len(regions) == 2:
+            return if_result_types(*(_yielded(region) for region in regions))
+        if len(regions) != 1:
+            return {}
+        yielded = _yielded(regions[0])
         if ctx.node.op_type == "Scan" and ctx.opset() >= 9:
             return scan_result_types(
                 ctx.inputs,
@@ -810,6 +841,8 @@ class _Importer:
             function_proto = trimmed
         model = specialize(self.model, function_proto, input_types, call_attributes)
         self._check(model, f"function '{function_proto.name}'")
+        if has_sequences(model):
+            model = self._without_sequences(model, None, lambda message: ctx.error(f"function '{key[1]}': {message}"))
         try:
             types = infer_types(model)
         except InferenceFailure as error:

@@ -1,4 +1,4 @@
-"""Types of Scan and Loop values from what the importer knows, where graph inference lost them.
+"""Types of Scan, Loop and If values from what the importer knows, where graph inference lost them.
 
 Results (below) come from the imported body. A Loop body's *inputs* come from their first
 values: ONNX's Loop inference clears the shapes of the loop-carried values before it types the
@@ -15,7 +15,9 @@ ONNX infers a Scan's or Loop's outputs from its body's output types; when those 
 to ONNX (a body using captured constants, see `node_inference`) the outputs are too, although
 the importer has typed the body since. The rules here are the ops' own: a state (loop-carried
 value) has the type the body yields for it; a scan output stacks the yielded slices along a new
-axis, of the sequence length (Scan) or of the run-time iteration count (Loop: dynamic).
+axis, of the sequence length (Scan) or of the run-time iteration count (Loop: dynamic). An If
+whose branches yield one rank (ONNX types its output only when both branches are typed alike)
+yields the join: each dim the branches agree on, dynamic where they differ.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Sequence
 import onnx_ir as ir
 from niro.ir import ScalarType, TensorType, Type, Value
 
-__all__ = ["loop_body_input_types", "loop_result_types", "refine_type", "scan_result_types"]
+__all__ = ["if_result_types", "loop_body_input_types", "loop_result_types", "refine_type", "scan_result_types"]
 
 
 def _stacked(slice_type: object, axis: int, length: int | None) -> TensorType | None:
@@ -78,6 +80,22 @@ def loop_result_types(yielded: Sequence[Value], carried: int) -> dict[int, Tenso
         stacked = _stacked(value.type, 0, None)
         if stacked is not None:
             found[position] = stacked
+    return found
+
+
+def if_result_types(then_yielded: Sequence[Value], else_yielded: Sequence[Value]) -> dict[int, TensorType]:
+    """If: each output both branches yield as a ranked tensor of one element type and rank."""
+    found: dict[int, TensorType] = {}
+    for position, (then_value, else_value) in enumerate(zip(then_yielded, else_yielded, strict=False)):
+        then_type, else_type = then_value.type, else_value.type
+        if not (isinstance(then_type, TensorType) and isinstance(else_type, TensorType)):
+            continue
+        if then_type.shape is None or else_type.shape is None or then_type.element_type is not else_type.element_type:
+            continue
+        if len(then_type.shape) != len(else_type.shape):
+            continue
+        dims = tuple(left if left == right else None for left, right in zip(then_type.shape, else_type.shape, strict=True))
+        found[position] = TensorType(then_type.element_type, dims)
     return found
 
 

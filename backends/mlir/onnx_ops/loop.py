@@ -18,8 +18,10 @@ compile-time constant M (the rows written are then extracted, a dynamic size), e
 when the loop starts (exporters compute it before the loop, e.g. PyTorch's `nn.EmbeddingBag`
 loops over its bags: the buffer gets M rows, checked against `MAX_PREALLOCATED_ELEMENTS` at run
 time, and a loop that a condition may stop early returns the rows written). A scan output without
-M or a declared leading dim, or with slices of dynamic shape, is refused. Sequence-typed values
-never get here: the frontend refuses them.
+M or a declared leading dim is refused. Slices of a dynamic (ranked) shape, as PyTorch's dynamo
+exporter yields rows of run-time width, get their buffer at the first iteration, sized by that
+slice; each later slice is checked at run time to have the same shape (`cf.assert`). Sequence
+values never get here: the frontend rewrites them into tensors (`sequences`) or refuses them.
 """
 
 from __future__ import annotations
@@ -34,12 +36,11 @@ from niro.ir import (
     Value,
     Yield,
     format_type,
-    static_element_count,
 )
 
 from ..bindings import arith, ir, scf, tensor
 from ..context import LoweringRuleContext, register_lowering
-from ..types import index_type, lower_scalar_type, lower_type
+from ..types import index_type, lower_type
 from .common import attribute, input_value
 from .structured import assert_true
 
@@ -136,13 +137,7 @@ def _slice_type(ctx: LoweringRuleContext, index: int, result: TensorType, piece:
         dims = tuple(
             have if want is None else want for have, want in zip(dims, declared, strict=True)
         )
-    slice_type = TensorType(piece.element_type, dims)
-    if not slice_type.is_static:
-        raise ctx.error(
-            f"scan output #{index} has slices of dynamic shape {format_type(slice_type)}; "
-            "the stacked output is preallocated and needs static slices"
-        )
-    return slice_type
+    return TensorType(piece.element_type, dims)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +190,7 @@ def _bound(
         )
     rows = max(trip_count, 0)
     for scan in scans:
-        elements = rows * static_element_count(scan.slice_type)
+        elements = rows * _known_elements(scan.slice_type)
         if elements > MAX_PREALLOCATED_ELEMENTS:
             raise ctx.error(
                 f"cannot preallocate scan output #{scan.index} for the max trip count "
@@ -242,25 +237,74 @@ def _i64(value: int) -> ir.Value:
     return arith.ConstantOp(i64, ir.IntegerAttr.get(i64, value)).result
 
 
-def _insert_row(piece: ir.Value, buffer: ir.Value, offset: ir.Value, slice_type: TensorType):
+def _stacked_type(rows: int | None, scan: _ScanOutput) -> TensorType:
+    """The type of a scan output's buffer: `rows` (None: a run-time count) slices."""
+    return TensorType(scan.slice_type.element_type, (rows, *scan.slice_type.shape))
+
+
+def _known_elements(slice_type: TensorType) -> int:
+    """The elements of a slice counting each dynamic dim as 1 (what a preallocation limit can
+    check before the loop runs)."""
+    count = 1
+    for dim in slice_type.shape:
+        count *= 1 if dim is None else dim
+    return count
+
+
+def _sizes(ctx: LoweringRuleContext, value: ir.Value, slice_type: TensorType, first: int) -> list[ir.Value]:
+    """The sizes of `slice_type`'s dynamic dims, read from `value`'s dims `first`, `first + 1`..."""
+    return [ctx.dim_size(value, first + axis) for axis, dim in enumerate(slice_type.shape) if dim is None]
+
+
+def _static_sizes(slice_type: TensorType) -> list[int]:
+    return [ir.ShapedType.get_dynamic_size() if dim is None else dim for dim in slice_type.shape]
+
+
+def _insert_row(ctx, piece: ir.Value, buffer: ir.Value, offset: ir.Value, slice_type: TensorType):
     rank = len(slice_type.shape)
     return tensor.InsertSliceOp(
         piece,
         buffer,
         [offset],
-        [],
+        _sizes(ctx, piece, slice_type, 0),
         [],
         [ir.ShapedType.get_dynamic_size()] + [0] * rank,
-        [1, *slice_type.shape],
+        [1, *_static_sizes(slice_type)],
         [1] * (rank + 1),
     ).result
+
+
+def _sized_buffer(ctx, buffer: ir.Value, piece: ir.Value, first: ir.Value, stacked: TensorType, index: int):
+    """The buffer of a scan output whose slices have dynamic dims: made at the first iteration
+    with the first slice's dims (the one before the loop holds no element), then checked to
+    match every later slice."""
+    slice_type = TensorType(stacked.element_type, stacked.shape[1:])
+    choice = scf.IfOp(first, [buffer.type], has_else=True)
+    with ir.InsertionPoint(choice.then_block):
+        sizes = [ctx.dim_size(buffer, 0) if stacked.shape[0] is None else None]
+        sizes += [ctx.dim_size(piece, axis) if dim is None else None for axis, dim in enumerate(slice_type.shape)]
+        scf.YieldOp([ctx.empty_tensor(stacked, sizes)])
+    with ir.InsertionPoint(choice.else_block):
+        scf.YieldOp([buffer])
+    sized = choice.results[0]
+    for axis, dim in enumerate(slice_type.shape):
+        if dim is None:
+            same = arith.CmpIOp(
+                arith.CmpIPredicate.eq, ctx.dim_size(piece, axis), ctx.dim_size(sized, axis + 1)
+            ).result
+            assert_true(
+                same,
+                f"{ctx.niro_location}: 'onnx.Loop' op: scan output #{index}'s slices change size "
+                f"along dim {axis} from one iteration to the next",
+            )
+    return sized
 
 
 def _run_time_rows(ctx: LoweringRuleContext, limit: ir.Value, scans) -> ir.Value:
     """The rows of scan outputs bounded by a run-time max trip count M: max(M, 0) (a negative M
     runs no iteration), as an index. An M whose rows would exceed `MAX_PREALLOCATED_ELEMENTS`
     stops the program with a message rather than failing to allocate."""
-    largest = max(static_element_count(scan.slice_type) for scan in scans)
+    largest = max(_known_elements(scan.slice_type) for scan in scans)
     if largest > 0:
         most = MAX_PREALLOCATED_ELEMENTS // largest
         assert_true(
@@ -286,17 +330,17 @@ def _runs_every_iteration(ctx: LoweringRuleContext, condition, block, yielded) -
     return true(condition[1]) and (yielded[0].id == block.arguments[1].id or true(yielded[0]))
 
 
-def _first_rows(buffer: ir.Value, count: ir.Value, slice_type: TensorType) -> ir.Value:
+def _first_rows(ctx, buffer: ir.Value, count: ir.Value, slice_type: TensorType) -> ir.Value:
     rank = len(slice_type.shape)
     rows_type = TensorType(slice_type.element_type, (None, *slice_type.shape))
     return tensor.ExtractSliceOp(
         lower_type(rows_type),
         buffer,
         [],
-        [count],
+        [count, *_sizes(ctx, buffer, slice_type, 1)],
         [],
         [0] * (rank + 1),
-        [ir.ShapedType.get_dynamic_size(), *slice_type.shape],
+        [ir.ShapedType.get_dynamic_size(), *_static_sizes(slice_type)],
         [1] * (rank + 1),
     ).result
 
@@ -366,21 +410,17 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         # (one iteration per bag of an EmbeddingBag), slow for very long ones.
         run_time_rows = _run_time_rows(ctx, limit, scans)
         whole = _runs_every_iteration(ctx, condition, block, yielded)
-        buffers = [
-            ctx.empty_tensor(
-                TensorType(scan.slice_type.element_type, (None, *scan.slice_type.shape)),
-                [run_time_rows] + [None] * len(scan.slice_type.shape),
-            )
-            for scan in scans
-        ]
     else:
         whole = False
-        buffers = [
-            tensor.EmptyOp(
-                [rows, *scan.slice_type.shape], lower_scalar_type(scan.slice_type.element_type)
-            ).result
-            for scan in scans
-        ]
+    # NOTE: a slice's dynamic dims are 0 until the first iteration sizes the buffer (_sized_buffer)
+    buffers = [
+        ctx.empty_tensor(
+            _stacked_type(rows, scan),
+            [run_time_rows if rows is None else None]
+            + [None if dim is not None else ctx.index_constant(0) for dim in scan.slice_type.shape],
+        )
+        for scan in scans
+    ]
     inits = [_i64(0), go, *starts, *buffers]
     types = [value.type for value in inits]
     loop = scf.WhileOp(types, inits)
@@ -422,6 +462,12 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             following = _read_scalar(
                 ctx, values[0], niro_values[0], "the body's condition", ScalarType.BOOL
             )
+            if any(not scan.slice_type.is_static for scan in scans):
+                # NOTE: `current` is true here (the loop runs only while it is); and-ing it in
+                # keeps the `after` region's condition argument alive: iree-compile (3.x)
+                # mis-numbers the arguments of an scf.while that canonicalization left with
+                # fewer `after` than `before` arguments once a buffer's dynamic dims are carried
+                following = arith.AndIOp(following, current).result
         nexts = []
         for index, body_type in enumerate(carried_types):
             produced = _tensor_type(ctx, niro_values[1 + index], f"loop-carried value #{index}")
@@ -443,7 +489,10 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
                 scan.slice_type,
                 f"scan output #{scan.index}'s slice",
             )
-            stacked.append(_insert_row(piece, buffer, offset, scan.slice_type))
+            if not scan.slice_type.is_static:
+                first = arith.CmpIOp(arith.CmpIPredicate.eq, iteration, _i64(0)).result
+                buffer = _sized_buffer(ctx, buffer, piece, first, _stacked_type(rows, scan), scan.index)
+            stacked.append(_insert_row(ctx, piece, buffer, offset, scan.slice_type))
         step = arith.AddIOp(iteration, _i64(1)).result
         scf.YieldOp([step, following, *nexts, *stacked])
 
@@ -483,7 +532,7 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     for scan, buffer in zip(scans, finals[2 + carried :], strict=True):
         stacked_type = TensorType(scan.slice_type.element_type, (rows, *scan.slice_type.shape))
         if not exact and not whole:
-            buffer = _first_rows(buffer, count, scan.slice_type)
+            buffer = _first_rows(ctx, buffer, count, scan.slice_type)
             stacked_type = TensorType(stacked_type.element_type, (None, *scan.slice_type.shape))
         outputs[scan.result] = _checked_cast(
             ctx, buffer, stacked_type, scan.declared, f"scan output #{scan.index}"

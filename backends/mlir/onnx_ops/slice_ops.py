@@ -189,6 +189,8 @@ def _slice_parameters(ctx: LoweringRuleContext, rank: int):
         starts, ends = attribute(ctx, "starts"), attribute(ctx, "ends")
         axes = attribute(ctx, "axes", tuple(range(len(starts))))
         return list(normalize_axes(ctx, axes, rank)), list(starts), list(ends), [1] * len(starts)
+    if _run_time_length(ctx, 1) and input_value(ctx, 3) is None and input_value(ctx, 4) is None:
+        return _run_time_length_parameters(ctx, rank)
     starts = _int_list(ctx, 1)
     ends = _int_list(ctx, 2)
     count = len(starts)
@@ -199,6 +201,45 @@ def _slice_parameters(ctx: LoweringRuleContext, rank: int):
     if all(isinstance(axis, int) for axis in axes):
         axes = list(normalize_axes(ctx, axes, rank))
     return axes, starts, ends, steps
+
+
+def _run_time_length(ctx: LoweringRuleContext, position: int) -> bool:
+    """Whether input `position` is a 1-D tensor whose length is known only at run time."""
+    if constant_input(ctx, position) is not None:
+        return False
+    type_ = ctx.niro_operands[position].type
+    return isinstance(type_, TensorType) and type_.shape == (None,)
+
+
+def _run_time_length_parameters(ctx: LoweringRuleContext, rank: int):
+    """Slice parameters from starts and ends of run-time length k, without axes or steps: they
+    cut axes 0..k-1 (PyTorch's dynamo exporter slices rows with `offsets[i:i+1]`). One entry
+    per axis, which keeps the whole axis past k; 1 <= k <= rank and ends' length are checked at
+    run time."""
+    starts_value, starts_niro = input_value(ctx, 1)  # type: ignore[misc]
+    ends_value, ends_niro = input_value(ctx, 2)  # type: ignore[misc]
+    length = ctx.dim_size(starts_value, 0)
+    valid = arith.AndIOp(cmp("sge", length, 1), cmp("sle", length, rank)).result
+    valid = arith.AndIOp(valid, cmp("eq", ctx.dim_size(ends_value, 0), length)).result
+    structured.assert_true(
+        valid,
+        f"{ctx.niro_location}: 'onnx.Slice' op: starts and ends must have one length, from 1 to "
+        f"the data's rank {rank}",
+    )
+    data = ctx.operands[0]
+    last = sub(length, 1)
+    starts: list[Mixed] = []
+    ends: list[Mixed] = []
+    for axis in range(rank):
+        present = cmp("slt", axis, length)
+        position = const_index(0) if axis == 0 else arith.MinSIOp(const_index(axis), last).result
+        start, end = (
+            to_index(tensor.ExtractOp(value, [position]).result, niro.type.element_type)
+            for value, niro in ((starts_value, starts_niro), (ends_value, ends_niro))
+        )
+        starts.append(select(present, start, 0))
+        ends.append(select(present, end, ctx.dim_size(data, axis)))
+    return list(range(rank)), starts, ends, [1] * rank
 
 
 def _int_list(ctx: LoweringRuleContext, position: int) -> list[Mixed]:

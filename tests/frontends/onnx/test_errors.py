@@ -63,14 +63,15 @@ def test_not_a_model_source() -> None:
 
 def test_sequence_value_names_the_node() -> None:
     refuse(
-        """g (float[6] x) => (float[2] y) {
+        """g (float[6] x, int64[2] sizes) => (float[?] y) {
           a = Relu(x)
           zero = Constant <value_int = 0> ()
           c = Relu(a)
-          seq = SplitToSequence(c)
+          seq = SplitToSequence(c, sizes)
           y = SequenceAt(seq, zero)
         }""",
-        "value 'seq' (output of node 'SplitToSequence_3'): sequence types are not supported",
+        "node 'SplitToSequence_3' (SplitToSequence): its split sizes are not constant: the sequence "
+        "length would depend on run-time data",
     )
 
 

@@ -18,6 +18,13 @@ DOCUMENTED_REFUSALS = [
     r"value '[^']*' \((input of graph|output of node) '[^']*'\): (sequence|optional|map) types are not supported",
     r"value '[^']*' \(output of node '[^']*'\): element type is unknown \(shape inference could not type it\)",
     r"node '[^']*' \([A-Za-z]+\): attribute '(to|dtype)': element type [A-Z0-9]+ is not supported",
+    # sequences niroc cannot rewrite into tensor ops (frontends/onnx/sequences.py)
+    r"value '[^']*' \(output of graph '[^']*'( \(attribute '[a-z_]+' of node '[^']*' \([A-Za-z]+\)\))?\): a sequence "
+    r"output has no tensor form \(niroc rewrites only sequences used inside the model into tensor ops\)",
+    r"node '[^']*' \(SplitToSequence\): its split sizes are not constant: the sequence length would depend on "
+    r"run-time data",
+    r"node '[^']*' \([A-Za-z]+\): takes sequence '[^']*' as input #\d+; niroc rewrites sequences into tensors "
+    r"only for the sequence ops, Identity and Loop",
 ]
 
 

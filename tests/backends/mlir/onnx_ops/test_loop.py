@@ -286,6 +286,12 @@ MODEL_CASES = {
         ],
         reference="onnxruntime",
     ),
+    # slices of run-time width K: the buffer is made at the first iteration, K wide
+    "scan_outputs_dynamic_slices": lambda: loop_case(
+        "loop_scan_outputs_dynamic_slices",
+        DYNAMIC_SLICES,
+        [{"x": _f32(1, 2, 3, 4), "k": np.array([2])}, {"x": _f32(1, 2, 3, 4), "k": np.array([4])}],
+    ),
     # the same with a constant M (5): the count of rows run is clamped alike for IREE
     "scan_outputs_constant_m_concatenated": lambda: loop_case(
         "loop_scan_outputs_constant_m_concatenated",
@@ -398,11 +404,6 @@ REFUSALS = {
         "'onnx.Loop' op cannot bound the number of iterations to preallocate its scan outputs: "
         "the max trip count M is absent and the outputs' leading dims are dynamic",
     ),
-    "dynamic_slices": (
-        DYNAMIC_SLICES,
-        "'onnx.Loop' op scan output #0 has slices of dynamic shape tensor<?xf32>; the stacked "
-        "output is preallocated and needs static slices",
-    ),
     "huge_m": (
         HUGE_M,
         "'onnx.Loop' op cannot preallocate scan output #0 for the max trip count "
@@ -452,6 +453,22 @@ def test_declared_scan_rows_are_checked_at_run_time() -> None:
     outcome = run_case(NodeTestCase("loop11_short", case.model, (short,), 1e-3, 1e-5))
     assert outcome.stage == "run"
     assert "'onnx.Loop' op stops before 5 iterations" in outcome.message
+
+
+def test_slices_changing_size_across_iterations_stop_the_program() -> None:
+    """Slices of a dynamic dim must keep one size (onnxruntime refuses them too): the second
+    iteration's wider slice stops the program with a message."""
+    model = onnx.parser.parse_model(HEADER + DYNAMIC_SLICES.replace("slice = Slice (x, zero, k)", (
+        "one = Constant <value = int64[1] {1}> ()\n    i1 = Unsqueeze (i, zero)\n    end = Add (i1, one)\n"
+        "    slice = Slice (x, zero, end)"
+    )))
+    inputs = (_f32(1, 2, 3, 4), np.array([2]))
+    expected = (np.zeros((3, 1), np.float32),)
+    outcome = run_case(NodeTestCase("loop_growing_slices", model, ((inputs, expected),), 1e-3, 1e-5))
+    assert outcome.stage == "run", outcome.message
+    assert "'onnx.Loop' op: scan output #0's slices change size along dim 0 from one iteration to the next" in (
+        outcome.message
+    )
 
 
 def test_run_time_m_too_large_to_preallocate_stops_the_program() -> None:

@@ -1,0 +1,393 @@
+"""Sequence values (`seq(tensor)`) rewritten into tensor ops before shape inference.
+
+Niro has no sequence type and neither do MLIR's upstream dialects, yet most sequences in real
+models have a structure known at import: a list of tensors built and read at constant positions
+(SequenceConstruct, SplitToSequence with constant split sizes, SequenceAt...), or the way
+PyTorch's dynamo exporter writes a Loop's scan output (SequenceEmpty before the Loop, one
+SequenceInsert per iteration in the body, ConcatFromSequence after it). This module rewrites such
+graphs into plain ONNX tensor ops, so the rest of the frontend never meets a sequence. A sequence
+is tracked at import as one of two forms:
+
+- `Listed`: a sequence of static length, a tuple of tensor value names. SequenceAt at a constant
+  position is an Identity of one of them, ConcatFromSequence a Concat, SequenceInsert and
+  SequenceErase at constant positions edit the tuple, SequenceMap unrolls its body per element.
+- `Stacked`: a sequence of any length whose elements share one shape, one tensor stacking them
+  along a new leading axis. SequenceAt is a Gather, SequenceLength a Shape, ConcatFromSequence a
+  Transpose (and a Reshape), SplitToSequence without split sizes a Transpose; a Loop that appends
+  one tensor per iteration to a loop-carried sequence yields that tensor as a scan output.
+
+Every node written keeps the name of the node it replaces, so later errors and MLIR locations
+name the user's node. What has no such form (a sequence graph input or output, a sequence leaving
+an If branch, run-time split sizes, a Loop that reads the sequence it grows...) is refused with
+`SequenceRewriteError`, naming the node and the reason. `has_sequences` is one scan of op types:
+a model without sequence ops is never copied or rewritten.
+
+This module holds the handler of each op type; `sequence_forms` the forms, scopes and the
+context a handler works in; `sequence_loops` the Loop handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .inference import GraphTypes, copy_fields
+from .sequence_forms import (
+    DEFAULT_DOMAINS,
+    SEQUENCE_OPS,
+    Listed,
+    RewriteContext,
+    Rewriter,
+    SequenceRewriteError,
+    SequenceScope,
+    Stacked,
+    all_names,
+    dims_of,
+    graphs_in,
+    int_attribute,
+    with_dims,
+)
+from .sequence_loops import rewrite_loop
+
+__all__ = ["SEQUENCE_OPS", "SequenceRewriteError", "eliminate_sequences", "has_sequences"]
+
+_INT64_MAX = (1 << 63) - 1
+
+_CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+"""Default-domain ops whose graph attributes may hold sequence ops."""
+
+
+def has_sequences(model: onnx.ModelProto) -> bool:
+    """Whether the main graph (or an If/Loop/Scan body in it) uses a sequence op. Model-local
+    functions are checked when they are specialised; sequence graph inputs are refused by their
+    type.
+
+    NOTE: one set of op types per graph (~0.4 us a node): what a model without sequences pays."""
+    stack = [model.graph]
+    while stack:
+        graph = stack.pop()
+        op_types = {node.op_type for node in graph.node}
+        if op_types & SEQUENCE_OPS and any(
+            node.op_type in SEQUENCE_OPS and node.domain in DEFAULT_DOMAINS for node in graph.node
+        ):
+            return True
+        if op_types & _CONTROL_FLOW:
+            stack.extend(
+                subgraph for node in graph.node if node.op_type in _CONTROL_FLOW for subgraph in graphs_in(node)
+            )
+    return False
+
+
+# -- handlers ------------------------------------------------------------------------------------
+
+
+def _sequence_empty(at: RewriteContext) -> None:
+    at.define(at.output(), Listed(()))
+
+
+def _sequence_construct(at: RewriteContext) -> None:
+    at.define(at.output(), Listed(tuple(at.node.input)))
+
+
+def _identity(at: RewriteContext) -> None:
+    at.define(at.output(), at.sequence(0))
+
+
+def _normalised(at: RewriteContext, position: int, length: int, allow_end: bool) -> int:
+    last = length if allow_end else length - 1
+    if not -length <= position <= last:
+        raise at.error(f"position {position} is out of range for a sequence of {length} tensors")
+    return position + length if position < 0 else position
+
+
+def _sequence_at(at: RewriteContext) -> None:
+    form = at.sequence(0)
+    constant = at.constant_position(1)
+    if isinstance(form, Listed) and constant is not None:
+        element = form.elements[_normalised(at, constant, len(form.elements), False)]
+        at.emit("Identity", [element], at.output())
+        return
+    stacked = at.stacked(form)
+    at.emit("Gather", [stacked.tensor, at.scalar_position(1)], at.output(), axis=0)
+
+
+def _sequence_length(at: RewriteContext) -> None:
+    form = at.sequence(0)
+    if isinstance(form, Listed):
+        at.emit("Constant", [], at.output(), value=numpy_helper.from_array(np.array(len(form.elements), np.int64)))
+        return
+    shape = at.emit("Shape", [form.tensor])
+    at.emit("Gather", [shape, at.const(np.array(0, np.int64))], at.output(), axis=0)
+
+
+def _sequence_insert(at: RewriteContext) -> None:
+    form = at.sequence(0)
+    tensor = at.input(1)
+    has_position = bool(at.input(2))
+    constant = at.constant_position(2) if has_position else None
+    if isinstance(form, Listed) and (constant is not None or not has_position):
+        elements = list(form.elements)
+        where = len(elements) if constant is None else _normalised(at, constant, len(elements), True)
+        elements.insert(where, tensor)
+        at.define(at.output(), Listed(tuple(elements)))
+        return
+    stacked = at.stacked(form, like=tensor)
+    piece = at.unsqueeze(tensor, [0])
+    if not has_position:
+        joined = at.emit("Concat", [stacked.tensor, piece], axis=0)
+    else:
+        where = at.emit("Reshape", [at.input(2), at.ints([1])])
+        before = at.slice(stacked.tensor, at.ints([0]), where)
+        after = at.slice(stacked.tensor, where, at.ints([_INT64_MAX]))
+        joined = at.emit("Concat", [before, piece, after], axis=0)
+    at.define(at.output(), Stacked(joined, stacked.element or at.type_of(tensor)))
+
+
+def _sequence_erase(at: RewriteContext) -> None:
+    form = at.sequence(0)
+    has_position = bool(at.input(1))
+    constant = at.constant_position(1) if has_position else -1
+    if constant is None:
+        raise at.error(
+            "erases at a run-time position; niroc rewrites SequenceErase only at a constant position"
+        )
+    if isinstance(form, Listed):
+        if not form.elements:
+            raise at.error("erases from an empty sequence")
+        elements = list(form.elements)
+        del elements[_normalised(at, constant, len(elements), False)]
+        at.define(at.output(), Listed(tuple(elements)))
+        return
+    if constant == -1:
+        kept = at.slice(form.tensor, at.ints([0]), at.ints([-1]))
+    else:
+        before = at.slice(form.tensor, at.ints([0]), at.ints([constant]))
+        after = at.slice(form.tensor, at.ints([constant + 1]), at.ints([_INT64_MAX]))
+        kept = at.emit("Concat", [before, after], axis=0)
+    at.define(at.output(), Stacked(kept, form.element))
+
+
+def _concat_from_sequence(at: RewriteContext) -> None:
+    form = at.sequence(0)
+    axis = int_attribute(at.node, "axis", 0)
+    new_axis = int_attribute(at.node, "new_axis", 0)
+    if isinstance(form, Listed):
+        if not form.elements:
+            raise at.error("concatenates an empty sequence")
+        pieces = [at.unsqueeze(name, [axis]) for name in form.elements] if new_axis else list(form.elements)
+        at.emit("Concat", pieces, at.output(), axis=axis)
+        return
+    dims = dims_of(form.element)
+    if dims is None and axis == 0:
+        _concat_rows(at, form.tensor, new_axis)
+        return
+    if dims is None:
+        raise at.error(
+            f"concatenates along axis {axis} a sequence of run-time length whose elements have an "
+            "unknown rank"
+        )
+    rank = len(dims)
+    limit = rank + 1 if new_axis else rank
+    if not -limit <= axis < limit:
+        raise at.error(f"axis {axis} is out of range for elements of rank {rank}")
+    axis = axis + limit if axis < 0 else axis
+    perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
+    if new_axis:
+        at.emit("Transpose" if axis else "Identity", [form.tensor], at.output(), **({"perm": perm} if axis else {}))
+        return
+    size = dims[axis]
+    if size is None:
+        raise at.error(
+            f"concatenates along axis {axis} a sequence of run-time length whose elements' size along "
+            "that axis is not static (it may differ from one element to the next)"
+        )
+    moved = at.emit("Transpose", [form.tensor], perm=perm) if axis else form.tensor
+    others = [dim for position, dim in enumerate(dims) if position != axis]
+    if size and all(dim for dim in others):
+        shape = at.ints([*dims[:axis], -1, *dims[axis + 1 :]])
+    else:
+        whole = at.emit("Shape", [moved])
+        head = at.slice(whole, at.ints([0]), at.ints([axis]))
+        rows = at.slice(whole, at.ints([axis]), at.ints([axis + 1]))
+        each = at.slice(whole, at.ints([axis + 1]), at.ints([axis + 2]))
+        tail = at.slice(whole, at.ints([axis + 2]), at.ints([_INT64_MAX]))
+        shape = at.emit("Concat", [head, at.emit("Mul", [rows, each]), tail], axis=0)
+    extra = {"allowzero": 1} if at.rewriter.opset >= 14 and not (size and all(others)) else {}
+    at.emit("Reshape", [moved, shape], at.output(), **extra)
+
+
+def _concat_rows(at: RewriteContext, stacked: str, new_axis: int) -> None:
+    """ConcatFromSequence along axis 0 of stacked elements of unknown rank: the stack itself,
+    or (without a new axis) its first two axes merged."""
+    if new_axis:
+        at.emit("Identity", [stacked], at.output())
+        return
+    whole = at.emit("Shape", [stacked])
+    rows = at.emit("Mul", [at.slice(whole, at.ints([0]), at.ints([1])), at.slice(whole, at.ints([1]), at.ints([2]))])
+    shape = at.emit("Concat", [rows, at.slice(whole, at.ints([2]), at.ints([_INT64_MAX]))], axis=0)
+    extra = {"allowzero": 1} if at.rewriter.opset >= 14 else {}
+    at.emit("Reshape", [stacked, shape], at.output(), **extra)
+
+
+def _split_to_sequence(at: RewriteContext) -> None:
+    data = at.input(0)
+    data_type = at.type_of(data)
+    dims = dims_of(data_type)
+    if dims is None:
+        raise at.error("splits a tensor of unknown rank")
+    rank = len(dims)
+    axis = int_attribute(at.node, "axis", 0)
+    if not -rank <= axis < rank:
+        raise at.error(f"axis {axis} is out of range for a tensor of rank {rank}")
+    axis = axis + rank if axis < 0 else axis
+    if not at.input(1):
+        keepdims = int_attribute(at.node, "keepdims", 1)
+        perm = [axis, *(position for position in range(rank) if position != axis)]
+        stacked = at.emit("Transpose", [data], perm=perm) if axis else data
+        element = [dim for position, dim in enumerate(dims) if position != axis]
+        if keepdims:
+            stacked = at.unsqueeze(stacked, [axis + 1])
+            element.insert(axis, 1)
+        at.define(at.output(), Stacked(stacked, with_dims(data_type, tuple(element))))
+        return
+    split = at.rewriter.constant(at.input(1))
+    if split is None:
+        raise at.error("its split sizes are not constant: the sequence length would depend on run-time data")
+    size = dims[axis]
+    if split.ndim == 0:
+        chunk = int(split)
+        if size is None:
+            raise at.error(
+                f"splits axis {axis} of run-time size into chunks of {chunk}: the sequence length "
+                "would depend on run-time data"
+            )
+        if chunk <= 0:
+            raise at.error(f"split size {chunk} is not positive")
+        sizes = [chunk] * (size // chunk) + ([size % chunk] if size % chunk else [])
+    else:
+        sizes = [int(value) for value in split.reshape(-1)]
+    elements = []
+    start = 0
+    for length in sizes:
+        piece = at.slice(data, at.ints([start]), at.ints([start + length]), axis)
+        chunk_dims = list(dims)
+        chunk_dims[axis] = length
+        at.rewriter.types[piece] = with_dims(data_type, tuple(chunk_dims))
+        elements.append(piece)
+        start += length
+    at.define(at.output(), Listed(tuple(elements)))
+
+
+def _sequence_map(at: RewriteContext) -> None:
+    body = next(attribute.g for attribute in at.node.attribute if attribute.name == "body")
+    forms = {position: at.scope.sequence(name) for position, name in enumerate(at.node.input) if name}
+    sequences = {position: form for position, form in forms.items() if form is not None}
+    if 0 not in sequences:
+        raise at.error(f"input #0 '{at.input(0)}' is not a sequence built inside the model")
+    if not all(isinstance(form, Listed) for form in sequences.values()):
+        raise at.error("maps over a sequence of run-time length; niroc unrolls SequenceMap only over sequences of static length")
+    lengths = {len(form.elements) for form in sequences.values()}  # type: ignore[union-attr]
+    if len(lengths) != 1:
+        raise at.error(f"maps over sequences of different lengths {sorted(lengths)}")
+    length = lengths.pop()
+    results: list[list[str]] = [[] for _ in body.output]
+    for element in range(length):
+        bindings = {}
+        for position, value in enumerate(body.input):
+            form = sequences.get(position)
+            bindings[value.name] = form.elements[element] if isinstance(form, Listed) else at.input(position)
+        for output, name in zip(results, _inline(at, body, bindings), strict=True):
+            output.append(name)
+    for position, names in enumerate(results):
+        at.define(at.output(position), Listed(tuple(names)))
+
+
+def _inline(at: RewriteContext, body: onnx.GraphProto, bindings: dict[str, str]) -> list[str]:
+    """Copy `body`'s nodes into the graph being rewritten, its inputs bound to `bindings` and
+    every name it defines renamed (at any depth); the names of its outputs."""
+    rewriter = at.rewriter
+    renames = dict(bindings)
+    for name in all_names(body, set()) - set(bindings):
+        if _defined_in(body, name):
+            renames[name] = rewriter.fresh(name)
+    for name, renamed in renames.items():
+        if name in rewriter.types and renamed not in rewriter.types:
+            rewriter.types[renamed] = rewriter.types[name]
+    for tensor in body.initializer:
+        constant = onnx.TensorProto()
+        constant.CopyFrom(tensor)
+        constant.name = ""
+        at.emit("Constant", [], renames[tensor.name], value=constant)
+        rewriter.constants[renames[tensor.name]] = constant
+    for index, node in enumerate(body.node):
+        rewriter.rewrite_node(_renamed_node(node, renames), index, at.scope, at.out)
+    return [renames.get(value.name, value.name) for value in body.output]
+
+
+def _defined_in(graph: onnx.GraphProto, name: str) -> bool:
+    if any(value.name == name for value in graph.input) or any(tensor.name == name for tensor in graph.initializer):
+        return True
+    for node in graph.node:
+        if name in node.output or any(_defined_in(subgraph, name) for subgraph in graphs_in(node)):
+            return True
+    return False
+
+
+def _renamed_graph(graph: onnx.GraphProto, renames: Mapping[str, str]) -> onnx.GraphProto:
+    copy = onnx.GraphProto()
+    copy_fields(graph, copy, frozenset({"node", "input", "output", "value_info", "initializer"}))
+    for source, target in ((graph.input, copy.input), (graph.output, copy.output), (graph.value_info, copy.value_info)):
+        for value in source:
+            renamed = target.add()
+            renamed.CopyFrom(value)
+            renamed.name = renames.get(value.name, value.name)
+    for tensor in graph.initializer:
+        renamed_tensor = copy.initializer.add()
+        renamed_tensor.CopyFrom(tensor)
+        renamed_tensor.name = renames.get(tensor.name, tensor.name)
+    copy.node.extend(_renamed_node(node, renames) for node in graph.node)
+    return copy
+
+
+def _renamed_node(node: onnx.NodeProto, renames: Mapping[str, str]) -> onnx.NodeProto:
+    copy = onnx.NodeProto()
+    copy_fields(node, copy, frozenset({"input", "output", "attribute"}))
+    copy.input.extend(renames.get(name, name) if name else name for name in node.input)
+    copy.output.extend(renames.get(name, name) if name else name for name in node.output)
+    for attribute in node.attribute:
+        target = copy.attribute.add()
+        copy_fields(attribute, target, frozenset({"g", "graphs"}))
+        if attribute.HasField("g"):
+            target.g.CopyFrom(_renamed_graph(attribute.g, renames))
+        target.graphs.extend(_renamed_graph(graph, renames) for graph in attribute.graphs)
+    return copy
+
+
+HANDLERS: dict[str, Callable[[RewriteContext], None]] = {
+    "SequenceEmpty": _sequence_empty,
+    "SequenceConstruct": _sequence_construct,
+    "SequenceAt": _sequence_at,
+    "SequenceLength": _sequence_length,
+    "SequenceInsert": _sequence_insert,
+    "SequenceErase": _sequence_erase,
+    "ConcatFromSequence": _concat_from_sequence,
+    "SplitToSequence": _split_to_sequence,
+    "SequenceMap": _sequence_map,
+    "Identity": _identity,
+    "Loop": rewrite_loop,
+}
+
+
+def eliminate_sequences(
+    model: onnx.ModelProto, types: GraphTypes, split_raw: Mapping[str, memoryview] | None = None
+) -> onnx.ModelProto:
+    """A copy of `model` whose sequences are tensors (see the module docstring); `types` are
+    the model's inferred types, `split_raw` its main-graph initializers' split-out raw_data."""
+    rewriter = Rewriter(model, types, split_raw or {}, HANDLERS)
+    rewritten = onnx.ModelProto()
+    copy_fields(model, rewritten, frozenset({"graph"}))
+    rewriter.rewrite_graph(model.graph, SequenceScope(), f"graph '{model.graph.name}'", types.folded, rewritten.graph)
+    return rewritten
