@@ -1,6 +1,6 @@
 """MLIR lowerings of the ONNX ops that cut and join tensors: Concat, Split, Slice, Pad.
 
-Concat is a chain of `tensor.insert_slice` into one `tensor.empty`; Split and positive-step Slice
+Concat is `tensor.concat` (operands empty along the axis left out); Split and positive-step Slice
 are `tensor.extract_slice`; negative steps, and Pad in edge/reflect/wrap mode, are gather-form
 `linalg.generic`s; Pad in constant mode is `tensor.pad` (after a crop for negative pads).
 
@@ -107,30 +107,14 @@ def _lower_concat(ctx: LoweringRuleContext) -> list[ir.Value]:
         if len(type_.shape) != rank:
             raise ctx.error(f"input #{index} {format_type(type_)} does not have the rank of {format_type(result)}")
         inputs.append((value, type_))
-    total: Mixed = 0
-    for value, type_ in inputs:
-        size = _dim(ctx, value, type_, axis)
-        total = total + size if isinstance(total, int) and isinstance(size, int) else add(_as_value(total), _as_value(size))
-    sizes = []
-    for dim_axis, dim in enumerate(result.shape):
-        if dim is not None:
-            sizes.append(None)
-        elif dim_axis == axis:
-            sizes.append(_as_value(total))
-        else:
-            sizes.append(ctx.dim_size(inputs[0][0], dim_axis))
-    out = ctx.empty_tensor(result, sizes)
-    offset: Mixed = 0
-    for value, type_ in inputs:
-        extent = [_dim(ctx, value, type_, dim_axis) for dim_axis in range(rank)]
-        if extent[axis] == 0:
-            continue
-        offsets: list[Mixed] = [0] * rank
-        offsets[axis] = offset
-        out = insert_slice(value, out, offsets, extent)
-        size = extent[axis]
-        offset = offset + size if isinstance(offset, int) and isinstance(size, int) else add(_as_value(offset), _as_value(size))
-    return [out]
+    parts = [value for value, type_ in inputs if type_.shape[axis] != 0]
+    if not parts:
+        sizes = [None if dim is not None else ctx.dim_size(inputs[0][0], dim_axis) for dim_axis, dim in enumerate(result.shape)]
+        return [ctx.empty_tensor(result, sizes)]
+    # NOTE: `tensor.concat`, not insert_slices into a `tensor.empty`: IREE (3.13) failed to
+    # compile the latter for a dynamic 1-D Concat in one of several Loops' results ("streamable
+    # op expected to be in an execution region", PyTorch dynamo's EmbeddingBag).
+    return [tensor.ConcatOp(ctx.result_types[0], axis, parts).result]
 
 
 # -- Split ----------------------------------------------------------------------------------------
