@@ -15,8 +15,8 @@ input's dims divided by the other target dims when that division is exact. `STFT
 which ONNX leaves unranked when the signal length is dynamic, is ranked here (its bins
 static). Every step is exact arithmetic on run-time sizes, so a dim found constant here is
 that constant in every run in which the model is valid, with one assumption: a tensor Slice
-that cuts a fixed length out of a dynamic axis (`x[:, -1:]`, `x[:, :3]`) takes the axis to be
-at least that long, which its lowering checks at run time (see `_sliced_dims`).
+that keeps the last k elements of a dynamic axis (`x[:, -1:]`) takes the axis to be at least
+that long, which its lowering checks at run time (see `_sliced_dims`).
 
 `analyse` returns the value types to tighten (only dims that ONNX left unknown and that came
 out constant), and the integer values that came out constant (`x.shape[1]` of an [N, 7]
@@ -333,12 +333,15 @@ or INT32_MAX)."""
 
 
 def _sliced_dims(walk: _Walk, node: onnx.NodeProto, starts, ends, axes, steps) -> tuple[Dim, ...] | None:
-    """A tensor Slice's result dims: where a dynamic axis is cut with a step of 1 to a fixed
-    length (`x[:, -1:]`: 1; `x[:, :3]`: 3), that length, ONNX leaving it unknown.
+    """A tensor Slice's result dims: where the last k elements of a dynamic axis are kept
+    with a step of 1 (`x[:, -1:]`: 1), that length k, ONNX leaving it unknown.
 
-    NOTE: the one assumption here: the dynamic dim is at least that long (else the slice is
+    NOTE: the one assumption here: the dynamic dim is at least k long (else the slice is
     shorter). The Slice lowering checks it at run time (`cf.assert`), so a run where it does
-    not hold stops with that reason instead of reading out of bounds."""
+    not hold stops with that reason instead of reading out of bounds. A cut from the front
+    (`x[:k]`) stays dynamic: it is how models cap a count that is often smaller at run time
+    (torchvision's detectors keep `keep[:detections_per_img]` of the boxes NMS kept, fewer
+    than 100 when the image has fewer objects), and ONNX's result is then the shorter one."""
     data = walk.dims_of(node.input[0])
     if data is None:
         return None
@@ -358,8 +361,6 @@ def _sliced_dims(walk: _Walk, node: onnx.NodeProto, starts, ends, axes, steps) -
             continue
         if start < 0 and end >= _TO_THE_END:
             dims[axis] = Dim(-start)  # the last -start
-        elif 0 <= start <= end < _TO_THE_END:
-            dims[axis] = Dim(end - start)  # from start to end
         else:
             dims[axis] = Dim(1, (f"{node.output[0]}[{axis}]",))
     return tuple(dims)

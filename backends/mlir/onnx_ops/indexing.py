@@ -36,6 +36,7 @@ __all__ = [
     "floordiv",
     "mod",
     "clamp",
+    "data_size",
     "cmp",
     "select",
     "gather_generic",
@@ -127,6 +128,22 @@ def select(condition: ir.Value, true_value: ir.Value | int, false_value: ir.Valu
 def clamp(value: ir.Value, low: ir.Value | int, high: ir.Value | int) -> ir.Value:
     """`min(max(value, low), high)` on index values (signed)."""
     return arith.MinSIOp(arith.MaxSIOp(value, _as_index(low)).result, _as_index(high)).result
+
+
+def data_size(size: ir.Value, high: ir.Value | int | None = None) -> ir.Value:
+    """A result size read from an input's data (an `index`: an element of a shape input, a
+    run-time depth or K) as the size the result is built with: `max(size, 0)`, and
+    `min(.., high)` when the op bounds it (K <= the axis length). Every such size goes through
+    here: the clamp is a no-op on a valid size, but it is what IREE needs. IREE (3.13) clones
+    `arith.index_cast` and `tensor.extract` into each dispatch that uses a size, so a bare
+    `index_cast(extract(t))` size is recomputed inside the dispatch from a tensor read instead
+    of being passed in as its workload; where the dispatch is not one IREE recognises as having
+    a data-dependent shape (e.g. a ConstantOfShape fill copied into a Concat) compilation then
+    fails with "failed to resolve workgroup count hint in terms of workload ordinals".
+    `arith.maxsi`/`arith.minsi` are not cloned, so the size stays a host value (onnx.Loop's
+    trip count is clamped the same way, by its row bound)."""
+    bounded = arith.MaxSIOp(size, const_index(0)).result
+    return bounded if high is None else arith.MinSIOp(bounded, _as_index(high)).result
 
 
 def to_index(value: ir.Value, element: ScalarType) -> ir.Value:

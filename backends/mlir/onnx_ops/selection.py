@@ -7,7 +7,8 @@ TopK ranks every element by counting the elements that come before it in the ord
 (larger first, or smaller; equal elements by lower index), which makes the ranks a permutation,
 then gathers rank r into output position r. All are quadratic in the axis length: exact and
 sort-free with upstream dialects only, meant for the short axes such ops have in real models
-(position ids, beam widths).
+(position ids, beam widths). A TopK axis that is dynamic or longer than SHORT_AXIS (a
+detector's scores over a threshold) is sorted instead (bitonic.py), then cut to K.
 
 The `axis` of CumSum/CumProd and `K` of TopK are inputs. When not compile-time constants: K is
 read from the static result shape (or, where that size is dynamic, read at run time and used as
@@ -24,7 +25,9 @@ from niro.ir import ScalarType, format_type, op_name
 
 from ..bindings import arith, ir, linalg, tensor
 from ..context import LoweringRuleContext, register_lowering
+from .bitonic import bitonic_sort
 from .common import attribute, normalize_axis, opset
+from .indexing import data_size
 from .reductions import RuntimeAxes, dispatch
 from .structured import (
     accumulator_type,
@@ -208,6 +211,8 @@ def _lower_topk(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         _check_k(ctx, k)
         if length is not None and k > length:
             raise ctx.error(f"K = {k} exceeds the axis size {length}")
+    if length is None or length > SHORT_AXIS:
+        return _sorted_topk(ctx, source, axis, k, largest)
     i64 = ir.IntegerType.get_signless(64)
     sizes = tensor_sizes(source)
 
@@ -256,11 +261,48 @@ def _lower_topk(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     return [values, indices]
 
 
+SHORT_AXIS = 1024
+"""The longest static axis TopK ranks by counting (quadratic, one generic: exact and simple for
+the short axes of most models and every node test); longer or dynamic axes are sorted."""
+
+
+def _sorted_topk(ctx: LoweringRuleContext, source: ir.Value, axis: int, k, largest: bool) -> list[ir.Value]:
+    """TopK by a bitonic sort of the whole axis, then its first K positions: O(n log^2 n).
+    NOTE: the rank count is quadratic in the axis length; torchvision's RetinaNet takes the
+    TopK of the ~10^5 scores over its threshold on an FPN level."""
+    scalar = ctx.ranked(ctx.niro_operands[0], "operand #0").element_type
+    element = ir.RankedTensorType(source.type).element_type
+
+    def before(a, a_index, b, b_index):
+        return _comes_before(scalar, largest, a, b, a_index, b_index)
+
+    order, element_at = bitonic_sort(source, axis, before)
+    rank = ir.RankedTensorType(source.type).rank
+    sizes = tensor_sizes(source)
+    out_sizes = [k if dim == axis else size for dim, size in enumerate(sizes)]
+    dynamic = [size for size in out_sizes if not isinstance(size, int)]
+    static = [size if isinstance(size, int) else ir.ShapedType.get_dynamic_size() for size in out_sizes]
+    sliced = ir.RankedTensorType.get(static, ir.IntegerType.get_signless(64))
+    indices = tensor.ExtractSliceOp(sliced, order, [], dynamic, [], [0] * rank, static, [1] * rank).result
+    every = list(range(rank))
+    values = generic(
+        [(indices, every)],
+        [(empty(out_sizes, element), every)],
+        rank,
+        (),
+        lambda arguments: [element_at([linalg.IndexOp(dim).result for dim in range(rank)], arguments[0])],
+    )[0]
+    return [
+        value if value.type == type_ else tensor.CastOp(type_, value).result
+        for value, type_ in zip((values, indices), ctx.result_types, strict=True)
+    ]
+
+
 def _runtime_k(ctx: LoweringRuleContext, source: ir.Value, axis: int) -> ir.Value:
     """K as an index, for a result whose size along `axis` is dynamic: the `k` attribute
     before opset 10, else the K input (read at run time unless constant). A constant K is
     range-checked now against a static axis; otherwise a `cf.assert` checks 0 <= K <= the axis
-    length at run time."""
+    length at run time (and a run-time K is clamped to that range, see `data_size`)."""
     index = ir.IndexType.get()
     length = tensor_size(source, axis)
     known: int | None = None
@@ -293,7 +335,7 @@ def _runtime_k(ctx: LoweringRuleContext, source: ir.Value, axis: int) -> ir.Valu
         in_range,
         f"{ctx.niro_location}: '{op_name(ctx.op)}' op: K is negative or exceeds the length of axis {axis}",
     )
-    return k
+    return k if known is not None else data_size(k, extent)
 
 
 def _check_k(ctx: LoweringRuleContext, k: int) -> None:

@@ -29,6 +29,7 @@ from .indexing import (
     collapse,
     const_index,
     constant_input,
+    data_size,
     expand,
     fill,
     floordiv,
@@ -279,7 +280,7 @@ def _lower_constant_of_shape(ctx: LoweringRuleContext) -> list[ir.Value]:
     shape_type = _source(ctx, 0, "shape")
     sizes = [
         None if dim is not None
-        else to_index(tensor.ExtractOp(ctx.operands[0], [const_index(axis)]).result, shape_type.element_type)
+        else data_size(to_index(tensor.ExtractOp(ctx.operands[0], [const_index(axis)]).result, shape_type.element_type))
         for axis, dim in enumerate(result.shape)
     ]
     scalar = arith.ConstantOp(lower_scalar_type(result.element_type), element).result
@@ -370,7 +371,7 @@ def _lower_expand(ctx: LoweringRuleContext) -> list[ir.Value]:
                 continue
             requested = to_index(tensor.ExtractOp(ctx.operands[1], [const_index(axis)]).result, shape_type.element_type)
             if axis < offset:
-                sizes[axis] = requested
+                sizes[axis] = data_size(requested)
             else:
                 # The broadcast of the input dim and the requested one: whichever is not 1.
                 own = _size(ctx, ctx.operands[0], source, axis - offset)

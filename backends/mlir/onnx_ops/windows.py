@@ -457,34 +457,52 @@ def pad_for_window(
     ]
     padded = pad(ctx, x, [0, 0, *geometry.pads_begin], [0, 0, *high], padding)
     shape = list(ir.RankedTensorType(padded.type).shape)
-    # NOTE: a dynamic axis is not cut: linalg checks sizes only when static, and its loops
-    # take their bounds from the output and the window, never from this input.
-    needed = shape[:2] + [
-        (out - 1) * s + (k - 1) * d + 1 if isinstance(out, int) else DYNAMIC
-        for out, s, k, d in zip(
-            geometry.output, geometry.strides, geometry.kernel, geometry.dilations, strict=True
-        )
-    ]
+    # NOTE: a dynamic axis with a stride is cut too, to a size computed at run time: linalg
+    # itself takes the loop bounds from the output and the window, but IREE (3.13) miscompiles
+    # a strided window op whose input is longer than its windows read when that input also
+    # feeds another op (torchvision's FPN: LastLevelMaxPool (kernel 1, stride 2) and the RPN
+    # head's conv both read the last FPN level; the conv computed wrong numbers). With a stride
+    # of 1 the windows read the whole padded axis, so it is kept as it is.
+    needed: list[int | ir.Value] = shape[:2]
+    for out, s, k, d in zip(
+        geometry.output, geometry.strides, geometry.kernel, geometry.dilations, strict=True
+    ):
+        if isinstance(out, int):
+            needed.append((out - 1) * s + (k - 1) * d + 1)
+        elif isinstance(out, ir.Value) and s > 1:
+            start = arith.SubIOp(out, ctx.index_constant(1)).result
+            last = arith.MulIOp(start, ctx.index_constant(s)).result
+            needed.append(arith.AddIOp(last, ctx.index_constant((k - 1) * d + 1)).result)
+        else:
+            needed.append(DYNAMIC)
     return crop(padded, needed)
 
 
-def crop(value: ir.Value, sizes: Sequence[int]) -> ir.Value:
+def crop(value: ir.Value, sizes: Sequence[int | ir.Value]) -> ir.Value:
     """The leading `sizes` of every axis of a tensor (no-op when already that shape); a `sizes`
-    entry of DYNAMIC keeps the whole (dynamic) axis."""
+    entry of DYNAMIC keeps the whole (dynamic) axis, an index value cuts it at run time."""
     source = ir.RankedTensorType(value.type)
     if list(source.shape) == list(sizes):
         return value
     return extract_slice(value, [0] * len(sizes), sizes)
 
 
-def extract_slice(value: ir.Value, offsets: Sequence[int], sizes: Sequence[int]) -> ir.Value:
+def extract_slice(
+    value: ir.Value, offsets: Sequence[int], sizes: Sequence[int | ir.Value]
+) -> ir.Value:
     """`tensor.extract_slice` of static `offsets` and `sizes`, unit strides; a size of DYNAMIC
-    takes the whole of a dynamic axis (its offset must be 0), its size from `tensor.dim`."""
+    takes the whole of a dynamic axis (its offset must be 0), its size from `tensor.dim`; an
+    index value is a size computed at run time."""
     source = ir.RankedTensorType(value.type)
-    result = ir.RankedTensorType.get(list(sizes), source.element_type)
-    dynamic = [structured.tensor_size(value, axis) for axis, size in enumerate(sizes) if size == DYNAMIC]
+    static = [DYNAMIC if isinstance(size, ir.Value) else size for size in sizes]
+    result = ir.RankedTensorType.get(static, source.element_type)
+    dynamic = [
+        size if isinstance(size, ir.Value) else structured.tensor_size(value, axis)
+        for axis, size in enumerate(sizes)
+        if isinstance(size, ir.Value) or size == DYNAMIC
+    ]
     return tensor.ExtractSliceOp(
-        result, value, [], dynamic, [], list(offsets), list(sizes), [1] * len(sizes)
+        result, value, [], dynamic, [], list(offsets), static, [1] * len(sizes)
     ).result
 
 

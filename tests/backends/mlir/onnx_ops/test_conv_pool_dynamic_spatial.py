@@ -373,3 +373,35 @@ def test_a_wrong_run_time_channel_count_stops_with_the_reason(tmp_path_factory) 
         r"4 its filter W needs",
     ):
         call(vm_module, "g", x)
+
+
+def _fpn_last_level() -> onnx.ModelProto:
+    """torchvision's FPN last level: Conv -> Conv (f); f feeds LastLevelMaxPool (kernel 1,
+    stride 2) and the RPN head (Conv -> Relu -> Conv)."""
+    weights = random_weights(
+        21, wa=(8, 4, 1, 1), wb=(8, 8, 3, 3), wc=(8, 8, 3, 3), wd=(3, 8, 1, 1), bd=(3,)
+    )
+    weights["zero"] = np.zeros(8, np.float32)  # one bias shared by three convs, as exported
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "wa", "zero"], ["a"], kernel_shape=[1, 1]),
+        node("Conv", ["a", "wb", "zero"], ["f"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        node("MaxPool", ["f"], ["pool"], kernel_shape=[1, 1], strides=[2, 2]),
+        node("Conv", ["f", "wc", "zero"], ["h"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        node("Relu", ["h"], ["r"]),
+        node("Conv", ["r", "wd", "bd"], ["y"], kernel_shape=[1, 1]),
+    ]
+    outputs = {"y": onnx.TensorProto.FLOAT, "pool": onnx.TensorProto.FLOAT}
+    return graph_model(nodes, HW, weights, outputs=outputs)
+
+
+def test_a_strided_pool_beside_a_conv_of_the_same_input_matches_onnxruntime(tmp_path) -> None:
+    # The pool's input is cut to the rows its windows read (10 -> 9): IREE computed the head's
+    # conv wrong when the uncut input fed both (windows.pad_for_window).
+    model = _fpn_last_level()
+    vm_module = compile_onnx(model, tmp_path, "fpn_last_level")
+    feeds_list = [
+        {"x": np.random.default_rng(seed).standard_normal(shape).astype(np.float32)}
+        for seed, shape in enumerate([(1, 4, 10, 10), (1, 4, 10, 13)])
+    ]
+    assert_matches_onnxruntime(vm_module, model, feeds_list, function="g", rtol=1e-4, atol=1e-5)
