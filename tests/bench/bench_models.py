@@ -12,6 +12,9 @@ each model runs every command below as its own process, `--runs` times (median r
 | `hex` | streaming the weights' files as hex text to an output file in 256 KiB chunks (`binascii.hexlify`): the floor for MLIR text |
 | `onnx.load` | `python -c "import onnx; onnx.load(m)"` (with its external data): the parse floor |
 | `import onnx` | `python -c "import onnx"` (one-node model only): the start-up floor |
+| `import deps` | imports what DESIGN.md makes niroc use (onnx, onnx_ir, click, the MLIR bindings and the dialect modules the lowering builds with) and makes an MLIR context (one-node model only): start-up no design on these dependencies can go below |
+| `MLIR parse` | reads niroc's own bytecode output of the model back with the MLIR bindings (small_nodes only) |
+| `MLIR parse+verify+print` | the same, then MLIR's verifier and its text printer with niroc's options into a file: minus `MLIR parse`, what MLIR itself costs for the module niroc builds, verified in-process and printed as DESIGN.md requires |
 | `niroc text` | `niroc -q M -o out.mlir` |
 | `niroc bytecode` | `niroc -q M -o out.mlirbc` |
 | `iree-import-onnx` | the peer, `iree-import-onnx M -o out.mlir`, from the iree-base-compiler wheel |
@@ -52,6 +55,8 @@ OUT = ROOT / "testdata" / "generated" / "bench"
 GENERATOR = ROOT / "testdata" / "bench" / "generate.py"
 MODELS = ("one_node", "small_nodes", "transformer", "mlp_inline", "mlp_external")
 WEIGHT_BOUND = ("mlp_external", "mlp_inline", "transformer")
+MLIR_FLOOR_INPUT = "out.floor-input.mlirbc"
+"""niroc's bytecode output of small_nodes, made before the measured runs: the `MLIR parse` floors read it."""
 HEX_CHUNK = 256 << 10
 MIB = 1 << 20
 
@@ -87,6 +92,44 @@ with open(sys.argv[1], "wb") as out:
 """
 
 _ONNX_LOAD = "import sys, onnx; onnx.load(sys.argv[1])"
+
+# NOTE: the same binding choice as backends/mlir/bindings.py (upstream `mlir` first), without
+# importing niroc: these are floors of the dependencies, not of niroc's code.
+_BINDINGS = """
+try:
+    from mlir import ir
+    from mlir.dialects import _linalg_ops_gen, arith, cf, func, math, scf, tensor
+except ImportError:
+    from iree.compiler import ir
+    from iree.compiler.dialects import _linalg_ops_gen, arith, cf, func, math, scf, tensor
+"""
+
+# NOTE: onnx_ir as niroc imports it: sympy deferred (frontends/onnx/_deferred.py, loaded by path
+# so that no other niroc module is imported).
+_IMPORT_DEPS = f"""
+import importlib.util
+spec = importlib.util.spec_from_file_location("_deferred", {str(ROOT / "frontends" / "onnx" / "_deferred.py")!r})
+deferred = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(deferred)
+deferred.defer_sympy()
+import onnx, onnx_ir, click
+""" + _BINDINGS + "ir.Context()"
+
+_MLIR_PARSE = _BINDINGS + """
+import sys
+with ir.Context():
+    module = ir.Module.parse(open(sys.argv[1], "rb").read())
+"""
+
+_MLIR_PRINT = _MLIR_PARSE + """
+    import os
+    module.operation.verify()
+    with open(sys.argv[2], "wb") as out:
+        module.operation.print(file=out, binary=True, enable_debug_info=True, assume_verified=True,
+                               large_resource_limit=1)
+        out.flush()
+        os.fsync(out.fileno())
+"""
 
 # The peer writes without fsync; this wrapper runs it and then fsyncs its output, so its
 # figures include the same disk work as niroc's (the child's rusage covers the peer).
@@ -216,6 +259,11 @@ def commands_for(name: str, allow_unknown: bool, skip_peer: bool) -> list[tuple[
     ]
     if name == "one_node":
         commands.append(("import onnx", [python, "-c", "import onnx"], None, ""))
+        commands.append(("import deps", [python, "-c", _IMPORT_DEPS], None, ""))
+    if name == "small_nodes":
+        mlir_input = str(folder / MLIR_FLOOR_INPUT)
+        commands.append(("MLIR parse", [python, "-c", _MLIR_PARSE, mlir_input], None, ""))
+        commands.append(("MLIR parse+verify+print", [python, "-c", _MLIR_PRINT, mlir_input, str(floor)], floor, ""))
     commands += [
         ("niroc text", [str(BIN / "niroc"), "-q", model, *extra, "-o", str(text)], text, note),
         ("niroc bytecode", [str(BIN / "niroc"), "-q", model, *extra, "-o", str(bytecode)], bytecode, note),
@@ -245,6 +293,10 @@ def measure_model(name: str, runs: int, skip_peer: bool) -> list[Row]:
     lowering_error = needs_allow_unknown(model)
     rows = []
     run_process([str(BIN / "python"), "-c", _READ, *map(str, model_files(name))], None)  # warm the page cache
+    if name == "small_nodes":
+        extra = ["--allow-unknown"] if lowering_error else []
+        subprocess.run([str(BIN / "niroc"), "-q", str(model), *extra, "-o", str(OUT / name / MLIR_FLOOR_INPUT)],
+                       check=True)
     for label, argv, output, note in commands_for(name, lowering_error is not None, skip_peer):
         row = Row(name, label, note)
         for _ in range(runs_for(name, label, runs)):
@@ -354,8 +406,21 @@ def checks(rows: list[Row]) -> list[Check]:
         if row:
             found.append(Check("small_nodes", "niroc text: us per node (wall)", row.median("wall") / 20_000 * 1e6,
                                "~15", None, "whole process, start-up included"))
+        parse, printed = _find(rows, "small_nodes", "MLIR parse"), _find(rows, "small_nodes", "MLIR parse+verify+print")
+        load = _find(rows, "small_nodes", "onnx.load")
+        if parse and printed and load:
+            mlir_own = printed.median("wall") - parse.median("wall")
+            found.append(Check("small_nodes", "MLIR's verifier + printer alone / onnx.load (wall)",
+                               mlir_own / load.median("wall"), "(floor under DESIGN.md)", None,
+                               f"{mlir_own:.2f} s: parse+verify+print minus parse, niroc's module"))
     if "one_node" in models:
         ratio_check("one_node", "niroc text / import onnx (wall)", "niroc text", "import onnx", 1.3)
+        deps = _ratio(rows, "one_node", "import deps", "import onnx")
+        if deps is not None:
+            found.append(Check("one_node", "import deps / import onnx (wall)", deps, "(floor under DESIGN.md)", None,
+                               "onnx, onnx_ir, click, MLIR bindings + context"))
+            own = _ratio(rows, "one_node", "niroc text", "import deps")
+            found.append(Check("one_node", "niroc text / import deps (wall)", own, "(niroc's own start-up)", None))
     for model in sorted(models, key=MODELS.index):
         for command in ("niroc text", "niroc bytecode"):
             row = next((row for row in rows if row.model == model and row.command == command), None)
