@@ -105,9 +105,28 @@ def _reshape_sizes(ctx: LoweringRuleContext, source: TensorType, target: TensorT
         known = mul(known, select(cmp("eq", raw, -1), 1, raw))
     inferred = floordiv(_count(ctx, data, source), known)
     return [
-        None if dim is not None else select(cmp("eq", raw, -1), inferred, raw)
-        for dim, raw in zip(target.shape, requested, strict=True)
+        None if dim is not None else _bounded(ctx, axis, select(cmp("eq", raw, -1), inferred, raw))
+        for axis, (dim, raw) in enumerate(zip(target.shape, requested, strict=True))
     ]
+
+
+_LARGEST_DIM = 2**31 - 1
+
+
+def _bounded(ctx: LoweringRuleContext, axis: int, size: ir.Value) -> ir.Value:
+    """`size`, checked at run time to lie in [0, 2**31 - 1], then clamped to that range (the
+    same value) so that the compiler can bound it.
+
+    NOTE: IREE (3.x) miscomputes buffer sizes from a dim read from data that it cannot bound:
+    its int-range optimization folds the aligned byte size of (such a dim) x (a size coming
+    out of an `scf.if` with a loop in a branch, e.g. NonMaxSuppression inside If) to 0, and
+    the result then shares memory with the function's other results (torchvision RetinaNet's
+    boxes came out as its scores, or the heap was corrupted)."""
+    fits = arith.AndIOp(cmp("sge", size, 0), cmp("sle", size, _LARGEST_DIM)).result
+    assert_true(
+        fits, f"{ctx.niro_location}: '{op_name(ctx.op)}' op: result dim {axis} is negative or above {_LARGEST_DIM}"
+    )
+    return data_size(size, _LARGEST_DIM)
 
 
 @register_lowering("onnx.Flatten", since=1)

@@ -113,8 +113,23 @@ def _lower_concat(ctx: LoweringRuleContext) -> list[ir.Value]:
         return [ctx.empty_tensor(result, sizes)]
     # NOTE: `tensor.concat`, not insert_slices into a `tensor.empty`: IREE (3.13) failed to
     # compile the latter for a dynamic 1-D Concat in one of several Loops' results ("streamable
-    # op expected to be in an execution region", PyTorch dynamo's EmbeddingBag).
-    return [tensor.ConcatOp(ctx.result_types[0], axis, parts).result]
+    # op expected to be in an execution region", PyTorch dynamo's EmbeddingBag). Each operand
+    # is first cast to the result's dims off the axis, so the concat's type is the one MLIR
+    # infers from its operands up to the axis length: IREE's rewrites of a concat typed more
+    # statically than its operands (`tensor<?x?xf32>` operands, a `tensor<?x17xf32>` result)
+    # broke a Loop's carried type in iree-compile.
+    result_type = ir.RankedTensorType(ctx.result_types[0])
+    aligned = []
+    for part in parts:
+        shape = list(result_type.shape)
+        shape[axis] = ir.RankedTensorType(part.type).shape[axis]
+        aligned.append(cast_to(part, ir.RankedTensorType.get(shape, result_type.element_type)))
+    lengths = [ir.RankedTensorType(part.type).shape[axis] for part in aligned]
+    sizes = list(result_type.shape)
+    dynamic = ir.ShapedType.get_dynamic_size()
+    sizes[axis] = dynamic if dynamic in lengths else sum(lengths)
+    joined = tensor.ConcatOp(ir.RankedTensorType.get(sizes, result_type.element_type), axis, aligned).result
+    return [cast_to(joined, result_type)]
 
 
 # -- Split ----------------------------------------------------------------------------------------

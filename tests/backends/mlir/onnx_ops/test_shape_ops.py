@@ -16,7 +16,7 @@ import re
 import numpy as np
 import onnx
 import pytest
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from tests.conformance.pipeline import run_case
@@ -371,3 +371,73 @@ def test_tile_negative_run_time_repeat_fails_the_run() -> None:
     outcome = run_case(wrong)
     assert outcome.stage == "run", outcome
     assert "'onnx.Tile' op: repeats[1] is negative" in outcome.message, outcome.message
+
+
+def _kept_boxes_case(count: int) -> NodeTestCase:
+    """As torchvision's detectors end: boxes reshaped to a shape read from data, then
+    batched_nms = If(no boxes) then [] else NonMaxSuppression, and the kept boxes and scores
+    gathered (IREE once sized the boxes' buffer 0 bytes, see shape_ops._bounded)."""
+    rng = np.random.default_rng(5)
+    corner = rng.uniform(0, 100, (count, 2)).astype(np.float32)
+    boxes = np.concatenate([corner, corner + rng.uniform(5, 30, (count, 2)).astype(np.float32)], 1)
+
+    def const(name: str, values: list, dtype=TensorProto.INT64) -> onnx.NodeProto:
+        return N("Constant", [], [name], value=helper.make_tensor(name, dtype, [len(values)], values))
+
+    nms = helper.make_graph(
+        [
+            const("first", [0]),
+            N("Unsqueeze", ["boxes", "first"], ["batched"]),
+            N("Unsqueeze", ["scores", "first"], ["scores_2d"]),
+            N("Unsqueeze", ["scores_2d", "first"], ["scores_3d"]),
+            const("most", [1000]),
+            const("iou", [0.5], TensorProto.FLOAT),
+            N("NonMaxSuppression", ["batched", "scores_3d", "most", "iou"], ["selected"]),
+            const("box_column", [2]),
+            N("Gather", ["selected", "box_column"], ["column"], axis=1),
+            const("second", [1]),
+            N("Squeeze", ["column", "second"], ["kept"]),
+        ],
+        "nms",
+        [],
+        [helper.make_tensor_value_info("kept", TensorProto.INT64, [None])],
+    )
+    nothing = helper.make_graph(
+        [const("none", [])], "nothing", [], [helper.make_tensor_value_info("none", TensorProto.INT64, [0])]
+    )
+    return graph_case(
+        "reshape_then_nms_in_if",
+        [
+            N("Reshape", ["x", "s"], ["boxes"]),
+            N("Shape", ["boxes"], ["shape"]),
+            N("ReduceProd", ["shape"], ["elements"], keepdims=0),
+            N("Equal", ["elements", "zero"], ["empty"]),
+            N("If", ["empty"], ["kept"], then_branch=nothing, else_branch=nms),
+            N("Slice", ["kept", "start", "end"], ["top"]),
+            N("Gather", ["boxes", "top"], ["y"], axis=0),
+            N("Gather", ["scores", "top"], ["kept_scores"], axis=0),
+        ],
+        {
+            "x": (boxes.reshape(count, 2, 2), ["N", "M", 2]),
+            "s": (np.array([count, 4], I64), [2]),
+            "scores": (rng.random(count).astype(np.float32), ["N"]),
+        },
+        {"zero": np.array(0, I64), "start": np.array([0], I64), "end": np.array([50], I64)},
+        opset=17,
+        outputs=("y", "kept_scores"),
+        reference="onnxruntime",
+    )
+
+
+def test_boxes_kept_by_nms_in_an_if_are_gathered_right() -> None:
+    outcome = run_case(_kept_boxes_case(120))
+    assert outcome.passed, f"{outcome.stage}: {outcome.message}"
+
+
+def test_reshape_to_a_negative_run_time_dim_fails_the_run() -> None:
+    case = graph_case("reshape_run_time_shape", [N("Reshape", ["x", "s"], ["y"])], {"x": (X, ["N", 3, 4]), "s": (np.array([6, 4], I64), [2])})
+    ((inputs, expected),) = case.data_sets
+    wrong = NodeTestCase(case.name, case.model, (((inputs[0], np.array([-6, -4], I64)), expected),), 1e-3, 1e-5)
+    outcome = run_case(wrong)
+    assert outcome.stage == "run", outcome
+    assert "'onnx.Reshape' op: result dim 0 is negative or above 2147483647" in outcome.message, outcome.message
