@@ -76,14 +76,6 @@ def extract_slice(
     ).result
 
 
-def insert_slice(source: ir.Value, dest: ir.Value, offsets: list[Mixed], sizes: list[Mixed]) -> ir.Value:
-    dyn_offsets, static_offsets = _offset_mark(offsets)
-    dyn_sizes, static_sizes = _mixed(sizes)
-    return tensor.InsertSliceOp(
-        source, dest, dyn_offsets, dyn_sizes, [], static_offsets, static_sizes, [1] * len(sizes)
-    ).result
-
-
 def _dim(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType, axis: int) -> Mixed:
     dim = type_.shape[axis]
     return dim if dim is not None else ctx.dim_size(value, axis)
