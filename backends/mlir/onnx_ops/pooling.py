@@ -309,31 +309,56 @@ def _divide_at_run_time(
     """sums / the count of window positions that count, for dynamic spatial dims.
 
     Without ceil_mode every window lies inside the explicitly padded input, so with
-    count_include_pad=1 the count is the kernel size. Otherwise the counts are window sums of
-    a (1, 1, S...) tensor of ones, padded with ones (count_include_pad=1) or zeros as the
-    input is; they divide the sums broadcast over N and C. NOTE: a window entirely in the
-    padding divides by 0 here (the static path refuses it; its average is undefined)."""
-    if include_pad and not attribute(ctx, "ceil_mode", 0):
+    count_include_pad=1 (or with no padding at all) the count is the kernel size. Otherwise
+    each output position's count is computed in closed form from its index, in the division's
+    own loop: per spatial axis, the taps k in [0, K) with lo <= o*s - begin + k*d < hi, where
+    [lo, hi) is the input (count_include_pad=0) or the explicitly padded input (1); the count
+    is the product over the axes. NOTE: a window entirely in the padding divides by 0 here
+    (the static path refuses it; its average is undefined).
+
+    NOTE: iree-compile 3.13 miscompiles the earlier form of this divisor, window sums of a
+    `linalg.fill` of ones (cut or padded as the input): with count_include_pad=0 and no
+    padding every count came out 1, so the result was the window's sum (a 2x2 window gave 24
+    for 6). test_conv_pool_dynamic_spatial.py's average pool cases fail with it."""
+    ceil_mode = bool(attribute(ctx, "ceil_mode", 0))
+    unpadded = all(
+        isinstance(pad_size, int) and pad_size == 0
+        for pad_size in (*geometry.pads_begin, *geometry.pads_end)
+    )
+    if not ceil_mode and (include_pad or unpadded):
         count = scalar_constant(element, float(np.prod(geometry.kernel)))
         return _map_elements(sums, lambda value: arith.DivFOp(value, count).result)
-    zero, one = ctx.zero(element), scalar_constant(element, 1.0)
     rank = len(geometry.kernel)
-    ones = filled(ctx, [1, 1, *tensor_sizes(x)[2:]], element, one)
-    if include_pad:
-        ones = pad(ctx, ones, [0, 0, *geometry.pads_begin], [0, 0, *geometry.pads_end], one)
-        geometry = dataclasses.replace(geometry, pads_begin=(0,) * rank, pads_end=(0,) * rank)
-    add = lambda a, b: arith.AddFOp(a, b).result  # noqa: E731
-    counts = _window_reduce(ctx, ones, (1, 1), geometry, zero, zero, add)
+    sizes = tensor_sizes(x)[2:]
+
+    def index(value: int | ir.Value) -> ir.Value:
+        return ctx.index_constant(value) if isinstance(value, int) else value
+
+    def divide(args):
+        count = None
+        for axis in range(rank):
+            begin, end = index(geometry.pads_begin[axis]), index(geometry.pads_end[axis])
+            low = arith.SubIOp(index(0), begin).result if include_pad else index(0)
+            high = arith.AddIOp(index(sizes[axis]), end).result if include_pad else sizes[axis]
+            stride = index(geometry.strides[axis])
+            start = arith.SubIOp(
+                arith.MulIOp(linalg.IndexOp(2 + axis).result, stride).result, begin
+            ).result
+            dilation = index(geometry.dilations[axis])
+            first = arith.CeilDivSIOp(arith.SubIOp(low, start).result, dilation).result
+            first = arith.MaxSIOp(first, index(0)).result
+            stop = arith.CeilDivSIOp(arith.SubIOp(index(high), start).result, dilation).result
+            stop = arith.MinSIOp(stop, index(geometry.kernel[axis])).result
+            taps = arith.MaxSIOp(arith.SubIOp(stop, first).result, index(0)).result
+            count = taps if count is None else arith.MulIOp(count, taps).result
+        i64 = ir.IntegerType.get_signless(64)
+        divisor = arith.SIToFPOp(element, arith.IndexCastOp(i64, count).result).result
+        return arith.DivFOp(args[0], divisor).result
+
     y_type = ir.RankedTensorType(sums.type)
     loops = [dim(a) for a in range(2 + rank)]
-    origin = [ir.AffineConstantExpr.get(0)] * 2
     return generic(
-        y_type,
-        [sums, counts],
-        empty_like(sums),
-        [loops, origin + loops[2:], loops],
-        [PARALLEL] * (2 + rank),
-        lambda args: arith.DivFOp(args[0], args[1]).result,
+        y_type, [sums], empty_like(sums), [loops, loops], [PARALLEL] * (2 + rank), divide
     )
 
 
