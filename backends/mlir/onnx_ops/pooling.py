@@ -9,13 +9,12 @@ as the count of window positions inside the input (count_include_pad=0) or insid
 explicitly padded input (count_include_pad=1), and divides the window sums as a small constant.
 The batch dim N may be dynamic: its size comes from `tensor.dim` of the input at run time.
 Spatial dims may be dynamic too: the output sizes are then computed at run time, and
-AveragePool's divisor, when windows differ, is a window sum of a tensor of ones padded as the
-input is (`_divide_at_run_time`). MaxPool's Indices output still needs static spatial dims.
+AveragePool's divisor, when windows differ, is computed in closed form from each output's index
+in the division's own loop (`_divide_at_run_time`). MaxPool's Indices output still needs static spatial dims.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -37,7 +36,6 @@ from .windows import (
     filled,
     generic,
     numpy_constant,
-    pad,
     pad_for_window,
     scalar_constant,
     spatial_shape,
