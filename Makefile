@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 JOBS ?= 2
 
-.PHONY: help install test zoo lint format bench conformance fuzz clean
+.PHONY: help install test zoo lint format bench conformance fuzz clean mlir-snapshot
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -26,6 +26,9 @@ lint: ## ruff check
 
 format: ## ruff format
 	$(BIN)/ruff format .
+
+mlir-snapshot: ## hash the MLIR of every node test and test model into SNAPSHOT (default testdata/generated/mlir-snapshot.json); compare two with `python -m tests.tools.mlir_snapshot compare A B`
+	$(BIN)/python -m tests.tools.mlir_snapshot write $${SNAPSHOT:-testdata/generated/mlir-snapshot.json} --jobs $(JOBS)
 
 clean: ## remove the venv and generated files
 	rm -rf $(VENV) build *.egg-info .pytest_cache testdata/generated

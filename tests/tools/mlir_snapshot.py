@@ -1,0 +1,120 @@
+"""The MLIR niroc emits for every ONNX node test and every test model, as a manifest of hashes.
+
+A refactor of the importer or the lowerings must not change what niroc emits unless it means
+to; this is how that is checked. `write` lowers each model (node tests regenerated from the
+installed onnx, testdata's ONNX text and PyTorch exports) and records a SHA-256 of its MLIR
+text, or of the first line of the error that refused it; `compare` lists what differs
+between two manifests. Usage:
+
+    python -m tests.tools.mlir_snapshot write BEFORE.json [--filter SUBSTRING] [--keep DIR]
+    ... change the code ...
+    python -m tests.tools.mlir_snapshot write AFTER.json
+    python -m tests.tools.mlir_snapshot compare BEFORE.json AFTER.json
+
+`--keep DIR` also writes each model's MLIR text into DIR, to diff the ones that changed.
+Exit status of `compare`: 0 identical, 1 some differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL_FOLDERS = ("testdata/onnx", "testdata/pytorch", "testdata/cli", "tests/cli")
+
+
+def _models(name_filter: str) -> Iterator[tuple[str, bytes | Path]]:
+    """(name, serialized model or path) of every model the snapshot covers."""
+    from tests.onnx_node_cases import node_test_cases
+
+    for case in node_test_cases():
+        if name_filter in case.name:
+            yield f"node/{case.name}", case.model.SerializeToString()
+    for folder in MODEL_FOLDERS:
+        for path in sorted((REPO / folder).glob("*")):
+            if path.suffix in (".onnx", ".onnxtxt") and name_filter in path.name:
+                yield f"{folder}/{path.name}", path
+
+
+def _emit(item: tuple[str, bytes | Path, str | None]) -> tuple[str, str]:
+    """(name, "mlir <sha256>" or "refused <first error line>") of one model."""
+    from niro.backends.mlir import cannot_lower, lower_to_mlir
+    from niro.frontends.onnx import import_model
+    from niro.ir import NirocError
+
+    name, source, keep = item
+    try:
+        with tempfile.TemporaryDirectory(prefix="niroc-snapshot-") as folder:
+            if isinstance(source, bytes):
+                path = os.path.join(folder, "model.onnx")
+                Path(path).write_bytes(source)
+            else:
+                path = str(source)
+            module = import_model(path, expand_functions=cannot_lower)
+            text = io.BytesIO()
+            lower_to_mlir(module).write_text(text)
+    except NirocError as error:
+        return name, "refused " + str(error).splitlines()[0]
+    except Exception as error:  # a crash is a result to compare too
+        return name, f"crash {type(error).__name__}: " + str(error).splitlines()[0][:200]
+    if keep:
+        target = Path(keep) / (name.replace("/", "__") + ".mlir")
+        target.write_bytes(text.getvalue())
+    return name, "mlir " + hashlib.sha256(text.getvalue()).hexdigest()
+
+
+def write(manifest: str, name_filter: str, keep: str | None, jobs: int) -> int:
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+    items = [(name, source, keep) for name, source in _models(name_filter)]
+    context = multiprocessing.get_context("fork")
+    with context.Pool(jobs, maxtasksperchild=100) as pool:
+        results = dict(pool.imap_unordered(_emit, items, chunksize=8))
+    with open(manifest, "w") as file:
+        json.dump(dict(sorted(results.items())), file, indent=0)
+    emitted = sum(result.startswith("mlir ") for result in results.values())
+    print(f"{manifest}: {len(results)} models, {emitted} lowered, {len(results) - emitted} not")
+    return 0
+
+
+def compare(before_path: str, after_path: str) -> int:
+    before = json.loads(Path(before_path).read_text())
+    after = json.loads(Path(after_path).read_text())
+    differ = 0
+    for name in sorted(before.keys() | after.keys()):
+        old, new = before.get(name, "(absent)"), after.get(name, "(absent)")
+        if old != new:
+            differ += 1
+            print(f"{name}\n  before: {old[:160]}\n  after:  {new[:160]}")
+    print(f"{differ} of {len(before.keys() | after.keys())} models differ")
+    return 1 if differ else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    write_parser = commands.add_parser("write")
+    write_parser.add_argument("manifest")
+    write_parser.add_argument("--filter", default="")
+    write_parser.add_argument("--keep", default=None)
+    write_parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    compare_parser = commands.add_parser("compare")
+    compare_parser.add_argument("before")
+    compare_parser.add_argument("after")
+    arguments = parser.parse_args(argv)
+    if arguments.command == "write":
+        return write(arguments.manifest, arguments.filter, arguments.keep, arguments.jobs)
+    return compare(arguments.before, arguments.after)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
