@@ -5,12 +5,18 @@ no entry is an error at import). Each function reads the current op's site from 
 `FunctionCheck` and reports under the rule ids of VERIFIER_RULES. UnknownOps get the generic
 checks here plus, when an operator library registered one for their name, a type rule
 (`register_op_type_rule`).
+
+Operator libraries are found through the `niro.op_type_rules` entry points (the ONNX frontend
+declares one in pyproject.toml), loaded the first time verify() meets an UnknownOp name that
+no loaded library has a rule for: a module gets the same diagnostics whatever the process
+imported before. ir itself still imports no library.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from importlib import metadata
 
 from .attributes import attribute_problem
 from .literals import classify_literal_problem
@@ -57,6 +63,8 @@ OpTypeRuleSource = Callable[[str], "OpTypeRule | None"]
 _UNKNOWN_OP_TYPE_RULES: dict[str, OpTypeRule] = {}
 _RULE_SOURCES: list[OpTypeRuleSource] = []
 _NAMES_WITHOUT_RULE: set[str] = set()
+_LIBRARIES_LOADED: list[bool] = []
+OP_TYPE_RULE_ENTRY_POINTS = "niro.op_type_rules"
 _RULE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
@@ -98,12 +106,27 @@ def unregister_op_type_rule(name: str) -> None:
     del _UNKNOWN_OP_TYPE_RULES[name]
 
 
+def _load_operator_libraries() -> None:
+    """Import every library declared under the `niro.op_type_rules` entry points, once; each
+    registers its rules when imported (or when its entry point, a callable, is called)."""
+    _LIBRARIES_LOADED.append(True)
+    for entry_point in metadata.entry_points(group=OP_TYPE_RULE_ENTRY_POINTS):
+        loaded = entry_point.load()
+        if callable(loaded):
+            loaded()
+
+
 def _type_rule_for(name: object) -> OpTypeRule | None:
     if not isinstance(name, str):
         return None
     rule = _UNKNOWN_OP_TYPE_RULES.get(name)
     if rule is not None or name in _NAMES_WITHOUT_RULE:
         return rule
+    if not _LIBRARIES_LOADED:
+        _load_operator_libraries()
+        rule = _UNKNOWN_OP_TYPE_RULES.get(name)
+        if rule is not None:
+            return rule
     for source in _RULE_SOURCES:
         rule = source(name)
         if rule is not None:
