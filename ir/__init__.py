@@ -2,7 +2,7 @@
 
 Pure Python: this package never imports onnx or mlir. Callers import from `niro.ir`, never from
 a submodule. `format_tree` is loaded on first use: it needs rich (~25 ms), which a compile that
-succeeds never does (issue #7's start-up target).
+succeeds never does (the start-up budget).
 """
 
 from .attributes import Attribute, Buffer, Literal, as_memoryview, buffer_nbytes, is_buffer

@@ -27,7 +27,7 @@ class ScalarType(enum.Enum):
     """A single non-tensor value's type.
 
     The spec's initial five (BOOL, I32, I64, F32, F64) plus the element types real models need
-    (DESIGN.md). The enum value is the assembly spelling.
+    (docs/design.md). The enum value is the assembly spelling.
     """
 
     BOOL = "i1"

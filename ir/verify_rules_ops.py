@@ -92,7 +92,7 @@ def register_op_type_rule_source(source: OpTypeRuleSource) -> None:
 
     A library with hundreds of ops (the ONNX operator library) makes the rule of an op when
     verify() first meets it, instead of registering them all when it is imported: building the
-    whole table cost ~40 ms of every niroc start-up (issue #7). Sources are asked in the order
+    whole table cost ~40 ms of every niroc start-up. Sources are asked in the order
     they were registered; the first rule wins.
     """
     if not callable(source):

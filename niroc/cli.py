@@ -120,7 +120,7 @@ def run() -> NoReturn:
     NOTE: once the work is done and written, the process ends with `os._exit` after flushing
     stdout and stderr, skipping the interpreter's teardown: freeing every module and object one
     by one (onnx, protobuf, numpy, the MLIR libraries, the whole IR) cost ~0.12 s on a one-node
-    model, a quarter of niroc's start-up (issue #7), for memory the OS takes back anyway, as
+    model, a quarter of niroc's start-up, for memory the OS takes back anyway, as
     clang's -disable-free does. Every output file is closed (and fsynced) before `main` returns.
     """
     code = 0
@@ -185,7 +185,7 @@ def _print_timing(session: Session) -> None:
 def _tune_garbage_collector() -> None:
     """niroc is one short run that allocates hundreds of thousands of objects (protobuf
     wrappers, IR ops, MLIR handles) and frees few: with the default thresholds the cyclic
-    collector rescans them again and again (~15% of a 20,000-node compile, issue #7). Rarer
+    collector rescans them again and again (~15% of a 20,000-node compile). Rarer
     young collections keep cycles collected, at a few MB more.
     """
     gc.set_threshold(50_000, 20, 100)

@@ -36,7 +36,7 @@ class VerificationFailed(NirocError):
 
 def progress_for(session: Session) -> Progress:
     """Progress on stderr when it is a terminal. Otherwise (-q, a pipe, a build system) no
-    console is made: rich loads only when something is shown (~25 ms of start-up, issue #7).
+    console is made: rich loads only when something is shown (~25 ms of start-up).
     Step times go to the session for --timing."""
     step_times = session.step_times if session.timing else None
     if session.quiet or not sys.stderr.isatty():

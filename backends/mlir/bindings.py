@@ -6,7 +6,7 @@ backend imports `ir` and the dialect modules from here, so switching binding is 
 
 The IREE wheel has no Python module for the `ml_program` dialect (the dialect itself is
 registered in its context), so `ml_program` ops are built with the generic `Operation.create`
-(see `create_ml_program_global` and friends in `rules.py`); `make_context` checks the context
+(`ml_program.global` in `lowering.py`, `ml_program.global_load_const` in `rules.py`); `make_context` checks the context
 knows them.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 # package imports linalg's OpDSL op definitions (~45 ms at start-up) whose function-style
 # builders (`linalg.fill(...)`) also rebuild each op's definition in Python on every call. The
 # classes plus the C++ region builder (`fill_builtin_region`) make the same ops.
-try:  # NOTE: the upstream package wins when both are installed (DESIGN.md).
+try:  # NOTE: the upstream package wins when both are installed (docs/design.md).
     from mlir import ir  # type: ignore[import-not-found]
     from mlir._mlir_libs._mlir import globals as _binding_globals  # type: ignore[import-not-found]
     from mlir._mlir_libs._mlirDialectsLinalg import fill_builtin_region  # type: ignore[import-not-found]

@@ -37,7 +37,7 @@ __all__ = [
 
 _SPLAT_CHECK_CHUNK = 1 << 20
 RELEASE_EVERY_BYTES = 64 << 20
-"""Blob bytes read (splat checks, writers) between two `release_mapped_pages` (issue #7)."""
+"""Blob bytes read (splat checks, writers) between two `release_mapped_pages`."""
 """Elements compared per step when looking for a splat (bounded temporary memory)."""
 
 

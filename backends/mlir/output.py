@@ -10,7 +10,7 @@ Bytecode (`.mlirbc`) is MLIR's writer for everything but the blobs, which are st
 Niro buffers as well (`bytecode.py`): the bindings would hand each blob to Python as a copy.
 Modules with few blob bytes (under `SPLICE_MIN_BYTES`) go through MLIR's writer alone.
 
-Memory stays bounded by the chunk size, not the weights (issue #7): weights mapped from the
+Memory stays bounded by the chunk size, not the weights: weights mapped from the
 model's files (read-only `mmap`s, see the ONNX frontend) would otherwise stay resident once
 written, so every `_RELEASE_EVERY` bytes the writers tell the kernel (`MADV_DONTNEED`) that this
 process no longer needs those pages. A read-only shared file mapping loses nothing by it: the
@@ -127,7 +127,7 @@ def _uppercase_hex(chunk: memoryview) -> np.ndarray:
 
     NOTE: 3-4x faster than `.hex().upper().encode()`, which makes three copies of every chunk
     (str, upper str, bytes), and ~1.5x faster than `binascii.hexlify(...).translate(...)`:
-    about the cost of lowercase `hexlify` alone, the hex-streaming floor of issue #7.
+    about the cost of lowercase `hexlify` alone, the hex-streaming floor.
     """
     return np.take(_HEX_PAIRS, np.frombuffer(chunk, dtype=np.uint8))
 

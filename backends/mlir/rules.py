@@ -1,6 +1,6 @@
 """The built-in lowering rules: one per Niro op class, checked complete at import.
 
-Each rule follows DESIGN.md's table (func, ml_program, arith, linalg, tensor, cf, scf). Rules
+Each rule follows docs/design.md's table (func, ml_program, arith, linalg, tensor, cf, scf). Rules
 build at the context's insertion point and location and return the MLIR values of the op's
 results. Control-flow rules ask `ctx.lowering` for blocks and nested regions.
 """

@@ -2,7 +2,7 @@
 
 onnx_ir (1.x) imports sympy at the top of `_core` and `_symbolic_shapes` for symbolic dims
 arithmetic (`SymbolicDim + 1`), which the frontend never does: it reads dims as names. Importing
-sympy costs 0.3-1 s, more than the rest of niroc's start-up together (issue #7: start-up within
+sympy costs 0.3-1 s, more than the rest of niroc's start-up together (the start-up budget: within
 1.3x of `python -c "import onnx"`). So before onnx_ir is first imported, both modules are
 registered with `importlib.util.LazyLoader`: each is executed on its first attribute access,
 which keeps every behaviour (a symbolic expression still works, it just pays the import then).

@@ -868,7 +868,7 @@ def _collector_paused() -> Iterator[None]:
     NOTE: an import allocates an object graph the size of the model (onnx_ir nodes, protobuf
     wrappers, Niro ops) and frees almost none of it until the end; with the default thresholds
     the collector rescans that growing heap again and again (~30% of a 20,000-node import,
-    issue #7). What an import leaves as cyclic garbage (the onnx_ir model) is collected by the
+    the start-up budget). What an import leaves as cyclic garbage (the onnx_ir model) is collected by the
     next collection after it."""
     if not gc.isenabled():
         yield

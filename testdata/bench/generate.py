@@ -1,4 +1,4 @@
-"""Generates the benchmark models of issue #7 (with fixed seeds) into testdata/generated/bench/.
+"""Generates the benchmark models (with fixed seeds) into testdata/generated/bench/.
 
     .venv/bin/python testdata/bench/generate.py [--only NAME ...] [--force]
 

@@ -2,7 +2,7 @@
 
 Not collected by pytest (run it with `make bench` or directly). Each phase runs in a fresh child
 process so each peak is its own: the weights are allocated (baseline), then the phase runs, and
-the child reports its peak RSS above that baseline. The bar (issue #4): lowering and writing hold
+the child reports its peak RSS above that baseline. The bar: lowering and writing hold
 no more than about one extra copy of the weights.
 
     .venv/bin/python tests/bench/bench_lower_memory.py [--gigabytes 1.0]

@@ -1,4 +1,4 @@
-"""Whole-process benchmark of niroc on the models of issue #7, against floors and the peer.
+"""Whole-process benchmark of niroc on generated models, against floors and the peer.
 
     .venv/bin/python tests/bench/bench_models.py [--runs 3] [--only MODEL ...] [--skip-peer]
 
@@ -12,9 +12,9 @@ each model runs every command below as its own process, `--runs` times (median r
 | `hex` | streaming the weights' files as hex text to an output file in 256 KiB chunks (`binascii.hexlify`): the floor for MLIR text |
 | `onnx.load` | `python -c "import onnx; onnx.load(m)"` (with its external data): the parse floor |
 | `import onnx` | `python -c "import onnx"` (one-node model only): the start-up floor |
-| `import deps` | imports what DESIGN.md makes niroc use (onnx, onnx_ir, click, the MLIR bindings and the dialect modules the lowering builds with) and makes an MLIR context (one-node model only): start-up no design on these dependencies can go below |
+| `import deps` | imports what docs/design.md makes niroc use (onnx, onnx_ir, click, the MLIR bindings and the dialect modules the lowering builds with) and makes an MLIR context (one-node model only): start-up no design on these dependencies can go below |
 | `MLIR parse` | reads niroc's own bytecode output of the model back with the MLIR bindings (small_nodes only) |
-| `MLIR parse+verify+print` | the same, then MLIR's verifier and its text printer with niroc's options into a file: minus `MLIR parse`, what MLIR itself costs for the module niroc builds, verified in-process and printed as DESIGN.md requires |
+| `MLIR parse+verify+print` | the same, then MLIR's verifier and its text printer with niroc's options into a file: minus `MLIR parse`, what MLIR itself costs for the module niroc builds, verified in-process and printed as docs/design.md requires |
 | `niroc text` | `niroc -q M -o out.mlir` |
 | `niroc bytecode` | `niroc -q M -o out.mlirbc` |
 | `iree-import-onnx` | the peer, `iree-import-onnx M -o out.mlir`, from the iree-base-compiler wheel |
@@ -411,13 +411,13 @@ def checks(rows: list[Row]) -> list[Check]:
         if parse and printed and load:
             mlir_own = printed.median("wall") - parse.median("wall")
             found.append(Check("small_nodes", "MLIR's verifier + printer alone / onnx.load (wall)",
-                               mlir_own / load.median("wall"), "(floor under DESIGN.md)", None,
+                               mlir_own / load.median("wall"), "(floor under docs/design.md)", None,
                                f"{mlir_own:.2f} s: parse+verify+print minus parse, niroc's module"))
     if "one_node" in models:
         ratio_check("one_node", "niroc text / import onnx (wall)", "niroc text", "import onnx", 1.3)
         deps = _ratio(rows, "one_node", "import deps", "import onnx")
         if deps is not None:
-            found.append(Check("one_node", "import deps / import onnx (wall)", deps, "(floor under DESIGN.md)", None,
+            found.append(Check("one_node", "import deps / import onnx (wall)", deps, "(floor under docs/design.md)", None,
                                "onnx, onnx_ir, click, MLIR bindings + context"))
             own = _ratio(rows, "one_node", "niroc text", "import deps")
             found.append(Check("one_node", "niroc text / import deps (wall)", own, "(niroc's own start-up)", None))
@@ -443,7 +443,7 @@ def checks(rows: list[Row]) -> list[Check]:
 
 
 def markdown(rows: list[Row], found: list[Check], header: dict[str, str]) -> str:
-    lines = ["# niroc benchmark (issue #7)", ""]
+    lines = ["# niroc benchmark", ""]
     lines += [f"- {key}: {value}" for key, value in header.items()]
     lines += ["", "## Processes (median of n runs)", "",
               "| model | command | wall s | user s | sys s | peak RSS MiB | output MiB | n | note |",

@@ -1,4 +1,4 @@
-"""What a successful compile imports (issue #7's start-up target): only the layers it uses.
+"""What a successful compile imports (the start-up budget): only the layers it uses.
 
 The figures are `make bench`'s (`one_node`); this checks the modules that must stay out of a
 plain compile, because each was a measured slice of start-up: rich (~25 ms: only progress on a

@@ -1,4 +1,4 @@
-"""Weights come through `niroc` byte for byte and the output is the same every run (issue #7).
+"""Weights come through `niroc` byte for byte and the output is the same every run.
 
 The model keeps its weights where big models do: in an external data file (mapped, streamed
 as hex, its pages released while writing) and inline in the `.onnx` (split off the wire). Each

@@ -147,7 +147,7 @@ def _mismatch(actual, expected) -> str:
         want = np.asarray(want)
         if want.dtype.kind in "iu" and got.dtype.kind in "iu" and got.dtype.itemsize == want.dtype.itemsize:
             # MLIR integers are signless: an unsigned tensor crosses the IREE ABI as the signed
-            # type of its width (DESIGN.md), and a result that is an input passed through keeps
+            # type of its width (docs/design.md), and a result that is an input passed through keeps
             # the input's signedness. Same width, same bits: compare them as the expected type.
             got = got.view(want.dtype)
         if got.shape != want.shape:

@@ -2,7 +2,7 @@
 
 Every family module (`elementwise.py`, `shape_ops.py`, ...) registers its rules with
 `@register_lowering("onnx.<Op>", since=...)` and uses these to read attributes and operands the
-way the ONNX frontend encodes them (see frontends/onnx/importer.py `_unknown_op`): generic
+way the ONNX frontend encodes them (see frontends/onnx/importer.py `_convert_generic`): generic
 attributes by ONNX name, `absent_inputs` listing the positions of empty optional inputs (the
 operand tuple skips them), `niro.opset` the op-set version.
 """

@@ -1,4 +1,4 @@
-"""The fast paths of the writers (issue #7) keep the bytes right: table-driven hex, weights in
+"""The fast paths of the writers keep the bytes right: table-driven hex, weights in
 read-only file mappings whose pages are released while writing, and bigger-than-a-chunk blobs.
 Speed itself is shown by `tests/bench/bench_models.py`, never here."""
 

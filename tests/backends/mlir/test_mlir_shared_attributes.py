@@ -1,4 +1,4 @@
-"""The lowering makes the attributes and types many ops repeat once per module (issue 7): a
+"""The lowering makes the attributes and types many ops repeat once per module: a
 memo keyed too coarsely would hand one op another op's indexing maps, element type or
 permutation, and the module could still verify. Each op here must get its own."""
 
