@@ -21,8 +21,9 @@ test: ## run the whole test suite (unit, property, golden lit tests); `make zoo`
 zoo: ## the onnx wheel's model-zoo nets with random weights, niroc+IREE vs onnxruntime (slow: ~15 min)
 	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/onnx_ops/test_model_zoo.py
 
-lint: ## ruff check
+lint: ## ruff check, and mypy on the typed packages (ir/); CI runs it before the tests
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 format: ## ruff format
 	$(BIN)/ruff format .

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import mmap
 from collections.abc import Mapping
-from typing import Union
+from typing import TypeGuard, Union
 
 __all__ = [
     "Buffer",
@@ -33,7 +33,7 @@ Attribute = Union[None, bool, int, float, str, Buffer, tuple, dict]
 _BUFFER_TYPES = (bytes, bytearray, memoryview, mmap.mmap)
 
 
-def is_buffer(value: object) -> bool:
+def is_buffer(value: object) -> TypeGuard[Buffer]:
     return isinstance(value, _BUFFER_TYPES)
 
 

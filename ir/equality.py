@@ -93,7 +93,7 @@ def _node_equal(left, right, labels: _Labels, work: list) -> bool:
     if isinstance(left, OP_KINDS):
         return all(
             _field_equal(getattr(left, field.name), getattr(right, field.name), labels, work)
-            for field in dataclasses.fields(left)
+            for field in dataclasses.fields(left)  # type: ignore[arg-type]  # OP_KINDS are dataclasses
         )
     return _field_equal(left, right, labels, work)
 

@@ -152,6 +152,7 @@ class Lexer:
     def next_token(self) -> Token:
         text = self.text
         match = _TOKEN.match(text, self.position)
+        assert match is not None  # the pattern can match the empty string
         kind_name = match.lastgroup
         if kind_name is None:
             start = match.end()
@@ -177,7 +178,8 @@ class Lexer:
         if character in "%^":
             return f"expected a name after '{character}'"
         if character.isdigit() or character == "-":
-            return f"malformed number '{_NUMBER_LIKE.match(self.text, start).group()}'"
+            number = _NUMBER_LIKE.match(self.text, start)
+            return f"malformed number '{number.group() if number else character}'"
         return f"unexpected character {character!r}"
 
     def _lex_symbol(self, start: int) -> Token:
@@ -207,7 +209,7 @@ class Lexer:
 
     def string_value(self, token: Token) -> str:
         """The unescaped text of a STRING token or of a quoted SYMBOL token."""
-        if token.value is not None:
+        if isinstance(token.value, str):
             return token.value
         return self.text[self.string_body_start(token) : token.end - 1]
 

@@ -53,7 +53,7 @@ def classify_literal_problem(
 
 def _describe(literal: object) -> str:
     if is_buffer(literal):
-        return f"a {type(literal).__name__} buffer of {buffer_nbytes(literal)} bytes"  # type: ignore[arg-type]
+        return f"a {type(literal).__name__} buffer of {buffer_nbytes(literal)} bytes"
     text = repr(literal)
     if len(text) > 40:
         text = text[:37] + "..."
@@ -103,7 +103,7 @@ def _tensor_problem(tensor: TensorType, literal: object) -> tuple[LiteralProblem
         count *= dim  # type: ignore[operator]
     width = tensor.element_type.byte_width
     expected = count * width
-    got = buffer_nbytes(literal)  # type: ignore[arg-type]
+    got = buffer_nbytes(literal)
     if got != expected:
         return (
             "size",

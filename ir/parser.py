@@ -58,7 +58,7 @@ _NOT_HEX = re.compile(r"[^0-9A-Fa-f]")
 _HEX_CHUNK = 1 << 20  # hex digits decoded at a time
 _SCALAR_SPELLINGS = {scalar.spelling: scalar for scalar in ScalarType}
 
-RegionParse = Generator["RegionParse", object, Region]
+RegionParse = Generator["RegionParse", Region, Region]
 """A region being parsed: yields nested region parses to the driver, returns the Region."""
 
 
@@ -226,10 +226,10 @@ class Parser:
     def _run(self, parse: RegionParse) -> Region:
         """Drives nested region parses with an explicit stack instead of Python recursion."""
         stack: list[RegionParse] = [parse]
-        sent: object = None
+        sent: Region | None = None
         while True:
             try:
-                nested = stack[-1].send(sent)
+                nested = stack[-1].send(sent)  # type: ignore[arg-type]  # None starts a generator
             except StopIteration as finished:
                 stack.pop()
                 if not stack:
@@ -304,7 +304,7 @@ class Parser:
 
     # -- operations -----------------------------------------------------------------------
 
-    def _parse_operation(self, scope: _RegionScope) -> Generator[RegionParse, object, Op]:
+    def _parse_operation(self, scope: _RegionScope) -> Generator[RegionParse, Region, Op]:
         result_ids: list[ValueId] = []
         if self.token.kind is TokenKind.VALUE:
             while True:
@@ -453,7 +453,7 @@ class Parser:
 
     def _parse_if(
         self, results: list[ValueId], scope: _RegionScope, name: str
-    ) -> Generator[RegionParse, object, If]:
+    ) -> Generator[RegionParse, Region, If]:
         condition = self.parse_value_id("after 'niro.if'")
         operand_types, result_types = self.parse_function_type(1, len(results), "niro.if")
         then_region = yield self._parse_region("to begin the 'then' region of 'niro.if'")
@@ -468,7 +468,7 @@ class Parser:
 
     def _parse_unknown_op(
         self, results: list[ValueId], scope: _RegionScope
-    ) -> Generator[RegionParse, object, UnknownOp]:
+    ) -> Generator[RegionParse, Region, UnknownOp]:
         name = self.parse_string()
         self.parse_punct("(", f'to begin the operands of "{name}"')
         operands = self._parse_value_ids_until(")")
@@ -769,7 +769,11 @@ def _symbol(name: str) -> str:
     return format_symbol(name)
 
 
-_BINARY_KINDS = {"niro.add": Add, "niro.mul": Mul, "niro.matmul": MatMul}
+_BINARY_KINDS: dict[str, type[Add] | type[Mul] | type[MatMul]] = {
+    "niro.add": Add,
+    "niro.mul": Mul,
+    "niro.matmul": MatMul,
+}
 
 _OP_PARSERS: dict[str, Callable] = {
     "niro.const": Parser._parse_const,

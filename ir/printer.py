@@ -239,8 +239,9 @@ def _signature_side(types: Sequence, names: tuple | None) -> tuple[str, tuple | 
     parts = []
     for index, type_ in enumerate(types):
         text = format_type(type_)
-        if per_position and names[index] is not None:
-            text += " {name = " + quote_string(names[index]) + "}"
+        name = names[index] if per_position and names is not None else None
+        if name is not None:
+            text += " {name = " + quote_string(name) + "}"
         parts.append(text)
     leftover = names if names is not None and not per_position else None
     return ", ".join(parts), leftover

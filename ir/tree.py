@@ -92,7 +92,7 @@ def format_tree(
         raise ValueError(f"depth must be >= 0, got {depth}")
     formatter = _TreeFormatter(elide_data, functions)
     root = Tree(formatter.label(node, {}))
-    stack = [(node, root, 0, {})]
+    stack: list[tuple[object, Tree, int, dict]] = [(node, root, 0, {})]
     while stack:
         item, tree, level, labels = stack.pop()
         children, child_labels = formatter.children(item, labels)
@@ -241,7 +241,7 @@ class _TreeFormatter:
                 text.append(")")
             return text
         if isinstance(node, OP_KINDS):
-            return self._op_label(node, labels)
+            return self._op_label(node, labels)  # type: ignore[arg-type]  # OP_KINDS is Op
         if isinstance(node, ScalarType):
             return Text.assemble(("ScalarType ", _STYLE_KIND), (node.spelling, _STYLE_TYPE))
         if isinstance(node, TensorType):

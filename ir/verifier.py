@@ -11,6 +11,8 @@ function. Linear in the module's size.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .diagnostics import Diagnostic, Location
 from .literals import classify_literal_problem
 from .structure import Function, FunctionType, Global, Module, Region
@@ -75,7 +77,7 @@ def _report_crash(reporter: Reporter, error: Exception, symbol: str | None, kind
     )
 
 
-def _items(reporter: Reporter, items: object, kind: type, what: str) -> list:
+def _items(reporter: Reporter, items: object, kind: type, what: str) -> list[Any]:
     if not isinstance(items, (list, tuple)):
         reporter.report("field-type", f"{what} expects a list, got {describe(items)}", Location())
         return []
@@ -96,7 +98,8 @@ def _collect_symbols(
     reporter: Reporter, globals_: list[Global], functions: list[Function]
 ) -> dict[str, Global | Function]:
     symbols: dict[str, Global | Function] = {}
-    for entry in (*globals_, *functions):
+    entries: list[Global | Function] = [*globals_, *functions]
+    for entry in entries:
         kind = "global" if isinstance(entry, Global) else "function"
         name = entry.name
         if not isinstance(name, str) or not name:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from importlib import metadata
+from typing import Any
 
 from .attributes import attribute_problem
 from .literals import classify_literal_problem
@@ -711,7 +712,7 @@ def _run_registered_rule(check: FunctionCheck, op: UnknownOp, rule: OpTypeRule) 
         )
 
 
-OP_RULES: dict[type, Callable[[FunctionCheck, object], None]] = {
+OP_RULES: dict[type, Callable[[FunctionCheck, Any], None]] = {
     Const: _check_const,
     GetGlobal: _check_get_global,
     Transpose: _check_transpose,

@@ -64,13 +64,13 @@ def _check_region(check: FunctionCheck, info: RegionInfo, work: list[RegionInfo]
                 f"Region.blocks expects Blocks, got {describe(block)}",
             )
             continue
-        first_seen = check.first_seen_block(block)
-        if first_seen is not None:
+        block_seen = check.first_seen_block(block)
+        if block_seen is not None:
             check.fail_block(
                 "unique-ownership",
                 info,
                 block_index,
-                f"this Block object also appears at {first_seen}; each block has one owner",
+                f"this Block object also appears at {block_seen}; each block has one owner",
             )
             continue
         check.seen_blocks[id(block)] = (check.symbol, info, block_index)
