@@ -12,9 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from niro.ir import Diagnostic, Module, NirocError, verify, walk_ops, write_module
-
 import click
+from niro.ir import Diagnostic, Module, NirocError, verify, walk_ops, write_module
 
 from .inputs import InputShapeRequest, detect_format, load_module, name_file
 from .progress import Progress

@@ -54,15 +54,21 @@ def _show(value) -> str:
 
 
 def _dims_callback(_ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict:
-    from niro.frontends.onnx import parse_dim_assignment
+    if not values:
+        return {}
+    from niro.frontends.onnx import parse_dim_assignment  # NOTE: here: onnx loads only when used
 
-    return _parse_all(parse_dim_assignment, values, param) if values else {}
+    return _parse_all(parse_dim_assignment, values, param)
 
 
-def _input_shapes_callback(_ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict:
-    from niro.frontends.onnx import parse_input_shape
+def _input_shapes_callback(
+    _ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> dict:
+    if not values:
+        return {}
+    from niro.frontends.onnx import parse_input_shape  # NOTE: here: onnx loads only when used
 
-    return _parse_all(parse_input_shape, values, param) if values else {}
+    return _parse_all(parse_input_shape, values, param)
 
 
 def input_shape_options(function: F) -> F:

@@ -105,14 +105,18 @@ class InputShapes:
         return bool(self.dims) or bool(self.shapes)
 
     @classmethod
-    def of(cls, dims: Mapping[str, int] | None, shapes: Mapping[str, Sequence[int | None]] | None) -> InputShapes:
+    def of(
+        cls, dims: Mapping[str, int] | None, shapes: Mapping[str, Sequence[int | None]] | None
+    ) -> InputShapes:
         for name, size in (dims or {}).items():
             if not isinstance(size, int) or size < 0:
                 raise ValueError(f"dim '{name}': size {size} is not a whole number >= 0")
         for name, dims_ in (shapes or {}).items():
             for position, size in enumerate(dims_):
                 if size is not None and (not isinstance(size, int) or size < 0):
-                    raise ValueError(f"input '{name}' dim {position}: size {size} is not a whole number >= 0")
+                    raise ValueError(
+                        f"input '{name}' dim {position}: size {size} is not a whole number >= 0"
+                    )
         return cls(dict(dims or {}), {name: tuple(value) for name, value in (shapes or {}).items()})
 
 
@@ -151,10 +155,16 @@ class _Rewriter:
         input or output that had one, and how many value_info entries did."""
         hinted = 0
         for graph in _graphs(self.model.graph):
-            for role, values in (("input", graph.input), ("output", graph.output), ("value_info", graph.value_info)):
+            for role, values in (
+                ("input", graph.input),
+                ("output", graph.output),
+                ("value_info", graph.value_info),
+            ):
                 for value in values:
                     shape = _shape_of(value)
-                    if shape is None or not any(dim.HasField("dim_value") and dim.dim_value < 0 for dim in shape.dim):
+                    if shape is None or not any(
+                        dim.HasField("dim_value") and dim.dim_value < 0 for dim in shape.dim
+                    ):
                         continue
                     before = _dims_text(shape)
                     self._save(value.type)
@@ -171,7 +181,9 @@ class _Rewriter:
                         )
         if hinted:
             entries = "entry declares" if hinted == 1 else "entries declare"
-            self.notes.append(f"{hinted} value_info {entries} negative dims: read as unknown (dynamic)")
+            self.notes.append(
+                f"{hinted} value_info {entries} negative dims: read as unknown (dynamic)"
+            )
 
     # -- requested static shapes ---------------------------------------------------------------
 
@@ -187,14 +199,18 @@ class _Rewriter:
         for name, size in request.dims.items():
             if name not in named:
                 known = ", ".join(sorted(named)) or "none"
-                raise self.error(f"no input of the model has a dim named '{name}' (named dims: {known})", "--dim")
+                raise self.error(
+                    f"no input of the model has a dim named '{name}' (named dims: {known})", "--dim"
+                )
             sizes[name] = (size, f"dim {name}={size}")
         shapes: dict[str, list[int | None]] = {}
         for input_name, dims in request.shapes.items():
             value = inputs.get(input_name)
             if value is None:
                 known = ", ".join(f"'{name}'" for name in inputs) or "none"
-                raise self.error(f"the model has no input '{input_name}' (its inputs: {known})", "--input-shape")
+                raise self.error(
+                    f"the model has no input '{input_name}' (its inputs: {known})", "--input-shape"
+                )
             shapes[input_name] = self._shape_for(value, dims, sizes)
         for name, value in inputs.items():
             shape = _shape_of(value)
@@ -215,11 +231,18 @@ class _Rewriter:
         for value in values:
             shape = _shape_of(value)
             if shape is not None:
-                names.update(dim.dim_param for dim in shape.dim if dim.dim_param and not dim.HasField("dim_value"))
+                names.update(
+                    dim.dim_param
+                    for dim in shape.dim
+                    if dim.dim_param and not dim.HasField("dim_value")
+                )
         return names
 
     def _shape_for(
-        self, value: onnx.ValueInfoProto, dims: Sequence[int | None], sizes: dict[str, tuple[int, str]]
+        self,
+        value: onnx.ValueInfoProto,
+        dims: Sequence[int | None],
+        sizes: dict[str, tuple[int, str]],
     ) -> list[int | None]:
         """The sizes `--input-shape` gives `value`, checked against its declaration and the
         other requests; binds the dim names it covers in `sizes`."""
@@ -230,7 +253,9 @@ class _Rewriter:
         shape = _shape_of(value)
         if shape is None:
             if None in dims:
-                raise self.error(f"{flag}: it declares no rank, so no dim to keep ('?')", "--input-shape")
+                raise self.error(
+                    f"{flag}: it declares no rank, so no dim to keep ('?')", "--input-shape"
+                )
             return list(dims)
         declared = _dims_text(shape)
         if len(dims) != len(shape.dim):
@@ -290,7 +315,9 @@ class _Rewriter:
 
 
 def _shape_of(value: onnx.ValueInfoProto) -> onnx.TensorShapeProto | None:
-    if value.type.WhichOneof("value") != "tensor_type" or not value.type.tensor_type.HasField("shape"):
+    if value.type.WhichOneof("value") != "tensor_type" or not value.type.tensor_type.HasField(
+        "shape"
+    ):
         return None
     return value.type.tensor_type.shape
 
