@@ -31,6 +31,7 @@ from itertools import chain
 import onnx
 
 from .errors import OnnxImportError
+from .inference import all_graphs
 
 __all__ = [
     "InputShapeError",
@@ -154,7 +155,7 @@ class _Rewriter:
         """Clear negative declared dims in every graph (subgraphs included); note each graph
         input or output that had one, and how many value_info entries did."""
         hinted = 0
-        for graph in _graphs(self.model.graph):
+        for graph in all_graphs(self.model.graph):
             for role, values in (
                 ("input", graph.input),
                 ("output", graph.output),
@@ -320,18 +321,6 @@ def _shape_of(value: onnx.ValueInfoProto) -> onnx.TensorShapeProto | None:
     ):
         return None
     return value.type.tensor_type.shape
-
-
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    stack = [graph]
-    while stack:
-        current = stack.pop()
-        yield current
-        for node in current.node:
-            for attribute in node.attribute:
-                if attribute.HasField("g"):
-                    stack.append(attribute.g)
-                stack.extend(attribute.graphs)
 
 
 @contextmanager

@@ -32,6 +32,14 @@ from onnx import TensorProto, helper, numpy_helper
 FRAME = 64
 
 
+def _branch(op: str, inputs: list[str], output: str, name: str) -> onnx.GraphProto:
+    """An If branch of one node whose output is declared without a shape, as exporters do."""
+    node = helper.make_node(op, inputs, [output], name=f"{name}_{op.lower()}")
+    return helper.make_graph(
+        [node], name, [], [helper.make_tensor_value_info(output, TensorProto.FLOAT, None)]
+    )
+
+
 def vad_model(seed: int = 0) -> onnx.ModelProto:
     rng = np.random.default_rng(seed)
     weights = {
@@ -46,34 +54,12 @@ def vad_model(seed: int = 0) -> onnx.ModelProto:
         "two": np.array(2, np.int64),
         "column": np.array([-1, 1], np.int64),
     }
-    then_branch = helper.make_graph(
-        [helper.make_node("Squeeze", ["features", "axis_last"], ["squeezed_then"], name="squeeze")],
-        "squeeze_frames",
-        [],
-        [helper.make_tensor_value_info("squeezed_then", TensorProto.FLOAT, None)],
+    then_branch = _branch("Squeeze", ["features", "axis_last"], "squeezed_then", "squeeze_frames")
+    else_branch = _branch("Relu", ["features"], "squeezed_else", "keep_frames")
+    unsqueeze_branch = _branch(
+        "Unsqueeze", ["squeezed", "axis_last"], "restored_then", "restore_frames"
     )
-    else_branch = helper.make_graph(
-        [helper.make_node("Relu", ["features"], ["squeezed_else"], name="relu")],
-        "keep_frames",
-        [],
-        [helper.make_tensor_value_info("squeezed_else", TensorProto.FLOAT, None)],
-    )
-    unsqueeze_branch = helper.make_graph(
-        [
-            helper.make_node(
-                "Unsqueeze", ["squeezed", "axis_last"], ["restored_then"], name="unsqueeze_frames"
-            )
-        ],
-        "restore_frames",
-        [],
-        [helper.make_tensor_value_info("restored_then", TensorProto.FLOAT, None)],
-    )
-    identity_branch = helper.make_graph(
-        [helper.make_node("Identity", ["squeezed"], ["restored_else"], name="identity")],
-        "frames_kept",
-        [],
-        [helper.make_tensor_value_info("restored_else", TensorProto.FLOAT, None)],
-    )
+    identity_branch = _branch("Identity", ["squeezed"], "restored_else", "frames_kept")
     nodes = [
         helper.make_node("Unsqueeze", ["input", "axis1"], ["signal"], name="unsqueeze"),
         helper.make_node(

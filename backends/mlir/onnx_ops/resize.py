@@ -188,7 +188,15 @@ def _operand_entries(ctx: LoweringRuleContext, position: int, count: int, what: 
     return entries
 
 
-def _plans(ctx: LoweringRuleContext, in_shape, out_shape, settings: Settings) -> list[AxisPlan]:
+def _plans(
+    ctx: LoweringRuleContext,
+    in_shape,
+    out_shape,
+    settings: Settings,
+    upsample_scales: list[Scalar] | None = None,
+) -> list[AxisPlan]:
+    """The resized axes' plans and the result sizes, from Resize's scales or sizes inputs, or
+    from `upsample_scales` (Upsample's, one per axis)."""
     rank = len(in_shape)
     axes_attribute = attribute(ctx, "axes")
     axes = (
@@ -197,8 +205,11 @@ def _plans(ctx: LoweringRuleContext, in_shape, out_shape, settings: Settings) ->
         else tuple(range(rank))
     )
     count = len(axes)
-    scales = _operand_entries(ctx, 2, count, "scales")
-    sizes = _operand_entries(ctx, 3, count, "sizes")
+    if upsample_scales is not None:
+        scales, sizes = upsample_scales, None
+    else:
+        scales = _operand_entries(ctx, 2, count, "scales")
+        sizes = _operand_entries(ctx, 3, count, "sizes")
     if (scales is None) == (sizes is None):
         raise ctx.error("needs exactly one of 'scales' and 'sizes'")
     roi = None
@@ -582,21 +593,12 @@ def _lower_upsample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     if mode != "nearest":
         raise ctx.error(f"supports mode 'nearest' only, got '{mode}'")
     settings = Settings("nearest", "asymmetric", "floor", -0.75, False, 0.0, False)
-    x, scalar, in_shape, out_shape = _data(ctx, settings)
+    x, scalar, in_shape, out_shape = _data(ctx, settings, dynamic=True)
     if opset(ctx) < 9:
         scales = [float(value) for value in attribute(ctx, "scales", ())]
     else:
         scales = _operand_entries(ctx, 1, len(in_shape), "scales")
     if scales is None or len(scales) != len(in_shape):
         raise ctx.error(f"needs {len(in_shape)} scales")
-    plans = []
-    for axis, scale in enumerate(scales):
-        if isinstance(scale, float):
-            if int(pymath.floor(in_shape[axis] * scale)) != out_shape[axis]:
-                raise ctx.error(
-                    f"scale {scale} of axis {axis} does not give the result size {out_shape[axis]}"
-                )
-            if scale == 1.0:
-                continue
-        plans.append(AxisPlan(axis, in_shape[axis], out_shape[axis], scale, None))
-    return [_resize(ctx, x, scalar, out_shape, plans, settings)]
+    plans, out_sizes = _plans(ctx, in_shape, out_shape, settings, upsample_scales=list(scales))
+    return [_resize(ctx, x, scalar, out_sizes, plans, settings)]

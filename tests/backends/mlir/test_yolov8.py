@@ -18,7 +18,11 @@ from .mlir_harness import assert_matches_onnxruntime, compile_onnx
 CHANNELS = 8
 
 
-def _upsample_conv(scale: float, dims=("batch", CHANNELS, "height", "width")) -> onnx.ModelProto:
+def _upsample_conv(
+    scale: float, dims=("batch", CHANNELS, "height", "width"), op: str = "Resize"
+) -> onnx.ModelProto:
+    """`op` (Resize-17, or Upsample-9 as YOLOv3-era exports have it) by `scale` on H and W, then
+    a padded 3x3 Conv."""
     rng = np.random.default_rng(5)
     weights = {
         "w": rng.standard_normal((CHANNELS, CHANNELS, 3, 3)).astype(np.float32) * 0.2,
@@ -34,7 +38,9 @@ def _upsample_conv(scale: float, dims=("batch", CHANNELS, "height", "width")) ->
             mode="nearest",
             coordinate_transformation_mode="asymmetric",
             nearest_mode="floor",
-        ),
+        )
+        if op == "Resize"
+        else helper.make_node("Upsample", ["x", "scales"], ["up"], name="upsample", mode="nearest"),
         helper.make_node(
             "Conv", ["up", "w", "b"], ["y"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]
         ),
@@ -46,7 +52,8 @@ def _upsample_conv(scale: float, dims=("batch", CHANNELS, "height", "width")) ->
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         [numpy_helper.from_array(value, name) for name, value in weights.items()],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    opset = 17 if op == "Resize" else 9
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     return model
 
@@ -58,6 +65,18 @@ def test_conv_after_constant_scale_resize_with_dynamic_hw_compiles_and_matches(
     model = _upsample_conv(scale)
     vm_module = compile_onnx(model, tmp_path)
     rng = np.random.default_rng(0)
+    feeds = [
+        {"x": rng.standard_normal(shape).astype(np.float32)}
+        for shape in ((1, CHANNELS, 4, 4), (2, CHANNELS, 3, 5))
+    ]
+    assert_matches_onnxruntime(vm_module, model, feeds, function="neck", rtol=1e-4, atol=1e-5)
+
+
+def test_upsample_with_dynamic_batch_height_width_compiles_and_matches(tmp_path) -> None:
+    """Upsample-9 (YOLOv3-era exports) took static shapes only; it shares Resize's dynamic path."""
+    model = _upsample_conv(2.0, op="Upsample")
+    vm_module = compile_onnx(model, tmp_path)
+    rng = np.random.default_rng(2)
     feeds = [
         {"x": rng.standard_normal(shape).astype(np.float32)}
         for shape in ((1, CHANNELS, 4, 4), (2, CHANNELS, 3, 5))
