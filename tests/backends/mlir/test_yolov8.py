@@ -58,25 +58,17 @@ def _upsample_conv(
     return model
 
 
-@pytest.mark.parametrize("scale", [2.0, 3.0, 1.5, 0.5])
+@pytest.mark.parametrize(
+    ("op", "scale"),
+    [("Resize", 2.0), ("Resize", 3.0), ("Resize", 1.5), ("Resize", 0.5), ("Upsample", 2.0)],
+)
 def test_conv_after_constant_scale_resize_with_dynamic_hw_compiles_and_matches(
-    tmp_path, scale
+    tmp_path, op, scale
 ) -> None:
-    model = _upsample_conv(scale)
+    """Upsample-9 (YOLOv3-era exports) took static shapes only; it shares Resize's dynamic path."""
+    model = _upsample_conv(scale, op=op)
     vm_module = compile_onnx(model, tmp_path)
     rng = np.random.default_rng(0)
-    feeds = [
-        {"x": rng.standard_normal(shape).astype(np.float32)}
-        for shape in ((1, CHANNELS, 4, 4), (2, CHANNELS, 3, 5))
-    ]
-    assert_matches_onnxruntime(vm_module, model, feeds, function="neck", rtol=1e-4, atol=1e-5)
-
-
-def test_upsample_with_dynamic_batch_height_width_compiles_and_matches(tmp_path) -> None:
-    """Upsample-9 (YOLOv3-era exports) took static shapes only; it shares Resize's dynamic path."""
-    model = _upsample_conv(2.0, op="Upsample")
-    vm_module = compile_onnx(model, tmp_path)
-    rng = np.random.default_rng(2)
     feeds = [
         {"x": rng.standard_normal(shape).astype(np.float32)}
         for shape in ((1, CHANNELS, 4, 4), (2, CHANNELS, 3, 5))
