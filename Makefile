@@ -16,10 +16,10 @@ install: ## create .venv, install niroc editable with its dev extras, byte-compi
 	$(BIN)/python -m compileall -q ir frontends backends niroc
 
 test: ## run the whole test suite (unit, property, golden lit tests); `make zoo` runs the model zoo
-	$(BIN)/python -m pytest -n $(JOBS) tests --ignore=tests/backends/mlir/onnx_ops/test_model_zoo.py
+	$(BIN)/python -m pytest -n $(JOBS) tests --ignore=tests/backends/mlir/onnx_ops/test_model_zoo.py --ignore=tests/backends/mlir/test_real_models_zoo.py
 
-zoo: ## the onnx wheel's model-zoo nets with random weights, niroc+IREE vs onnxruntime (slow: ~15 min)
-	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/onnx_ops/test_model_zoo.py
+zoo: ## the onnx wheel's model-zoo nets with random weights and whole generated real-model forms (YOLOv8n), niroc+IREE vs onnxruntime (slow: ~18 min)
+	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/onnx_ops/test_model_zoo.py tests/backends/mlir/test_real_models_zoo.py
 
 lint: ## ruff check, and mypy on the typed packages (ir/); CI runs it before the tests
 	$(BIN)/ruff check .

@@ -16,11 +16,13 @@ from typing import BinaryIO
 import click
 from niro.ir import Module, NirocError
 
+from .inputs import InputShapeRequest
 from .output import check_output_path, is_stdout, open_output
 from .pipeline import attributed_to, check, load, progress_for, write_niro_text
 from .progress import CountingWriter, Progress
 from .render import make_console, print_error
 from .session import current_session, session_options
+from .shape_options import input_shape_options
 
 __all__ = ["compile_command", "EMIT_FORMATS", "emit_format_for"]
 
@@ -35,6 +37,8 @@ Examples:
   niroc model.onnx -o model.niro                     (stop after import: Niro assembly)
   niroc model.niro -o model.mlir                     (re-enter from Niro assembly)
   niroc model.onnx --allow-unknown -o model.mlir     (keep unknown ops as generic MLIR ops)
+  niroc model.onnx --dim batch=1 -o model.mlir       (static batch: iree-compile specializes)
+  niroc model.onnx --input-shape input=1x3x224x224 -o model.mlir
   niroc model.onnx --mlir-opt iree-opt \\
       --pass-pipeline 'builtin.module(canonicalize,cse)' -o model.mlir
 """
@@ -98,6 +102,7 @@ def emit_format_for(output: str | None, emit: str | None) -> str:
     is_flag=True,
     help="Leave weight data out of text output, for a readable listing (not compilable).",
 )
+@input_shape_options
 @session_options
 def compile_command(
     input_path: str,
@@ -107,6 +112,7 @@ def compile_command(
     opt_tool: str | None,
     pass_pipeline: str | None,
     elide_weights: bool,
+    shapes: InputShapeRequest,
 ) -> int:
     """Compile INPUT (.onnx, .onnxtxt or .niro) to MLIR.
 
@@ -123,7 +129,7 @@ def compile_command(
     session = current_session()
     progress = progress_for(session)
     path = Path(input_path)
-    module = load(path, progress)
+    module = load(path, progress, shapes)
     check(module, path, progress)
     writer = _prepare_writer(
         module, path, emit_format, progress, allow_unknown, opt_tool, pass_pipeline, elide_weights

@@ -9,11 +9,20 @@ only when an ONNX file is loaded (it pulls in onnx and protobuf, which are slow 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from niro.ir import Module, NirocError, parse_module
 
-__all__ = ["InputError", "INPUT_FORMATS", "detect_format", "load_module", "name_file"]
+__all__ = [
+    "InputError",
+    "InputShapeRequest",
+    "INPUT_FORMATS",
+    "Loaded",
+    "detect_format",
+    "load_module",
+    "name_file",
+]
 
 
 class InputError(NirocError):
@@ -29,23 +38,56 @@ def _cannot_lower(name: str, version: int) -> bool:
     return cannot_lower(name, version)
 
 
-def _load_onnx(path: Path) -> Module:
-    from niro.frontends.onnx import import_model
+@dataclass(frozen=True)
+class Loaded:
+    """A loaded Module and the notes on how it was read (printed unless --quiet)."""
 
-    return import_model(path, filename=str(path), expand_functions=_cannot_lower)
+    module: Module
+    notes: tuple[str, ...] = ()
 
 
-def _load_onnx_text(path: Path) -> Module:
+@dataclass(frozen=True)
+class InputShapeRequest:
+    """--dim and --input-shape, parsed (see shape_options.py): static sizes for input dims."""
+
+    dims: dict[str, int] = field(default_factory=dict)
+    input_shapes: dict[str, tuple[int | None, ...]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.dims or self.input_shapes)
+
+
+def _import_onnx(source, path: Path, shapes: InputShapeRequest) -> Loaded:
+    from niro.frontends.onnx import import_model_with_info
+
+    imported = import_model_with_info(
+        source,
+        filename=str(path),
+        expand_functions=_cannot_lower,
+        dims=shapes.dims,
+        input_shapes=shapes.input_shapes,
+    )
+    return Loaded(imported.module, imported.notes)
+
+
+def _load_onnx(path: Path, shapes: InputShapeRequest) -> Loaded:
+    return _import_onnx(path, path, shapes)
+
+
+def _load_onnx_text(path: Path, shapes: InputShapeRequest) -> Loaded:
     # NOTE: parsed here rather than by import_model(path), which tells text from binary by the
     # suffix: a sniffed text model may be named anything.
-    from niro.frontends.onnx import import_model, load_onnx_text
+    from niro.frontends.onnx import load_onnx_text
 
-    return import_model(
-        load_onnx_text(path, filename=str(path)), filename=str(path), expand_functions=_cannot_lower
-    )
+    return _import_onnx(load_onnx_text(path, filename=str(path)), path, shapes)
 
 
-def _load_niro(path: Path) -> Module:
+def _load_niro(path: Path, shapes: InputShapeRequest) -> Loaded:
+    if shapes:
+        raise InputError(
+            "--dim and --input-shape apply to ONNX models; Niro assembly has its types already",
+            location=str(path),
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
@@ -53,11 +95,11 @@ def _load_niro(path: Path) -> Module:
             f"not UTF-8 text (invalid byte at offset {error.start}): Niro assembly must be UTF-8",
             location=str(path),
         ) from error
-    return parse_module(text, filename=str(path))
+    return Loaded(parse_module(text, filename=str(path)))
 
 
 # NOTE: one loader per format; a new input format is a new row.
-INPUT_FORMATS: dict[str, Callable[[Path], Module]] = {
+INPUT_FORMATS: dict[str, Callable[[Path, InputShapeRequest], Loaded]] = {
     "onnx": _load_onnx,
     "onnxtxt": _load_onnx_text,
     "niro": _load_niro,
@@ -124,13 +166,14 @@ def _sniff(head: bytes) -> str | None:
     return None
 
 
-def load_module(path: str | Path) -> Module:
-    """Read `path` into a Module; every failure is a NirocError naming the file."""
+def load_module(path: str | Path, shapes: InputShapeRequest | None = None) -> Loaded:
+    """Read `path` into a Module, with `shapes` (--dim, --input-shape) applied to an ONNX
+    model's inputs; every failure is a NirocError naming the file."""
     path = Path(path)
     input_format = detect_format(path)
     loader = INPUT_FORMATS[input_format]
     try:
-        return loader(path)
+        return loader(path, shapes or InputShapeRequest())
     except NirocError as error:
         name_file(error, str(path))
         raise

@@ -12,12 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+import click
 from niro.ir import Diagnostic, Module, NirocError, verify, walk_ops, write_module
 
-from .inputs import load_module, name_file
+from .inputs import InputShapeRequest, detect_format, load_module, name_file
 from .progress import Progress
-from .render import make_console, print_diagnostics
-from .session import Session
+from .render import make_console, print_diagnostics, print_notes
+from .session import Session, current_session
+from .shape_options import usage_error_for
 
 __all__ = [
     "VerificationFailed",
@@ -44,14 +46,27 @@ def progress_for(session: Session) -> Progress:
     return Progress(make_console(stderr=True), enabled=True, step_times=step_times)
 
 
-def load(path: Path, progress: Progress) -> Module:
-    """Load `path`; on a terminal and in --timing the finished step says how big the module is."""
+def load(path: Path, progress: Progress, shapes: InputShapeRequest | None = None) -> Module:
+    """Load `path` (with --dim/--input-shape's `shapes`); on a terminal and in --timing the
+    finished step says how big the module is. The loader's notes go to stderr unless --quiet;
+    a shape request the model refuses is a usage error of its option."""
+    if shapes and detect_format(path) == "niro":
+        raise click.UsageError("--dim and --input-shape apply to ONNX models, not Niro assembly")
     with progress.step(f"loading {path}") as step:
-        module = load_module(path)
+        try:
+            loaded = load_module(path, shapes)
+        except NirocError as error:
+            option = getattr(error, "option", None)
+            if option is None:
+                raise
+            raise usage_error_for(option, str(error)) from error
+        module = loaded.module
         if progress.enabled or progress.step_times is not None:
             op_count = sum(1 for _ in walk_ops(module))
             step.rename(f"loading {path}: {op_count} ops, {len(module.globals)} globals")
-        return module
+    if loaded.notes and not current_session().quiet:
+        print_notes(make_console(stderr=True), str(path), loaded.notes)
+    return module
 
 
 def errors_in(diagnostics: list[Diagnostic]) -> list[Diagnostic]:

@@ -25,6 +25,7 @@ __all__ = [
     "error_lines",
     "print_error",
     "print_diagnostics",
+    "print_notes",
     "diagnostic_text",
     "diagnostic_record",
     "error_record",
@@ -88,6 +89,14 @@ def print_error(console, error: BaseException, *, filename: str | None = None) -
             _print_parse_error(console, text)
             continue
         console.print(Text.assemble((f"{severity}:", _SEVERITY_STYLE[severity]), " ", text))
+
+
+def print_notes(console, filename: str, notes: Iterable[str]) -> None:
+    """`note: model.onnx: ...` lines: what the user should know about how a file was read."""
+    from rich.text import Text
+
+    for note in notes:
+        console.print(Text.assemble(("note:", _SEVERITY_STYLE["note"]), " ", f"{filename}: {note}"))
 
 
 def _print_parse_error(console, rendered: str) -> None:

@@ -41,14 +41,18 @@ from .contrib_types import register_contrib_type_rules  # noqa: E402
 from .converters import CONVERTERS  # noqa: E402
 from .errors import OnnxImportError  # noqa: E402
 from .importer import ImportedModel, import_model, import_model_with_info, load_onnx_text  # noqa: E402
+from .input_shapes import InputShapeError, parse_dim_assignment, parse_input_shape  # noqa: E402
 
 register_contrib_type_rules()  # and those of the com.microsoft ops niroc types (contrib_types.py)
 
 __all__ = [
     "CONVERTERS",
     "ImportedModel",
+    "InputShapeError",
     "OnnxImportError",
     "import_model",
     "import_model_with_info",
     "load_onnx_text",
+    "parse_dim_assignment",
+    "parse_input_shape",
 ]

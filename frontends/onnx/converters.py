@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import onnx
 import onnx_ir as ir
 from niro.ir import (
     Add,
@@ -29,6 +30,7 @@ from niro.ir import (
 from onnx import numpy_helper
 
 from .context import NodeContext
+from .if_conditions import describe_condition_origin
 from .tensors import pack_scalar
 
 __all__ = ["CONVERTERS", "Converter", "converter"]
@@ -306,6 +308,19 @@ def _inline_taken_branch(ctx: NodeContext, condition: bool) -> None:
         ctx.bind(position, value)
 
 
+def _constant_ints(ctx: NodeContext, onnx_value: ir.Value) -> list[int] | None:
+    """An ONNX value's data as ints if the importer holds it as a constant."""
+    value = ctx.scope.lookup(onnx_value)
+    data = None if value is None else ctx.builder.constant_data(value)
+    if data is None or data.data_type not in (onnx.TensorProto.INT32, onnx.TensorProto.INT64):
+        return None
+    return [int(item) for item in numpy_helper.to_array(data).reshape(-1)]
+
+
+def _rank(type_: object) -> int | None:
+    return len(type_.shape) if isinstance(type_, TensorType) and type_.shape is not None else None
+
+
 @converter("If")
 def convert_if(ctx: NodeContext) -> bool:
     """TensorExtract of the one-element condition and a Niro If holding both subgraphs.
@@ -360,6 +375,12 @@ def convert_if(ctx: NodeContext) -> bool:
             f"its branches yield different types (then_branch: {', '.join(map(format_type, then_types))}; "
             f"else_branch: {', '.join(map(format_type, else_types))})"
         )
+        if any(_rank(then_type) != _rank(else_type) for then_type, else_type in zip(then_types, else_types, strict=True)):
+            origin = describe_condition_origin(ctx.node, lambda value: _constant_ints(ctx, value))
+            ctx.generic_reason += (
+                (f"; {origin}" if origin else "")
+                + "; static input shapes (--input-shape INPUT=DIMS, --dim NAME=SIZE) let the condition fold"
+            )
         return False
     indices: tuple[Value, ...] = ()
     if shape:

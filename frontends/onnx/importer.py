@@ -20,7 +20,7 @@ import mmap
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -60,6 +60,7 @@ from .external_data import ExternalDataError, ExternalDataReader
 from .folding import FOLD_LIMIT, fold_node, may_fold
 from .functions import FunctionKey, specialization_key, specialize
 from .inference import GraphTypes, InferenceFailure, infer_types
+from .input_shapes import InputShapes, declared_types_rewritten
 from .onnx_types import type_proto_from_niro
 from .region_types import (
     if_result_types,
@@ -99,6 +100,9 @@ class ImportedModel:
     main: str
     onnx_names: dict[str, str] = field(default_factory=dict)
     input_defaults: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    """What the user should know about how the model was read (e.g. a negative declared dim
+    read as unknown): not errors; the CLI prints them as notes unless --quiet."""
 
 
 def load_onnx_text(path: str | os.PathLike, *, filename: str | None = None) -> onnx.ModelProto:
@@ -331,8 +335,14 @@ def _yielded(region: Region) -> tuple[Value, ...]:
 class _Importer:
     """One import: the module being built and the tables that outlive a single graph."""
 
-    def __init__(self, source: _Source, expand_functions: ExpandPredicate | None = None) -> None:
+    def __init__(
+        self,
+        source: _Source,
+        expand_functions: ExpandPredicate | None = None,
+        input_shapes: InputShapes | None = None,
+    ) -> None:
         model = self.model = source.model
+        self.input_shapes = input_shapes
         self.expand_functions = expand_functions
         self.filename = source.display
         self.reader = ExternalDataReader(source.base_dir)
@@ -367,6 +377,12 @@ class _Importer:
     def run(self) -> ImportedModel:
         if not self.model.HasField("graph"):
             raise self.error("not an ONNX model: it has no graph")
+        with declared_types_rewritten(self.model, self.filename, self.input_shapes) as notes:
+            imported = self._run()
+        imported.notes = tuple(notes)
+        return imported
+
+    def _run(self) -> ImportedModel:
         self._check(self.model, f"graph '{self.model.graph.name}'")
         ir_model = _deserialize(self.model, self.filename)
         graph = self.main_graph = ir_model.graph
@@ -881,7 +897,12 @@ def _collector_paused() -> Iterator[None]:
 
 
 def import_model_with_info(
-    source, *, filename: str | None = None, expand_functions: ExpandPredicate | None = None
+    source,
+    *,
+    filename: str | None = None,
+    expand_functions: ExpandPredicate | None = None,
+    dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, Sequence[int | None]] | None = None,
 ) -> ImportedModel:
     """Import `source` (a `.onnx` / `.onnxtxt` path or an `onnx.ModelProto`), with the tables
     that tie the Module back to the ONNX model. `filename` names the model in messages (and,
@@ -890,11 +911,17 @@ def import_model_with_info(
     `expand_functions(name, opset)` is asked about each op that ONNX defines by a function body
     (`onnx.Attention`...) and has no native converter: True calls that body (a specialised
     Function, as for model-local functions) instead of keeping an UnknownOp. A backend passes
-    "I cannot lower it myself"; None keeps every such op as it is."""
+    "I cannot lower it myself"; None keeps every such op as it is.
+
+    `dims` (dim name -> size) and `input_shapes` (main-graph input name -> its sizes, None
+    keeping a declared dim) make symbolic input dims static (see `input_shapes`); a request that
+    does not fit the model raises InputShapeError, a ValueError a malformed one (a negative
+    size). The caller's ModelProto is left as it was."""
+    request = InputShapes.of(dims, input_shapes)
     loaded = _load(source, filename)
     try:
         with _collector_paused():
-            return _Importer(loaded, expand_functions).run()
+            return _Importer(loaded, expand_functions, request).run()
     except UnicodeDecodeError as error:
         # protobuf (proto2) does not check string fields; Python decodes them on access
         raise OnnxImportError(
@@ -904,7 +931,15 @@ def import_model_with_info(
 
 
 def import_model(
-    source, *, filename: str | None = None, expand_functions: ExpandPredicate | None = None
+    source,
+    *,
+    filename: str | None = None,
+    expand_functions: ExpandPredicate | None = None,
+    dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, Sequence[int | None]] | None = None,
 ) -> Module:
-    """Import an ONNX model as a Niro Module; raises OnnxImportError for a model it refuses."""
-    return import_model_with_info(source, filename=filename, expand_functions=expand_functions).module
+    """Import an ONNX model as a Niro Module; raises OnnxImportError for a model it refuses.
+    See `import_model_with_info` for the arguments."""
+    return import_model_with_info(
+        source, filename=filename, expand_functions=expand_functions, dims=dims, input_shapes=input_shapes
+    ).module

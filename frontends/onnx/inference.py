@@ -14,7 +14,7 @@ per graph, and the tree of each subgraph keyed by (node index, attribute name, p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
 
@@ -23,7 +23,15 @@ import onnx
 from .folding import fold_shape_arithmetic
 from .symbolic_dims import analyse
 
-__all__ = ["DATA_PROPAGATION_LIMIT", "GraphTypes", "InferenceFailure", "copy_fields", "infer_types", "strip_weights"]
+__all__ = [
+    "DATA_PROPAGATION_LIMIT",
+    "GraphTypes",
+    "InferenceFailure",
+    "all_graphs",
+    "copy_fields",
+    "infer_types",
+    "strip_weights",
+]
 
 STRIP_THRESHOLD_BYTES = 4096
 """Tensors bigger than this lose their data before shape inference (shape tensors are tiny)."""
@@ -193,22 +201,28 @@ limit. Such a model is inferred without data propagation (only shape arithmetic 
 """
 
 
-def _has_long_vector(graph: onnx.GraphProto) -> bool:
-    """Whether `graph` (or a subgraph) types any value as 1-D longer than the limit."""
+def all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """`graph` and every subgraph in it, at any depth (If branches, Loop and Scan bodies)."""
     stack = [graph]
     while stack:
         current = stack.pop()
+        yield current
+        for node in current.node:
+            for attribute in node.attribute:
+                if attribute.HasField("g"):
+                    stack.append(attribute.g)
+                stack.extend(attribute.graphs)
+
+
+def _has_long_vector(graph: onnx.GraphProto) -> bool:
+    """Whether `graph` (or a subgraph) types any value as 1-D longer than the limit."""
+    for current in all_graphs(graph):
         # NOTE: streamed, not unpacked into a tuple: protobuf then makes one wrapper at a time
         # (2.5x faster over 20,000 values)
         for info in chain(current.input, current.value_info, current.output):
             dims = info.type.tensor_type.shape.dim
             if len(dims) == 1 and dims[0].dim_value > DATA_PROPAGATION_LIMIT:
                 return True
-        for node in current.node:
-            for attribute in node.attribute:
-                if attribute.HasField("g"):
-                    stack.append(attribute.g)
-                stack.extend(attribute.graphs)
     return False
 
 

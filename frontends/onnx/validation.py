@@ -8,7 +8,8 @@ an enclosing one), required inputs missing or too many inputs/outputs for the op
 graph outputs nothing produces, sparse tensors, and malformed external-data offsets/lengths.
 It also makes the checks the ONNX checker leaves out, each a model that would otherwise import
 into something wrong: a name declared twice (graph inputs, initializers, node outputs: the
-graph would silently use one of them), declared types with negative dims, element counts past int64
+graph would silently use one of them), declared types with negative dims (a backstop: the importer
+reads them as unknown first, see `input_shapes`), element counts past int64
 or element types that are no ONNX type, element-type attributes (`Cast to=9999`) naming no type
 Niro has, Loop and Scan bodies whose signature does not fit the node, and opset versions
 outside the range this onnx knows (`check_opsets`).

@@ -11,13 +11,50 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from niro.ir import TensorType, UnknownOp, Yield, format_type
+from niro.ir import GENERIC_REASON_ATTRIBUTE, TensorType, UnknownOp, Yield, format_type
 
 from ..bindings import ir, scf, tensor
 from ..context import LoweringRuleContext, register_lowering
 from ..rules import build_scf_if
 
 __all__: list[str] = []
+
+
+def _yielded_ranks(region) -> tuple[int | None, ...] | None:
+    terminator = (
+        region.blocks[0].operations[-1]
+        if len(region.blocks) == 1 and region.blocks[0].operations
+        else None
+    )
+    if not isinstance(terminator, Yield):
+        return None
+    return tuple(
+        len(value.type.shape)
+        if isinstance(value.type, TensorType) and value.type.shape is not None
+        else None
+        for value in terminator.operands
+    )
+
+
+def _refuse_rank_changes(ctx: LoweringRuleContext, op: UnknownOp, branches) -> None:
+    """Branches whose yields differ in rank (the If's result of unknown rank, as ONNX leaves
+    it) have no MLIR type in common: the If compiles only once its condition folds. The
+    frontend's reason names what the condition reads and the way out; the refusal repeats it
+    rather than a bare "needs a ranked result"."""
+    if all(
+        isinstance(result.type, TensorType) and result.type.shape is not None
+        for result in op.results
+    ):
+        return  # a declared rank: the arms are checked against it below
+    then_ranks, else_ranks = (_yielded_ranks(region) for region in branches)
+    if then_ranks is None or else_ranks is None or then_ranks == else_ranks:
+        return
+    reason = op.attributes.get(GENERIC_REASON_ATTRIBUTE)
+    detail = reason if isinstance(reason, str) else "its branches yield values of different ranks"
+    raise ctx.error(
+        "cannot be compiled while its condition is only known at run time: the branches yield "
+        f"values of different ranks, which no tensor type can hold ({detail})"
+    )
 
 
 @register_lowering("onnx.If", since=1)
@@ -27,7 +64,10 @@ def _lower_if(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     if len(ctx.operands) != 1 or sorted(names) != ["else_branch", "then_branch"]:
         raise ctx.error("expects a condition and two branches")
     branches = [op.regions[names.index(name)] for name in ("then_branch", "else_branch")]
-    results = [ctx.ranked(value, f"result #{index}") for index, value in enumerate(ctx.niro_results)]
+    _refuse_rank_changes(ctx, op, branches)
+    results = [
+        ctx.ranked(value, f"result #{index}") for index, value in enumerate(ctx.niro_results)
+    ]
     for name, region in zip(("then_branch", "else_branch"), branches, strict=True):
         if len(region.blocks) != 1:
             raise ctx.error(f"expects {name} to hold one block")
@@ -36,14 +76,20 @@ def _lower_if(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             raise ctx.error(f"expects {name} to yield its {len(results)} results")
         for index, (value, result) in enumerate(zip(terminator.operands, results, strict=True)):
             yielded = value.type
-            if not isinstance(yielded, TensorType) or yielded.shape is None or len(yielded.shape) != len(result.shape):
+            if (
+                not isinstance(yielded, TensorType)
+                or yielded.shape is None
+                or len(yielded.shape) != len(result.shape)
+            ):
                 raise ctx.error(
                     f"{name} yields {format_type(yielded)} for result #{index} of type {format_type(result)}: "
                     "only shapes of the same rank can be joined"
                 )
     condition = ctx.operands[0]
     if isinstance(condition.type, ir.RankedTensorType):  # a one-element tensor<i1> or tensor<1xi1>
-        condition = tensor.ExtractOp(condition, [ctx.index_constant(0)] * condition.type.rank).result
+        condition = tensor.ExtractOp(
+            condition, [ctx.index_constant(0)] * condition.type.rank
+        ).result
     result_types = list(ctx.result_types)
 
     def cast_yield(yield_ctx: LoweringRuleContext) -> None:

@@ -16,6 +16,7 @@ from niro.ir import ScalarType
 from ..bindings import arith, ir, math, tensor
 from ..context import LoweringRuleContext, register_lowering
 from ..types import lower_scalar_type, lower_type
+from . import structured
 from .common import attribute, element_type, input_index, opset
 from .windows import (
     PARALLEL,
@@ -26,6 +27,7 @@ from .windows import (
     pad,
     scalar_constant,
     static_shape,
+    tensor_type,
 )
 
 __all__: list[str] = []
@@ -84,9 +86,12 @@ def _lower_lrn(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     scalar = element_type(x_niro)
     if scalar not in FLOATS:
         raise ctx.error(f"supports float tensors only, got {scalar.spelling}")
-    shape = static_shape(ctx, x_niro, "input X")
-    if len(shape) < 3:
-        raise ctx.error(f"needs an input of rank >= 3 (N, C, spatial...), got {shape}")
+    rank = len(ctx.ranked(x_niro, "input X").shape)
+    if rank < 3:
+        raise ctx.error(f"needs an input of rank >= 3 (N, C, spatial...), got {x_niro.type}")
+    # NOTE: any dim may be dynamic (a dynamic batch or image size): the channel window is a
+    # reduction over a padded channel axis, sized at run time like the rest
+    shape = structured.tensor_sizes(x)
     size = attribute(ctx, "size")
     if not isinstance(size, int) or size < 1:
         raise ctx.error(f"needs a positive 'size' attribute, got {size!r}")
@@ -94,14 +99,13 @@ def _lower_lrn(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     beta = float(attribute(ctx, "beta", 0.75))
     bias = float(attribute(ctx, "bias", 1.0))
     element = lower_scalar_type(scalar)
-    rank = len(shape)
     loops = [dim(a) for a in range(rank)]
-    tensor_type = ir.RankedTensorType.get(list(shape), element)
+    result_type = tensor_type(shape, element)
 
     squares = generic(
-        tensor_type,
+        result_type,
         [x],
-        tensor.EmptyOp(list(shape), element).result,
+        structured.empty(shape, element),
         [loops, loops],
         [PARALLEL] * rank,
         lambda args: arith.MulFOp(args[0], args[0]).result,
@@ -118,7 +122,7 @@ def _lower_lrn(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     k = dim(rank)
     zero = ctx.zero(element)
     sums = generic(
-        tensor_type,
+        result_type,
         [padded, window],
         filled(ctx, shape, element, zero),
         [[loops[0], loops[1] + k, *loops[2:]], [k], loops],
@@ -135,9 +139,9 @@ def _lower_lrn(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
     return [
         generic(
-            tensor_type,
+            result_type,
             [x, sums],
-            tensor.EmptyOp(list(shape), element).result,
+            structured.empty(shape, element),
             [loops, loops, loops],
             [PARALLEL] * rank,
             body,

@@ -188,7 +188,15 @@ def _operand_entries(ctx: LoweringRuleContext, position: int, count: int, what: 
     return entries
 
 
-def _plans(ctx: LoweringRuleContext, in_shape, out_shape, settings: Settings) -> list[AxisPlan]:
+def _plans(
+    ctx: LoweringRuleContext,
+    in_shape,
+    out_shape,
+    settings: Settings,
+    upsample_scales: list[Scalar] | None = None,
+) -> list[AxisPlan]:
+    """The resized axes' plans and the result sizes, from Resize's scales or sizes inputs, or
+    from `upsample_scales` (Upsample's, one per axis)."""
     rank = len(in_shape)
     axes_attribute = attribute(ctx, "axes")
     axes = (
@@ -197,8 +205,11 @@ def _plans(ctx: LoweringRuleContext, in_shape, out_shape, settings: Settings) ->
         else tuple(range(rank))
     )
     count = len(axes)
-    scales = _operand_entries(ctx, 2, count, "scales")
-    sizes = _operand_entries(ctx, 3, count, "sizes")
+    if upsample_scales is not None:
+        scales, sizes = upsample_scales, None
+    else:
+        scales = _operand_entries(ctx, 2, count, "scales")
+        sizes = _operand_entries(ctx, 3, count, "sizes")
     if (scales is None) == (sizes is None):
         raise ctx.error("needs exactly one of 'scales' and 'sizes'")
     roi = None
@@ -272,23 +283,66 @@ def _plans(ctx: LoweringRuleContext, in_shape, out_shape, settings: Settings) ->
         identity = in_shape[axis] == out_shape[axis] and isinstance(scale, float) and scale == 1.0
         if (identity and trivial_roi) or in_shape[axis] == out_shape[axis] == 1:
             if out_shape[axis] is None:  # NOTE: None == None: a scale of 1 keeps the size
-                out_sizes[axis] = in_sizes[axis]
+                out_sizes[axis] = _dim_index(ctx, axis)
             continue  # NOTE: the reference skips such axes too; every tap would read index 0/y.
         if settings.antialias and not isinstance(scale, float):
             raise ctx.error("antialias needs the scales to be compile-time constants")
         if settings.antialias and not isinstance(in_sizes[axis], int):
             raise ctx.error(f"antialias needs a static input size on axis {axis}")
+        result_size = None
         if out_shape[axis] is None:
-            out_sizes[axis] = (
-                _f64_size(sizes[position])
-                if sizes is not None
-                else _floor(_mul(_f64_size(in_sizes[axis]), scale))
-            )
+            ratio = _exact_ratio(scale) if sizes is None else None
+            if ratio is not None and not isinstance(in_sizes[axis], int):
+                numerator, denominator = ratio
+                result_size = arith.MulIOp(
+                    _dim_index(ctx, axis), ctx.index_constant(numerator)
+                ).result
+                if denominator != 1:
+                    result_size = arith.DivUIOp(result_size, ctx.index_constant(denominator)).result
+                out_sizes[axis] = _index_to_f64(result_size)
+            else:
+                out_sizes[axis] = (
+                    _f64_size(sizes[position])
+                    if sizes is not None
+                    else _floor(_mul(_f64_size(in_sizes[axis]), scale))
+                )
         plans.append(AxisPlan(axis, in_sizes[axis], out_sizes[axis], scale, axis_roi))
+        if result_size is not None:
+            out_sizes[axis] = result_size
     for axis in range(rank):
         if out_sizes[axis] is None:  # an axis not resized keeps its (dynamic) input size
-            out_sizes[axis] = in_sizes[axis]
+            out_sizes[axis] = _dim_index(ctx, axis)
     return plans, out_sizes
+
+
+def _dim_index(ctx: LoweringRuleContext, axis: int) -> ir.Value:
+    """Input X's dim `axis` as an index (`tensor.dim`), for a result dim that follows from it.
+
+    NOTE: IREE 3.13 fails to compile a dispatch whose dynamic dims come from float arithmetic
+    (`fptosi(floor(sitofp(h) * 2.0))`): "'iree_codegen.workgroup_count_hint' op failed to
+    resolve workgroup count hint in terms of workload ordinals", at the Conv that reads a
+    nearest x2 upsampling with dynamic height and width (YOLOv8's neck; iree-import-onnx's MLIR
+    fails the same way). Result dims kept from the input, or scaled by a constant (`_exact_ratio`),
+    are therefore computed in index arithmetic (`tensor.dim`, `arith.muli`, `arith.divui`), which
+    IREE traces back to the workload; a run-time scale or `sizes` still goes through f64."""
+    return tensor.DimOp(ctx.operands[0], ctx.index_constant(axis)).result
+
+
+_MAX_RATIO_TERM = 1 << 16
+"""Largest numerator or denominator of a scale computed in integers: in * numerator then stays
+far below 2**53, where f64's floor(in * scale) is exact too, so both give the same size."""
+
+
+def _exact_ratio(scale: Scalar) -> tuple[int, int] | None:
+    """A positive constant scale as the exact fraction numerator / denominator it is (an f32
+    or f64 value is a fraction with a power-of-two denominator), if both terms are small:
+    floor(in * scale) is then (in * numerator) floordiv denominator, exactly."""
+    if not isinstance(scale, float) or not scale > 0 or not pymath.isfinite(scale):
+        return None
+    numerator, denominator = scale.as_integer_ratio()
+    if numerator > _MAX_RATIO_TERM or denominator > _MAX_RATIO_TERM:
+        return None
+    return numerator, denominator
 
 
 def _run_time_size(ctx: LoweringRuleContext, size: int | None, axis: int) -> int | ir.Value:
@@ -461,7 +515,9 @@ def _resize(
     else:  # NOTE: a run-time size is an f64 value (a whole number): made an index here
         index = ir.IndexType.get()
         sizes = [
-            size if isinstance(size, int) else arith.IndexCastOp(index, _to_i64(size)).result
+            size
+            if isinstance(size, int) or size.type == index
+            else arith.IndexCastOp(index, _to_i64(size)).result
             for size in out_shape
         ]
         result_type = tensor_type(sizes, element)
@@ -537,21 +593,12 @@ def _lower_upsample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     if mode != "nearest":
         raise ctx.error(f"supports mode 'nearest' only, got '{mode}'")
     settings = Settings("nearest", "asymmetric", "floor", -0.75, False, 0.0, False)
-    x, scalar, in_shape, out_shape = _data(ctx, settings)
+    x, scalar, in_shape, out_shape = _data(ctx, settings, dynamic=True)
     if opset(ctx) < 9:
         scales = [float(value) for value in attribute(ctx, "scales", ())]
     else:
         scales = _operand_entries(ctx, 1, len(in_shape), "scales")
     if scales is None or len(scales) != len(in_shape):
         raise ctx.error(f"needs {len(in_shape)} scales")
-    plans = []
-    for axis, scale in enumerate(scales):
-        if isinstance(scale, float):
-            if int(pymath.floor(in_shape[axis] * scale)) != out_shape[axis]:
-                raise ctx.error(
-                    f"scale {scale} of axis {axis} does not give the result size {out_shape[axis]}"
-                )
-            if scale == 1.0:
-                continue
-        plans.append(AxisPlan(axis, in_shape[axis], out_shape[axis], scale, None))
-    return [_resize(ctx, x, scalar, out_shape, plans, settings)]
+    plans, out_sizes = _plans(ctx, in_shape, out_shape, settings, upsample_scales=list(scales))
+    return [_resize(ctx, x, scalar, out_sizes, plans, settings)]

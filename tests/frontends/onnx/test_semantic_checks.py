@@ -9,7 +9,7 @@ from pathlib import Path
 
 import onnx
 import pytest
-from niro.frontends.onnx import OnnxImportError, import_model
+from niro.frontends.onnx import OnnxImportError, import_model, import_model_with_info
 from onnx import TensorProto, helper
 
 from .helpers import import_text, import_verified
@@ -60,9 +60,13 @@ def _single_input(build) -> onnx.ModelProto:
     return model
 
 
-def test_negative_declared_dim() -> None:
+def test_negative_declared_dim_is_read_as_unknown() -> None:
+    """PaddlePaddle declares dynamic dims as -1 (any negative value is read so), with a note."""
     model = _single_input(lambda tensor: setattr(tensor.shape.dim[0], "dim_value", -4))
-    refuse(model, "value 'x' (input of graph 'g'): dimension -4 is negative")
+    imported = import_model_with_info(model)
+    assert imported.module.functions[0].type.inputs[0].shape == (None, 3)
+    assert imported.notes == ("input 'x' declares shape [-4, 3]: negative dims read as unknown (dynamic)",)
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_value == -4  # the caller's model
 
 
 def test_declared_element_count_past_int64() -> None:
