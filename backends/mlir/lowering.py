@@ -313,7 +313,7 @@ class FunctionLowering:
 
         Lowerings of ops whose axes, shapes or pads arrive as operands need them at compile time.
         The array is a read-only view of the literal's buffer (no copy); BF16 data is not
-        decoded (None)."""
+        decoded (None), nor are the FP8/FP4 and sub-byte types."""
         if self._definitions is None:
             self._definitions = {
                 result.id: op for op in walk_ops(self.function) for result in results_of(op)
@@ -330,7 +330,7 @@ class FunctionLowering:
             return None
         type_ = value.type
         element = type_ if isinstance(type_, ScalarType) else type_.element_type
-        if element is ScalarType.BF16:
+        if element is ScalarType.BF16 or element.is_narrow_float or element.is_sub_byte:
             return None
         dtype = np.dtype(element.numpy_name).newbyteorder("<")
         if isinstance(literal, (bool, int, float)):
