@@ -48,6 +48,7 @@ from niro.ir import (
 )
 
 from . import rules as _rules  # noqa: F401  (fills KNOWN_LOWERINGS; checks it is complete)
+from . import sub_byte
 from .bindings import func, ir, make_context
 from .context import KNOWN_LOWERINGS, LoweringRuleContext, lowering_for
 from .errors import LoweringError, refused_together
@@ -257,9 +258,9 @@ class ModuleLowering:
             else:
                 if not type_.is_static:
                     raise ValueError(f"needs a static tensor type, got {format_type(type_)}")
-                stored = type_
+                stored = sub_byte.packed_type(type_) if sub_byte.is_packed(type_) else type_
                 value = tensor_data_attr(
-                    type_, global_.initializer, resources=self.resources, name=global_.name
+                    stored, global_.initializer, resources=self.resources, name=global_.name
                 )
         except ValueError as error:
             raise LoweringError(f"global {error}", location=where) from error
