@@ -164,23 +164,45 @@ def test_a_sub_byte_weight_costs_its_packed_bytes(tmp_path: Path) -> None:
     )
 
 
-def _pass_through_model(data_type: int) -> onnx.ModelProto:
-    """(Transpose(x), Reshape(x, [15]), Concat(x, x)) of one element type: data movement only."""
-    shape = numpy_helper.from_array(np.array([15], dtype=np.int64), "shape")
+def _pass_through_model(name: str) -> onnx.ModelProto:
+    """The data-movement ops ONNX allows on every type, on x of type `name`: Transpose, Reshape,
+    Concat, Gather, Slice, Where against a Constant of that type, Identity and Shape."""
+    data_type = TYPES[name][0]
+    constant = numpy_helper.from_array(_array(name)[::-1].copy(), "k")
+    initializers = [
+        numpy_helper.from_array(np.array([15], dtype=np.int64), "shape"),
+        numpy_helper.from_array(np.array([2, 0], dtype=np.int64), "indices"),
+        numpy_helper.from_array(np.array([1], dtype=np.int64), "starts"),
+        numpy_helper.from_array(np.array([4], dtype=np.int64), "ends"),
+        numpy_helper.from_array(np.array([1], dtype=np.int64), "axes"),
+        numpy_helper.from_array(np.arange(15).reshape(3, 5) % 3 == 0, "cond"),
+    ]
+    outputs = {
+        "t": (5, 3),
+        "r": (15,),
+        "c": (6, 5),
+        "g": (2, 5),
+        "s": (3, 3),
+        "w": (3, 5),
+        "i": (3, 5),
+    }
     graph = helper.make_graph(
         [
             helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
             helper.make_node("Reshape", ["x", "shape"], ["r"]),
             helper.make_node("Concat", ["x", "x"], ["c"], axis=0),
+            helper.make_node("Gather", ["x", "indices"], ["g"], axis=0),
+            helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["s"]),
+            helper.make_node("Constant", [], ["k"], value=constant),
+            helper.make_node("Where", ["cond", "x", "k"], ["w"]),
+            helper.make_node("Identity", ["x"], ["i"]),
+            helper.make_node("Shape", ["x"], ["shape_of"]),
         ],
         "g",
         [helper.make_tensor_value_info("x", data_type, (3, 5))],
-        [
-            helper.make_tensor_value_info("t", data_type, (5, 3)),
-            helper.make_tensor_value_info("r", data_type, (15,)),
-            helper.make_tensor_value_info("c", data_type, (6, 5)),
-        ],
-        [shape],
+        [helper.make_tensor_value_info(out, data_type, dims) for out, dims in outputs.items()]
+        + [helper.make_tensor_value_info("shape_of", TensorProto.INT64, (2,))],
+        initializers,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)])
     model.ir_version = 11
@@ -190,15 +212,20 @@ def _pass_through_model(data_type: int) -> onnx.ModelProto:
 @pytest.mark.parametrize("name", list(TYPES))
 def test_inputs_and_outputs_cross_the_runtime_as_documented(name: str, tmp_path: Path) -> None:
     """FP8 arrays go to iree.runtime as they are; sub-byte ones as int8 arrays of their bytes
-    (what `call` does with `to_abi`), and come back as int8 to view as the ml_dtypes type."""
-    data_type, dtype, _ = TYPES[name]
-    model = _pass_through_model(data_type)
+    (what `call` does with `to_abi`), and come back as int8 to view as the ml_dtypes type. The
+    data-movement ops give ONNX's reference's elements."""
+    dtype = TYPES[name][1]
+    model = _pass_through_model(name)
     vm_module = compile_onnx(model, tmp_path)
     x = _array(name)
-    expected = (x.T, x.reshape(15), np.concatenate([x, x]))
+    expected = _reference(model)({"x": x})
     results = call(vm_module, "g", x)
+    assert len(results) == len(expected) == 8
     for got, want in zip(results, expected, strict=True):
         host = np.asarray(got.to_host())
+        if want.dtype == np.int64:  # Shape
+            assert np.array_equal(host, want)
+            continue
         assert host.dtype == (np.dtype(dtype) if name.startswith("FLOAT8") else np.int8)
         assert np.array_equal(host.view(dtype).astype(np.float32), want.astype(np.float32))
 
