@@ -311,3 +311,84 @@ def test_iree_still_cannot_compile_the_i4_forms(mlir: str, tmp_path: Path) -> No
     )
     assert completed.returncode != 0
     assert "integral number of total bytes" in completed.stderr or "bit width 4" in completed.stderr
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_onnxruntime_int4_qdq_models_match_the_reference(symmetric: bool, tmp_path: Path) -> None:
+    """A MatMul-Relu-MatMul model through onnxruntime's 4-bit quantizer in QDQ format (INT4 or
+    UINT4 weights, blocked DequantizeLinear with block_size 32, zero points when asymmetric).
+
+    NOTE: compared with ONNX's reference, not onnxruntime, whose CPU provider fuses the
+    DequantizeLinear + MatMul pairs into MatMulNBits and quantizes the activations too."""
+    from onnxruntime.quantization import matmul_nbits_quantizer, quant_utils
+
+    rng = np.random.default_rng(0)
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w1"], ["h"]),
+            helper.make_node("Relu", ["h"], ["r"]),
+            helper.make_node("MatMul", ["r", "w2"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 64))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (2, 32))],
+        [
+            numpy_helper.from_array(rng.standard_normal((64, 96)).astype(np.float32), "w1"),
+            numpy_helper.from_array(rng.standard_normal((96, 32)).astype(np.float32), "w2"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    quantizer = matmul_nbits_quantizer.MatMulNBitsQuantizer(
+        model,
+        block_size=32,
+        is_symmetric=symmetric,
+        quant_format=quant_utils.QuantFormat.QDQ,
+        op_types_to_quantize=("MatMul",),
+    )
+    quantizer.process()
+    quantized = quantizer.model.model
+    types = {initializer.data_type for initializer in quantized.graph.initializer}
+    assert types & {TensorProto.INT4, TensorProto.UINT4}
+    vm_module = compile_onnx(quantized, tmp_path)
+    feeds = [{"x": rng.standard_normal((2, 64)).astype(np.float32)} for _ in range(2)]
+    assert_matches_onnxruntime(
+        vm_module, _reference(quantized), feeds, function="g", rtol=1e-5, atol=1e-4
+    )
+
+
+@pytest.mark.parametrize("name", ["FLOAT8E4M3FN", "FLOAT8E5M2"])
+def test_fp8_qdq_models_match_the_reference(name: str, tmp_path: Path) -> None:
+    """x -> QuantizeLinear to FP8 (per axis) -> DequantizeLinear -> MatMul with an FP8 weight
+    dequantized per tensor: FP8 Q/DQ as FP8 models carry it."""
+    data_type, dtype, _ = TYPES[name]
+    rng = np.random.default_rng(1)
+    weight = (rng.standard_normal((8, 4)) * 4).astype(np.float32).astype(dtype)
+    initializers = [
+        numpy_helper.from_array(
+            np.array([0.5, 0.25, 1.0, 2.0, 0.125, 4.0, 1.5, 0.75], np.float32), "xs"
+        ),
+        numpy_helper.from_array(np.zeros(8, dtype=dtype), "xz"),
+        numpy_helper.from_array(weight, "w"),
+        numpy_helper.from_array(np.array(0.05, np.float32), "ws"),
+    ]
+    graph = helper.make_graph(
+        [
+            helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["q"], axis=1),
+            helper.make_node("DequantizeLinear", ["q", "xs", "xz"], ["d"], axis=1),
+            helper.make_node("DequantizeLinear", ["w", "ws"], ["wd"]),
+            helper.make_node("MatMul", ["d", "wd"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (3, 8))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (3, 4))],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    vm_module = compile_onnx(model, tmp_path)
+    feeds = [{"x": (rng.standard_normal((3, 8)) * 100).astype(np.float32)}]
+    assert_matches_onnxruntime(
+        vm_module, _reference(model), feeds, function="g", rtol=1e-5, atol=1e-5
+    )
+    assert_matches_onnxruntime(vm_module, model, feeds, function="g", rtol=1e-5, atol=1e-5)
