@@ -148,10 +148,20 @@ def quantize_element(
 ) -> ir.Value:
     """saturate(round_half_even(value / scale) + zero_point): one float element (f32 or f64,
     the type it is computed in) quantized to `out_scalar`, as QuantizeLinear defines it."""
-    compute = value.type
-    rounded = math.RoundEvenOp(arith.DivFOp(value, to_float(*scale, compute)).result).result
+    quotient = arith.DivFOp(value, to_float(*scale, value.type)).result
+    return quantize_quotient(ctx, quotient, zero, out_scalar)
+
+
+def quantize_quotient(
+    ctx: LoweringRuleContext,
+    quotient: ir.Value,
+    zero: tuple[ir.Value, ScalarType] | None,
+    out_scalar: ScalarType,
+) -> ir.Value:
+    """saturate(round_half_even(quotient) + zero_point), for x / scale already divided."""
+    rounded = math.RoundEvenOp(quotient).result
     if zero is not None:
-        rounded = arith.AddFOp(rounded, to_float(*zero, compute)).result
+        rounded = arith.AddFOp(rounded, to_float(*zero, quotient.type)).result
     return saturate(ctx, rounded, out_scalar)
 
 
@@ -273,10 +283,6 @@ def _rounded_to(value: ir.Value, scalar: ScalarType) -> ir.Value:
     return arith.ExtFOp(_f32(), arith.TruncFOp(narrow, value).result).result
 
 
-def _scalar_constant_one() -> ir.Value:
-    return scalar_constant(_f32(), 1.0)
-
-
 @register_lowering("onnx.QuantizeLinear", since=10)
 def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     x, x_niro = input_value(ctx, 0)
@@ -307,32 +313,23 @@ def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         ctx, x, x_shape, (scale, scale_niro), zero, axis, block, prefix="y"
     )
 
+    half = narrow in (ScalarType.F16, ScalarType.BF16)
+
     def body(args):
         zero = None if zero_scalar is None else (args[2], zero_scalar)
         value = to_float(args[0], x_scalar, compute)
-        scale = (args[1], scale_scalar)
-        if narrow is not None and narrow is not ScalarType.F32:
-            # x and the scale rounded to f16/bf16, and their quotient (correctly rounded in f32,
-            # then to the narrow type: the same as numpy's division in that type)
-            value = _rounded_to(value, narrow)
-            scale = (_rounded_to(to_float(*scale, _f32()), narrow), ScalarType.F32)
-        elif narrow is ScalarType.F32:
-            value = to_float(value, ScalarType.F32, _f32())
-            scale = (to_float(*scale, _f32()), ScalarType.F32)
+        scale = to_float(args[1], scale_scalar, compute)
+        if half:  # numpy's division in f16/bf16: the operands and the f32 quotient rounded
+            value, scale = _rounded_to(value, narrow), _rounded_to(scale, narrow)
+        quotient = arith.DivFOp(value, scale).result
+        if half:
+            quotient = _rounded_to(quotient, narrow)
         if out_scalar in FLOAT_QUANTIZED:
-            quotient = arith.DivFOp(value, to_float(*scale, compute)).result
-            if narrow is not None and narrow is not ScalarType.F32:
-                quotient = _rounded_to(quotient, narrow)
             if out_scalar is ScalarType.F4E2M1FN and zero is not None:
                 quotient = arith.AddFOp(quotient, to_float(*zero, compute)).result
             source = ScalarType.F64 if compute == _f64() else ScalarType.F32
             return convert_element(quotient, source, out_scalar, saturate=saturate)
-        if narrow is not None and narrow is not ScalarType.F32:
-            quotient = _rounded_to(arith.DivFOp(value, to_float(*scale, compute)).result, narrow)
-            return quantize_element(
-                ctx, quotient, (_scalar_constant_one(), ScalarType.F32), zero, out_scalar
-            )
-        return quantize_element(ctx, value, scale, zero, out_scalar)
+        return quantize_quotient(ctx, quotient, zero, out_scalar)
 
     return [_elementwise(_result_shape(ctx), lower_scalar_type(out_scalar), operands, maps, body)]
 

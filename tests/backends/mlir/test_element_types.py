@@ -392,3 +392,35 @@ def test_fp8_qdq_models_match_the_reference(name: str, tmp_path: Path) -> None:
         vm_module, _reference(model), feeds, function="g", rtol=1e-5, atol=1e-5
     )
     assert_matches_onnxruntime(vm_module, model, feeds, function="g", rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("precision", "output"), [(1, "INT4"), (10, "INT4"), (10, "FLOAT8E4M3FN"), (16, "UINT4")]
+)
+def test_quantize_precision_matches_the_reference(
+    precision: int, output: str, tmp_path: Path
+) -> None:
+    """QuantizeLinear's `precision` (opset 25): x and the scale converted to FLOAT, FLOAT16 or
+    BFLOAT16 before the division, as ONNX's reference computes it."""
+    data_type = TYPES[output][0]
+    graph = helper.make_graph(
+        [
+            helper.make_node(
+                "QuantizeLinear", ["x", "s"], ["q"], output_dtype=data_type, precision=precision
+            )
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (64,))],
+        [helper.make_tensor_value_info("q", data_type, (64,))],
+        [numpy_helper.from_array(np.array(0.3337, np.float32), "s")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)])
+    model.ir_version = 11
+    vm_module = compile_onnx(model, tmp_path)
+    x = np.linspace(-3, 3, 64, dtype=np.float32) + np.float32(1e-3)
+    [expected] = _reference(model)({"x": x})
+    [got] = call(vm_module, "g", x)
+    assert np.array_equal(
+        np.asarray(got.to_host()).view(expected.dtype).astype(np.float32),
+        expected.astype(np.float32),
+    )
