@@ -424,3 +424,25 @@ def test_quantize_precision_matches_the_reference(
         np.asarray(got.to_host()).view(expected.dtype).astype(np.float32),
         expected.astype(np.float32),
     )
+
+
+def test_fp4_casts_round_ties_to_even(tmp_path: Path) -> None:
+    """Every FP4 midpoint goes to the even code, as ml_dtypes (ONNX's reference) rounds.
+
+    NOTE: the reason FP4 is rounded by comparisons (backends/mlir/onnx_ops/cast.py): IREE 3.13's
+    own `arith.truncf` to f4E2M1FN gives 0.0 for 0.75, where the even neighbour is 1.0."""
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT4E2M1)],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (16,))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT4E2M1, (16,))],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)])
+    model.ir_version = 11
+    vm_module = compile_onnx(model, tmp_path)
+    ties = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 7.0], np.float32)
+    x = np.concatenate([ties, -ties])
+    [got] = call(vm_module, "g", x)
+    codes = np.asarray(got.to_host()).view(np.uint8)
+    assert np.array_equal(codes, x.astype(ml_dtypes.float4_e2m1fn).view(np.uint8))
+    assert codes[1] == 2  # 0.75 -> 1.0
