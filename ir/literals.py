@@ -3,7 +3,8 @@
 Scalars: BOOL takes a Python bool; integer types take an int (not a bool) within the type's
 range; float types take a float or an int (not a bool) whose magnitude does not overflow the
 type (inf and nan are allowed: they are values of every float type).
-Tensors: a static shape, and a buffer of exactly element-count * byte-width packed bytes.
+Tensors: a static shape, and a buffer of exactly element-count * byte-width packed bytes (sub-byte
+types: element-count * bit-width bits, rounded up to a byte).
 
 NOTE: float types accept ints because `Const(result=f32_value, literal=2)` means 2.0 without
 ambiguity, and ONNX attributes often carry integral floats as ints. Integer types do not accept
@@ -30,6 +31,12 @@ _FLOAT_OVERFLOW = {
     ScalarType.F16: 65520.0,
     ScalarType.BF16: (2 - 2**-8) * 2.0**127,
     ScalarType.F32: (2 - 2**-24) * 2.0**127,
+    ScalarType.F8E4M3FN: 464.0,
+    ScalarType.F8E5M2: 61440.0,
+    ScalarType.F8E4M3FNUZ: 248.0,
+    ScalarType.F8E5M2FNUZ: 61440.0,
+    ScalarType.F8E8M0FNU: 1.5 * 2.0**127,
+    ScalarType.F4E2M1FN: 7.0,
 }
 
 
@@ -101,12 +108,13 @@ def _tensor_problem(tensor: TensorType, literal: object) -> tuple[LiteralProblem
         if dim < 0:  # type: ignore[operator]
             return ("static-shape", f"{spelling} has a negative dimension")
         count *= dim  # type: ignore[operator]
-    width = tensor.element_type.byte_width
-    expected = count * width
+    element = tensor.element_type
+    expected = element.buffer_size(count)
     got = buffer_nbytes(literal)
     if got != expected:
+        size = f"{element.bit_width} bits" if element.is_sub_byte else f"{element.byte_width} bytes"
         return (
             "size",
-            f"expected {expected} bytes for {spelling} ({count} elements of {width} bytes), got {got}",
+            f"expected {expected} bytes for {spelling} ({count} elements of {size}), got {got}",
         )
     return None

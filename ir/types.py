@@ -27,7 +27,11 @@ class ScalarType(enum.Enum):
     """A single non-tensor value's type.
 
     The spec's initial five (BOOL, I32, I64, F32, F64) plus the element types real models need
-    (docs/design.md). The enum value is the assembly spelling.
+    (docs/design.md), down to the 8-bit floats (FP8), the 4-bit float (FP4, MX's E2M1) and the 4- and
+    2-bit integers of quantized models. The enum value is the assembly spelling (MLIR's).
+
+    A tensor of a sub-byte type (I4, U4, I2, U2, F4E2M1FN) is stored packed, as ONNX stores it:
+    two (or four) elements per byte, the first in the low bits; `buffer_size` says how many bytes.
     """
 
     BOOL = "i1"
@@ -39,6 +43,16 @@ class ScalarType(enum.Enum):
     U16 = "ui16"
     U32 = "ui32"
     U64 = "ui64"
+    I4 = "i4"
+    U4 = "ui4"
+    I2 = "i2"
+    U2 = "ui2"
+    F8E4M3FN = "f8E4M3FN"
+    F8E5M2 = "f8E5M2"
+    F8E4M3FNUZ = "f8E4M3FNUZ"
+    F8E5M2FNUZ = "f8E5M2FNUZ"
+    F8E8M0FNU = "f8E8M0FNU"
+    F4E2M1FN = "f4E2M1FN"
     F16 = "f16"
     BF16 = "bf16"
     F32 = "f32"
@@ -49,13 +63,34 @@ class ScalarType(enum.Enum):
         return self.value
 
     @property
+    def bit_width(self) -> int:
+        """Bits one element occupies in a packed tensor buffer (BOOL takes a whole byte)."""
+        return _BIT_WIDTHS[self]
+
+    @property
     def byte_width(self) -> int:
-        """Bytes one element occupies in a packed tensor buffer (BOOL takes one byte)."""
-        return _BYTE_WIDTHS[self]
+        """Bytes one element occupies in a packed tensor buffer (BOOL takes one byte); a
+        sub-byte type has none (ValueError): use `buffer_size`."""
+        bits = _BIT_WIDTHS[self]
+        if bits < 8:
+            raise ValueError(
+                f"{self.spelling} is a sub-byte type: its tensors pack {8 // bits} elements a byte"
+            )
+        return bits // 8
+
+    @property
+    def is_sub_byte(self) -> bool:
+        """I4, U4, I2, U2 and F4E2M1FN: tensors pack several elements into a byte."""
+        return _BIT_WIDTHS[self] < 8
+
+    def buffer_size(self, count: int) -> int:
+        """Bytes of a packed buffer of `count` elements (sub-byte types round up to a byte)."""
+        return (count * _BIT_WIDTHS[self] + 7) // 8
 
     @property
     def numpy_name(self) -> str:
-        """The numpy dtype name of one element (`bfloat16` needs the ml_dtypes package)."""
+        """The numpy dtype name of one element (`bfloat16`, `float8_e4m3fn`, `int4`... need the
+        ml_dtypes package, whose sub-byte dtypes take one byte an element, unpacked)."""
         return _NUMPY_NAMES[self]
 
     @property
@@ -65,6 +100,12 @@ class ScalarType(enum.Enum):
     @property
     def is_float(self) -> bool:
         return self in _FLOATS
+
+    @property
+    def is_narrow_float(self) -> bool:
+        """The FP8 and FP4 types: storage and conversion formats, with no arithmetic of their own
+        in ONNX (Cast, QuantizeLinear/DequantizeLinear and data movement only)."""
+        return self in _NARROW_FLOATS
 
     @property
     def is_integer(self) -> bool:
@@ -84,7 +125,7 @@ class ScalarType(enum.Enum):
         """Inclusive (min, max) an integer literal of this type may hold."""
         if self is ScalarType.BOOL:
             return (0, 1)
-        bits = 8 * self.byte_width
+        bits = _BIT_WIDTHS[self]
         if self in _SIGNED:
             return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
         if self in _UNSIGNED:
@@ -102,20 +143,30 @@ class ScalarType(enum.Enum):
         return f"ScalarType.{self.name}"
 
 
-_BYTE_WIDTHS = {
-    ScalarType.BOOL: 1,
-    ScalarType.I8: 1,
-    ScalarType.I16: 2,
-    ScalarType.I32: 4,
-    ScalarType.I64: 8,
-    ScalarType.U8: 1,
-    ScalarType.U16: 2,
-    ScalarType.U32: 4,
-    ScalarType.U64: 8,
-    ScalarType.F16: 2,
-    ScalarType.BF16: 2,
-    ScalarType.F32: 4,
-    ScalarType.F64: 8,
+_BIT_WIDTHS = {
+    ScalarType.BOOL: 8,
+    ScalarType.I8: 8,
+    ScalarType.I16: 16,
+    ScalarType.I32: 32,
+    ScalarType.I64: 64,
+    ScalarType.U8: 8,
+    ScalarType.U16: 16,
+    ScalarType.U32: 32,
+    ScalarType.U64: 64,
+    ScalarType.I4: 4,
+    ScalarType.U4: 4,
+    ScalarType.I2: 2,
+    ScalarType.U2: 2,
+    ScalarType.F8E4M3FN: 8,
+    ScalarType.F8E5M2: 8,
+    ScalarType.F8E4M3FNUZ: 8,
+    ScalarType.F8E5M2FNUZ: 8,
+    ScalarType.F8E8M0FNU: 8,
+    ScalarType.F4E2M1FN: 4,
+    ScalarType.F16: 16,
+    ScalarType.BF16: 16,
+    ScalarType.F32: 32,
+    ScalarType.F64: 64,
 }
 _NUMPY_NAMES = {
     ScalarType.BOOL: "bool",
@@ -127,14 +178,40 @@ _NUMPY_NAMES = {
     ScalarType.U16: "uint16",
     ScalarType.U32: "uint32",
     ScalarType.U64: "uint64",
+    ScalarType.I4: "int4",
+    ScalarType.U4: "uint4",
+    ScalarType.I2: "int2",
+    ScalarType.U2: "uint2",
+    ScalarType.F8E4M3FN: "float8_e4m3fn",
+    ScalarType.F8E5M2: "float8_e5m2",
+    ScalarType.F8E4M3FNUZ: "float8_e4m3fnuz",
+    ScalarType.F8E5M2FNUZ: "float8_e5m2fnuz",
+    ScalarType.F8E8M0FNU: "float8_e8m0fnu",
+    ScalarType.F4E2M1FN: "float4_e2m1fn",
     ScalarType.F16: "float16",
     ScalarType.BF16: "bfloat16",
     ScalarType.F32: "float32",
     ScalarType.F64: "float64",
 }
-_FLOATS = frozenset({ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64})
-_SIGNED = frozenset({ScalarType.I8, ScalarType.I16, ScalarType.I32, ScalarType.I64})
-_UNSIGNED = frozenset({ScalarType.U8, ScalarType.U16, ScalarType.U32, ScalarType.U64})
+_NARROW_FLOATS = frozenset(
+    {
+        ScalarType.F8E4M3FN,
+        ScalarType.F8E5M2,
+        ScalarType.F8E4M3FNUZ,
+        ScalarType.F8E5M2FNUZ,
+        ScalarType.F8E8M0FNU,
+        ScalarType.F4E2M1FN,
+    }
+)
+_FLOATS = (
+    frozenset({ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64}) | _NARROW_FLOATS
+)
+_SIGNED = frozenset(
+    {ScalarType.I2, ScalarType.I4, ScalarType.I8, ScalarType.I16, ScalarType.I32, ScalarType.I64}
+)
+_UNSIGNED = frozenset(
+    {ScalarType.U2, ScalarType.U4, ScalarType.U8, ScalarType.U16, ScalarType.U32, ScalarType.U64}
+)
 _BY_SPELLING = {scalar.value: scalar for scalar in ScalarType}
 
 Dim = Union[int, None]
@@ -157,7 +234,9 @@ class TensorType:
 
     def __post_init__(self) -> None:
         if not isinstance(self.element_type, ScalarType):
-            raise TypeError(f"TensorType element_type must be a ScalarType, got {self.element_type!r}")
+            raise TypeError(
+                f"TensorType element_type must be a ScalarType, got {self.element_type!r}"
+            )
         if self.shape is not None:
             if not isinstance(self.shape, tuple):
                 object.__setattr__(self, "shape", tuple(self.shape))

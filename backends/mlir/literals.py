@@ -127,9 +127,15 @@ def _signless(value: int, bits: int) -> int:
 def scalar_attr(scalar: ScalarType, literal: bool | int | float) -> ir.Attribute:
     """A typed IntegerAttr/FloatAttr holding one literal (unsigned values wrap to signless)."""
     mlir_type = lower_scalar_type(scalar)
+    if scalar is ScalarType.F4E2M1FN:  # stored as its 4-bit code in an i8 (see types.py)
+        return ir.IntegerAttr.get(
+            mlir_type, int(sub_byte_codes(pack_elements_f4(literal), scalar, 1)[0])
+        )
     if scalar.is_float:
         return ir.FloatAttr.get(mlir_type, float(literal))
-    bits = 1 if scalar.is_bool else 8 * scalar.byte_width
+    if scalar.is_sub_byte:
+        return ir.IntegerAttr.get(mlir_type, int(literal))  # the value itself, in an i8
+    bits = 1 if scalar.is_bool else scalar.bit_width
     value = int(bool(literal)) if scalar.is_bool else int(literal)
     return ir.IntegerAttr.get(mlir_type, _signless(value, bits) if bits > 1 else value)
 
@@ -141,8 +147,35 @@ _UNPACK = {
 }
 
 
+def pack_elements_f4(value: float) -> bytes:
+    """One FP4 value as its packed byte (round to nearest even, saturating, as ml_dtypes)."""
+    import ml_dtypes
+
+    return (
+        np.array([value], dtype=np.float32).astype(ml_dtypes.float4_e2m1fn).view(np.uint8).tobytes()
+    )
+
+
+def sub_byte_codes(data: memoryview | bytes, scalar: ScalarType, count: int) -> np.ndarray:
+    """A packed sub-byte buffer (ONNX's layout: first element in the low bits) unpacked to one
+    int8 an element: the value for I4/I2 (sign-extended) and U4/U2, the code for FP4."""
+    bits = scalar.bit_width
+    per_byte = 8 // bits
+    packed = np.frombuffer(data, dtype=np.uint8)
+    shifts = (np.arange(per_byte, dtype=np.uint8) * bits).astype(np.uint8)
+    codes = ((packed[:, None] >> shifts[None, :]) & np.uint8((1 << bits) - 1)).reshape(-1)[:count]
+    if scalar.is_signed_integer:
+        sign = np.uint8(1 << (bits - 1))
+        return ((codes ^ sign).astype(np.int8) - np.int8(sign)).astype(np.int8)
+    return codes.astype(np.int8)
+
+
 def _decode_element(scalar: ScalarType, raw: bytes) -> bool | int | float:
     """One packed little-endian element as a Python number (for a splat attribute)."""
+    if scalar.is_narrow_float and not scalar.is_sub_byte:
+        import ml_dtypes  # noqa: F401  (registers the FP8 dtypes)
+
+        return float(np.frombuffer(raw, dtype=np.dtype(scalar.numpy_name))[0])
     if scalar.is_bool:
         return raw != b"\x00"
     if scalar.is_integer:
@@ -188,8 +221,21 @@ def tensor_data_attr(
     count = 1
     for dim in tensor.shape or ():
         count *= dim
-    width = element.byte_width
     data = as_memoryview(literal)
+    if element.is_sub_byte:
+        if buffer_nbytes(literal) != element.buffer_size(count):
+            raise ValueError(
+                f"{tensor} needs {element.buffer_size(count)} bytes of data, got {buffer_nbytes(literal)}"
+            )
+        # one element a byte, as the sub-byte types lower (types.py)
+        data = memoryview(sub_byte_codes(data, element, count)).cast("B")
+        if count == 0 or count == 1 or _is_splat(data, 1):
+            value = int(np.frombuffer(data, dtype=np.int8)[0]) if count else 0
+            return ir.DenseElementsAttr.get_splat(
+                mlir_type, ir.IntegerAttr.get(lower_scalar_type(element), value)
+            )
+        return resources.add(name, data, 1, mlir_type)
+    width = element.byte_width
     if buffer_nbytes(literal) != count * width:
         raise ValueError(
             f"{tensor} needs {count * width} bytes of data, got {buffer_nbytes(literal)}"

@@ -48,6 +48,7 @@ from niro.ir import (
 )
 
 from . import rules as _rules  # noqa: F401  (fills KNOWN_LOWERINGS; checks it is complete)
+from . import sub_byte
 from .bindings import func, ir, make_context
 from .context import KNOWN_LOWERINGS, LoweringRuleContext, lowering_for
 from .errors import LoweringError, refused_together
@@ -257,9 +258,9 @@ class ModuleLowering:
             else:
                 if not type_.is_static:
                     raise ValueError(f"needs a static tensor type, got {format_type(type_)}")
-                stored = type_
+                stored = sub_byte.packed_type(type_) if sub_byte.is_packed(type_) else type_
                 value = tensor_data_attr(
-                    type_, global_.initializer, resources=self.resources, name=global_.name
+                    stored, global_.initializer, resources=self.resources, name=global_.name
                 )
         except ValueError as error:
             raise LoweringError(f"global {error}", location=where) from error
@@ -313,7 +314,7 @@ class FunctionLowering:
 
         Lowerings of ops whose axes, shapes or pads arrive as operands need them at compile time.
         The array is a read-only view of the literal's buffer (no copy); BF16 data is not
-        decoded (None)."""
+        decoded (None), nor are the FP8/FP4 and sub-byte types."""
         if self._definitions is None:
             self._definitions = {
                 result.id: op for op in walk_ops(self.function) for result in results_of(op)
@@ -330,7 +331,7 @@ class FunctionLowering:
             return None
         type_ = value.type
         element = type_ if isinstance(type_, ScalarType) else type_.element_type
-        if element is ScalarType.BF16:
+        if element is ScalarType.BF16 or element.is_narrow_float or element.is_sub_byte:
             return None
         dtype = np.dtype(element.numpy_name).newbyteorder("<")
         if isinstance(literal, (bool, int, float)):

@@ -32,6 +32,7 @@ from niro.ir import (
     format_type,
 )
 
+from . import sub_byte
 from .bindings import arith, cf, fill_builtin_region, func, ir, scf, tensor
 from .context import KNOWN_LOWERINGS, LoweringRuleContext, lowering, registered_lowering
 from .literals import scalar_attr, tensor_data_attr
@@ -52,12 +53,18 @@ def _lower_const(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         if not result_type.is_static:
             raise ctx.error(f"needs a static tensor type, got {format_type(result_type)}")
         name = ctx.lowering.next_constant_name()
+        stored = (
+            sub_byte.packed_type(result_type) if sub_byte.is_packed(result_type) else result_type
+        )
         try:
             attribute = tensor_data_attr(
-                result_type, op.literal, resources=ctx.lowering.module.resources, name=name
+                stored, op.literal, resources=ctx.lowering.module.resources, name=name
             )
         except ValueError as error:
             raise ctx.error(str(error)) from error
+        if stored is not result_type:
+            packed = arith.ConstantOp(lower_type(stored), attribute).result
+            return [sub_byte.unpack(packed, result_type)]
     return [arith.ConstantOp(ctx.result_types[0], attribute).result]
 
 
@@ -75,6 +82,13 @@ def _lower_get_global(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             "ml_program.global_load_const", results=[stored], attributes={"global": symbol}
         )
         return [tensor.ExtractOp(load.result, []).result]
+    if sub_byte.is_packed(global_type):
+        load = ir.Operation.create(
+            "ml_program.global_load_const",
+            results=[lower_type(sub_byte.packed_type(global_type))],
+            attributes={"global": symbol},
+        )
+        return [sub_byte.unpack(load.result, global_type)]
     load = ir.Operation.create(
         "ml_program.global_load_const", results=[ctx.result_types[0]], attributes={"global": symbol}
     )
@@ -265,7 +279,9 @@ def build_scf_if(
     lowered single blocks of `arms`, each Yield built by `yield_builder` (Niro's If and an
     `onnx.If` whose arms need casts share this)."""
     if_op = scf.IfOp(condition, list(ctx.result_types), has_else=True)
-    for index, (niro_region, block) in enumerate(zip(arms, (if_op.then_block, if_op.else_block), strict=True)):
+    for index, (niro_region, block) in enumerate(
+        zip(arms, (if_op.then_block, if_op.else_block), strict=True)
+    ):
         if len(niro_region.blocks) != 1 or niro_region.blocks[0].arguments:
             raise ctx.error("expects each region to hold one argument-free block")
         ctx.lowering.lower_single_block(
@@ -284,7 +300,11 @@ def _lower_unknown(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     if registration is None:
         return ctx.lowering.build_generic(ctx)
     version = op.attributes.get(OPSET_ATTRIBUTE)
-    if isinstance(version, int) and not isinstance(version, bool) and not registration.supports(version):
+    if (
+        isinstance(version, int)
+        and not isinstance(version, bool)
+        and not registration.supports(version)
+    ):
         raise ctx.error(
             f"is not supported at opset {version} (niroc lowers {registration.describe_versions()})"
         )

@@ -18,9 +18,21 @@ from .bindings import ir
 
 __all__ = ["lower_scalar_type", "lower_type", "index_type", "type_key"]
 
+# NOTE: IREE 3.13 cannot hold sub-byte tensors of every shape: a tensor whose element count
+# times the bit width is not a whole number of bytes fails in iree-compile ("stream.tensor.sizeof
+# op failed to calculate total byte count: 'tensor<3x5xi4>' does not have integral number of
+# total bytes"), a `dense_resource` of i4 fails to serialize ("unhandled integer element bit
+# width 4"), and its Python runtime has no buffer element type for ml_dtypes' int4 arrays. So
+# the sub-byte types (I4, U4, I2, U2, F4E2M1FN) lower to i8 tensors holding one element a
+# byte: the integer's value (sign-extended for I4/I2, zero-extended for U4/U2) or FP4's 4-bit
+# code. Data movement works unchanged on bytes; the conversions (Cast, Quantize/Dequantize)
+# read and write the values. ml_dtypes' own arrays have this layout (one element a byte).
+# tests/backends/mlir/test_element_types.py compiles the i4 forms that fail.
+
 
 def lower_scalar_type(scalar: ScalarType) -> ir.Type:
-    """BOOL -> i1, I*/U* -> signless i*, F16/BF16/F32/F64 -> f16/bf16/f32/f64 (needs a context)."""
+    """BOOL -> i1, I*/U* -> signless i*, floats -> MLIR's float of that name, the sub-byte types
+    -> i8 (see the note above) (needs a context)."""
     try:
         build = _SCALAR_BUILDERS[scalar]
     except KeyError:
@@ -40,6 +52,16 @@ _SCALAR_BUILDERS: dict[ScalarType, Callable[[], ir.Type]] = {
     ScalarType.U32: partial(ir.IntegerType.get_signless, 32),
     ScalarType.I64: partial(ir.IntegerType.get_signless, 64),
     ScalarType.U64: partial(ir.IntegerType.get_signless, 64),
+    ScalarType.I4: partial(ir.IntegerType.get_signless, 8),
+    ScalarType.U4: partial(ir.IntegerType.get_signless, 8),
+    ScalarType.I2: partial(ir.IntegerType.get_signless, 8),
+    ScalarType.U2: partial(ir.IntegerType.get_signless, 8),
+    ScalarType.F4E2M1FN: partial(ir.IntegerType.get_signless, 8),
+    ScalarType.F8E4M3FN: ir.Float8E4M3FNType.get,
+    ScalarType.F8E5M2: ir.Float8E5M2Type.get,
+    ScalarType.F8E4M3FNUZ: ir.Float8E4M3FNUZType.get,
+    ScalarType.F8E5M2FNUZ: ir.Float8E5M2FNUZType.get,
+    ScalarType.F8E8M0FNU: ir.Float8E8M0FNUType.get,
     ScalarType.F16: ir.F16Type.get,
     ScalarType.BF16: ir.BF16Type.get,
     ScalarType.F32: ir.F32Type.get,

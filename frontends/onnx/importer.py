@@ -448,7 +448,7 @@ class _Importer:
         count = 1
         for dim in dims:
             count *= dim
-        data = self.reader.view(os.fspath(tensor.location), tensor.offset, tensor.length, count * scalar.byte_width)
+        data = self.reader.view(os.fspath(tensor.location), tensor.offset, tensor.length, scalar.buffer_size(count))
         return tensor_type, data
 
     def _register_initializers(self, graph: ir.Graph, *, main: bool = False) -> None:

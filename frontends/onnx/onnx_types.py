@@ -17,7 +17,12 @@ from niro.ir import ScalarType, TensorType, Value
 
 from .tensors import SCALAR_TYPES, TensorDataError, scalar_type_for
 
-__all__ = ["UnsupportedTypeError", "niro_type_from_proto", "schema_element_type", "type_proto_from_niro"]
+__all__ = [
+    "UnsupportedTypeError",
+    "niro_type_from_proto",
+    "schema_element_type",
+    "type_proto_from_niro",
+]
 
 _ONNX_CODES = {scalar: code for code, scalar in SCALAR_TYPES.items()}
 
@@ -87,6 +92,16 @@ _SCHEMA_TYPE_STRINGS = {
     "tensor(bfloat16)": ScalarType.BF16,
     "tensor(float)": ScalarType.F32,
     "tensor(double)": ScalarType.F64,
+    "tensor(int4)": ScalarType.I4,
+    "tensor(uint4)": ScalarType.U4,
+    "tensor(int2)": ScalarType.I2,
+    "tensor(uint2)": ScalarType.U2,
+    "tensor(float8e4m3fn)": ScalarType.F8E4M3FN,
+    "tensor(float8e5m2)": ScalarType.F8E5M2,
+    "tensor(float8e4m3fnuz)": ScalarType.F8E4M3FNUZ,
+    "tensor(float8e5m2fnuz)": ScalarType.F8E5M2FNUZ,
+    "tensor(float8e8m0)": ScalarType.F8E8M0FNU,
+    "tensor(float4e2m1)": ScalarType.F4E2M1FN,
 }
 """Type strings of op schemas (`tensor(float)`) -> Niro element types."""
 
@@ -108,7 +123,8 @@ def schema_element_type(
         return None
     formal = outputs[min(output_index, len(outputs) - 1)]
     constraints = {
-        constraint.type_param_str: tuple(constraint.allowed_type_strs) for constraint in schema.type_constraints
+        constraint.type_param_str: tuple(constraint.allowed_type_strs)
+        for constraint in schema.type_constraints
     }
     allowed = constraints.get(formal.type_str, (formal.type_str,))
     if len(allowed) == 1:

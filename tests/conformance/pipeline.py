@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from niro.ir import NirocError, verify
 
+from ..backends.mlir.mlir_harness import NARROW_DTYPES, to_abi
 from ..onnx_node_cases import NodeTestCase
 
 STAGES = ("import", "verify", "lower", "compile", "run", "match")
@@ -94,7 +95,7 @@ def _run_case(case: NodeTestCase) -> Outcome:
     for inputs, expected in case.data_sets:
         try:
             vm_module = iree_runtime.load_vm_flatbuffer(vmfb, driver="local-task")
-            results = getattr(vm_module, entry)(*inputs)
+            results = getattr(vm_module, entry)(*[to_abi(value) for value in inputs])
         except Exception as error:
             return Outcome(case.name, "run", _first_line(error))
         actual = _as_tuple(results)
@@ -122,7 +123,10 @@ def _compile_error_line(error: Exception) -> str:
 
 def _as_tuple(results) -> tuple[np.ndarray, ...]:
     if isinstance(results, (tuple, list)):
-        return tuple(np.asarray(result.to_host() if hasattr(result, "to_host") else result) for result in results)
+        return tuple(
+            np.asarray(result.to_host() if hasattr(result, "to_host") else result)
+            for result in results
+        )
     return (np.asarray(results.to_host() if hasattr(results, "to_host") else results),)
 
 
@@ -145,15 +149,25 @@ def _mismatch(actual, expected) -> str:
         return f"expected {len(expected)} outputs, got {len(actual)}"
     for index, (got, want) in enumerate(zip(actual, expected, strict=True)):
         want = np.asarray(want)
-        if want.dtype.kind in "iu" and got.dtype.kind in "iu" and got.dtype.itemsize == want.dtype.itemsize:
+        if (
+            want.dtype.kind in "iu"
+            and got.dtype.kind in "iu"
+            and got.dtype.itemsize == want.dtype.itemsize
+        ):
             # MLIR integers are signless: an unsigned tensor crosses the IREE ABI as the signed
             # type of its width (docs/design.md), and a result that is an input passed through keeps
             # the input's signedness. Same width, same bits: compare them as the expected type.
+            got = got.view(want.dtype)
+        if want.dtype in NARROW_DTYPES and got.dtype.itemsize == 1:
+            # FP8 crosses the IREE ABI as itself, FP4 and the sub-byte integers as one int8 an
+            # element (README: element types): the same bytes, read as the expected type.
             got = got.view(want.dtype)
         if got.shape != want.shape:
             return f"output {index}: shape {got.shape} != expected {want.shape}"
         if got.dtype != want.dtype:
             return f"output {index}: dtype {got.dtype} != expected {want.dtype}"
+        if want.dtype in NARROW_DTYPES:  # compared as numbers (ml_dtypes' arrays have kind 'V')
+            got, want = got.astype(np.float64), want.astype(np.float64)
         if want.dtype.kind in "biu":
             if not np.array_equal(got, want):
                 return f"output {index}: integer values differ"

@@ -96,13 +96,15 @@ def literals_for(type_) -> st.SearchStrategy:
         count = 1
         for dim in type_.shape:
             count *= dim
-        size = count * type_.element_type.byte_width
+        size = type_.element_type.buffer_size(count)
         return st.binary(min_size=size, max_size=size)
     if type_.is_bool:
         return st.booleans()
     if type_.is_integer:
         low, high = type_.integer_range
         return st.integers(low, high)
+    if type_.is_narrow_float:  # FP8/FP4: within every one's range (FP4 tops out at 6)
+        return st.one_of(st.floats(-6, 6, width=16), st.integers(-6, 6))
     return st.one_of(st.floats(width=_FLOAT_WIDTH[type_]), st.integers(-1000, 1000))
 
 

@@ -200,6 +200,11 @@ def test_zero_result_unknown_op_and_unlabeled_entry():
     [
         (ScalarType.U8, "ui8"),
         (ScalarType.BF16, "bf16"),
+        (ScalarType.F8E4M3FN, "f8E4M3FN"),
+        (ScalarType.F8E8M0FNU, "f8E8M0FNU"),
+        (TensorType(ScalarType.I4, (3, 5)), "tensor<3x5xi4>"),
+        (TensorType(ScalarType.U2, (7,)), "tensor<7xui2>"),
+        (TensorType(ScalarType.F4E2M1FN, (2,)), "tensor<2xf4E2M1FN>"),
         (TensorType(F32, None), "tensor<*xf32>"),
         (TensorType(F32, ()), "tensor<f32>"),
         (TensorType(F32, (None, 4)), "tensor<?x4xf32>"),

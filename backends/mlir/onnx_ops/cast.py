@@ -7,8 +7,21 @@ by the *source's* signedness; bool is 0/1 both ways; x -> bool is x != 0 (NaN is
 
 NOTE: ONNX leaves float -> integer undefined for NaN and out-of-range values; here they saturate
 (NaN -> 0, too large -> the type's max, too small -> its min) instead of being LLVM poison, so a
-NaN can never become an arbitrary number. String, float8, int4 and friends have no Niro type:
-the frontend refuses them at import.
+NaN can never become an arbitrary number. Strings have no Niro type: the frontend refuses them.
+
+The narrow types follow ONNX's reference, which converts with ml_dtypes:
+- FP8 targets (E4M3FN, E5M2 and the FNUZ pair) round to nearest even from f32 (`arith.truncf`;
+  f16/bf16/f64 go through f32, exactly except for f64's double rounding); with `saturate` (the
+  default) the value is first clamped to the type's finite range, so an overflow or infinity
+  gives the largest finite value; without it an overflow gives inf (E5M2) or NaN (the others).
+- E8M0 (MX scales, a power of two) is built from the f32 exponent bits, rounded as `round_mode`
+  says (up, nearest or down), saturating at 2^127 or not, as `onnx.numpy_helper.to_float8e8m0`.
+- FP4 (E2M1) rounds to nearest even and saturates at +-6, NaN giving a zero: computed by
+  comparisons with the midpoints, as IREE's own (3.13) `truncf` to f4E2M1FN rounds 0.75 to 0.
+- INT4/UINT4/INT2/UINT2 targets from a float truncate toward zero, and a value out of range (or
+  NaN) gives 0, as ml_dtypes does; from an integer they keep the low bits (wrap).
+- A sub-byte element lives in an i8 (backends/mlir/types.py); reading it sign-extends (I4/I2) or
+  masks (U4/U2/FP4) its low bits first, so a caller's array may hold either form.
 
 BitCast (opset 26) keeps the bits: `arith.bitcast` per element between types of one width (ONNX
 allows no other); BOOL, one byte in ONNX, reads as 0/1 in U8/I8 and is true for any non-zero byte.
@@ -20,10 +33,10 @@ from collections.abc import Sequence
 
 from niro.ir import ScalarType
 
-from ..bindings import arith, ir
+from ..bindings import arith, ir, math
 from ..context import LoweringRuleContext, register_lowering
 from ..types import lower_scalar_type
-from .common import element_type
+from .common import attribute, element_type
 
 __all__ = ["convert_element"]
 
@@ -31,13 +44,28 @@ _FLOAT_BITS = {ScalarType.F16: 16, ScalarType.BF16: 16, ScalarType.F32: 32, Scal
 
 
 def _bits(scalar: ScalarType) -> int:
-    return 1 if scalar.is_bool else 8 * scalar.byte_width
+    return 1 if scalar.is_bool else scalar.bit_width
 
 
-def convert_element(value: ir.Value, source: ScalarType, target: ScalarType) -> ir.Value:
-    """`value` (one element of Niro type `source`) as an element of type `target`."""
+def convert_element(
+    value: ir.Value,
+    source: ScalarType,
+    target: ScalarType,
+    *,
+    saturate: bool = True,
+    round_mode: str = "up",
+) -> ir.Value:
+    """`value` (one element of Niro type `source`) as an element of type `target`.
+
+    `saturate` and `round_mode` are Cast's attributes: they concern FP8 and E8M0 targets only."""
     if source is target:
         return value
+    if source.is_sub_byte or source.is_narrow_float:
+        value, source = _widen_narrow(value, source)
+        if source is target:
+            return value
+    if target.is_sub_byte or target.is_narrow_float:
+        return _narrow(value, source, target, saturate=saturate, round_mode=round_mode)
     target_type = lower_scalar_type(target)
     if target.is_bool:
         zero = _constant(source, 0)
@@ -60,6 +88,152 @@ def convert_element(value: ir.Value, source: ScalarType, target: ScalarType) -> 
         return arith.TruncIOp(target_type, value).result
     op_class = arith.ExtUIOp if source.is_unsigned_integer else arith.ExtSIOp
     return op_class(target_type, value).result
+
+
+_F32 = ScalarType.F32
+_I8 = ScalarType.I8
+_I32 = ScalarType.I32
+_F8_FINITE_MAX = {
+    ScalarType.F8E4M3FN: 448.0,
+    ScalarType.F8E5M2: 57344.0,
+    ScalarType.F8E4M3FNUZ: 240.0,
+    ScalarType.F8E5M2FNUZ: 57344.0,
+}
+
+
+def _i8_constant(number: int) -> ir.Value:
+    return _constant(_I8, number)
+
+
+def _widen_narrow(value: ir.Value, source: ScalarType) -> tuple[ir.Value, ScalarType]:
+    """A narrow element as the smallest ordinary type that holds every value exactly: I8 (the
+    signed sub-byte integers), U8 (the unsigned ones) or F32 (FP8, FP4, E8M0)."""
+    if source.is_sub_byte and not source.is_float:
+        spare = 8 - source.bit_width
+        if source.is_signed_integer:
+            shifted = arith.ShLIOp(value, _i8_constant(spare)).result
+            return arith.ShRSIOp(shifted, _i8_constant(spare)).result, ScalarType.I8
+        return arith.AndIOp(value, _i8_constant((1 << source.bit_width) - 1)).result, ScalarType.U8
+    if source is ScalarType.F4E2M1FN:
+        code = arith.TruncIOp(ir.IntegerType.get_signless(4), value).result
+        as_f4 = arith.BitcastOp(ir.Float4E2M1FNType.get(), code).result
+        return arith.ExtFOp(ir.F32Type.get(), as_f4).result, _F32
+    if source is ScalarType.F8E8M0FNU:
+        return _e8m0_to_f32(value), _F32
+    return arith.ExtFOp(ir.F32Type.get(), value).result, _F32
+
+
+def _e8m0_to_f32(value: ir.Value) -> ir.Value:
+    """2^(e - 127) from the exponent byte e: the f32 exponent field, except e = 0 (2^-127, an
+    f32 subnormal) and e = 255 (NaN)."""
+    i32 = ir.IntegerType.get_signless(32)
+    byte = arith.BitcastOp(ir.IntegerType.get_signless(8), value).result
+    exponent = arith.ExtUIOp(i32, byte).result
+    bits = arith.ShLIOp(exponent, _constant(_I32, 23)).result
+    is_zero = arith.CmpIOp(arith.CmpIPredicate.eq, exponent, _constant(_I32, 0)).result
+    is_nan = arith.CmpIOp(arith.CmpIPredicate.eq, exponent, _constant(_I32, 255)).result
+    bits = arith.SelectOp(is_zero, _constant(_I32, 0x00400000), bits).result
+    bits = arith.SelectOp(is_nan, _constant(_I32, 0x7FC00000), bits).result
+    return arith.BitcastOp(ir.F32Type.get(), bits).result
+
+
+def _narrow(
+    value: ir.Value, source: ScalarType, target: ScalarType, *, saturate: bool, round_mode: str
+) -> ir.Value:
+    """An element of an ordinary type converted to a narrow one (the module docstring's rules)."""
+    if not target.is_float:  # a sub-byte integer, kept in an i8
+        low, high = target.integer_range
+        if source.is_float:
+            as_f32 = convert_element(value, source, _F32)
+            inside = arith.AndIOp(
+                arith.CmpFOp(arith.CmpFPredicate.OGT, as_f32, _constant(_F32, low - 1)).result,
+                arith.CmpFOp(arith.CmpFPredicate.OLT, as_f32, _constant(_F32, high + 1)).result,
+            ).result
+            truncated = arith.FPToSIOp(ir.IntegerType.get_signless(8), as_f32).result
+            return arith.SelectOp(inside, truncated, _i8_constant(0)).result
+        byte = convert_element(value, source, _I8)
+        return _widen_narrow(byte, target)[0]  # the low bits, re-extended
+    as_f32 = convert_element(value, source, _F32)
+    if target is ScalarType.F4E2M1FN:
+        return _f32_to_f4(as_f32)
+    if target is ScalarType.F8E8M0FNU:
+        return _f32_to_e8m0(as_f32, saturate=saturate, round_mode=round_mode)
+    if saturate:
+        limit = _F8_FINITE_MAX[target]
+        as_f32 = arith.MinimumFOp(as_f32, _constant(_F32, limit)).result
+        as_f32 = arith.MaximumFOp(as_f32, _constant(_F32, -limit)).result
+    return arith.TruncFOp(lower_scalar_type(target), as_f32).result
+
+
+# |x| at or above each threshold adds one to FP4's magnitude code (0, 0.5, 1, 1.5, 2, 3, 4, 6):
+# the midpoints, a tie going to the even code (0.25 -> 0, 0.75 -> 1.0, 1.25 -> 1.0, ...).
+_F4_THRESHOLDS = (
+    (0.25, False),
+    (0.75, True),
+    (1.25, False),
+    (1.75, True),
+    (2.5, False),
+    (3.5, True),
+    (5.0, False),
+)
+
+
+def _f32_to_f4(value: ir.Value) -> ir.Value:
+    """FP4's code of an f32, in an i8: sign bit 8, magnitude code 0-7 (saturating; NaN -> 0)."""
+    i8 = ir.IntegerType.get_signless(8)
+    magnitude = math.AbsFOp(value).result
+    code = _i8_constant(0)
+    for threshold, inclusive in _F4_THRESHOLDS:
+        predicate = arith.CmpFPredicate.OGE if inclusive else arith.CmpFPredicate.OGT
+        passed = arith.CmpFOp(predicate, magnitude, _constant(_F32, threshold)).result
+        code = arith.AddIOp(code, arith.ExtUIOp(i8, passed).result).result
+    bits = arith.BitcastOp(ir.IntegerType.get_signless(32), value).result
+    negative = arith.CmpIOp(arith.CmpIPredicate.slt, bits, _constant(_I32, 0)).result
+    is_nan = arith.CmpFOp(arith.CmpFPredicate.UNO, value, value).result
+    negative = arith.AndIOp(negative, arith.XOrIOp(is_nan, _true()).result).result
+    return arith.SelectOp(negative, arith.OrIOp(code, _i8_constant(8)).result, code).result
+
+
+def _true() -> ir.Value:
+    i1 = ir.IntegerType.get_signless(1)
+    return arith.ConstantOp(i1, ir.IntegerAttr.get(i1, 1)).result
+
+
+def _f32_to_e8m0(value: ir.Value, *, saturate: bool, round_mode: str) -> ir.Value:
+    """onnx.numpy_helper.to_float8e8m0: the f32 exponent field, rounded by the mantissa bits
+    as `round_mode` says (no increment past 254 when saturating); NaN/inf give 255."""
+    i32 = ir.IntegerType.get_signless(32)
+    bits = arith.BitcastOp(i32, value).result
+
+    def const(number: int) -> ir.Value:
+        return _constant(_I32, number)
+
+    def nonzero(mask: int) -> ir.Value:
+        return arith.CmpIOp(
+            arith.CmpIPredicate.ne, arith.AndIOp(bits, const(mask)).result, const(0)
+        ).result
+
+    exponent = arith.AndIOp(arith.ShRUIOp(bits, const(23)).result, const(0xFF)).result
+    special = arith.CmpIOp(arith.CmpIPredicate.eq, exponent, const(0xFF)).result
+    if round_mode == "up":
+        round_up = nonzero(0x7FFFFF)
+    elif round_mode == "nearest":
+        guard = nonzero(0x400000)
+        rest = arith.OrIOp(nonzero(0x200000), nonzero(0x1FFFFF)).result
+        lsb = arith.CmpIOp(arith.CmpIPredicate.ugt, exponent, const(0)).result
+        round_up = arith.AndIOp(guard, arith.OrIOp(rest, lsb).result).result
+    elif round_mode == "down":
+        round_up = None
+    else:
+        raise ValueError(f"round_mode must be 'up', 'nearest' or 'down', got {round_mode!r}")
+    if round_up is not None:
+        if saturate:
+            at_max = arith.CmpIOp(arith.CmpIPredicate.eq, exponent, const(0xFE)).result
+            round_up = arith.AndIOp(round_up, arith.XOrIOp(at_max, _true()).result).result
+        exponent = arith.AddIOp(exponent, arith.ExtUIOp(i32, round_up).result).result
+    exponent = arith.SelectOp(special, const(0xFF), exponent).result
+    byte = arith.TruncIOp(ir.IntegerType.get_signless(8), exponent).result
+    return arith.BitcastOp(ir.Float8E8M0FNUType.get(), byte).result
 
 
 def _constant(scalar: ScalarType, number: float) -> ir.Value:
@@ -92,7 +266,9 @@ def _float_to_integer(value: ir.Value, source: ScalarType, target: ScalarType) -
         too_low_bound = float(low)
     # 2**(bits - 1) and 2**bits are exact in every float type (or inf, which is fine).
     too_high_bound = float(2 ** (bits if target.is_unsigned_integer else bits - 1))
-    too_high = arith.CmpFOp(arith.CmpFPredicate.OGE, value, _constant(source, too_high_bound)).result
+    too_high = arith.CmpFOp(
+        arith.CmpFPredicate.OGE, value, _constant(source, too_high_bound)
+    ).result
     too_low = arith.CmpFOp(arith.CmpFPredicate.OLT, value, _constant(source, too_low_bound)).result
     is_nan = arith.CmpFOp(arith.CmpFPredicate.UNO, value, value).result
     result = arith.SelectOp(too_high, _integer_constant(target, high), converted).result
@@ -112,14 +288,25 @@ def _integer_constant(scalar: ScalarType, number: int) -> ir.Value:
 def _lower_conversion(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     source = element_type(ctx.niro_operands[0])
     target = element_type(ctx.niro_results[0])
+    saturate = bool(attribute(ctx, "saturate", 1))
+    round_mode = attribute(ctx, "round_mode", "up")
+    if round_mode not in ("up", "nearest", "down"):
+        raise ctx.error(f"round_mode must be 'up', 'nearest' or 'down', got {round_mode!r}")
     inputs = [(ctx.operands[0], ctx.niro_operands[0])]
-    return [ctx.elementwise(lambda elements: convert_element(elements[0], source, target), inputs=inputs)]
+    return [
+        ctx.elementwise(
+            lambda elements: convert_element(
+                elements[0], source, target, saturate=saturate, round_mode=round_mode
+            ),
+            inputs=inputs,
+        )
+    ]
 
 
 @register_lowering("onnx.Cast", since=1)
 def _lower_cast(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     """The target type is the result's (shape inference derived it from `to`); `saturate` and
-    `round_mode` only concern float8 targets, which never get here."""
+    `round_mode` concern FP8 and E8M0 targets."""
     if len(ctx.operands) != 1:
         raise ctx.error(f"expected 1 operand, got {len(ctx.operands)}")
     return _lower_conversion(ctx)
@@ -141,13 +328,17 @@ def _lower_bitcast(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         raise ctx.error(f"expected 1 operand, got {len(ctx.operands)}")
     source = element_type(ctx.niro_operands[0])
     target = element_type(ctx.niro_results[0])
-    if source.byte_width != target.byte_width:
+    if source.bit_width != target.bit_width:
         raise ctx.error(
-            f"cannot reinterpret {source.spelling} ({8 * source.byte_width} bits) as "
-            f"{target.spelling} ({8 * target.byte_width} bits): BitCast needs one bit width"
+            f"cannot reinterpret {source.spelling} ({source.bit_width} bits) as "
+            f"{target.spelling} ({target.bit_width} bits): BitCast needs one bit width"
         )
+    if source.is_sub_byte or target.is_sub_byte:
+        raise ctx.error(f"BitCast of {source.spelling} to {target.spelling} is not supported")
     inputs = [(ctx.operands[0], ctx.niro_operands[0])]
-    return [ctx.elementwise(lambda elements: _reinterpret(elements[0], source, target), inputs=inputs)]
+    return [
+        ctx.elementwise(lambda elements: _reinterpret(elements[0], source, target), inputs=inputs)
+    ]
 
 
 def _reinterpret(value: ir.Value, source: ScalarType, target: ScalarType) -> ir.Value:

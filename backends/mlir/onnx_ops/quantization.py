@@ -22,6 +22,7 @@ from niro.ir import ScalarType
 from ..bindings import arith, ir, math, tensor
 from ..context import LoweringRuleContext, register_lowering
 from ..types import lower_scalar_type
+from .cast import convert_element
 from .common import attribute, element_type, input_value, normalize_axis
 from .conv import add_channel_bias, grouped_conv, integer_mul_add
 from .linalg_ops import integer_matmul, matmul_row_column_dims
@@ -50,8 +51,26 @@ __all__ = [
 ]
 
 QUANTIZED = (ScalarType.I8, ScalarType.U8, ScalarType.I16, ScalarType.U16)
+SUB_BYTE_QUANTIZED = (ScalarType.I4, ScalarType.U4, ScalarType.I2, ScalarType.U2)
+FLOAT_QUANTIZED = (
+    ScalarType.F8E4M3FN,
+    ScalarType.F8E5M2,
+    ScalarType.F8E4M3FNUZ,
+    ScalarType.F8E5M2FNUZ,
+    ScalarType.F4E2M1FN,
+)
+"""FP8 and FP4: quantized by a float conversion of x / scale (FP8 ignores the zero point, ONNX
+requires it to be 0; FP4 adds it), dequantized as x * scale (the zero point ignored), as ONNX's
+reference computes them."""
 FLOATS = (ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64)
+_PRECISIONS = {1: ScalarType.F32, 10: ScalarType.F16, 16: ScalarType.BF16}
+"""QuantizeLinear's `precision` (an ONNX element type code): the type x and the scale are
+converted to before the division; 0 = the scale's type."""
 _RANGES = {
+    ScalarType.I4: (-8, 7),
+    ScalarType.U4: (0, 15),
+    ScalarType.I2: (-2, 1),
+    ScalarType.U2: (0, 3),
     ScalarType.I8: (-128, 127),
     ScalarType.U8: (0, 255),
     ScalarType.I16: (-32768, 32767),
@@ -74,7 +93,9 @@ def _i32() -> ir.Type:
 
 def to_float(value: ir.Value, scalar: ScalarType, target: ir.Type) -> ir.Value:
     """An element of Niro type `scalar` converted to the float type `target` (exact for ints
-    up to 32 bits into f32/f64)."""
+    up to 32 bits into f32/f64; FP8, FP4 and sub-byte values go through f32, exactly)."""
+    if scalar.is_narrow_float or scalar.is_sub_byte:
+        return to_float(convert_element(value, scalar, ScalarType.F32), ScalarType.F32, target)
     if scalar.is_float:
         source = value.type
         if source == target:
@@ -127,10 +148,20 @@ def quantize_element(
 ) -> ir.Value:
     """saturate(round_half_even(value / scale) + zero_point): one float element (f32 or f64,
     the type it is computed in) quantized to `out_scalar`, as QuantizeLinear defines it."""
-    compute = value.type
-    rounded = math.RoundEvenOp(arith.DivFOp(value, to_float(*scale, compute)).result).result
+    quotient = arith.DivFOp(value, to_float(*scale, value.type)).result
+    return quantize_quotient(ctx, quotient, zero, out_scalar)
+
+
+def quantize_quotient(
+    ctx: LoweringRuleContext,
+    quotient: ir.Value,
+    zero: tuple[ir.Value, ScalarType] | None,
+    out_scalar: ScalarType,
+) -> ir.Value:
+    """saturate(round_half_even(quotient) + zero_point), for x / scale already divided."""
+    rounded = math.RoundEvenOp(quotient).result
     if zero is not None:
-        rounded = arith.AddFOp(rounded, to_float(*zero, compute)).result
+        rounded = arith.AddFOp(rounded, to_float(*zero, quotient.type)).result
     return saturate(ctx, rounded, out_scalar)
 
 
@@ -155,7 +186,12 @@ def _with_parameters(ctx, x, x_shape, scale, zero, axis: int, block: int, *, pre
     maps = [
         [dim(i) for i in range(len(x_shape))],
         _parameter_map(
-            ctx, f"{prefix}_scale", static_shape(ctx, scale[1], f"{prefix}_scale"), x_shape, axis, block
+            ctx,
+            f"{prefix}_scale",
+            static_shape(ctx, scale[1], f"{prefix}_scale"),
+            x_shape,
+            axis,
+            block,
         ),
     ]
     if zero is None:
@@ -221,7 +257,8 @@ def _elementwise(out_shape, element, operands, maps, body) -> ir.Value:
     rank = len(out_shape)
     loops = [dim(index) for index in range(rank)]
     sizes = [
-        tensor_size(operands[0], axis) if size is None else size for axis, size in enumerate(out_shape)
+        tensor_size(operands[0], axis) if size is None else size
+        for axis, size in enumerate(out_shape)
     ]
     init = tensor.EmptyOp(sizes, element).result
     return generic(
@@ -240,6 +277,12 @@ def _result_shape(ctx: LoweringRuleContext, index: int = 0) -> tuple[int | None,
     return ctx.ranked(ctx.niro_results[index], "result").shape
 
 
+def _rounded_to(value: ir.Value, scalar: ScalarType) -> ir.Value:
+    """An f32 rounded to f16/bf16 and back (exact both ways but the rounding)."""
+    narrow = lower_scalar_type(scalar)
+    return arith.ExtFOp(_f32(), arith.TruncFOp(narrow, value).result).result
+
+
 @register_lowering("onnx.QuantizeLinear", since=10)
 def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     x, x_niro = input_value(ctx, 0)
@@ -247,29 +290,46 @@ def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     zero = input_value(ctx, 2)
     x_scalar, scale_scalar = element_type(x_niro), element_type(scale_niro)
     out_scalar = element_type(ctx.niro_results[0])
-    if out_scalar not in QUANTIZED:
-        raise ctx.error(f"supports int8/uint8/int16/uint16 outputs only, got {out_scalar.spelling}")
+    if out_scalar not in (*QUANTIZED, *SUB_BYTE_QUANTIZED, *FLOAT_QUANTIZED):
+        raise ctx.error(
+            f"supports 2/4/8/16-bit integer, FP8 and FP4 outputs only, got {out_scalar.spelling}"
+        )
     if x_scalar not in (*FLOATS, ScalarType.I32) or scale_scalar not in FLOATS:
         raise ctx.error(
             f"does not support input {x_scalar.spelling} with scale {scale_scalar.spelling}"
         )
-    precision = attribute(ctx, "precision", 0)
-    if precision not in (0, None, 1):  # 1 = FLOAT
-        raise ctx.error(f"supports precision FLOAT only, got {precision}")
+    precision = attribute(ctx, "precision", 0) or 0
+    if precision and precision not in _PRECISIONS:
+        raise ctx.error(f"supports precision FLOAT, FLOAT16 or BFLOAT16 only, got {precision}")
+    narrow = _PRECISIONS.get(precision) if precision else None
+    saturate = bool(attribute(ctx, "saturate", 1))
     x_shape = ctx.ranked(x_niro, "input x").shape
     axis, block = _layout(ctx, x_shape)
     # NOTE: numpy divides in the promoted type of x and the scale: f32 unless either is f64
     # (or x is i32, which promotes with f32 to f64).
     wide = ScalarType.F64 in (x_scalar, scale_scalar) or x_scalar is ScalarType.I32
-    compute = _f64() if wide else _f32()
+    compute = _f64() if wide and narrow is None else _f32()
     operands, maps, zero_scalar = _with_parameters(
         ctx, x, x_shape, (scale, scale_niro), zero, axis, block, prefix="y"
     )
 
+    half = narrow in (ScalarType.F16, ScalarType.BF16)
+
     def body(args):
         zero = None if zero_scalar is None else (args[2], zero_scalar)
         value = to_float(args[0], x_scalar, compute)
-        return quantize_element(ctx, value, (args[1], scale_scalar), zero, out_scalar)
+        scale = to_float(args[1], scale_scalar, compute)
+        if half:  # numpy's division in f16/bf16: the operands and the f32 quotient rounded
+            value, scale = _rounded_to(value, narrow), _rounded_to(scale, narrow)
+        quotient = arith.DivFOp(value, scale).result
+        if half:
+            quotient = _rounded_to(quotient, narrow)
+        if out_scalar in FLOAT_QUANTIZED:
+            if out_scalar is ScalarType.F4E2M1FN and zero is not None:
+                quotient = arith.AddFOp(quotient, to_float(*zero, compute)).result
+            source = ScalarType.F64 if compute == _f64() else ScalarType.F32
+            return convert_element(quotient, source, out_scalar, saturate=saturate)
+        return quantize_quotient(ctx, quotient, zero, out_scalar)
 
     return [_elementwise(_result_shape(ctx), lower_scalar_type(out_scalar), operands, maps, body)]
 
@@ -281,10 +341,12 @@ def _lower_dequantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     zero = input_value(ctx, 2)
     x_scalar, scale_scalar = element_type(x_niro), element_type(scale_niro)
     out_scalar = element_type(ctx.niro_results[0])
-    if x_scalar not in (*QUANTIZED, ScalarType.I32):
+    if x_scalar not in (*QUANTIZED, *SUB_BYTE_QUANTIZED, *FLOAT_QUANTIZED, ScalarType.I32):
         raise ctx.error(
-            f"supports int8/uint8/int16/uint16/int32 inputs only, got {x_scalar.spelling}"
+            f"supports 2/4/8/16/32-bit integer, FP8 and FP4 inputs only, got {x_scalar.spelling}"
         )
+    if x_scalar in FLOAT_QUANTIZED:
+        zero = None  # ignored for FP8 (ONNX requires 0) and FP4, as the reference does
     if scale_scalar not in FLOATS or out_scalar not in FLOATS:
         raise ctx.error(
             f"needs float scale and output, got {scale_scalar.spelling} -> {out_scalar.spelling}"

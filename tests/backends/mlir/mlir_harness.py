@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import ml_dtypes
 import numpy as np
 import onnx
 from niro.backends.mlir import (
@@ -55,8 +56,33 @@ SIGNLESS = {
     np.dtype(np.uint16): np.int16,
     np.dtype(np.uint32): np.int32,
     np.dtype(np.uint64): np.int64,
+    np.dtype(ml_dtypes.int4): np.int8,
+    np.dtype(ml_dtypes.uint4): np.int8,
+    np.dtype(ml_dtypes.int2): np.int8,
+    np.dtype(ml_dtypes.uint2): np.int8,
+    np.dtype(ml_dtypes.float4_e2m1fn): np.int8,
 }
-"""Unsigned arrays cross the IREE ABI as the signless (signed) type of the same width."""
+"""Unsigned arrays cross the IREE ABI as the signless (signed) type of the same width; the
+sub-byte types (ml_dtypes' int4, uint4, int2, uint2, float4_e2m1fn: one element a byte) as int8
+arrays of the same bytes (README: element types)."""
+
+
+NARROW_DTYPES = frozenset(
+    np.dtype(dtype)
+    for dtype in (
+        ml_dtypes.int4,
+        ml_dtypes.uint4,
+        ml_dtypes.int2,
+        ml_dtypes.uint2,
+        ml_dtypes.float4_e2m1fn,
+        ml_dtypes.float8_e4m3fn,
+        ml_dtypes.float8_e5m2,
+        ml_dtypes.float8_e4m3fnuz,
+        ml_dtypes.float8_e5m2fnuz,
+        ml_dtypes.float8_e8m0fnu,
+    )
+)
+"""ml_dtypes' FP8, FP4 and sub-byte integer dtypes (one byte an element)."""
 
 
 class Ids:

@@ -22,6 +22,17 @@ EXPECTED = {
     ScalarType.BF16: "bf16",
     ScalarType.F32: "f32",
     ScalarType.F64: "f64",
+    ScalarType.F8E4M3FN: "f8E4M3FN",
+    ScalarType.F8E5M2: "f8E5M2",
+    ScalarType.F8E4M3FNUZ: "f8E4M3FNUZ",
+    ScalarType.F8E5M2FNUZ: "f8E5M2FNUZ",
+    ScalarType.F8E8M0FNU: "f8E8M0FNU",
+    # the sub-byte types: one element an i8 (backends/mlir/types.py says why)
+    ScalarType.I4: "i8",
+    ScalarType.U4: "i8",
+    ScalarType.I2: "i8",
+    ScalarType.U2: "i8",
+    ScalarType.F4E2M1FN: "i8",
 }
 
 

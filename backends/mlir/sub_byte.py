@@ -1,0 +1,88 @@
+"""Sub-byte tensor constants (I4, U4, I2, U2, F4E2M1FN) stored packed, unpacked where loaded.
+
+A Global or Const of a sub-byte type keeps its Niro buffer, ONNX's packing (two or four
+elements a byte, the first in the low bits), as a `tensor<Bxi8>` blob of B = its packed bytes:
+a 4-bit weight costs half a byte an element in the module, once. Where a GetGlobal or the Const
+reads it, one `linalg.generic` unpacks it into the i8-per-element form the sub-byte types lower
+to (backends/mlir/types.py): element i is bits [(i mod k) * w, +w) of byte i div k (k elements of
+w bits a byte, i the row-major index), sign-extended for I4/I2. Tensors of one element or none
+need no unpacking and stay ordinary constants.
+"""
+
+from __future__ import annotations
+
+from niro.ir import ScalarType, TensorType
+
+from .bindings import arith, ir, linalg, tensor
+from .types import index_type, lower_type
+
+__all__ = ["is_packed", "packed_type", "unpack"]
+
+
+def is_packed(type_: object) -> bool:
+    """Whether a constant of `type_` is stored as packed bytes (a static sub-byte tensor of two
+    or more elements)."""
+    if (
+        not isinstance(type_, TensorType)
+        or not type_.element_type.is_sub_byte
+        or not type_.is_static
+    ):
+        return False
+    count = 1
+    for dim in type_.shape:  # type: ignore[union-attr]
+        count *= dim  # type: ignore[operator]
+    return count > 1
+
+
+def packed_type(type_: TensorType) -> TensorType:
+    """The `tensor<Bxui8>` holding `type_`'s packed bytes."""
+    count = 1
+    for dim in type_.shape:  # type: ignore[union-attr]
+        count *= dim  # type: ignore[operator]
+    return TensorType(ScalarType.U8, (type_.element_type.buffer_size(count),))
+
+
+def unpack(packed: ir.Value, type_: TensorType) -> ir.Value:
+    """The packed bytes `packed` (a `tensor<Bxi8>`) as a tensor of `type_`, one element an i8."""
+    shape = list(type_.shape)  # type: ignore[arg-type]
+    rank = len(shape)
+    element = type_.element_type
+    bits = element.bit_width
+    per_byte = 8 // bits
+    i8 = ir.IntegerType.get_signless(8)
+    result_type = lower_type(type_)
+    init = tensor.EmptyOp(shape, i8).result
+    identity = ir.AffineMap.get_identity(rank)
+    generic = linalg.GenericOp(
+        [result_type],
+        [],
+        [init],
+        ir.ArrayAttr.get([ir.AffineMapAttr.get(identity)]),
+        ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * rank),
+    )
+    block = generic.regions[0].blocks.append(i8)
+    with ir.InsertionPoint(block):
+
+        def index(number: int) -> ir.Value:
+            return arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), number)).result
+
+        def byte(number: int) -> ir.Value:
+            return arith.ConstantOp(i8, ir.IntegerAttr.get(i8, number)).result
+
+        linear = index(0)
+        stride = 1
+        for axis in reversed(range(rank)):
+            term = arith.MulIOp(linalg.IndexOp(axis).result, index(stride)).result
+            linear = arith.AddIOp(linear, term).result
+            stride *= shape[axis]
+        word = tensor.ExtractOp(packed, [arith.DivUIOp(linear, index(per_byte)).result]).result
+        slot = arith.RemUIOp(linear, index(per_byte)).result
+        shift = arith.MulIOp(
+            arith.IndexCastOp(i8, slot).result, byte(bits)
+        ).result  # 0, w, 2w...: an i8 shift
+        code = arith.AndIOp(arith.ShRUIOp(word, shift).result, byte((1 << bits) - 1)).result
+        if element.is_signed_integer:
+            spare = byte(8 - bits)
+            code = arith.ShRSIOp(arith.ShLIOp(code, spare).result, spare).result
+        linalg.YieldOp([code])
+    return generic.result
