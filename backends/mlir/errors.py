@@ -34,9 +34,11 @@ class LoweringError(NirocError):
         location: str | None = None,
         notes: Sequence[str] = (),
         refusals: Sequence[LoweringError] = (),
+        op_kind: str | None = None,
     ):
         super().__init__(message, location=location, notes=notes)
         self.refusals = tuple(refusals)
+        self.op_kind = op_kind
 
 
 def refused_together(refusals: Sequence[LoweringError]) -> LoweringError:

@@ -231,6 +231,8 @@ class ModuleLowering:
         """Records that `op`'s rule refused it (the caller goes on with the next op)."""
         if not self.allow_unknown and isinstance(op, UnknownOp) and lowering_for(op.name) is None:
             return  # NOTE: counted in the unknown-ops entry already (`_unknown_ops_error`)
+        if error.op_kind is None:
+            error.op_kind = op_name(op)
         self.refusals.append(error)
 
     def lower(self) -> None:
