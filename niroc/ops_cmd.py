@@ -97,11 +97,7 @@ def collect_op_support(include_unsupported: bool = False) -> list[OpSupport]:
         for domain, op_type in schema_op_names()
         if (since := function_body_since(domain, op_type)) is not None
     }
-    names = (
-        set(registered_lowerings())
-        | {niro_op_name("", op_type) for op_type in CONVERTERS}
-        | set(bodies)
-    )
+    names = set(registered_lowerings()) | {niro_op_name("", op_type) for op_type in CONVERTERS} | set(bodies)
     if include_unsupported:
         names |= set(keys)
     rows = []
