@@ -33,6 +33,7 @@ __all__ = [
     "Tolerance",
     "compare",
     "from_abi",
+    "load_iree_module",
     "localize",
     "missing_check_extra",
     "random_feeds",
@@ -312,14 +313,29 @@ class ModelRunner:
         return Path(f"{stem}.vmfb"), function
 
     def run_iree(self, vmfb: Path, function: str, feeds: Mapping[str, np.ndarray]) -> list:
-        import iree.runtime as runtime
-
         try:
-            bound = runtime.load_vm_flatbuffer_file(str(vmfb), driver="local-sync")
+            bound = load_iree_module(vmfb)
             results = bound[function](*[to_abi(value) for value in feeds.values()])
         except (RuntimeError, ValueError, TypeError) as error:
             raise CheckStepFailed("run", _first_error_line(str(error))) from error
         return list(results) if isinstance(results, (list, tuple)) else [results]
+
+
+def load_iree_module(vmfb: Path, parameters: Path | None = None, scope: str = "model"):
+    """A compiled module loaded for the local-sync driver, with the IREE parameter archive
+    `parameters` (an `.irpa`) served under `scope` when given, as
+    `iree-run-module --parameters=model=FILE.irpa` does."""
+    import iree.runtime as runtime
+
+    config = runtime.Config("local-sync")
+    modules = []
+    if parameters is not None:
+        index = runtime.ParameterIndex()
+        index.load(str(parameters))
+        provider = index.create_provider(scope=scope)
+        modules.append(runtime.create_io_parameters_module(config.vm_instance, provider))
+    modules.append(runtime.VmModule.mmap(config.vm_instance, str(vmfb)))
+    return runtime.load_vm_modules(*modules, config=config)[-1]
 
 
 def run_onnxruntime(model, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
