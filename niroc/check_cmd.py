@@ -18,7 +18,7 @@ from .inputs import detect_format
 from .output import open_output
 from .pipeline import progress_for
 from .render import error_record, make_console, print_block, print_error, write_json_line
-from .session import current_session, session_options
+from .session import current_session, format_option, session_options
 
 __all__ = ["check_command"]
 
@@ -74,14 +74,8 @@ class CheckUnavailable(NirocError):
     help="On a mismatch, write DIR/model.onnx (the first differing node alone) and "
     "DIR/inputs.npz (its inputs).",
 )
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text for people; json for tools: one object per line "
-    '({"type": "output"|"node"|"repro"|"note"|"diagnostic"|"summary", ...}).',
+@format_option(
+    'one object per line ({"type": "output"|"node"|"repro"|"note"|"diagnostic"|"summary", ...})'
 )
 @session_options
 def check_command(

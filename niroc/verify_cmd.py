@@ -23,7 +23,7 @@ from .render import (
     summary_text,
     write_json_line,
 )
-from .session import current_session, session_options
+from .session import current_session, format_option, session_options
 from .stats import collect_stats, stats_table
 
 __all__ = ["verify_command"]
@@ -43,15 +43,7 @@ Examples:
     context_settings={"max_content_width": 100},
 )
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text for people; json for tools: one object per line "
-    '({"type": "diagnostic"|"stats"|"summary", ...}).',
-)
+@format_option('one object per line ({"type": "diagnostic"|"stats"|"summary", ...})')
 @click.option(
     "--stats",
     is_flag=True,
