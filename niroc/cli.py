@@ -24,6 +24,7 @@ from typing import NoReturn
 import click
 
 from . import __version__
+from .check_cmd import check_command
 from .compile_cmd import compile_command
 from .dump_cmd import dump_command
 from .session import SESSION_FLAGS, Session, session_options
@@ -45,6 +46,7 @@ Examples:
   niroc model.onnx -o model.mlirbc        compile to MLIR bytecode
   niroc verify --stats model.onnx         check a model, count its ops
   niroc dump --pretty model.onnx          show the Niro IR as a tree
+  niroc check model.onnx                  run with IREE and onnxruntime, compare
   iree-compile model.mlir --iree-hal-target-device=local \\
       --iree-hal-local-target-device-backends=llvm-cpu \\
       --iree-llvmcpu-target-cpu=host -o model.vmfb
@@ -110,7 +112,7 @@ def cli() -> None:
 
 from .ops_cmd import ops_command  # noqa: E402 - kept next to the registration below
 
-for _command in (compile_command, verify_command, dump_command, ops_command):
+for _command in (compile_command, verify_command, check_command, dump_command, ops_command):
     cli.add_command(_command)
 
 

@@ -8,6 +8,7 @@ atomically, so a failure at any step leaves the output path as it was.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +35,7 @@ Examples:
   niroc model.onnx -o model.mlir
   niroc compile model.onnxtxt --emit mlirbc -o model.mlirbc
   niroc model.onnx --elide-weights | less
+  niroc model.onnx --params model.irpa -o model.mlir (weights to an IREE parameter archive)
   niroc model.onnx -o model.niro                     (stop after import: Niro assembly)
   niroc model.niro -o model.mlir                     (re-enter from Niro assembly)
   niroc model.onnx --allow-unknown -o model.mlir     (keep unknown ops as generic MLIR ops)
@@ -98,6 +100,21 @@ def emit_format_for(output: str | None, emit: str | None) -> str:
     "Uses iree-opt when --mlir-opt is not given.",
 )
 @click.option(
+    "--params",
+    "params_path",
+    metavar="FILE.irpa",
+    help="Write the weights to an IREE parameter archive (scope 'model', keyed by global name); "
+    "the MLIR then names them with IREE's #stream.parameter.named attributes (IREE's dialects, "
+    "not upstream MLIR) and stays small. Run with iree-run-module --parameters=model=FILE.irpa.",
+)
+@click.option(
+    "--params-threshold",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="With --params: only globals of at least N elements go to the archive. [default: 100]",
+)
+@click.option(
     "--elide-weights",
     is_flag=True,
     help="Leave weight data out of text output, for a readable listing (not compilable).",
@@ -111,6 +128,8 @@ def compile_command(
     allow_unknown: bool,
     opt_tool: str | None,
     pass_pipeline: str | None,
+    params_path: str | None,
+    params_threshold: int | None,
     elide_weights: bool,
     shapes: InputShapeRequest,
 ) -> int:
@@ -125,23 +144,62 @@ def compile_command(
     if pass_pipeline is not None and opt_tool is None:
         opt_tool = "iree-opt"
     _check_combination(emit_format, output, opt_tool, elide_weights)
+    parameters = _parameter_plan(params_path, params_threshold, emit_format, output)
 
     session = current_session()
     progress = progress_for(session)
     path = Path(input_path)
     module = load(path, progress, shapes)
     check(module, path, progress)
-    writer = _prepare_writer(
-        module, path, emit_format, progress, allow_unknown, opt_tool, pass_pipeline, elide_weights
+    writer, lowered = _prepare_writer(
+        module,
+        path,
+        emit_format,
+        progress,
+        allow_unknown,
+        opt_tool,
+        pass_pipeline,
+        elide_weights,
+        parameters,
     )
     target = "stdout" if is_stdout(output) else output
     if is_stdout(output) and sys.stdout.isatty():
         # NOTE: a spinner would be drawn into the text being printed
         progress = Progress.off(progress.step_times)
-    # NOTE: the step outside the file: its time includes the fsync and rename on closing.
-    with progress.step(f"writing {target}") as step, open_output(output) as stream:
-        writer(CountingWriter(stream, step))
+    with contextlib.ExitStack() as outputs:
+        if parameters is not None:
+            # NOTE: both files commit only when both are written: the archive's temporary file
+            # is renamed after the module's, and neither is if anything fails before.
+            archive = outputs.enter_context(open_output(params_path))
+            with progress.step(f"writing {params_path}") as step:
+                lowered.write_parameters(CountingWriter(archive, step))
+        # NOTE: the step outside the file: its time includes the fsync and rename on closing.
+        with progress.step(f"writing {target}") as step, open_output(output) as stream:
+            writer(CountingWriter(stream, step))
     return 0
+
+
+def _parameter_plan(params_path: str | None, threshold: int | None, emit_format: str, output: str):
+    """The ParameterPlan for --params, after checking the options fit together."""
+    if params_path is None:
+        if threshold is not None:
+            raise click.UsageError("--params-threshold needs --params FILE.irpa")
+        return None
+    if emit_format == "niro":
+        raise click.UsageError("--params needs MLIR output, not --emit niro")
+    if is_stdout(params_path):
+        raise click.UsageError("--params needs a file, not stdout")
+    if not is_stdout(output) and Path(params_path).resolve() == Path(output).resolve():
+        raise click.UsageError("--params and -o name the same file")
+    check_output_path(params_path)
+    from niro.backends.mlir import BINDING, DEFAULT_PARAMETER_THRESHOLD, ParameterPlan
+
+    if BINDING != "iree.compiler":
+        raise click.UsageError(
+            "--params needs IREE's MLIR bindings (iree-base-compiler): the upstream ones "
+            "installed as 'mlir' do not know IREE's parameter attributes"
+        )
+    return ParameterPlan(threshold=DEFAULT_PARAMETER_THRESHOLD if threshold is None else threshold)
 
 
 def _check_combination(
@@ -169,17 +227,19 @@ def _prepare_writer(
     opt_tool: str | None,
     pass_pipeline: str | None,
     elide_weights: bool,
-) -> Writer:
-    """Do every step that can fail before the output is opened; return what writes the bytes."""
+    parameters=None,
+) -> tuple[Writer, object]:
+    """Do every step that can fail before the output is opened; return what writes the bytes,
+    and the LoweredModule (None for Niro output)."""
     if emit_format == "niro":
-        return lambda stream: write_niro_text(module, stream, elide_data=elide_weights)
+        return lambda stream: write_niro_text(module, stream, elide_data=elide_weights), None
 
     with progress.step("loading the MLIR backend"):
         from niro.backends.mlir import LoweringError, lower_to_mlir
 
     try:
         with progress.step(f"lowering {path} to MLIR"), attributed_to(path):
-            lowered = lower_to_mlir(module, allow_unknown=allow_unknown)
+            lowered = lower_to_mlir(module, allow_unknown=allow_unknown, parameters=parameters)
     except LoweringError as error:
         for each in (error, *error.refusals):
             _suggest_the_flag(each)
@@ -196,10 +256,10 @@ def _prepare_writer(
                 pass_pipeline=pass_pipeline,
                 extra_args=_opt_tool_flags(emit_format, elide_weights),
             )
-        return lambda stream: stream.write(data)
+        return (lambda stream: stream.write(data)), lowered
     if emit_format == "mlirbc":
-        return lowered.write_bytecode
-    return lambda stream: lowered.write_text(stream, elide_weights=elide_weights)
+        return lowered.write_bytecode, lowered
+    return (lambda stream: lowered.write_text(stream, elide_weights=elide_weights)), lowered
 
 
 def _suggest_the_flag(error: NirocError) -> None:

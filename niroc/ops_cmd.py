@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import click
 
 from .render import make_console, print_block, print_error, write_json_line
-from .session import current_session, session_options
+from .session import current_session, format_option, session_options
 
 __all__ = ["OpSupport", "collect_op_support", "find_op", "ops_command"]
 
@@ -160,14 +160,7 @@ def find_op(rows: list[OpSupport], wanted: str) -> OpSupport | None:
 @click.option(
     "--all", "include_all", is_flag=True, help="Also list the ONNX ops niroc does not support."
 )
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help='text for people; json for tools: one {"type": "op", ...} object per line.',
-)
+@format_option('one {"type": "op", ...} object per line')
 @session_options
 def ops_command(name: str | None, opset: int | None, include_all: bool, output_format: str) -> int:
     """List the ONNX ops niroc compiles: op type, domain, the opsets niroc lowers, and whether

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import click
 
-__all__ = ["Session", "session_options", "current_session", "SESSION_FLAGS"]
+__all__ = ["Session", "session_options", "current_session", "format_option", "SESSION_FLAGS"]
 
 F = TypeVar("F", bound=Callable)
 
@@ -79,3 +79,16 @@ def session_options(function: F) -> F:
         help="No progress display and no summary line.",
     )(function)
     return function
+
+
+def format_option(json_records: str) -> Callable[[F], F]:
+    """The `--format text|json` option of every command with a JSON form (as `output_format`);
+    `json_records` says what the JSON objects are, for the help."""
+    return click.option(
+        "--format",
+        "output_format",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help=f"text for people; json for tools: {json_records}.",
+    )

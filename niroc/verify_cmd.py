@@ -23,7 +23,7 @@ from .render import (
     summary_text,
     write_json_line,
 )
-from .session import current_session, session_options
+from .session import current_session, format_option, session_options
 from .stats import collect_stats, stats_table
 
 __all__ = ["verify_command"]
@@ -43,19 +43,13 @@ Examples:
     context_settings={"max_content_width": 100},
 )
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text for people; json for tools: one object per line "
-    '({"type": "diagnostic"|"stats"|"summary", ...}).',
-)
+@format_option('one object per line ({"type": "diagnostic"|"stats"|"summary", ...})')
 @click.option(
     "--stats",
     is_flag=True,
-    help="Also show each module's ops by kind, unknown ops, weight bytes, globals, functions.",
+    help="Also show each module's functions, globals, weight bytes, and ops by kind with "
+    "whether each will compile (native, lowered, no lowering, refused with the reason), "
+    "then how many ops will compile. Runs the MLIR lowering without writing it.",
 )
 @session_options
 def verify_command(files: tuple[str, ...], output_format: str, stats: bool) -> int:
@@ -83,13 +77,14 @@ def verify_command(files: tuple[str, ...], output_format: str, stats: bool) -> i
             continue
         with progress.step(f"verifying {path}"):
             diagnostics: list[Diagnostic] = verify(module)
+        errors = len(errors_in(diagnostics))
         if stats:
-            module_stats = collect_stats(module)
+            with progress.step(f"checking the lowering of {path}"):
+                module_stats = collect_stats(module, check=not errors)
             if as_json:
                 write_json_line({"type": "stats", "file": name, **module_stats.to_dict()})
             else:
                 print_block(console, stats_table(name, module_stats))
-        errors = len(errors_in(diagnostics))
         error_count += errors
         warning_count += len(diagnostics) - errors
         if as_json:

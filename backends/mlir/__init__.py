@@ -3,6 +3,8 @@
     lowered = lower_to_mlir(module)              # verified in-process; raises LoweringError
     lowered.write_text(stream)                   # .mlir, blobs in {-# dialect_resources #-}
     lowered.write_bytecode(stream)               # .mlirbc
+    lower_to_mlir(module, parameters=ParameterPlan())   # weights as IREE parameters:
+    lowered.write_parameters(stream)             #   the .irpa archive they name
     run_opt_tool(lowered, pass_pipeline="...")   # iree-opt / mlir-opt-NN, errors as ours
 
 Decisions a user can see in the output:
@@ -45,9 +47,12 @@ from .errors import MAX_LISTED_REFUSALS, LoweringError
 from .lowering import NAME_ATTRIBUTE, lower_to_mlir
 from .opt_tool import find_tool, run_opt_tool
 from .output import LoweredModule
+from .parameters import DEFAULT_PARAMETER_THRESHOLD, ParameterPlan
 
 __all__ = [
     "BINDING",
+    "DEFAULT_PARAMETER_THRESHOLD",
+    "ParameterPlan",
     "NAME_ATTRIBUTE",
     "LoweredModule",
     "cannot_lower",

@@ -25,6 +25,10 @@ class LoweringError(NirocError):
     one's own LoweringError in module order (all of them, uncapped); this error's location and
     notes are then the first one's, its message the first one's plus how many more there are,
     and its notes list the others (at most MAX_LISTED_REFUSALS in all).
+
+    `op_kind` is the Niro op name (`niro.add`, `onnx.Col2Im`) of the op a rule refused, set by
+    the driver when it records the refusal; None for an error that is no op's refusal (MLIR
+    verification of the whole module, an external tool). `verify --stats` groups by it.
     """
 
     def __init__(
@@ -34,9 +38,11 @@ class LoweringError(NirocError):
         location: str | None = None,
         notes: Sequence[str] = (),
         refusals: Sequence[LoweringError] = (),
+        op_kind: str | None = None,
     ):
         super().__init__(message, location=location, notes=notes)
         self.refusals = tuple(refusals)
+        self.op_kind = op_kind
 
 
 def refused_together(refusals: Sequence[LoweringError]) -> LoweringError:

@@ -33,6 +33,8 @@ __all__ = [
     "scalar_attr",
     "tensor_data_attr",
     "generic_attr",
+    "read_only_mappings",
+    "release_pages",
 ]
 
 _SPLAT_CHECK_CHUNK = 1 << 20
@@ -90,32 +92,43 @@ class ResourceTable:
 
     def mapped_read_only(self) -> list[mmap.mmap]:
         """The distinct read-only file mappings the blobs' buffers live in."""
-        found: dict[int, mmap.mmap] = {}
-        for blob in self.blobs:
-            owner = blob.data.obj
-            if isinstance(owner, mmap.mmap) and id(owner) not in found and not owner.closed:
-                with memoryview(owner) as whole:
-                    if whole.readonly:  # ACCESS_READ: shared, never privately modified
-                        found[id(owner)] = owner
-        return list(found.values())
+        return read_only_mappings([blob.data for blob in self.blobs])
 
     def release_mapped_pages(self, mappings: list[mmap.mmap] | None = None) -> None:
-        """Drop this process's resident pages of the blobs' read-only file mappings.
-
-        Memory then stays bounded by what is read between two calls, not by the weights: the
-        pages stay in the page cache, and a later read maps them again (MADV_DONTNEED on a
-        read-only shared file mapping loses nothing). Writable or private mappings, whose pages
-        may hold changes, and ordinary memory are never touched.
-        """
+        """Drop this process's resident pages of the blobs' read-only file mappings
+        (`release_pages`)."""
         self._unreleased = 0
-        if not hasattr(mmap, "MADV_DONTNEED"):
-            return
-        for mapping in self.mapped_read_only() if mappings is None else mappings:
-            mapping.madvise(mmap.MADV_DONTNEED)
+        release_pages(self.mapped_read_only() if mappings is None else mappings)
 
     @property
     def total_bytes(self) -> int:
         return sum(blob.data.nbytes for blob in self.blobs)
+
+
+def read_only_mappings(buffers: list[memoryview]) -> list[mmap.mmap]:
+    """The distinct read-only file mappings that `buffers` are views of."""
+    found: dict[int, mmap.mmap] = {}
+    for data in buffers:
+        owner = data.obj
+        if isinstance(owner, mmap.mmap) and id(owner) not in found and not owner.closed:
+            with memoryview(owner) as whole:
+                if whole.readonly:  # ACCESS_READ: shared, never privately modified
+                    found[id(owner)] = owner
+    return list(found.values())
+
+
+def release_pages(mappings: list[mmap.mmap]) -> None:
+    """Drop this process's resident pages of read-only file mappings.
+
+    Memory then stays bounded by what is read between two calls, not by the weights: the
+    pages stay in the page cache, and a later read maps them again (MADV_DONTNEED on a
+    read-only shared file mapping loses nothing). Writable or private mappings, whose pages
+    may hold changes, and ordinary memory are never passed here.
+    """
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    for mapping in mappings:
+        mapping.madvise(mmap.MADV_DONTNEED)
 
 
 def _signless(value: int, bits: int) -> int:

@@ -55,6 +55,7 @@ from .errors import LoweringError, refused_together
 from .literals import ResourceTable, generic_attr, scalar_attr, tensor_data_attr
 from .nesting import recursion_headroom
 from .output import LoweredModule
+from .parameters import ParameterPlan, ParameterTable
 from .types import lower_type, type_key
 
 __all__ = ["lower_to_mlir", "FunctionLowering", "ModuleLowering", "NAME_ATTRIBUTE"]
@@ -65,8 +66,13 @@ NAME_ATTRIBUTE = "niro.name"
 YieldBuilder = Callable[[LoweringRuleContext], None]
 
 
-def lower_to_mlir(module: Module, *, allow_unknown: bool = False) -> LoweredModule:
+def lower_to_mlir(
+    module: Module, *, allow_unknown: bool = False, parameters: ParameterPlan | None = None
+) -> LoweredModule:
     """Lowers a verified Niro module to an MLIR module that verifies.
+
+    With `parameters`, the globals the plan takes get IREE parameter references as their
+    values (parameters.py) and `LoweredModule.parameters` holds their data for the archive.
 
     The input should pass `niro.ir.verify` first (the CLI does that): the lowering checks only
     what its rules rely on (ranked tensors, known symbols, literal sizes, defined operands), and
@@ -95,6 +101,7 @@ def lower_to_mlir(module: Module, *, allow_unknown: bool = False) -> LoweredModu
                 ResourceTable(),
                 allow_unknown=allow_unknown,
                 refusals=[unknown] if unknown is not None else [],
+                parameters=ParameterTable(parameters) if parameters is not None else None,
             )
             state.lower()
             if state.refusals:
@@ -103,7 +110,11 @@ def lower_to_mlir(module: Module, *, allow_unknown: bool = False) -> LoweredModu
     finally:
         handler.detach()
     return LoweredModule(
-        mlir_module, context, state.resources, has_generic_ops=state.has_generic_ops
+        mlir_module,
+        context,
+        state.resources,
+        has_generic_ops=state.has_generic_ops,
+        parameters=state.parameters,
     )
 
 
@@ -209,6 +220,7 @@ class ModuleLowering:
     has_generic_ops: bool = False
     mlir_types: dict[Hashable, ir.Type] = field(default_factory=dict)
     shared: dict[Hashable, object] = field(default_factory=dict)
+    parameters: ParameterTable | None = None
 
     def mlir_type(self, type_: ScalarType | TensorType) -> ir.Type:
         """`lower_type(type_)`, memoised: a model has few distinct types and many ops (each
@@ -232,6 +244,8 @@ class ModuleLowering:
         """Records that `op`'s rule refused it (the caller goes on with the next op)."""
         if not self.allow_unknown and isinstance(op, UnknownOp) and lowering_for(op.name) is None:
             return  # NOTE: counted in the unknown-ops entry already (`_unknown_ops_error`)
+        if error.op_kind is None:
+            error.op_kind = op_name(op)
         self.refusals.append(error)
 
     def lower(self) -> None:
@@ -259,9 +273,12 @@ class ModuleLowering:
                 if not type_.is_static:
                     raise ValueError(f"needs a static tensor type, got {format_type(type_)}")
                 stored = sub_byte.packed_type(type_) if sub_byte.is_packed(type_) else type_
-                value = tensor_data_attr(
-                    stored, global_.initializer, resources=self.resources, name=global_.name
-                )
+                if self.parameters is not None and self.parameters.plan.takes(global_):
+                    value = self.parameters.add(global_, stored)
+                else:
+                    value = tensor_data_attr(
+                        stored, global_.initializer, resources=self.resources, name=global_.name
+                    )
         except ValueError as error:
             raise LoweringError(f"global {error}", location=where) from error
         self.global_types[global_.name] = type_

@@ -29,6 +29,7 @@ import numpy as np
 from .bindings import ir
 from .bytecode import BlobSplicingWriter
 from .literals import RELEASE_EVERY_BYTES, ResourceTable
+from .parameters import ParameterTable
 
 __all__ = ["LoweredModule"]
 
@@ -54,8 +55,11 @@ class LoweredModule:
         resources: ResourceTable,
         *,
         has_generic_ops: bool = False,
+        parameters: ParameterTable | None = None,
     ):
         self.module = module
+        self.parameters = parameters
+        """The weights that went to IREE parameters (lowered with a ParameterPlan), else None."""
         self.context = context
         self.resources = resources
         self.has_generic_ops = has_generic_ops
@@ -101,6 +105,12 @@ class LoweredModule:
             stream.write(b'"\n' if index == last else b'",\n')
         stream.write(b"    }\n  }\n#-}\n")
         releasing.release()
+
+    def write_parameters(self, stream: BinaryIO) -> None:
+        """Writes the IREE parameter archive (`.irpa`) of the weights lowered as parameters."""
+        if self.parameters is None:
+            raise ValueError("the module was lowered without parameters")
+        self.parameters.write_archive(stream)
 
     def write_bytecode(self, stream: BinaryIO) -> None:
         """Writes `.mlirbc` bytecode (blobs included): the bytes MLIR's writer makes of the

@@ -17,7 +17,9 @@ each model runs every command below as its own process, `--runs` times (median r
 | `MLIR parse+verify+print` | the same, then MLIR's verifier and its text printer with niroc's options into a file: minus `MLIR parse`, what MLIR itself costs for the module niroc builds, verified in-process and printed as docs/design.md requires |
 | `niroc text` | `niroc -q M -o out.mlir` |
 | `niroc bytecode` | `niroc -q M -o out.mlirbc` |
+| `niroc params` | `niroc -q M --params out.irpa -o out.params.mlir`: the weights to an IREE parameter archive (weight-bound models; output bytes are the archive's) |
 | `iree-import-onnx` | the peer, `iree-import-onnx M -o out.mlir`, from the iree-base-compiler wheel |
+| `iree-import-onnx params` | the peer's `--externalize-params --save-params-to out.peer.irpa` (mlp_external only; the archive is fsynced too) |
 
 Figures per process, from `os.wait4`'s rusage of the child: wall (perf_counter around spawn
 and reap), user and sys CPU, peak RSS (ru_maxrss). This parent imports nothing heavy (no numpy,
@@ -135,11 +137,13 @@ _MLIR_PRINT = _MLIR_PARSE + """
 # figures include the same disk work as niroc's (the child's rusage covers the peer).
 _PEER = """
 import os, subprocess, sys
+outputs = sys.argv[1].split(os.pathsep)
 code = subprocess.call(sys.argv[2:])
 if code == 0:
-    descriptor = os.open(sys.argv[1], os.O_RDONLY)
-    os.fsync(descriptor)
-    os.close(descriptor)
+    for output in outputs:
+        descriptor = os.open(output, os.O_RDONLY)
+        os.fsync(descriptor)
+        os.close(descriptor)
 sys.exit(code)
 """
 
@@ -268,16 +272,26 @@ def commands_for(name: str, allow_unknown: bool, skip_peer: bool) -> list[tuple[
         ("niroc text", [str(BIN / "niroc"), "-q", model, *extra, "-o", str(text)], text, note),
         ("niroc bytecode", [str(BIN / "niroc"), "-q", model, *extra, "-o", str(bytecode)], bytecode, note),
     ]
+    if name in WEIGHT_BOUND:
+        archive, module = folder / "out.irpa", folder / "out.params.mlir"
+        params_argv = [str(BIN / "niroc"), "-q", model, *extra, "--params", str(archive), "-o", str(module)]
+        commands.append(("niroc params", params_argv, archive, note))
     if not skip_peer:
         peer_argv = [python, "-c", _PEER, str(peer), str(BIN / "iree-import-onnx"), model, "-o", str(peer)]
         commands.append(("iree-import-onnx", peer_argv, peer, ""))
+        if name == "mlp_external":
+            peer_archive = folder / "out.peer.irpa"
+            outputs = os.pathsep.join((str(peer), str(peer_archive)))
+            peer_argv = [python, "-c", _PEER, outputs, str(BIN / "iree-import-onnx"), model,
+                         "--externalize-params", "--save-params-to", str(peer_archive), "-o", str(peer)]
+            commands.append(("iree-import-onnx params", peer_argv, peer_archive, ""))
     return commands
 
 
 def runs_for(name: str, command: str, runs: int) -> int:
     """The big models' slow processes run fewer times (the peer takes ~25 s and ~6 GB on the
     1 GB model; niroc writes 2 GB of text a run)."""
-    if command == "iree-import-onnx" and name in ("mlp_external", "mlp_inline"):
+    if command.startswith("iree-import-onnx") and name in ("mlp_external", "mlp_inline"):
         return 1
     if name == "mlp_external" and command.startswith("niroc"):
         return min(runs, 2)
@@ -387,12 +401,13 @@ def checks(rows: list[Row]) -> list[Check]:
             continue
         ratio_check(model, "niroc text / hex floor (wall)", "niroc text", "hex", 1.5)
         ratio_check(model, "niroc bytecode / copy floor (wall)", "niroc bytecode", "copy", 2.0)
+        ratio_check(model, "niroc params / copy floor (wall)", "niroc params", "copy", 2.0)
         text, hex_floor = _find(rows, model, "niroc text"), _find(rows, model, "hex")
         if text and hex_floor:
             size = text.median("output_bytes") / hex_floor.median("output_bytes")
             found.append(Check(model, "text size / weights' hex size", size, "~1 (+ the graph)", size <= 1.05))
     if "mlp_external" in models:
-        for command in ("niroc text", "niroc bytecode"):
+        for command in ("niroc text", "niroc bytecode", "niroc params"):
             row = _find(rows, "mlp_external", command)
             peak = row.median("rss_mib") if row else float("nan")
             found.append(Check("mlp_external", f"{command} peak RSS (MiB)", peak, "<= 256",
@@ -436,6 +451,9 @@ def checks(rows: list[Row]) -> list[Check]:
         peer = _ratio(rows, model, "iree-import-onnx", "niroc text")
         if peer is not None:
             found.append(Check(model, "peer / niroc text (wall)", peer, "(for comparison)", None))
+        peer = _ratio(rows, model, "iree-import-onnx params", "niroc params")
+        if peer is not None:
+            found.append(Check(model, "peer params / niroc params (wall)", peer, "(for comparison)", None))
     return found
 
 

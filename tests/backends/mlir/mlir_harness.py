@@ -27,14 +27,10 @@ from niro.backends.mlir.bindings import ir
 from niro.frontends.onnx import import_model
 from niro.ir import ScalarType, TensorType, Value, ValueId
 
+from niroc.checking import IREE_COMPILE_FLAGS, from_abi, to_abi  # noqa: F401 (re-exported)
+
 if TYPE_CHECKING:
     import onnxruntime
-
-IREE_COMPILE_FLAGS = (
-    "--iree-hal-target-device=local",
-    "--iree-hal-local-target-device-backends=llvm-cpu",
-    "--iree-llvmcpu-target-cpu=host",
-)
 
 NUMPY_DTYPES = {
     ScalarType.BOOL: np.bool_,
@@ -50,22 +46,6 @@ NUMPY_DTYPES = {
     ScalarType.F32: np.float32,
     ScalarType.F64: np.float64,
 }
-
-SIGNLESS = {
-    np.dtype(np.uint8): np.int8,
-    np.dtype(np.uint16): np.int16,
-    np.dtype(np.uint32): np.int32,
-    np.dtype(np.uint64): np.int64,
-    np.dtype(ml_dtypes.int4): np.int8,
-    np.dtype(ml_dtypes.uint4): np.int8,
-    np.dtype(ml_dtypes.int2): np.int8,
-    np.dtype(ml_dtypes.uint2): np.int8,
-    np.dtype(ml_dtypes.float4_e2m1fn): np.int8,
-}
-"""Unsigned arrays cross the IREE ABI as the signless (signed) type of the same width; the
-sub-byte types (ml_dtypes' int4, uint4, int2, uint2, float4_e2m1fn: one element a byte) as int8
-arrays of the same bytes (README: element types)."""
-
 
 NARROW_DTYPES = frozenset(
     np.dtype(dtype)
@@ -150,29 +130,6 @@ def load_vmfb(path: Path):
     import iree.runtime as runtime
 
     return runtime.load_vm_flatbuffer_file(str(path), driver="local-sync")
-
-
-def to_abi(array):
-    """A numpy input as IREE wants it: scalars (numpy generics) as Python numbers, unsigned
-    arrays as the signless type of the same width."""
-    if isinstance(array, np.generic):
-        array = array.item()
-    if isinstance(array, bool):
-        return int(array)  # the VM has no bool: an i1 argument is an int
-    if isinstance(array, np.ndarray) and array.dtype in SIGNLESS:
-        return array.view(SIGNLESS[array.dtype])
-    return array
-
-
-def from_abi(result, like):
-    """An IREE result as numpy, reinterpreted with `like`'s dtype."""
-    if hasattr(result, "to_host"):
-        result = result.to_host()
-    result = np.asarray(result)
-    like = np.asarray(like)
-    if result.dtype != like.dtype and result.dtype.itemsize == like.dtype.itemsize:
-        result = result.view(like.dtype)
-    return result.astype(like.dtype, copy=False)
 
 
 def call(vm_module, name: str, *inputs):
