@@ -3,20 +3,29 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 JOBS ?= 2
+CONSTRAINTS := constraints.txt
+LATEST := .venv-latest
 
-.PHONY: help install test zoo lint format bench conformance fuzz clean mlir-snapshot
+.PHONY: help install test test-latest zoo lint format bench conformance fuzz clean mlir-snapshot
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-install: ## create .venv, install niroc editable with its dev extras, byte-compile its modules
+install: ## create .venv, install niroc editable with its dev extras at the tested versions (constraints.txt), byte-compile its modules
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e '.[dev]'
 	$(BIN)/python -m compileall -q ir frontends backends niroc
 
 test: ## run the whole test suite (unit, property, golden lit tests); `make zoo` runs the model zoo
 	$(BIN)/python -m pytest -n $(JOBS) tests --ignore=tests/backends/mlir/onnx_ops/test_model_zoo.py --ignore=tests/backends/mlir/test_real_models_zoo.py
+
+test-latest: ## `make test` against the newest releases of every dependency (no pins), in .venv-latest
+	$(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/pip install --quiet --upgrade pip
+	$(LATEST)/bin/pip install --quiet --upgrade --upgrade-strategy eager -e '.[dev]'
+	$(LATEST)/bin/niroc --version
+	$(MAKE) test VENV=$(LATEST)
 
 zoo: ## the onnx wheel's model-zoo nets with random weights and whole generated real-model forms (YOLOv8n), niroc+IREE vs onnxruntime (slow: ~18 min)
 	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/onnx_ops/test_model_zoo.py tests/backends/mlir/test_real_models_zoo.py
@@ -32,7 +41,7 @@ mlir-snapshot: ## hash the MLIR of every node test and test model into SNAPSHOT 
 	$(BIN)/python -m tests.tools.mlir_snapshot write $${SNAPSHOT:-testdata/generated/mlir-snapshot.json} --jobs $(JOBS)
 
 clean: ## remove the venv and generated files
-	rm -rf $(VENV) build *.egg-info .pytest_cache testdata/generated
+	rm -rf $(VENV) $(LATEST) build *.egg-info .pytest_cache testdata/generated
 
 bench: ## benchmarks (slow, not in `make test`): niroc vs the floors and iree-import-onnx on generated models (report in testdata/generated/bench/report.md), then import/lower memory and verifier speed
 	$(BIN)/python tests/bench/bench_models.py

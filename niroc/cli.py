@@ -23,7 +23,6 @@ from typing import NoReturn
 
 import click
 
-from . import __version__
 from .check_cmd import check_command
 from .compile_cmd import compile_command
 from .dump_cmd import dump_command
@@ -97,6 +96,15 @@ class DefaultCommandGroup(click.Group):
         formatter.write_usage(ctx.command_path, "COMMAND [ARGS]...", prefix="   or: ")
 
 
+def _print_versions(ctx: click.Context, _parameter: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from .versions import version_lines
+
+    click.echo("\n".join(version_lines()))
+    ctx.exit()
+
+
 @click.group(
     cls=DefaultCommandGroup,
     default_command=DEFAULT_COMMAND,
@@ -104,7 +112,14 @@ class DefaultCommandGroup(click.Group):
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     no_args_is_help=True,
 )
-@click.version_option(__version__, "--version", prog_name="niroc", message="%(prog)s %(version)s")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_versions,
+    help="Show the versions of niroc, onnx, onnx-ir and the MLIR bindings.",
+)
 @session_options
 def cli() -> None:
     pass

@@ -20,7 +20,7 @@ import mmap
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -78,7 +78,7 @@ from .schema_functions import (
 from .sequences import SequenceRewriteError, eliminate_sequences, has_sequences
 from .symbols import SymbolTable
 from .tensors import TensorDataError, pack_tensor_proto, scalar_type_for
-from .validation import StructureError, check_graph, check_opsets, check_text
+from .validation import StructureError, check_graph, check_ir_version, check_opsets, check_text
 from .wire import split_raw_data
 
 __all__ = ["ImportedModel", "import_model", "import_model_with_info", "load_onnx_text"]
@@ -363,14 +363,15 @@ class _Importer:
 
     # -- driver --------------------------------------------------------------------------------
 
-    def _check(self, model: onnx.ModelProto, what: str) -> None:
+    def _check(self, model: onnx.ModelProto, what: str, raw_elsewhere: Container[str] = frozenset()) -> None:
         try:
+            check_ir_version(model.ir_version)
             check_opsets(model.opset_import, "opset_import")
             for function in model.functions:
                 check_text(function.name, "function name")
                 check_text(function.domain, f"function '{function.name}': domain")
                 check_opsets(function.opset_import, f"function '{function.name}': opset_import")
-            check_graph(model.graph, what, _opsets(model), self.function_protos)
+            check_graph(model.graph, what, _opsets(model), self.function_protos, raw_elsewhere=raw_elsewhere)
         except StructureError as error:
             raise self.error(str(error)) from None
 
@@ -383,7 +384,7 @@ class _Importer:
         return imported
 
     def _run(self) -> ImportedModel:
-        self._check(self.model, f"graph '{self.model.graph.name}'")
+        self._check(self.model, f"graph '{self.model.graph.name}'", self.raw_views)
         ir_model = _deserialize(self.model, self.filename)
         graph = self.main_graph = ir_model.graph
         for declared, value in zip(self.model.graph.input, graph.inputs, strict=True):

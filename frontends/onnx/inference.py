@@ -272,9 +272,10 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
     folded: dict[int, tuple[onnx.TensorProto, ...]] = {}
     types = _collect(inferred.graph)
     for _ in range(FOLD_ROUNDS):
-        symbolic = analyse(stripped.graph, types.values)
+        symbolic = analyse(stripped.graph, types)
         folds = fold_shape_arithmetic(stripped.graph, types.values, opset, folded, symbolic.constants)
-        if not _tighten(stripped.graph, symbolic.refined) and not folds:
+        tightened = [_tighten(graph, refined) for graph, refined in symbolic.refined_in_subgraphs]
+        if not _tighten(stripped.graph, symbolic.refined) and not any(tightened) and not folds:
             break
         inferred = _infer(stripped, data_prop=data_prop)
         types = _collect(inferred.graph)

@@ -294,6 +294,14 @@ class RewriteContext:
     def error(self, reason: str) -> SequenceRewriteError:
         return SequenceRewriteError(f"{describe_node(self.node, self.index)}: {reason}")
 
+    def graph_attribute(self, name: str) -> onnx.GraphProto:
+        """The node's graph attribute `name` (a SequenceMap's or Loop's body), or a clear error:
+        the rewrite runs before the verifier checks the node's attributes."""
+        for attribute in self.node.attribute:
+            if attribute.name == name and attribute.HasField("g"):
+                return attribute.g
+        raise self.error(f"missing graph attribute '{name}'")
+
     def takes_sequences(self) -> bool:
         return any(name and self.scope.sequence(name) is not None for name in self.node.input)
 

@@ -38,7 +38,7 @@ def rewrite_loop(at: RewriteContext) -> None:
     appends one tensor to per iteration becomes a scan output (stacked after any initial
     elements). Anything else the body does with a carried sequence is refused."""
     node = at.node
-    body = next(attribute.g for attribute in node.attribute if attribute.name == "body")
+    body = at.graph_attribute("body")
     states = list(node.input[2:])
     carried = len(states)
     if len(body.input) != carried + 2 or len(body.output) < carried + 1:

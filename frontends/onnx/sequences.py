@@ -282,7 +282,7 @@ def _split_to_sequence(at: RewriteContext) -> None:
 
 
 def _sequence_map(at: RewriteContext) -> None:
-    body = next(attribute.g for attribute in at.node.attribute if attribute.name == "body")
+    body = at.graph_attribute("body")
     forms = {position: at.scope.sequence(name) for position, name in enumerate(at.node.input) if name}
     sequences = {position: form for position, form in forms.items() if form is not None}
     if 0 not in sequences:

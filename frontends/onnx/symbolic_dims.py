@@ -14,9 +14,13 @@ dim of that value alone. Integer 1-D (or scalar) values that hold dims (`Shape`,
 input's dims divided by the other target dims when that division is exact. `STFT`'s result,
 which ONNX leaves unranked when the signal length is dynamic, is ranked here (its bins
 static). Every step is exact arithmetic on run-time sizes, so a dim found constant here is
-that constant in every run in which the model is valid, with one assumption: a tensor Slice
-that keeps the last k elements of a dynamic axis (`x[:, -1:]`) takes the axis to be at least
-that long, which its lowering checks at run time (see `_sliced_dims`).
+that constant in every run in which the model is valid, with two assumptions, each of which
+the Slice lowering checks at run time: a tensor Slice that keeps the last k elements of a
+dynamic axis (`x[:, -1:]`) takes the axis to be at least that long (see `_sliced_dims`), and a
+one-element cut at a run-time index (`offsets[i:i+1]`, the ends being the starts plus 1 by an
+`Add` of a constant) takes i to lie inside the axis (see `_one_element_cut`). Subgraphs are
+walked too, reading the values of the graphs around them: PyTorch's dynamo exporter makes that
+cut in a Loop body, with a counter the Loop carries (see `_Walk._walk_loop_body`).
 
 `analyse` returns the value types to tighten (only dims that ONNX left unknown and that came
 out constant), and the integer values that came out constant (`x.shape[1]` of an [N, 7]
@@ -94,9 +98,11 @@ class _Vector:
 class _Walk:
     """The dims of one graph's values, computed in node order."""
 
-    def __init__(self, graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto]) -> None:
+    def __init__(self, graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto], parent: _Walk | None = None) -> None:
         self.graph = graph
         self.types = types
+        self.parent = parent  # the walk of the enclosing graph (a subgraph reads its values)
+        self.offsets: dict[str, tuple[str, int]] = {}  # value -> (base value, k): value = base + k
         self._initializers: dict[str, onnx.TensorProto] | None = None
         self.known = KnownConstants(graph)
         self.vectors: dict[str, _Vector] = {}
@@ -105,6 +111,7 @@ class _Walk:
         self.seen_names: set[str] = set()
         self.refined: dict[str, onnx.TypeProto] = {}
         self.constants: dict[str, np.ndarray] = {}
+        self.subgraphs: list[_Walk] = []
 
     # -- dims of values ---------------------------------------------------------------------
 
@@ -113,7 +120,8 @@ class _Walk:
             return self.dims[name]
         shape = _shape(self.types.get(name))
         if shape is None:
-            return self._initializer_dims(name)
+            own = self._initializer_dims(name)
+            return own if own is not None or self.parent is None else self.parent.dims_of(name)
         dims = []
         for axis, dim in enumerate(shape.dim):
             if dim.HasField("dim_value"):
@@ -138,7 +146,7 @@ class _Walk:
         if name in self.vectors:
             return self.vectors[name]
         if not self.known.is_integer(name):  # (before reading data: most constants are weights)
-            return None
+            return None if self.parent is None or name in self.types else self.parent.vector(name)
         array = self.known.get(name)
         if array is None or array.dtype.kind not in "biu" or array.ndim > 1 or array.size > SHAPE_VECTOR_LIMIT:
             return None
@@ -154,7 +162,19 @@ class _Walk:
 
     # -- nodes ------------------------------------------------------------------------------
 
-    def visit(self, node: onnx.NodeProto) -> None:
+    def visit(self, node: onnx.NodeProto, index: int, types) -> None:
+        """Follow `node`; `types` has the inferred types of its subgraphs (`GraphTypes`),
+        whose values are walked too (a Loop body slices `offsets[i:i+1]`)."""
+        if node.op_type == "Add" and node.domain in _DEFAULT_DOMAINS and len(node.input) == 2 and node.output:
+            self._note_offset(node)
+        for attribute in node.attribute:
+            subgraphs = [attribute.g] if attribute.HasField("g") else []
+            for position, subgraph in enumerate([*subgraphs, *attribute.graphs]):
+                inner = types.subgraph(index, attribute.name, position)
+                if node.op_type == "Loop" and attribute.name == "body":
+                    self.subgraphs.append(self._walk_loop_body(node, subgraph, inner))
+                else:
+                    self.subgraphs.append(_walk_graph(subgraph, inner, self))
         handler = _HANDLERS.get(node.op_type)
         if handler is None or node.domain not in _DEFAULT_DOMAINS or not node.output or not node.output[0]:
             return
@@ -165,6 +185,35 @@ class _Walk:
                 self._note_constant(node.output[0], result)
         elif result is not None:
             self.set_dims(node.output[0], result)
+
+    def _walk_loop_body(self, node: onnx.NodeProto, body: onnx.GraphProto, types) -> _Walk:
+        """The walk of a Loop's body, its iteration number a scalar and each value it carries as
+        a counter (the body yields it plus a constant: dynamo's bag index) of its initial
+        value's dims, which exporters leave unranked in the body."""
+        seeds: dict[str, tuple[Dim, ...]] = {body.input[0].name: ()} if body.input else {}
+        walk = _walk_graph(body, types, self, seeds)
+        for initial, carried, yielded in zip(node.input[2:], body.input[2:], body.output[1:], strict=False):
+            dims = self.dims_of(initial) if initial else None
+            if dims is not None and walk.offset_of(yielded.name)[0] == carried.name:
+                seeds[carried.name] = dims
+        return walk if len(seeds) <= 1 else _walk_graph(body, types, self, seeds)
+
+    def _note_offset(self, node: onnx.NodeProto) -> None:
+        """`Add(x, c)` with c a known constant (one value): the output is x + c, elementwise."""
+        for base, other in (node.input, reversed(node.input)):
+            added = self.integers(other)
+            if added is not None and len(set(added)) == 1 and self.vector(base) is None:
+                root, offset = self.offset_of(base)
+                self.offsets[node.output[0]] = (root, offset + added[0])
+                return
+
+    def offset_of(self, name: str) -> tuple[str, int]:
+        """(base, k) with `name` = base + k, as far as Adds of constants show (else (name, 0))."""
+        if name in self.offsets:
+            return self.offsets[name]
+        if self.parent is not None and name not in self.types:
+            return self.parent.offset_of(name)
+        return (name, 0)
 
     def _note_constant(self, name: str, vector: _Vector) -> None:
         values = [None if element is None else element.constant for element in vector.elements]
@@ -314,7 +363,9 @@ def _slice(walk: _Walk, node: onnx.NodeProto) -> _Vector | tuple[Dim, ...] | Non
     data = walk.vector(node.input[0])
     parameters = _slice_parameters(walk, node)
     if data is None:
-        return None if parameters is None else _sliced_dims(walk, node, *parameters)
+        if parameters is None:
+            return _one_element_cut(walk, node)
+        return _sliced_dims(walk, node, *parameters)
     if data.scalar or parameters is None:
         return None
     starts, ends, axes, steps = parameters
@@ -366,6 +417,28 @@ def _sliced_dims(walk: _Walk, node: onnx.NodeProto, starts, ends, axes, steps) -
     return tuple(dims)
 
 
+def _one_element_cut(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim, ...] | None:
+    """`x[i:i+1]` on a dynamic axis, i known only at run time (PyTorch's dynamo exporter reads
+    each bag's `offsets[i:i+1]` in a Loop over the bags): one element, ONNX leaving it unknown.
+
+    NOTE: the assumption, as for `x[-1:]` in `_sliced_dims`: i lies inside the axis (else the
+    cut is empty); the Slice lowering checks the length at run time (`cf.assert`)."""
+    if len(node.input) < 3 or any(node.input[4:5]) and walk.integers(node.input[4]) != [1]:
+        return None
+    data, starts, ends = (walk.dims_of(name) for name in node.input[:3])
+    if data is None or starts is None or ends is None or starts != (Dim(1),) or ends != (Dim(1),):
+        return None
+    if walk.offset_of(node.input[2]) != (walk.offset_of(node.input[1])[0], walk.offset_of(node.input[1])[1] + 1):
+        return None
+    axes = walk.integers(node.input[3]) if len(node.input) > 3 and node.input[3] else [0]
+    if axes is None or len(axes) != 1 or not -len(data) <= axes[0] < len(data):
+        return None
+    axis = axes[0] % len(data)
+    if data[axis].constant is not None:
+        return None
+    return tuple(Dim(1) if position == axis else dim for position, dim in enumerate(data))
+
+
 def _static_slice(dim: int, start: int, end: int, step: int) -> Dim:
     return Dim(len(range(dim)[slice(start, end, step)]) if step else 0)
 
@@ -402,6 +475,10 @@ def _constant(walk: _Walk, node: onnx.NodeProto) -> None:
 def _identity(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
     if node.op_type == "Cast" and _attribute(node, "to", None) not in _INTEGER_CASTS:
         return None
+    if node.op_type == "CastLike":  # to the element type of input #1
+        target = walk.types.get(node.input[1]) if len(node.input) == 2 else None
+        if target is None or target.tensor_type.elem_type not in _INTEGER_CASTS:
+            return None
     return walk.vector(node.input[0])
 
 
@@ -598,6 +675,7 @@ _HANDLERS = {
     "Squeeze": _squeeze,
     "Identity": _identity,
     "Cast": _identity,
+    "CastLike": _identity,
     "Mul": _arithmetic,
     "Div": _arithmetic,
     "Add": _arithmetic,
@@ -630,25 +708,44 @@ class SymbolicDims:
     constants: dict[str, np.ndarray] = field(default_factory=dict)
     """Integer values computed from dims that are all static (`x.shape[1]` of an [N, 7] value),
     by value name: `folding` turns their nodes into constants."""
+    refined_in_subgraphs: list[tuple[onnx.GraphProto, dict[str, onnx.TypeProto]]] = field(default_factory=list)
+    """As `refined`, for the values of subgraphs (Loop bodies, If branches), with their graph."""
 
 
-def analyse(graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto]) -> SymbolicDims:
-    """The symbolic dims of `graph`'s values, given ONNX inference's `types`."""
+def analyse(graph: onnx.GraphProto, types) -> SymbolicDims:
+    """The symbolic dims of `graph`'s values and its subgraphs', given ONNX inference's `types`
+    (an `inference.GraphTypes`: the graph's value types and its subgraphs')."""
     for node in graph.node:  # NOTE: most graphs have neither: ~1 us a node to learn it
         op_type = node.op_type
         if op_type in _SYMBOL_SOURCES or (
-            op_type in _DIMS_COMPUTED_HERE and node.output and not _is_static(types.get(node.output[0]))
+            op_type in _DIMS_COMPUTED_HERE and node.output and not _is_static(types.values.get(node.output[0]))
         ):
             break
     else:
         return SymbolicDims()
-    walk = _Walk(graph, types)
-    for node in graph.node:
-        walk.visit(node)
-    return SymbolicDims(walk.refined, walk.constants)
+    walk = _walk_graph(graph, types, None)
+    refined_in = []
+    pending = list(walk.subgraphs)
+    while pending:
+        inner = pending.pop()
+        pending.extend(inner.subgraphs)
+        if inner.refined:
+            refined_in.append((inner.graph, inner.refined))
+    return SymbolicDims(walk.refined, walk.constants, refined_in)
 
 
-_SYMBOL_SOURCES = frozenset({"Shape", "Size"})
+def _walk_graph(graph: onnx.GraphProto, types, parent: _Walk | None, seeds: Mapping[str, tuple[Dim, ...]] | None = None) -> _Walk:
+    """The walk of `graph` (`seeds`: dims of its inputs known whatever their types say)."""
+    walk = _Walk(graph, types.values, parent)
+    walk.dims.update(seeds or {})
+    for index, node in enumerate(graph.node):
+        walk.visit(node, index, types)
+    return walk
+
+
+_SYMBOL_SOURCES = frozenset({"Shape", "Size", "Loop"})
+"""Ops that make the walk worth its cost: dims as data, and Loops (whose bodies count with a
+carried counter: `offsets[i:i+1]`)."""
 _DIMS_COMPUTED_HERE = frozenset({"Reshape", "Expand", "ConstantOfShape", "Slice", "STFT"})
 """Ops whose result dims the walk computes where ONNX inference leaves them unknown."""
 

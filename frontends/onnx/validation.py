@@ -11,8 +11,10 @@ into something wrong: a name declared twice (graph inputs, initializers, node ou
 graph would silently use one of them), declared types with negative dims (a backstop: the importer
 reads them as unknown first, see `input_shapes`), element counts past int64
 or element types that are no ONNX type, element-type attributes (`Cast to=9999`) naming no type
-Niro has, Loop and Scan bodies whose signature does not fit the node, and opset versions
-outside the range this onnx knows (`check_opsets`).
+Niro has, Loop and Scan bodies whose signature does not fit the node, tensors (initializers and
+Constant values) that hold their data in more than one field (raw_data and float_data: which one
+holds the weights?), opset versions outside the range this onnx knows (`check_opsets`) and an
+IR version newer than it knows (`check_ir_version`).
 
 Raises `StructureError`; the importer adds the file name.
 """
@@ -30,12 +32,16 @@ from .context import describe_node
 from .external_data import ExternalDataError, check_external_fields
 from .tensors import SCALAR_TYPES, element_type_name
 
-__all__ = ["StructureError", "check_graph", "check_opsets", "check_text"]
+__all__ = ["StructureError", "check_graph", "check_ir_version", "check_opsets", "check_text"]
 
 _SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
 _ELEMENT_TYPES = frozenset(onnx.TensorProto.DataType.values())
 _MAX_ELEMENTS = 2**63 - 1
 """Element counts past int64 overflow every consumer (numpy, MLIR's shaped types, IREE)."""
+
+_TYPED_DATA_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
+"""The fields of a TensorProto besides raw_data that can hold its elements; ONNX's checker
+allows one field of all these."""
 
 ELEMENT_TYPE_ATTRIBUTES: dict[tuple[str, str], str] = {
     ("", "Cast"): "to",
@@ -151,6 +157,25 @@ def check_opsets(opset_imports, what: str) -> None:
             )
 
 
+def check_ir_version(version: int) -> None:
+    """Refuse a model whose IR version is newer than this onnx knows: it may use fields this
+    protobuf schema drops unseen (onnxruntime refuses such a model too)."""
+    if version > onnx.IR_VERSION:
+        raise StructureError(
+            f"ir_version {version} is newer than this niroc knows (IR versions up to {onnx.IR_VERSION})"
+        )
+
+
+def _check_data_fields(tensor: onnx.TensorProto, what: str, raw_elsewhere: bool = False) -> None:
+    """One field holds a tensor's data: with two (raw_data and float_data), readers disagree on
+    which one is the tensor (the ONNX checker refuses it). `raw_elsewhere`: its raw_data was
+    split out of the message (`wire.split_raw_data`)."""
+    fields = ["raw_data"] if raw_elsewhere or tensor.HasField("raw_data") else []
+    fields += [name for name in _TYPED_DATA_FIELDS if len(getattr(tensor, name))]
+    if len(fields) > 1:
+        raise StructureError(f"{what}: sets both {' and '.join(fields)}; a tensor holds its data in one field")
+
+
 def _check_element_type(code: int, what: str) -> None:
     if code not in _ELEMENT_TYPES:
         raise StructureError(f"{what}: element type #{code} is not an ONNX element type")
@@ -186,7 +211,7 @@ def _check_unique(names, what: str, kind: str) -> None:
         seen.add(name)
 
 
-def _check_declarations(graph: onnx.GraphProto, what: str) -> None:
+def _check_declarations(graph: onnx.GraphProto, what: str, raw_elsewhere: Container[str]) -> None:
     _check_unique((value.name for value in graph.input), what, "input")
     _check_unique((tensor.name for tensor in graph.initializer), what, "initializer")
     # NOTE: a graph output listed twice is no redefinition (the ONNX checker allows it; a Loop
@@ -196,6 +221,7 @@ def _check_declarations(graph: onnx.GraphProto, what: str) -> None:
             _check_declared_type(value, f"{role} of {what}", interface=role != "value_info")
     for tensor in graph.initializer:
         _check_element_type(tensor.data_type, f"initializer '{tensor.name}'")
+        _check_data_fields(tensor, f"initializer '{tensor.name}'", tensor.name in raw_elsewhere)
 
 
 def _check_element_type_attribute(node: onnx.NodeProto, index: int) -> None:
@@ -274,6 +300,8 @@ def _check_attributes(
     visible: frozenset[str] | None = None
     for attribute in node.attribute:
         _check_sparse(node, index, attribute)
+        for tensor in [attribute.t] if attribute.HasField("t") else attribute.tensors:
+            _check_data_fields(tensor, f"{describe_node(node, index)}: attribute '{attribute.name}'")
         subgraphs = [attribute.g] if attribute.HasField("g") else []
         for subgraph in [*subgraphs, *attribute.graphs]:
             if visible is None:
@@ -287,12 +315,14 @@ def check_graph(
     opsets: dict[str, int],
     local_functions: Container,
     outer: frozenset[str] = frozenset(),
+    raw_elsewhere: Container[str] = frozenset(),
 ) -> None:
-    """Check `graph` and its subgraphs (`outer`: the names visible from enclosing graphs)."""
+    """Check `graph` and its subgraphs (`outer`: the names visible from enclosing graphs;
+    `raw_elsewhere`: the initializers whose raw_data the loader split out of the message)."""
     check_text(graph.name, "graph name")
     for value in chain(graph.input, graph.output, graph.value_info, graph.initializer):
         check_text(value.name, f"graph '{graph.name}': value name")
-    _check_declarations(graph, what)
+    _check_declarations(graph, what, raw_elsewhere)
     for tensor in graph.sparse_initializer:
         raise StructureError(f"initializer '{tensor.values.name}': sparse tensors are not supported")
     for tensor in graph.initializer:

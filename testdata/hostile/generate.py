@@ -221,6 +221,21 @@ def _raw_wrong_length() -> onnx.ModelProto:
     return _with_initializer(tensor)
 
 
+def _raw_and_typed_data() -> onnx.ModelProto:
+    """raw_data says zeros, float_data says ones: which is the weight? (ONNX's checker refuses it)."""
+    tensor = onnx.TensorProto(name="w", data_type=FLOAT, dims=[2, 3], raw_data=b"\0" * 24, float_data=[1.0] * 6)
+    return _with_initializer(tensor)
+
+
+def _constant_raw_and_typed_data() -> onnx.ModelProto:
+    value = onnx.TensorProto(name="v", data_type=TensorProto.INT64, dims=[1], raw_data=b"\0" * 8, int64_data=[1])
+    return _model(
+        [helper.make_node("Constant", [], ["c"], name="const", value=value), helper.make_node("Cast", ["c"], ["f"], name="cast", to=FLOAT), helper.make_node("Add", ["x", "f"], ["y"], name="add")],
+        [_tensor_value("x", shape=(1,))],
+        [_tensor_value("y", shape=None)],
+    )
+
+
 def _negative_dim_initializer() -> onnx.ModelProto:
     tensor = onnx.TensorProto(name="w", data_type=FLOAT, dims=[-2, 3])
     return _with_initializer(tensor)
@@ -749,6 +764,8 @@ CASES: tuple[Case, ...] = (
     Case("duplicate_input_name", _writes(_duplicate_input), "error", "graph 'g': input 'x' is declared twice"),
     # tensors
     Case("raw_data_wrong_length", _writes(_raw_wrong_length), "error", "initializer 'w': has 20 bytes of raw data, expected 24 for tensor<2x3xf32>"),
+    Case("raw_and_typed_data", _writes(_raw_and_typed_data), "error", "initializer 'w': sets both raw_data and float_data; a tensor holds its data in one field"),
+    Case("constant_raw_and_typed_data", _writes(_constant_raw_and_typed_data), "error", "node 'const' \\(Constant\\): attribute 'value': sets both raw_data and int64_data; a tensor holds its data in one field"),
     Case("negative_dim_initializer", _writes(_negative_dim_initializer), "error", "initializer 'w': has a negative dimension in \\[-2, 3\\]"),
     Case("negative_dim_input", _writes(_negative_dim_input), "error", "value 'x' \\(input of graph 'g'\\): dimension -4 is negative"),
     Case("overflow_dims_initializer", _writes(_overflow_dims_initializer), "error", "initializer 'w': has 4 bytes of raw data, expected 5316911983139663491615228241121378304 for tensor<1099511627776x1099511627776x1099511627776xf32>"),
@@ -773,6 +790,8 @@ CASES: tuple[Case, ...] = (
     Case("opset_1", _writes(_opset(1)), "valid"),
     Case("opset_1_legacy_broadcast", _writes(_legacy_broadcast), "error", ".*\\[node 'add'\\]: 'onnx.Add' op legacy broadcasting with axis=0 .*", tags=_LOWERING | {"no-notes"}),
     Case("opset_0", _writes(_opset(0)), "error", "opset_import: opset 0 of the default ONNX domain is not supported \\(this niroc knows opsets 1 to \\d+\\)"),
+    Case("ir_version_999", _writes(lambda: _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_tensor_value("x")], [_tensor_value("y")], ir_version=999)), "error", "ir_version 999 is newer than this niroc knows \\(IR versions up to \\d+\\)"),
+    Case("ir_version_current", _writes(lambda: _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_tensor_value("x")], [_tensor_value("y")], ir_version=onnx.IR_VERSION)), "valid"),
     Case("opset_99", _writes(_opset(99)), "error", "opset_import: opset 99 of the default ONNX domain is not supported \\(this niroc knows opsets 1 to \\d+\\)"),
     # control flow and functions
     Case("if_branch_count", _writes(_if_count), "error", "node 'choose' \\(If\\): then_branch yields 2 and else_branch 1 values for 2 outputs"),

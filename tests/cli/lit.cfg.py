@@ -23,7 +23,8 @@ import sys
 import lit.formats
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VENV_BIN = os.path.join(ROOT, ".venv", "bin")
+# the venv lit runs in (.venv, or .venv-latest under `make test-latest`)
+VENV_BIN = os.path.join(sys.prefix, "bin") if sys.prefix != sys.base_prefix else os.path.join(ROOT, ".venv", "bin")
 TOOLS = os.path.join(ROOT, "tests", "cli", "tools")
 
 

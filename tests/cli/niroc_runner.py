@@ -16,10 +16,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV_BIN = ROOT / ".venv" / "bin"
+VENV_BIN = Path(sys.prefix) / "bin" if sys.prefix != sys.base_prefix else ROOT / ".venv" / "bin"
+"""The tools of the venv running the tests (.venv, or .venv-latest under `make test-latest`)."""
 NIROC = VENV_BIN / "niroc"
 
 __all__ = ["NIROC", "ROOT", "VENV_BIN", "run_niroc", "assert_clean_failure"]

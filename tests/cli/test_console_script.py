@@ -8,7 +8,9 @@ must be one line with the right exit code and no traceback.
 import os
 import shutil
 import subprocess
+from importlib import metadata
 
+import onnx
 import pytest
 
 from .niroc_runner import ROOT, VENV_BIN, assert_clean_failure, run_niroc
@@ -20,11 +22,25 @@ def run(*arguments: str, cwd) -> subprocess.CompletedProcess:
     return run_niroc(*arguments, cwd=cwd)
 
 
-def test_version(tmp_path):
+def test_version_names_the_libraries_in_use(tmp_path):
+    """niroc's version, then the installed onnx, onnx-ir and iree-base-compiler (whose MLIR
+    bindings a compile uses: no upstream `mlir` package is installed here)."""
     completed = run("--version", cwd=tmp_path)
     assert completed.returncode == 0
-    assert completed.stdout == "niroc 0.1.0\n"
     assert completed.stderr == ""
+    assert completed.stdout.splitlines() == [
+        "niroc 0.1.0",
+        f"onnx {metadata.version('onnx')}",
+        f"onnx-ir {metadata.version('onnx-ir')}",
+        f"MLIR bindings: iree-base-compiler {metadata.version('iree-base-compiler')} (iree.compiler.ir)",
+    ]
+    assert f"onnx {onnx.__version__}\n" in completed.stdout  # the module a compile imports
+
+
+def test_version_after_a_session_flag(tmp_path):
+    completed = run("--quiet", "--version", cwd=tmp_path)
+    assert completed.returncode == 0
+    assert completed.stdout.startswith("niroc 0.1.0\nonnx ")
 
 
 @pytest.mark.parametrize("output", ["model.mlir", "model.mlirbc"])

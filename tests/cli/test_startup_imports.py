@@ -58,3 +58,13 @@ def test_a_failing_compile_still_reports_through_rich(tmp_path):
     code, modules = compile_and_list_modules(str(broken), "-o", str(tmp_path / "m.mlir"))
     assert code == 1
     assert "rich.console" in modules
+
+
+def test_version_imports_neither_onnx_nor_the_bindings():
+    """`niroc --version` reads the libraries' versions from their metadata (no heavy import)."""
+    code, modules = compile_and_list_modules("--version")
+    assert code == 0
+    heavy_packages = ("onnx", "onnx_ir", "iree", "mlir", "numpy", "rich")
+    heavy = [name for name in modules if name.split(".")[0] in heavy_packages]
+    assert heavy == []
+    assert "niro.backends.mlir.bindings" not in modules

@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-VENV_BIN = ROOT / ".venv" / "bin"
+from tests.cli.niroc_runner import ROOT, VENV_BIN
+
 NIROC = VENV_BIN / "niroc"
 IREE_OPT = VENV_BIN / "iree-opt"
 MEMORY_LIMIT = 2 << 30

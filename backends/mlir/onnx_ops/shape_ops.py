@@ -115,13 +115,15 @@ _LARGEST_DIM = 2**31 - 1
 
 def _bounded(ctx: LoweringRuleContext, axis: int, size: ir.Value) -> ir.Value:
     """`size`, checked at run time to lie in [0, 2**31 - 1], then clamped to that range (the
-    same value) so that the compiler can bound it.
+    same value) so that the compiler can bound it. Every result dim sized from run-time data
+    goes through here: Reshape's, ConstantOfShape's, Range's, Expand's and Tile's.
 
-    NOTE: IREE (3.x) miscomputes buffer sizes from a dim read from data that it cannot bound:
+    NOTE: IREE (3.13) miscomputes buffer sizes from a dim read from data that it cannot bound:
     its int-range optimization folds the aligned byte size of (such a dim) x (a size coming
     out of an `scf.if` with a loop in a branch, e.g. NonMaxSuppression inside If) to 0, and
     the result then shares memory with the function's other results (torchvision RetinaNet's
-    boxes came out as its scores, or the heap was corrupted)."""
+    boxes came out as its scores, or the heap was corrupted; boxes tiled by repeats read from
+    data: an OUT_OF_RANGE read at run time)."""
     fits = arith.AndIOp(cmp("sge", size, 0), cmp("sle", size, _LARGEST_DIM)).result
     assert_true(
         fits, f"{ctx.niro_location}: '{op_name(ctx.op)}' op: result dim {axis} is negative or above {_LARGEST_DIM}"
@@ -299,7 +301,7 @@ def _lower_constant_of_shape(ctx: LoweringRuleContext) -> list[ir.Value]:
     shape_type = _source(ctx, 0, "shape")
     sizes = [
         None if dim is not None
-        else data_size(to_index(tensor.ExtractOp(ctx.operands[0], [const_index(axis)]).result, shape_type.element_type))
+        else _bounded(ctx, axis, to_index(tensor.ExtractOp(ctx.operands[0], [const_index(axis)]).result, shape_type.element_type))
         for axis, dim in enumerate(result.shape)
     ]
     scalar = arith.ConstantOp(lower_scalar_type(result.element_type), element).result
@@ -339,7 +341,8 @@ def _lower_range(ctx: LoweringRuleContext) -> list[ir.Value]:
         else:
             span = to_index(arith.SubIOp(limit, start).result, element)
             count = arith.CeilDivSIOp(span, to_index(delta, element)).result
-        sizes = [arith.MaxSIOp(count, const_index(0)).result]
+        # an empty range (count < 0) is valid: clamped to 0 before the bound's check
+        sizes = [_bounded(ctx, 0, data_size(count))]
 
     def body(indices, _):
         # start + i * delta, as ONNX defines it (f16/bf16 computed in f32, then rounded).
@@ -389,12 +392,11 @@ def _lower_expand(ctx: LoweringRuleContext) -> list[ir.Value]:
             if dim is not None:
                 continue
             requested = to_index(tensor.ExtractOp(ctx.operands[1], [const_index(axis)]).result, shape_type.element_type)
-            if axis < offset:
-                sizes[axis] = data_size(requested)
-            else:
+            if axis >= offset:
                 # The broadcast of the input dim and the requested one: whichever is not 1.
                 own = _size(ctx, ctx.operands[0], source, axis - offset)
-                sizes[axis] = select(cmp("eq", requested, 1), own, requested)
+                requested = select(cmp("eq", requested, 1), own, requested)
+            sizes[axis] = _bounded(ctx, axis, requested)
     data = ctx.operands[0]
     dynamic = [axis for axis, dim in enumerate(source.shape) if dim is None]
     if not dynamic:
@@ -453,7 +455,7 @@ def _lower_tile(ctx: LoweringRuleContext) -> list[ir.Value]:
 def _runtime_tile_sizes(ctx: LoweringRuleContext, source: TensorType, result: TensorType) -> list[ir.Value | None]:
     """The dynamic result dims of a Tile whose `repeats` is computed at run time: the input
     dim times repeats[axis], read with `tensor.extract`; a `cf.assert` fails the program on a
-    negative repeat (ONNX asks for non-negative ones)."""
+    negative repeat (ONNX asks for non-negative ones), and `_bounded` on a product past 2**31 - 1."""
     repeats_type = _source(ctx, 1, "repeats")
     sizes: list[ir.Value | None] = [None] * len(result.shape)
     for axis, dim in enumerate(result.shape):
@@ -462,7 +464,7 @@ def _runtime_tile_sizes(ctx: LoweringRuleContext, source: TensorType, result: Te
         read = tensor.ExtractOp(ctx.operands[1], [const_index(axis)]).result
         count = to_index(read, repeats_type.element_type)
         assert_true(cmp("sge", count, 0), f"{ctx.niro_location}: '{op_name(ctx.op)}' op: repeats[{axis}] is negative")
-        sizes[axis] = mul(_size(ctx, ctx.operands[0], source, axis), count)
+        sizes[axis] = _bounded(ctx, axis, mul(_size(ctx, ctx.operands[0], source, axis), count))
     return sizes
 
 

@@ -443,3 +443,32 @@ def test_sequences_in_a_model_local_function_are_rewritten() -> None:
     names = {nir.op_name(op) for function in module.functions for op in function.first_block.operations}
     assert not {f"onnx.{op}" for op in SEQUENCE_OPS} & names
     assert len(module.functions) == 2
+
+
+def _without_body(text: str, op_type: str) -> onnx.ModelProto:
+    model = _model(text)
+    (node,) = [node for node in model.graph.node if node.op_type == op_type]
+    del node.attribute[:]
+    return model
+
+
+@pytest.mark.parametrize(
+    ("op_type", "text"),
+    [
+        (
+            "SequenceMap",
+            """g (float[4] x) => (float[?] y) {
+              s = SequenceConstruct(x, x)
+              mapped = SequenceMap(s) <body = body (float[4] e) => (float[4] out) { out = Neg(e) }>
+              y = ConcatFromSequence <axis = 0> (mapped)
+            }""",
+        ),
+        ("Loop", LOOP),
+    ],
+)
+def test_a_sequence_node_without_its_body_is_refused(op_type: str, text: str) -> None:
+    """Found by `make fuzz` (a node's op_type mutated to SequenceMap): the rewrite, which runs
+    before the verifier checks attributes, read the missing body with a bare `next()`."""
+    model = _without_body(text, op_type)
+    with pytest.raises(OnnxImportError, match=rf"^m\.onnx: node '{op_type}_\d' \({op_type}\): missing graph attribute 'body'$"):
+        import_model(model, filename="m.onnx")

@@ -373,13 +373,34 @@ def test_tile_negative_run_time_repeat_fails_the_run() -> None:
     assert "'onnx.Tile' op: repeats[1] is negative" in outcome.message, outcome.message
 
 
-def _kept_boxes_case(count: int) -> NodeTestCase:
-    """As torchvision's detectors end: boxes reshaped to a shape read from data, then
+def _boxes_sized_by(op_type: str, boxes: np.ndarray) -> tuple[list[onnx.NodeProto], dict]:
+    """Nodes making `boxes` (count x 4) whose row count a `op_type` reads from run-time data,
+    and the graph inputs they take."""
+    count = len(boxes)
+    rows = {"x": (boxes, ["N", 4])}
+    if op_type == "Reshape":
+        return [N("Reshape", ["x", "s"], ["boxes"])], {"x": (boxes.reshape(count, 2, 2), ["N", "M", 2]), "s": (np.array([count, 4], I64), [2])}
+    if op_type == "Expand":
+        return [N("Expand", ["x", "s"], ["boxes"])], {**rows, "s": (np.array([count, 4], I64), [2])}
+    if op_type == "Tile":
+        return [N("Tile", ["x", "r"], ["boxes"])], {**rows, "r": (np.array([1, 1], I64), [2])}
+    if op_type == "ConstantOfShape":
+        zeros = N("ConstantOfShape", ["s"], ["zeros"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.0]))
+        return [zeros, N("Add", ["zeros", "x"], ["boxes"])], {**rows, "s": (np.array([count, 4], I64), [2])}
+    assert op_type == "Range"
+    nodes = [N("Range", ["zero", "n", "one"], ["rows"]), N("Gather", ["x", "rows"], ["boxes"], axis=0)]
+    return nodes, {**rows, "n": (np.array(count, I64), [])}
+
+
+def _kept_boxes_case(count: int, op_type: str = "Reshape") -> NodeTestCase:
+    """As torchvision's detectors end: boxes sized from data (reshaped to a shape read from
+    data, or made by another op that sizes its result from data), then
     batched_nms = If(no boxes) then [] else NonMaxSuppression, and the kept boxes and scores
     gathered (IREE once sized the boxes' buffer 0 bytes, see shape_ops._bounded)."""
     rng = np.random.default_rng(5)
     corner = rng.uniform(0, 100, (count, 2)).astype(np.float32)
     boxes = np.concatenate([corner, corner + rng.uniform(5, 30, (count, 2)).astype(np.float32)], 1)
+    producer, inputs = _boxes_sized_by(op_type, boxes)
 
     def const(name: str, values: list, dtype=TensorProto.INT64) -> onnx.NodeProto:
         return N("Constant", [], [name], value=helper.make_tensor(name, dtype, [len(values)], values))
@@ -406,9 +427,9 @@ def _kept_boxes_case(count: int) -> NodeTestCase:
         [const("none", [])], "nothing", [], [helper.make_tensor_value_info("none", TensorProto.INT64, [0])]
     )
     return graph_case(
-        "reshape_then_nms_in_if",
+        f"{op_type.lower()}_then_nms_in_if",
         [
-            N("Reshape", ["x", "s"], ["boxes"]),
+            *producer,
             N("Shape", ["boxes"], ["shape"]),
             N("ReduceProd", ["shape"], ["elements"], keepdims=0),
             N("Equal", ["elements", "zero"], ["empty"]),
@@ -417,20 +438,17 @@ def _kept_boxes_case(count: int) -> NodeTestCase:
             N("Gather", ["boxes", "top"], ["y"], axis=0),
             N("Gather", ["scores", "top"], ["kept_scores"], axis=0),
         ],
-        {
-            "x": (boxes.reshape(count, 2, 2), ["N", "M", 2]),
-            "s": (np.array([count, 4], I64), [2]),
-            "scores": (rng.random(count).astype(np.float32), ["N"]),
-        },
-        {"zero": np.array(0, I64), "start": np.array([0], I64), "end": np.array([50], I64)},
+        {**inputs, "scores": (rng.random(count).astype(np.float32), ["N"])},
+        {"zero": np.array(0, I64), "one": np.array(1, I64), "start": np.array([0], I64), "end": np.array([50], I64)},
         opset=17,
         outputs=("y", "kept_scores"),
         reference="onnxruntime",
     )
 
 
-def test_boxes_kept_by_nms_in_an_if_are_gathered_right() -> None:
-    outcome = run_case(_kept_boxes_case(120))
+@pytest.mark.parametrize("op_type", ["Reshape", "Expand", "Tile", "ConstantOfShape", "Range"])
+def test_boxes_kept_by_nms_in_an_if_are_gathered_right(op_type: str) -> None:
+    outcome = run_case(_kept_boxes_case(120, op_type))
     assert outcome.passed, f"{outcome.stage}: {outcome.message}"
 
 
@@ -441,3 +459,47 @@ def test_reshape_to_a_negative_run_time_dim_fails_the_run() -> None:
     outcome = run_case(wrong)
     assert outcome.stage == "run", outcome
     assert "'onnx.Reshape' op: result dim 0 is negative or above 2147483647" in outcome.message, outcome.message
+
+
+def _fails_the_run(case: NodeTestCase, inputs: tuple[np.ndarray, ...], message: str) -> None:
+    """`case`'s model fed `inputs` stops at run time with `message` (its own data sets ran)."""
+    ((_, expected),) = case.data_sets
+    outcome = run_case(NodeTestCase(case.name, case.model, ((inputs, expected),), 1e-3, 1e-5))
+    assert outcome.stage == "run", outcome
+    assert message in outcome.message, outcome.message
+
+
+_ABOVE = 2**31  # one past the largest result dim niroc lets a run-time size take
+
+
+@pytest.mark.parametrize(
+    ("op_type", "wrong", "axis"),
+    [
+        ("ConstantOfShape", [-2, 3], 0),
+        ("ConstantOfShape", [2, _ABOVE], 1),
+        ("Expand", [-1, 1, 3, 4], 0),
+        ("Expand", [2, _ABOVE, 3, 4], 1),  # broadcasting the input's unit dim
+        ("Tile", [1, 2, _ABOVE // 2], 2),
+    ],
+)
+def test_a_run_time_size_out_of_range_fails_the_run(op_type: str, wrong: list[int], axis: int) -> None:
+    """Sizes read from data are checked to lie in [0, 2**31 - 1] before anything is allocated."""
+    if op_type == "ConstantOfShape":
+        case = graph_case("constant_of_shape_at_run_time", [N(op_type, ["s"], ["y"])], {"s": (np.array([2, 3], I64), [2])})
+        inputs = (np.array(wrong, I64),)
+    elif op_type == "Expand":
+        x = X[:1]
+        case = graph_case("expand_at_run_time", [N(op_type, ["x", "s"], ["y"])], {"x": (x, [1, 3, 4]), "s": (np.array([2, 2, 3, 4], I64), [4])})
+        inputs = (x, np.array(wrong, I64))
+    else:
+        case = _tile_repeats_input(X, [1, 1, 2])
+        inputs = (X, np.array(wrong, I64))
+    _fails_the_run(case, inputs, f"'onnx.{op_type}' op: result dim {axis} is negative or above 2147483647")
+
+
+def test_a_range_longer_than_the_bound_fails_the_run() -> None:
+    case = graph_case("range_at_run_time", [N("Range", ["a", "b", "c"], ["y"])], {name: (np.array(value, I64), []) for name, value in zip("abc", (0, 5, 1), strict=True)})
+    _fails_the_run(case, (np.array(0, I64), np.array(_ABOVE, I64), np.array(1, I64)), "'onnx.Range' op: result dim 0 is negative or above 2147483647")
+    # an empty range (limit below start) stays valid
+    empty = NodeTestCase(case.name, case.model, (((np.array(5, I64), np.array(0, I64), np.array(1, I64)), (np.zeros(0, I64),)),), 1e-3, 1e-5)
+    assert run_case(empty).passed
