@@ -21,8 +21,10 @@ The bodies follow onnxruntime's ContribOperators.md and the semantics of its CPU
   length as that minus the new tokens (zero on the first prompt, when the sequence length
   equals `total_sequence_length`), writes the present KV cache as the CPU kernel does (the
   row's past, its new keys right after, zeros beyond), rotates Q and K at positions past + i,
-  masks causally (and by `local_window_size`), applies `softcap`, and `smooth_softmax` /
-  `head_sink` as an extra logit in the softmax's denominator.
+  masks causally (and to the last `local_window_size` keys, its own included), applies
+  `softcap`, and `smooth_softmax` / `head_sink` as an extra logit in the softmax's
+  denominator. onnxruntime's CPU kernel wants a head size that is a multiple of 16; the body
+  does not.
 
 What a body does not implement (an attribute value, an optional output) raises
 ContribFunctionError with the reason; the importer names the node.
@@ -324,6 +326,10 @@ def _matmul_nbits(site: _Site) -> onnx.FunctionProto:
     if site.has(3):
         zero_type = site.type(3, "zero_points")
         if zero_type.element_type is ScalarType.U8:
+            if site.has(4):
+                # NOTE: onnxruntime 1.32's CPU kernel reads no packed zero point when g_idx is
+                # given (it dequantizes with 2^(bits-1)): which one the model means is unclear
+                raise ContribFunctionError("does not implement g_idx with packed uint8 zero_points")
             per_row = -(-blocks * bits // 8)
             zeros = _unpacked(
                 body, body.op("Reshape", "zero_points", body.const([n, per_row])), bits
@@ -610,7 +616,7 @@ def _group_query_attention(site: _Site) -> onnx.FunctionProto:
     visible = body.op("Less", key_index, causal)
     window = site.int("local_window_size", -1)
     if window > 0:
-        start = body.op("Sub", causal, body.const(window + 1))
+        start = body.op("Sub", causal, body.const(window))
         visible = body.op("And", visible, body.op("GreaterOrEqual", key_index, start))
     visible = body.op("Unsqueeze", visible, body.const([1]))  # [B, 1, S, T]
     masked = body.op("Where", visible, scores, body.const(_LOWEST, np.float32))
