@@ -4,19 +4,22 @@ VENV := .venv
 BIN := $(VENV)/bin
 JOBS ?= 2
 
-.PHONY: help install test zoo lint format bench conformance fuzz clean
+.PHONY: help install test zoo llm lint format bench conformance fuzz clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-install: ## create .venv, install niroc editable with its dev extras, byte-compile its modules
+install: ## create .venv, install niroc editable with its dev and llm extras, byte-compile its modules
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,llm]'
 	$(BIN)/python -m compileall -q ir frontends backends niroc
 
-test: ## run the whole test suite (unit, property, golden lit tests); `make zoo` runs the model zoo
-	$(BIN)/python -m pytest -n $(JOBS) tests --ignore=tests/backends/mlir/onnx_ops/test_model_zoo.py
+test: ## run the whole test suite (unit, property, golden lit tests); `make zoo` runs the model zoo, `make llm` the LLM builder models
+	$(BIN)/python -m pytest -n $(JOBS) tests --ignore=tests/backends/mlir/onnx_ops/test_model_zoo.py --ignore=tests/backends/mlir/onnx_ops/test_llm_builder.py
+
+llm: ## onnxruntime-genai builder models (tiny random Llama, fp32 and int4) vs onnxruntime: prompt, decode, greedy generation (~5 min)
+	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/onnx_ops/test_llm_builder.py
 
 zoo: ## the onnx wheel's model-zoo nets with random weights, niroc+IREE vs onnxruntime (slow: ~15 min)
 	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/onnx_ops/test_model_zoo.py
