@@ -18,7 +18,7 @@ install: ## create .venv, install niroc editable with its dev and llm extras, by
 test: ## run the whole test suite (unit, property, golden lit tests); `make zoo` runs the model zoo, `make llm` the LLM builder models
 	$(BIN)/python -m pytest -n $(JOBS) tests --ignore=tests/backends/mlir/onnx_ops/test_model_zoo.py --ignore=tests/backends/mlir/onnx_ops/test_llm_builder.py
 
-llm: ## onnxruntime-genai builder models (tiny random Llama, fp32 and int4) vs onnxruntime: prompt, decode, greedy generation (~5 min)
+llm: ## transformers models vs onnxruntime: the genai builder's tiny Llama (fp32, int4: prompt, decode, greedy generation), optimizer-fused BERT and GPT-2 (~6 min)
 	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/onnx_ops/test_llm_builder.py
 
 zoo: ## the onnx wheel's model-zoo nets with random weights, niroc+IREE vs onnxruntime (slow: ~15 min)

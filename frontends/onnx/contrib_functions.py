@@ -663,6 +663,165 @@ def _group_query_attention(site: _Site) -> onnx.FunctionProto:
     )
 
 
+def _embed_layer_normalization(site: _Site) -> onnx.FunctionProto:
+    """LayerNormalization(word[input_ids] + position[position_ids or 0..S-1] (+
+    segment[segment_ids])); mask_index: each row's count of non-zero mask values (int32);
+    embedding_sum: the sum before normalizing."""
+    if site.int("mask_index_type", 1) != 1:
+        raise ContribFunctionError("supports mask_index_type=1 only")
+    if not site.has(7):
+        site.refuse_outputs((1,), "(mask_index) needs the mask input")
+    body = _Body(
+        [
+            "input_ids",
+            "segment_ids",
+            "word_embedding",
+            "position_embedding",
+            "segment_embedding",
+            "gamma",
+            "beta",
+            "mask",
+            "position_ids",
+        ]
+    )
+    scalar = _float_input(site, 2, "word_embedding")
+    ids = body.op("Cast", "input_ids", to=onnx.TensorProto.INT64)
+    total = body.op("Gather", body.f32("word_embedding", scalar), ids, axis=0)
+    if site.has(8):
+        positions = body.op("Cast", "position_ids", to=onnx.TensorProto.INT64)
+    else:
+        steps = body.op("Range", body.const(0), body.scalar_dim(ids, 1), body.const(1))
+        positions = body.op("Unsqueeze", steps, body.const([0]))
+    total = body.op(
+        "Add", total, body.op("Gather", body.f32("position_embedding", scalar), positions, axis=0)
+    )
+    if site.has(1) != site.has(4):
+        raise ContribFunctionError("needs both segment_ids and segment_embedding, or neither")
+    if site.has(1):
+        segments = body.op("Cast", "segment_ids", to=onnx.TensorProto.INT64)
+        total = body.op(
+            "Add", total, body.op("Gather", body.f32("segment_embedding", scalar), segments, axis=0)
+        )
+    gamma = body.f32("gamma", site.type(5, "gamma").element_type)
+    beta = body.f32("beta", site.type(6, "beta").element_type)
+    normalized = body.op(
+        "LayerNormalization", total, gamma, beta, axis=-1, epsilon=site.float("epsilon", 1e-12)
+    )
+    mask_index = None
+    if site.has(7):
+        mask = body.op("Cast", "mask", to=onnx.TensorProto.INT64)
+        nonzero = body.op(
+            "Cast", body.op("Not", body.op("Equal", mask, body.const(0))), to=onnx.TensorProto.INT32
+        )
+        mask_index = body.op("ReduceSum", nonzero, body.const([1]), keepdims=0)
+    return body.function(
+        site.op_type, [body.back(normalized, scalar), mask_index, body.back(total, scalar)]
+    )
+
+
+def _attention(site: _Site) -> onnx.FunctionProto:
+    """com.microsoft.Attention (BERT / GPT-2 self-attention with the QKV projection inside):
+    QKV = input @ weights + bias, split by qkv_hidden_sizes; scores scaled (1/sqrt(head) by
+    default), plus mask_filter_value where mask_index masks a key (1-D end positions, or a
+    2-D / 3-D 0-1 mask) and, when unidirectional, where a key lies after the query; past
+    [2, B, N, P, H] joined in front of K and V, present = the joined K and V."""
+    scalar = _float_input(site, 0, "input")
+    heads = site.int("num_heads", 0)
+    if heads <= 0:
+        raise ContribFunctionError(f"needs a positive num_heads, got {heads}")
+    for name in ("do_rotary", "past_present_share_buffer"):
+        if site.int(name, 0):
+            raise ContribFunctionError(f"supports {name}=0 only")
+    for position, what in ((5, "attention_bias"), (6, "past_sequence_length")):
+        if site.has(position):
+            raise ContribFunctionError(f"does not implement {what}")
+    width = site.static(1, "weights", 1)
+    sizes = site.attributes.get("qkv_hidden_sizes") or (width // 3,) * 3
+    sizes = tuple(int(size) for size in sizes)
+    if (
+        len(sizes) != 3
+        or sum(sizes) != width
+        or sizes[0] != sizes[1]
+        or any(size % heads for size in sizes)
+    ):
+        raise ContribFunctionError(
+            f"qkv_hidden_sizes {list(sizes)} do not split {width} columns over {heads} heads"
+        )
+    head, value_head = sizes[0] // heads, sizes[2] // heads
+    body = _Body(
+        ["input", "weights", "bias", "mask_index", "past", "attention_bias", "past_sequence_length"]
+    )
+    x = body.f32("input", scalar)
+    projected = body.op("MatMul", x, body.f32("weights", site.type(1, "weights").element_type))
+    if site.has(2):
+        projected = body.op("Add", projected, body.f32("bias", site.type(2, "bias").element_type))
+    q = _heads(body, body.slice(projected, 0, sizes[0], 2), heads, head)
+    k = _heads(body, body.slice(projected, sizes[0], 2 * sizes[0], 2), heads, head)
+    v = _heads(body, body.slice(projected, 2 * sizes[0], width, 2), heads, value_head)
+    if site.has(4):
+        past = body.f32("past", scalar)
+        past_k = body.op("Squeeze", body.slice(past, 0, 1, 0), body.const([0]))
+        past_v = body.op("Squeeze", body.slice(past, 1, 2, 0), body.const([0]))
+        past_length = body.scalar_dim(past, 3)
+        k, v = body.op("Concat", past_k, k, axis=2), body.op("Concat", past_v, v, axis=2)
+    else:
+        past_length = body.const(0)
+    scale = site.float("scale", 0.0) or 1.0 / float(np.sqrt(head))
+    scores = body.op(
+        "Mul",
+        body.op("MatMul", q, body.op("Transpose", k, perm=[0, 1, 3, 2])),
+        body.const(scale, np.float32),
+    )
+    filter_value = body.const(site.float("mask_filter_value", -10000.0), np.float32)
+    zero = body.const(0.0, np.float32)
+    keys = body.op("Range", body.const(0), body.scalar_dim(k, 2), body.const(1))  # [T]
+    if site.has(3):
+        mask_shape = site.shape(3, "mask_index")
+        if len(mask_shape) == 1:
+            if mask_shape[0] is not None and site.shape(0, "input")[0] not in (None, mask_shape[0]):
+                raise ContribFunctionError(
+                    "supports a 1-D mask_index of end positions ([batch]) only"
+                )
+            ends = body.op(
+                "Unsqueeze",
+                body.op("Cast", "mask_index", to=onnx.TensorProto.INT64),
+                body.const([1, 2, 3]),
+            )
+            masked = body.op("Not", body.op("Less", keys, ends))  # [B, 1, 1, T]
+        elif len(mask_shape) in (2, 3):
+            raw = body.op(
+                "Equal", body.op("Cast", "mask_index", to=onnx.TensorProto.INT64), body.const(0)
+            )
+            masked = body.op("Unsqueeze", raw, body.const([1, 2] if len(mask_shape) == 2 else [1]))
+        else:
+            raise ContribFunctionError(
+                f"supports 1-D, 2-D or 3-D mask_index, got rank {len(mask_shape)}"
+            )
+        scores = body.op("Add", scores, body.op("Where", masked, filter_value, zero))
+    if site.int("unidirectional", 0):
+        queries = body.op(
+            "Add",
+            body.op("Range", body.const(0), body.scalar_dim(q, 2), body.const(1)),
+            past_length,
+        )
+        future = body.op("Greater", keys, body.op("Unsqueeze", queries, body.const([1])))  # [S, T]
+        scores = body.op("Add", scores, body.op("Where", future, filter_value, zero))
+    context = body.op("MatMul", body.op("Softmax", scores, axis=-1), v)
+    output = body.op(
+        "Reshape", body.op("Transpose", context, perm=[0, 2, 1, 3]), body.const([0, 0, sizes[2]])
+    )
+    present = None
+    if site.has(4) or (len(site.outputs) > 1 and site.outputs[1]):
+        if head != value_head:
+            raise ContribFunctionError("needs equal Q/K and V hidden sizes for a present output")
+        axis = body.const([0])
+        present = body.back(
+            body.op("Concat", body.op("Unsqueeze", k, axis), body.op("Unsqueeze", v, axis), axis=0),
+            scalar,
+        )
+    return body.function(site.op_type, [body.back(output, scalar), present])
+
+
 # -- activations ------------------------------------------------------------------------------------
 
 
@@ -728,6 +887,8 @@ _BODIES: dict[tuple[str, str], Callable[[_Site], onnx.FunctionProto]] = {
     (_MS, "MatMulNBits"): _matmul_nbits,
     (_MS, "RotaryEmbedding"): _rotary_embedding,
     (_MS, "GroupQueryAttention"): _group_query_attention,
+    (_MS, "EmbedLayerNormalization"): _embed_layer_normalization,
+    (_MS, "Attention"): _attention,
     (_MS, "FastGelu"): _fast_gelu,
     (_MS, "BiasGelu"): _bias_gelu,
     (_MS, "Gelu"): _gelu,

@@ -1,4 +1,4 @@
-"""onnxruntime-genai's model builder output, as users download it: a tiny random-weight Llama
+"""Transformers as users deploy them. onnxruntime-genai's model builder output: a tiny random-weight Llama
 (testdata/llm/generate.py), fp32 and int4 (MatMulNBits), compiled once by niroc + iree-compile
 with its dynamic batch / sequence / past dims, against onnxruntime:
 
@@ -9,6 +9,9 @@ with its dynamic batch / sequence / past dims, against onnxruntime:
 
 int4 is compared with onnxruntime running the same model with accuracy_level=1 (f32 A, the
 exact computation niroc compiles): the builder's accuracy_level=4 quantizes A to int8.
+
+And BERT / GPT-2 exported by torch and fused by onnxruntime's transformer optimizer, at two
+(batch, sequence) shapes, BERT with a right-padded attention mask.
 """
 
 from __future__ import annotations
@@ -122,3 +125,32 @@ def _check_greedy_generation(vm_module, session, inputs, outputs):
     reference = generate(lambda feeds: session.run(None, feeds))
     assert generate(compiled) == reference
     assert len(set(reference)) > 1  # random weights still give a sequence that tests something
+
+
+@pytest.mark.parametrize("kind", ["bert", "gpt2"])
+def test_optimizer_fused_model_matches_onnxruntime(tmp_path, kind):
+    model_path = _generate_module().export_fused(tmp_path, kind)
+    contrib = {
+        node.op_type
+        for node in onnx.load(str(model_path)).graph.node
+        if node.domain == "com.microsoft"
+    }
+    expected = {"EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "BiasGelu"}
+    assert contrib == (expected if kind == "bert" else {"SkipLayerNormalization", "FastGelu"})
+    session = onnxruntime.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    vm_module = compile_onnx(model_path, tmp_path)
+    names = [entry.name for entry in session.get_inputs()]
+    rng = np.random.default_rng(3)
+    feeds = []
+    for batch, length in ((1, 8), (2, 5)):
+        given = {
+            "input_ids": rng.integers(0, 128, (batch, length)).astype(np.int64),
+            "attention_mask": np.ones((batch, length), np.int64),
+            "token_type_ids": rng.integers(0, 2, (batch, length)).astype(np.int64),
+        }
+        if kind == "bert":
+            given["attention_mask"][-1, -2:] = 0  # right padding: Attention's mask_index
+        feeds.append({name: given[name] for name in names})
+    assert_matches_onnxruntime(
+        vm_module, session, feeds, function="main_graph", rtol=1e-4, atol=1e-4
+    )
