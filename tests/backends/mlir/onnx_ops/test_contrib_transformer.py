@@ -313,3 +313,44 @@ def test_bias_add_matches_its_definition(tmp_path):
 
     feeds = [{"x": _f(1, 2, 32), "skip": _f(1, 2, 32)}, {"x": _f(3, 5, 32), "skip": _f(3, 5, 32)}]
     assert_matches_onnxruntime(module, reference, feeds, function="g", rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("mask, unidirectional, past", [(2, 1, True), (1, 0, False), (3, 0, False)])
+def test_attention_matches_onnxruntime(tmp_path, mask, unidirectional, past):
+    """com.microsoft.Attention: a 2-D 0/1 mask over past + new keys with a causal mask and a
+    past [2, B, N, P, H] (GPT-2's form, present returned), 1-D end positions (BERT's), 3-D."""
+    heads, head, hidden = 2, 8, 16
+    names = ["x", "w", "bias", "mask", "past" if past else ""]
+    outputs = ["y", "present"] if past else ["y"]
+    node = helper.make_node(
+        "Attention", names, outputs, domain=MS, num_heads=heads, unidirectional=unidirectional
+    )
+    mask_shapes = {1: ["b"], 2: ["b", "t"], 3: ["b", "s", "s"]}
+    inputs = [("x", F32, ["b", "s", hidden]), ("mask", I32, mask_shapes[mask])]
+    if past:
+        inputs.append(("past", F32, [2, "b", heads, "p", head]))
+    weights = {"w": _f(hidden, 3 * hidden) * 0.5, "bias": _f(3 * hidden)}
+    model = _model([node], inputs, [(name, F32) for name in outputs], weights)
+    module = compile_onnx(model, tmp_path)
+
+    def feeds(batch, sequence, past_length):
+        total = sequence + past_length
+        given = {"x": _f(batch, sequence, hidden)}
+        if mask == 1:
+            given["mask"] = RNG.integers(1, sequence + 1, batch).astype(np.int32)
+        elif mask == 2:
+            given["mask"] = (RNG.random((batch, total)) > 0.3).astype(np.int32)
+            given["mask"][:, 0] = 1
+        else:
+            given["mask"] = (RNG.random((batch, sequence, sequence)) > 0.3).astype(np.int32)
+            given["mask"][:, :, 0] = 1
+        if past:
+            given["past"] = _f(2, batch, heads, past_length, head)
+        return given
+
+    cases = [
+        feeds(1, 4, 3 if past else 0),
+        feeds(2, 1, 5 if past else 0),
+        feeds(2, 3, 2 if past else 0),
+    ]
+    assert_matches_onnxruntime(module, model, cases, function="g", rtol=1e-4, atol=1e-5)
