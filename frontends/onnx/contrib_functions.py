@@ -719,6 +719,66 @@ def _embed_layer_normalization(site: _Site) -> onnx.FunctionProto:
     )
 
 
+def _masked_attention(
+    body: _Body,
+    site: _Site,
+    q: str,
+    k: str,
+    v: str,
+    head: int,
+    past_length: str,
+    mask: tuple[int, str],
+    bias: str | None,
+) -> str:
+    """softmax(Q K^T * scale + masks (+ bias)) V for Q [B, N, S, H], K / V [B, N, T, H]: the
+    input at `mask` (position, name) masks keys by end positions (1-D) or 0/1 values (2-D
+    [B, T], 3-D [B, S, T]) and `unidirectional` masks keys after each query (past included),
+    each by adding mask_filter_value, as onnxruntime's CPU kernels do."""
+    scale = site.float("scale", 0.0) or 1.0 / float(np.sqrt(head))
+    scores = body.op(
+        "Mul",
+        body.op("MatMul", q, body.op("Transpose", k, perm=[0, 1, 3, 2])),
+        body.const(scale, np.float32),
+    )
+    filter_value = body.const(site.float("mask_filter_value", -10000.0), np.float32)
+    zero = body.const(0.0, np.float32)
+    keys = body.op("Range", body.const(0), body.scalar_dim(k, 2), body.const(1))  # [T]
+    position, what = mask
+    if site.has(position):
+        mask_shape = site.shape(position, what)
+        if len(mask_shape) == 1:
+            if mask_shape[0] is not None and site.shape(0, "input #0")[0] not in (
+                None,
+                mask_shape[0],
+            ):
+                raise ContribFunctionError("supports a 1-D mask of end positions ([batch]) only")
+            ends = body.op(
+                "Unsqueeze",
+                body.op("Cast", what, to=onnx.TensorProto.INT64),
+                body.const([1, 2, 3]),
+            )
+            masked = body.op("Not", body.op("Less", keys, ends))  # [B, 1, 1, T]
+        elif len(mask_shape) in (2, 3):
+            raw = body.op("Equal", body.op("Cast", what, to=onnx.TensorProto.INT64), body.const(0))
+            masked = body.op("Unsqueeze", raw, body.const([1, 2] if len(mask_shape) == 2 else [1]))
+        else:
+            raise ContribFunctionError(
+                f"supports a 1-D, 2-D or 3-D {what}, got rank {len(mask_shape)}"
+            )
+        scores = body.op("Add", scores, body.op("Where", masked, filter_value, zero))
+    if bias is not None:
+        scores = body.op("Add", scores, bias)
+    if site.int("unidirectional", 0):
+        queries = body.op(
+            "Add",
+            body.op("Range", body.const(0), body.scalar_dim(q, 2), body.const(1)),
+            past_length,
+        )
+        future = body.op("Greater", keys, body.op("Unsqueeze", queries, body.const([1])))  # [S, T]
+        scores = body.op("Add", scores, body.op("Where", future, filter_value, zero))
+    return body.op("MatMul", body.op("Softmax", scores, axis=-1), v)
+
+
 def _attention(site: _Site) -> onnx.FunctionProto:
     """com.microsoft.Attention (BERT / GPT-2 self-attention with the QKV projection inside):
     QKV = input @ weights + bias, split by qkv_hidden_sizes; scores scaled (1/sqrt(head) by
@@ -766,47 +826,7 @@ def _attention(site: _Site) -> onnx.FunctionProto:
         k, v = body.op("Concat", past_k, k, axis=2), body.op("Concat", past_v, v, axis=2)
     else:
         past_length = body.const(0)
-    scale = site.float("scale", 0.0) or 1.0 / float(np.sqrt(head))
-    scores = body.op(
-        "Mul",
-        body.op("MatMul", q, body.op("Transpose", k, perm=[0, 1, 3, 2])),
-        body.const(scale, np.float32),
-    )
-    filter_value = body.const(site.float("mask_filter_value", -10000.0), np.float32)
-    zero = body.const(0.0, np.float32)
-    keys = body.op("Range", body.const(0), body.scalar_dim(k, 2), body.const(1))  # [T]
-    if site.has(3):
-        mask_shape = site.shape(3, "mask_index")
-        if len(mask_shape) == 1:
-            if mask_shape[0] is not None and site.shape(0, "input")[0] not in (None, mask_shape[0]):
-                raise ContribFunctionError(
-                    "supports a 1-D mask_index of end positions ([batch]) only"
-                )
-            ends = body.op(
-                "Unsqueeze",
-                body.op("Cast", "mask_index", to=onnx.TensorProto.INT64),
-                body.const([1, 2, 3]),
-            )
-            masked = body.op("Not", body.op("Less", keys, ends))  # [B, 1, 1, T]
-        elif len(mask_shape) in (2, 3):
-            raw = body.op(
-                "Equal", body.op("Cast", "mask_index", to=onnx.TensorProto.INT64), body.const(0)
-            )
-            masked = body.op("Unsqueeze", raw, body.const([1, 2] if len(mask_shape) == 2 else [1]))
-        else:
-            raise ContribFunctionError(
-                f"supports 1-D, 2-D or 3-D mask_index, got rank {len(mask_shape)}"
-            )
-        scores = body.op("Add", scores, body.op("Where", masked, filter_value, zero))
-    if site.int("unidirectional", 0):
-        queries = body.op(
-            "Add",
-            body.op("Range", body.const(0), body.scalar_dim(q, 2), body.const(1)),
-            past_length,
-        )
-        future = body.op("Greater", keys, body.op("Unsqueeze", queries, body.const([1])))  # [S, T]
-        scores = body.op("Add", scores, body.op("Where", future, filter_value, zero))
-    context = body.op("MatMul", body.op("Softmax", scores, axis=-1), v)
+    context = _masked_attention(body, site, q, k, v, head, past_length, (3, "mask_index"), None)
     output = body.op(
         "Reshape", body.op("Transpose", context, perm=[0, 2, 1, 3]), body.const([0, 0, sizes[2]])
     )
@@ -820,6 +840,77 @@ def _attention(site: _Site) -> onnx.FunctionProto:
             scalar,
         )
     return body.function(site.op_type, [body.back(output, scalar), present])
+
+
+def _multi_head_attention(site: _Site) -> onnx.FunctionProto:
+    """com.microsoft.MultiHeadAttention with separate 3-D query [B, S, D], key and value
+    [B, L, D] (bias [3D] added to them), key_padding_mask and attention_bias as
+    `_masked_attention` reads them, past_key / past_value [B, N, P, H] joined in front;
+    present_key / present_value the joined K and V."""
+    scalar = _float_input(site, 0, "query")
+    heads = site.int("num_heads", 0)
+    if heads <= 0:
+        raise ContribFunctionError(f"needs a positive num_heads, got {heads}")
+    for position, what in ((8, "past_sequence_length"), (9, "cache_indirection")):
+        if site.has(position):
+            raise ContribFunctionError(f"does not implement {what}")
+    if not (site.has(1) and site.has(2)) or len(site.shape(1, "key")) != 3:
+        raise ContribFunctionError(
+            "supports separate 3-D key and value only (no packed QKV/KV, no BNSH key)"
+        )
+    if site.has(6) != site.has(7):
+        raise ContribFunctionError("needs both past_key and past_value, or neither")
+    width, value_width = site.static(0, "query", 2), site.static(2, "value", 2)
+    if width % heads or value_width % heads:
+        raise ContribFunctionError(
+            f"hidden sizes {width}, {value_width} are not multiples of num_heads {heads}"
+        )
+    head, value_head = width // heads, value_width // heads
+    body = _Body(
+        [
+            "query",
+            "key",
+            "value",
+            "bias",
+            "key_padding_mask",
+            "attention_bias",
+            "past_key",
+            "past_value",
+            "past_sequence_length",
+            "cache_indirection",
+        ]
+    )
+    q, k, v = (body.f32(name, scalar) for name in ("query", "key", "value"))
+    if site.has(3):
+        bias = body.f32("bias", site.type(3, "bias").element_type)
+        q = body.op("Add", q, body.slice(bias, 0, width, 0))
+        k = body.op("Add", k, body.slice(bias, width, 2 * width, 0))
+        v = body.op("Add", v, body.slice(bias, 2 * width, 2 * width + value_width, 0))
+    q, k, v = (
+        _heads(body, q, heads, head),
+        _heads(body, k, heads, head),
+        _heads(body, v, heads, value_head),
+    )
+    if site.has(6):
+        past_length = body.scalar_dim("past_key", 2)
+        k = body.op("Concat", body.f32("past_key", scalar), k, axis=2)
+        v = body.op("Concat", body.f32("past_value", scalar), v, axis=2)
+    else:
+        past_length = body.const(0)
+    bias = (
+        body.f32("attention_bias", site.type(5, "attention_bias").element_type)
+        if site.has(5)
+        else None
+    )
+    context = _masked_attention(
+        body, site, q, k, v, head, past_length, (4, "key_padding_mask"), bias
+    )
+    output = body.op(
+        "Reshape", body.op("Transpose", context, perm=[0, 2, 1, 3]), body.const([0, 0, value_width])
+    )
+    return body.function(
+        site.op_type, [body.back(output, scalar), body.back(k, scalar), body.back(v, scalar)]
+    )
 
 
 # -- activations ------------------------------------------------------------------------------------
@@ -889,6 +980,7 @@ _BODIES: dict[tuple[str, str], Callable[[_Site], onnx.FunctionProto]] = {
     (_MS, "GroupQueryAttention"): _group_query_attention,
     (_MS, "EmbedLayerNormalization"): _embed_layer_normalization,
     (_MS, "Attention"): _attention,
+    (_MS, "MultiHeadAttention"): _multi_head_attention,
     (_MS, "FastGelu"): _fast_gelu,
     (_MS, "BiasGelu"): _bias_gelu,
     (_MS, "Gelu"): _gelu,

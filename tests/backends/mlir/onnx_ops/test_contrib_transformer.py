@@ -354,3 +354,41 @@ def test_attention_matches_onnxruntime(tmp_path, mask, unidirectional, past):
         feeds(2, 3, 2 if past else 0),
     ]
     assert_matches_onnxruntime(module, model, cases, function="g", rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("past", [False, True])
+def test_multi_head_attention_matches_onnxruntime(tmp_path, past):
+    """com.microsoft.MultiHeadAttention: separate Q/K/V with bias, a [B, T] key padding mask,
+    an attention bias; with past_key / past_value, the present KV returned."""
+    heads, head, hidden = 2, 8, 16
+    names = ["q", "k", "v", "bias", "mask", "attention_bias"] + (
+        ["past_key", "past_value"] if past else []
+    )
+    outputs = ["y", "present_key", "present_value"] if past else ["y"]
+    node = helper.make_node("MultiHeadAttention", names, outputs, domain=MS, num_heads=heads)
+    inputs = [(name, F32, ["b", "s" if name == "q" else "l", hidden]) for name in "qkv"]
+    inputs += [("mask", I32, ["b", "t"]), ("attention_bias", F32, [1, heads, "s", "t"])]
+    if past:
+        inputs += [(name, F32, ["b", heads, "p", head]) for name in ("past_key", "past_value")]
+    model = _model([node], inputs, [(name, F32) for name in outputs], {"bias": _f(3 * hidden)})
+    module = compile_onnx(model, tmp_path)
+
+    def feeds(batch, sequence, kv_length, past_length):
+        total = kv_length + past_length
+        given = {
+            "q": _f(batch, sequence, hidden),
+            "k": _f(batch, kv_length, hidden),
+            "v": _f(batch, kv_length, hidden),
+        }
+        given["mask"] = (RNG.random((batch, total)) > 0.3).astype(np.int32)
+        given["mask"][:, 0] = 1
+        given["attention_bias"] = _f(1, heads, sequence, total)
+        if past:
+            given["past_key"], given["past_value"] = (
+                _f(batch, heads, past_length, head),
+                _f(batch, heads, past_length, head),
+            )
+        return given
+
+    cases = [feeds(1, 4, 4, 2 if past else 0), feeds(2, 1, 1 if past else 6, 5 if past else 0)]
+    assert_matches_onnxruntime(module, model, cases, function="g", rtol=1e-4, atol=1e-5)
