@@ -6,24 +6,27 @@ JOBS ?= 2
 CONSTRAINTS := constraints.txt
 LATEST := .venv-latest
 
-.PHONY: help install test test-latest zoo lint format bench conformance fuzz clean mlir-snapshot
+.PHONY: help install test test-latest zoo llm lint format bench conformance fuzz clean mlir-snapshot
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-install: ## create .venv, install niroc editable with its dev extras at the tested versions (constraints.txt), byte-compile its modules
+install: ## create .venv, install niroc editable with its dev and llm extras at the tested versions (constraints.txt), byte-compile its modules
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e '.[dev]'
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e '.[dev,llm]'
 	$(BIN)/python -m compileall -q ir frontends backends niroc
 
-test: ## run the whole test suite (unit, property, golden lit tests); `make zoo` runs the model zoo
-	$(BIN)/python -m pytest -n $(JOBS) tests --ignore=tests/backends/mlir/onnx_ops/test_model_zoo.py --ignore=tests/backends/mlir/test_real_models_zoo.py
+test: ## run the whole test suite (unit, property, golden lit tests); `make zoo` runs the model zoo, `make llm` the LLM builder models
+	$(BIN)/python -m pytest -n $(JOBS) tests --ignore=tests/backends/mlir/onnx_ops/test_model_zoo.py --ignore=tests/backends/mlir/test_real_models_zoo.py --ignore=tests/backends/mlir/onnx_ops/test_llm_builder.py
+
+llm: ## transformers models vs onnxruntime: the genai builder's tiny Llama (fp32, int4: prompt, decode, greedy generation), optimizer-fused BERT and GPT-2 (~6 min)
+	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/onnx_ops/test_llm_builder.py
 
 test-latest: ## `make test` against the newest releases of every dependency (no pins), in .venv-latest
 	$(PYTHON) -m venv $(LATEST)
 	$(LATEST)/bin/pip install --quiet --upgrade pip
-	$(LATEST)/bin/pip install --quiet --upgrade --upgrade-strategy eager -e '.[dev]'
+	$(LATEST)/bin/pip install --quiet --upgrade --upgrade-strategy eager -e '.[dev,llm]'
 	$(LATEST)/bin/niroc --version
 	$(MAKE) test VENV=$(LATEST)
 

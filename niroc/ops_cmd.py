@@ -4,7 +4,9 @@ An ONNX op is supported when the frontend converts it to Niro's own ops (native:
 MatMul, Transpose, Gemm, Identity, Constant, If), when the MLIR backend has a lowering
 registered for its UnknownOp (`onnx.Relu`), which declares the opsets it implements, or when
 ONNX defines it by a function body (Attention, the losses...), which niroc then compiles as a
-call of that body (ops in the body must be supported in turn). Both tables
+call of that body (ops in the body must be supported in turn), or when it is one of
+onnxruntime's transformer contrib ops that niroc defines by a body of ONNX ops itself
+(niro.frontends.onnx.contrib_functions: GroupQueryAttention, MatMulNBits...). The tables
 are read at run time (niro.frontends.onnx.CONVERTERS, niro.backends.mlir.registered_lowering),
 so the listing is what this build does, never a hand-kept copy. ONNX's own schema versions come
 from the installed onnx package.
@@ -51,16 +53,18 @@ class OpSupport:
     onnx_versions: tuple[int, ...]
     body_since: int | None = None
     """The first opset at which ONNX defines the op by a function body (None: never)."""
+    contrib_body: bool = False
+    """Whether niroc defines the op by its own body of ONNX ops (onnxruntime's semantics)."""
 
     @property
     def supported(self) -> bool:
-        return self.native or self.lowered or self.body_since is not None
+        return self.native or self.lowered or self.body_since is not None or self.contrib_body
 
     def supports(self, opset: int) -> bool:
         """Whether niroc takes the op at `opset` (native ops: whenever ONNX defines it)."""
         if self.onnx_versions and opset < self.onnx_versions[0]:
             return False
-        if self.native:
+        if self.native or self.contrib_body:
             return True
         if self.body_since is not None and opset >= self.body_since:
             return True
@@ -77,6 +81,7 @@ class OpSupport:
             "native_note": self.native_note,
             "lowered": {"since": self.since, "until": self.until} if self.lowered else None,
             "function_body": None if self.body_since is None else {"since": self.body_since},
+            "contrib_body": self.contrib_body,
             "onnx_versions": list(self.onnx_versions),
         }
 
@@ -86,6 +91,7 @@ def collect_op_support(include_unsupported: bool = False) -> list[OpSupport]:
     domain then op type."""
     from niro.backends.mlir import registered_lowering, registered_lowerings
     from niro.frontends.onnx import CONVERTERS
+    from niro.frontends.onnx.contrib_functions import contrib_function_ops
     from niro.frontends.onnx.oplib import niro_op_name, schema_op_names, schema_versions
     from niro.frontends.onnx.schema_functions import function_body_since
 
@@ -97,7 +103,10 @@ def collect_op_support(include_unsupported: bool = False) -> list[OpSupport]:
         for domain, op_type in schema_op_names()
         if (since := function_body_since(domain, op_type)) is not None
     }
-    names = set(registered_lowerings()) | {niro_op_name("", op_type) for op_type in CONVERTERS} | set(bodies)
+    contrib = {niro_op_name(domain, op_type) for domain, op_type in contrib_function_ops()}
+    names = (
+        set(registered_lowerings()) | {niro_op_name("", op_type) for op_type in CONVERTERS} | set(bodies) | contrib
+    )
     if include_unsupported:
         names |= set(keys)
     rows = []
@@ -119,6 +128,7 @@ def collect_op_support(include_unsupported: bool = False) -> list[OpSupport]:
                 lowered_text="" if registration is None else registration.describe_versions(),
                 onnx_versions=schema_versions(domain, op_type),
                 body_since=bodies.get(name),
+                contrib_body=name in contrib,
             )
         )
     return sorted(rows, key=lambda row: (row.domain != "ai.onnx", row.domain, row.op))
@@ -233,6 +243,8 @@ def _lowered_cell(row: OpSupport) -> str:
         return row.lowered_text
     if row.body_since is not None:
         return f"its ONNX function body, opset {row.body_since} and later"
+    if row.contrib_body:
+        return "onnxruntime's semantics, as a body of ONNX ops"
     return "-"
 
 

@@ -259,10 +259,12 @@ class NodeContext:
             if value is None or onnx_value is None or not isinstance(value.type, TensorType):
                 continue
             inferred = self.types.values.get(onnx_value.name)
+            known = value.type.shape
+            if inferred is None and known is not None and onnx_value.producer() is not None:
+                return True  # an output inference could not type (a contrib op's): the importer did
             if inferred is None or inferred.WhichOneof("value") != "tensor_type":
                 continue
             tensor = inferred.tensor_type
-            known = value.type.shape
             if known is not None and not tensor.HasField("shape"):
                 return True
             if known is not None and any(

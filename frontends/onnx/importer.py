@@ -54,6 +54,7 @@ from onnx import numpy_helper
 
 from .attributes import AttributeConversionError, generic_attribute
 from .context import FunctionBuilder, NodeContext, Scope, describe_node, node_label, resolve_type
+from .contrib_functions import ContribFunctionError, contrib_function
 from .converters import CONVERTERS
 from .errors import OnnxImportError, first_line
 from .external_data import ExternalDataError, ExternalDataReader
@@ -643,6 +644,8 @@ class _Importer:
             converter = CONVERTERS.get(node.op_type)
             if converter is not None and converter(ctx):
                 return
+        if self._call_contrib_function(ctx):
+            return
         if self.expand_functions is not None and self._expand_schema_function(ctx):
             return
         self._convert_generic(ctx)
@@ -693,6 +696,30 @@ class _Importer:
                 return False
             tensors.append(tensor)
         self._emit_folded(node, ctx.index, tuple(tensors), ctx.scope, ctx.builder)
+        return True
+
+    def _call_contrib_function(self, ctx: NodeContext) -> bool:
+        """Call the body `contrib_functions` defines for an onnxruntime contrib op (ONNX has no
+        schema for it); False when the op is not one of those."""
+        node = ctx.node
+        if onnx.defs.has(node.op_type, "" if node.domain in _DEFAULT_DOMAINS else node.domain):
+            return False
+        input_types = []
+        for value in ctx.inputs:
+            if value is not None and not isinstance(value.type, TensorType):
+                raise ctx.error(f"needs tensor inputs, got {format_type(value.type)}")
+            input_types.append(None if value is None else value.type)
+        attributes = {name: attribute.value for name, attribute in node.attributes.items()}
+        wanted = tuple(bool(output.name) for output in node.outputs)
+        try:
+            function_proto = contrib_function(node.domain, node.op_type, input_types, attributes, wanted)
+        except ContribFunctionError as error:
+            raise ctx.error(f"cannot be compiled: {error}") from None
+        if function_proto is None:
+            return False
+        key = (function_proto.domain, f"{node.domain or 'onnx'}.{node.op_type}", "contrib")
+        positions = tuple(position for position, used in enumerate(wanted) if used)
+        self._call_function(ctx, key, function_proto, {}, positions)
         return True
 
     def _expand_schema_function(self, ctx: NodeContext) -> bool:

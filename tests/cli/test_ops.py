@@ -113,11 +113,32 @@ def test_json_is_one_object_per_op(capsys, frobnicate) -> None:
         "native_note": "",
         "lowered": {"since": 2, "until": 5},
         "function_body": None,
+        "contrib_body": False,
         "onnx_versions": [],
     }
     code, out, _ = run(capsys, "Frobnicate", "--opset", "9", "--format", "json")
     record = json.loads(out)
     assert code == 1 and record["opset"] == 9 and record["supported_at_opset"] is False
+
+
+def test_onnxruntime_contrib_ops_are_listed_with_their_domain(capsys) -> None:
+    """The transformer contrib ops niroc defines by bodies (contrib_functions) are supported,
+    SimplifiedLayerNormalization in the default domain, where onnxruntime registers it."""
+    code, out, _ = run(capsys, "--format", "json")
+    records = {(record["domain"], record["op"]): record for record in map(json.loads, out.splitlines())}
+    assert code == 0
+    for key in [
+        ("ai.onnx", "SimplifiedLayerNormalization"),
+        ("com.microsoft", "GroupQueryAttention"),
+        ("com.microsoft", "MatMulNBits"),
+        ("com.microsoft", "SkipSimplifiedLayerNormalization"),
+        ("com.microsoft", "SkipLayerNormalization"),
+        ("com.microsoft", "RotaryEmbedding"),
+        ("com.microsoft", "FastGelu"),
+    ]:
+        assert records[key]["supported"] and records[key]["contrib_body"], key
+    code, out, _ = run(capsys, "MatMulNBits")
+    assert code == 0 and "onnxruntime's semantics, as a body of ONNX ops" in out
 
 
 def test_an_op_niroc_does_not_lower(capsys) -> None:

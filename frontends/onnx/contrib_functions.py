@@ -1,0 +1,1009 @@
+"""onnxruntime's transformer contrib ops defined by bodies of standard ONNX ops, built per call
+site, as ONNX defines its own composite ops (`schema_functions`).
+
+onnxruntime-genai's model builder and `onnxruntime.transformers`' optimizer emit ops that ONNX
+has no schema for: SimplifiedLayerNormalization (registered by onnxruntime in the default
+domain), and in `com.microsoft` SkipSimplifiedLayerNormalization, SkipLayerNormalization,
+GroupQueryAttention, MatMulNBits, RotaryEmbedding and the Gelu family. The importer calls the
+body built here in their place, exactly as it calls an ONNX function body: one Niro Function per
+distinct (input types, attributes), typed by ONNX's inference of the body and checked by the
+verifier's rules for the standard ops it is made of; the MLIR backend lowers those ops. So every
+contrib op here has one definition, this body, and no second implementation to drift.
+
+The bodies follow onnxruntime's ContribOperators.md and the semantics of its CPU kernels:
+- normalizations compute in f32 (`stash_type` 1) and divide by sqrt(mean + epsilon), as the
+  kernels do;
+- MatMulNBits keeps B packed (uint8, two 4-bit values a byte, low nibble first): the body
+  unpacks it at run time, so the module holds the packed bytes, never an f32 copy; the product
+  is computed in f32 whatever `accuracy_level` asks (a floor on precision, not a request for
+  less);
+- GroupQueryAttention reads each batch row's total length from `seqlens_k` (+1), its past
+  length as that minus the new tokens (zero on the first prompt, when the sequence length
+  equals `total_sequence_length`), writes the present KV cache as the CPU kernel does (the
+  row's past, its new keys right after, zeros beyond), rotates Q and K at positions past + i,
+  masks causally (and to the last `local_window_size` keys, its own included), applies
+  `softcap`, and `smooth_softmax` / `head_sink` as an extra logit in the softmax's
+  denominator. onnxruntime's CPU kernel wants a head size that is a multiple of 16; the body
+  does not.
+
+What a body does not implement (an attribute value, an optional output) raises
+ContribFunctionError with the reason; the importer names the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from niro.ir import ScalarType, TensorType
+
+from .onnx_types import type_proto_from_niro
+
+__all__ = ["ContribFunctionError", "contrib_function", "contrib_function_ops"]
+
+_BODY_OPSET = 21
+_MS = "com.microsoft"
+_FLOAT = (ScalarType.F32, ScalarType.F16, ScalarType.BF16)
+_LOWEST = float(np.finfo(np.float32).min)
+
+
+class ContribFunctionError(ValueError):
+    """The call site uses something the body does not implement (message says what)."""
+
+
+@dataclass
+class _Site:
+    """One call site: its inputs' types (None: absent), attributes, wanted outputs."""
+
+    op_type: str
+    inputs: tuple[TensorType | None, ...]
+    attributes: Mapping[str, object]
+    outputs: tuple[bool, ...]
+    """Whether each output of the node is used."""
+
+    def type(self, position: int, what: str) -> TensorType:
+        found = self.inputs[position] if position < len(self.inputs) else None
+        if found is None:
+            raise ContribFunctionError(f"needs input {what}")
+        return found
+
+    def has(self, position: int) -> bool:
+        return position < len(self.inputs) and self.inputs[position] is not None
+
+    def shape(self, position: int, what: str, rank: int | None = None) -> tuple[int | None, ...]:
+        shape = self.type(position, what).shape
+        if shape is None:
+            raise ContribFunctionError(f"needs {what} of known rank")
+        if rank is not None and len(shape) != rank:
+            raise ContribFunctionError(f"needs a rank-{rank} {what}, got shape {list(shape)}")
+        return shape
+
+    def static(self, position: int, what: str, axis: int) -> int:
+        size = self.shape(position, what)[axis]
+        if size is None:
+            raise ContribFunctionError(f"needs a static dim {axis} of {what}")
+        return size
+
+    def int(self, name: str, default: int) -> int:
+        found = self.attributes.get(name, default)
+        if not isinstance(found, int):
+            raise ContribFunctionError(f"attribute '{name}' must be an int, got {found!r}")
+        return found
+
+    def float(self, name: str, default: float) -> float:
+        found = self.attributes.get(name, default)
+        if not isinstance(found, (int, float)):
+            raise ContribFunctionError(f"attribute '{name}' must be a float, got {found!r}")
+        return float(found)
+
+    def refuse_outputs(self, positions: Sequence[int], why: str) -> None:
+        for position in positions:
+            if position < len(self.outputs) and self.outputs[position]:
+                raise ContribFunctionError(f"output #{position} {why}")
+
+
+@dataclass
+class _Body:
+    """A function body under construction: `op` appends a node and returns its output name."""
+
+    inputs: list[str]
+    nodes: list[onnx.NodeProto] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    counter: int = 0
+
+    def fresh(self) -> str:
+        self.counter += 1
+        return f"t{self.counter}"
+
+    def op(self, op_type: str, *inputs: str, outputs: int = 1, **attributes) -> str:
+        names = [self.fresh() for _ in range(outputs)]
+        self.nodes.append(onnx.helper.make_node(op_type, list(inputs), names, **attributes))
+        return names[0] if outputs == 1 else names  # type: ignore[return-value]
+
+    def const(self, value, dtype=np.int64) -> str:
+        tensor = onnx.numpy_helper.from_array(np.asarray(value, dtype=dtype))
+        return self.op("Constant", value=tensor)
+
+    def f32(self, name: str, scalar: ScalarType) -> str:
+        return (
+            name if scalar is ScalarType.F32 else self.op("Cast", name, to=onnx.TensorProto.FLOAT)
+        )
+
+    def back(self, name: str, scalar: ScalarType) -> str:
+        if scalar is ScalarType.F32:
+            return name
+        return self.op(
+            "Cast", name, to=type_proto_from_niro(TensorType(scalar, ())).tensor_type.elem_type
+        )
+
+    def dim(self, name: str, axis: int) -> str:
+        """Dim `axis` of tensor `name` as a 1-element int64 tensor."""
+        return self.op("Shape", name, start=axis, end=axis + 1)
+
+    def scalar_dim(self, name: str, axis: int) -> str:
+        return self.op("Squeeze", self.dim(name, axis), self.const([0]))
+
+    def slice(self, name: str, start: int | str, end: int | str, axis: int) -> str:
+        def one(bound):
+            return self.const([bound]) if isinstance(bound, int) else bound
+
+        return self.op("Slice", name, one(start), one(end), self.const([axis]))
+
+    def function(self, op_type: str, outputs: Sequence[str | None]) -> onnx.FunctionProto:
+        names = []
+        for position, produced in enumerate(outputs):
+            name = f"out{position}"
+            if produced is None:
+                produced = self.op(
+                    "Constant", value=onnx.numpy_helper.from_array(np.zeros((0,), np.float32))
+                )
+            self.nodes.append(onnx.helper.make_node("Identity", [produced], [name]))
+            names.append(name)
+        return onnx.helper.make_function(
+            _MS,
+            op_type,
+            self.inputs,
+            names,
+            self.nodes,
+            [onnx.helper.make_opsetid("", _BODY_OPSET)],
+        )
+
+
+def _float_input(site: _Site, position: int, what: str) -> ScalarType:
+    scalar = site.type(position, what).element_type
+    if scalar not in _FLOAT:
+        raise ContribFunctionError(f"needs a float {what}, got {scalar.spelling}")
+    return scalar
+
+
+# -- normalizations ---------------------------------------------------------------------------------
+
+
+def _rms(body: _Body, x: str, scale: str, axis: int, rank: int, epsilon: float) -> tuple[str, str]:
+    """(x / sqrt(mean(x^2 over axes axis..) + epsilon) * scale, 1 / that sqrt), in f32."""
+    axes = body.const(list(range(axis, rank)))
+    mean_square = body.op("ReduceMean", body.op("Mul", x, x), axes, keepdims=1)
+    root = body.op("Sqrt", body.op("Add", mean_square, body.const(epsilon, np.float32)))
+    normalized = body.op("Div", x, root)
+    return body.op("Mul", normalized, scale), body.op("Reciprocal", root)
+
+
+def _axis(site: _Site, rank: int) -> int:
+    axis = site.int("axis", -1)
+    if not -rank <= axis < rank:
+        raise ContribFunctionError(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def _stash(site: _Site) -> None:
+    if site.int("stash_type", 1) != 1:
+        raise ContribFunctionError("supports stash_type=1 (f32 statistics) only")
+
+
+def _simplified_layer_normalization(site: _Site) -> onnx.FunctionProto:
+    """Y = X / sqrt(mean(X^2) + epsilon) * scale over the axes from `axis`; inv_std_var."""
+    scalar = _float_input(site, 0, "X")
+    _stash(site)
+    rank = len(site.shape(0, "X"))
+    body = _Body(["X", "scale"])
+    x = body.f32("X", scalar)
+    scale = body.f32("scale", site.type(1, "scale").element_type)
+    y, inverse = _rms(body, x, scale, _axis(site, rank), rank, site.float("epsilon", 1e-5))
+    return body.function(site.op_type, [body.back(y, scalar), inverse])
+
+
+def _skip_sum(body: _Body, site: _Site, bias: int | None) -> str:
+    total = body.op("Add", "input", "skip")
+    if bias is not None and site.has(bias):
+        total = body.op("Add", total, "bias")
+    return total
+
+
+def _skip_simplified_layer_normalization(site: _Site) -> onnx.FunctionProto:
+    """s = input + skip (+ bias); output = RMS-normalized s * gamma; inv_std_var; s."""
+    scalar = _float_input(site, 0, "input")
+    site.refuse_outputs((1,), "(mean) is not computed by the simplified normalization")
+    rank = len(site.shape(0, "input"))
+    body = _Body(["input", "skip", "gamma", "bias"])
+    total = _skip_sum(body, site, 3)
+    gamma = body.f32("gamma", site.type(2, "gamma").element_type)
+    y, inverse = _rms(
+        body, body.f32(total, scalar), gamma, rank - 1, rank, site.float("epsilon", 1e-12)
+    )
+    return body.function(site.op_type, [body.back(y, scalar), None, inverse, total])
+
+
+def _skip_layer_normalization(site: _Site) -> onnx.FunctionProto:
+    """s = input + skip (+ bias); output = LayerNormalization(s, gamma, beta) on the last axis;
+    mean; inv_std_var; s."""
+    scalar = _float_input(site, 0, "input")
+    body = _Body(["input", "skip", "gamma", "beta", "bias"])
+    total = _skip_sum(body, site, 4)
+    x = body.f32(total, scalar)
+    gamma = body.f32("gamma", site.type(2, "gamma").element_type)
+    beta = body.f32("beta", site.type(3, "beta").element_type) if site.has(3) else ""
+    y, mean, inverse = body.op(
+        "LayerNormalization",
+        x,
+        gamma,
+        beta,
+        outputs=3,
+        axis=-1,
+        epsilon=site.float("epsilon", 1e-12),
+    )
+    return body.function(site.op_type, [body.back(y, scalar), mean, inverse, total])
+
+
+# -- MatMulNBits ------------------------------------------------------------------------------------
+
+
+def _unpacked(body: _Body, packed: str, bits: int) -> str:
+    """uint8 `packed` [..., n] -> its values [..., n * 8 / bits] (4 bits: low nibble first)."""
+    if bits == 8:
+        return packed
+    low = body.op("BitwiseAnd", packed, body.const(15, np.uint8))
+    high = body.op("BitShift", packed, body.const(4, np.uint8), direction="RIGHT")
+    axis = body.const([-1])
+    pairs = body.op(
+        "Concat", body.op("Unsqueeze", low, axis), body.op("Unsqueeze", high, axis), axis=-1
+    )
+    return body.op("Reshape", pairs, _merge_last(body, pairs))
+
+
+def _merge_last(body: _Body, name: str) -> str:
+    """The shape of `name` with its last two dims merged (for Reshape)."""
+    leading = body.op("Shape", name, end=-2)
+    return body.op("Concat", leading, body.const([-1]), axis=0)
+
+
+def _matmul_nbits(site: _Site) -> onnx.FunctionProto:
+    """Y = A @ dequantize(B)^T + bias, B [N, blocks, block bytes] uint8, dequantized per block
+    as (q - zero_point) * scale (zero point 2^(bits-1) when absent); g_idx maps each of the K
+    rows to its block."""
+    scalar = _float_input(site, 0, "A")
+    bits = site.int("bits", 4)
+    if bits not in (4, 8):
+        raise ContribFunctionError(f"supports bits=4 or 8, got {bits}")
+    block_size = site.int("block_size", 0)
+    if block_size < 16 or block_size & (block_size - 1):
+        raise ContribFunctionError(
+            f"needs a block_size that is a power of 2 >= 16, got {block_size}"
+        )
+    k, n = site.int("K", 0), site.int("N", 0)
+    if k <= 0 or n <= 0:
+        raise ContribFunctionError(f"needs positive K and N, got K={k}, N={n}")
+    blocks = -(-k // block_size)
+    blob = block_size * bits // 8
+    b_type = site.type(1, "B")
+    if b_type.element_type is not ScalarType.U8:
+        raise ContribFunctionError(f"needs a uint8 B, got {b_type.element_type.spelling}")
+    if b_type.shape is not None and tuple(b_type.shape) not in (
+        (n, blocks, blob),
+        (n, blocks * blob),
+    ):
+        raise ContribFunctionError(
+            f"needs B of shape [{n}, {blocks}, {blob}], got {list(b_type.shape)}"
+        )
+    if (
+        site.shape(2, "scales")
+        and int(np.prod([d or 0 for d in site.shape(2, "scales")])) != n * blocks
+    ):
+        raise ContribFunctionError(
+            f"needs {n * blocks} scales, got shape {list(site.shape(2, 'scales'))}"
+        )
+    body = _Body(["A", "B", "scales", "zero_points", "g_idx", "bias"])
+    grid = body.const([n, blocks])
+    values = _unpacked(body, body.op("Reshape", "B", body.const([n, blocks, blob])), bits)
+    weights = body.op(
+        "Cast",
+        body.op("Reshape", values, body.const([n, blocks * block_size])),
+        to=onnx.TensorProto.FLOAT,
+    )
+    weights = body.slice(weights, 0, k, 1)  # [N, K]
+    scales = body.op("Reshape", body.f32("scales", site.type(2, "scales").element_type), grid)
+    if site.has(3):
+        zero_type = site.type(3, "zero_points")
+        if zero_type.element_type is ScalarType.U8:
+            if site.has(4):
+                # NOTE: onnxruntime 1.32's CPU kernel reads no packed zero point when g_idx is
+                # given (it dequantizes with 2^(bits-1)): which one the model means is unclear
+                raise ContribFunctionError("does not implement g_idx with packed uint8 zero_points")
+            per_row = -(-blocks * bits // 8)
+            zeros = _unpacked(
+                body, body.op("Reshape", "zero_points", body.const([n, per_row])), bits
+            )
+            zeros = body.slice(zeros, 0, blocks, 1)
+            zeros = body.op("Cast", zeros, to=onnx.TensorProto.FLOAT)
+        elif zero_type.element_type is site.type(2, "scales").element_type:
+            zeros = body.op("Reshape", body.f32("zero_points", zero_type.element_type), grid)
+        else:
+            raise ContribFunctionError(
+                f"needs uint8 or scale-typed zero_points, got {zero_type.element_type.spelling}"
+            )
+    else:
+        zeros = body.const(float(1 << (bits - 1)), np.float32)
+        zeros = body.op("Expand", zeros, grid)
+    if site.has(4):
+        rows = body.op("Cast", "g_idx", to=onnx.TensorProto.INT64)
+        scales = body.op("Gather", scales, rows, axis=1)
+        zeros = body.op("Gather", zeros, rows, axis=1)
+    else:
+        spread = body.const([n, blocks, block_size])
+        merged = body.const([n, blocks * block_size])
+
+        def per_row(name: str) -> str:
+            grown = body.op("Expand", body.op("Unsqueeze", name, body.const([2])), spread)
+            return body.slice(body.op("Reshape", grown, merged), 0, k, 1)
+
+        scales, zeros = per_row(scales), per_row(zeros)
+    dequantized = body.op("Mul", body.op("Sub", weights, zeros), scales)
+    product = body.op(
+        "MatMul", body.f32("A", scalar), body.op("Transpose", dequantized, perm=[1, 0])
+    )
+    if site.has(5):
+        product = body.op("Add", product, body.f32("bias", site.type(5, "bias").element_type))
+    return body.function(site.op_type, [body.back(product, scalar)])
+
+
+# -- rotary embeddings and attention ----------------------------------------------------------------
+
+
+def _rotate(
+    body: _Body, x: str, cos: str, sin: str, rotary: int, head: int, interleaved: bool
+) -> str:
+    """x [..., head] with its first `rotary` features rotated by cos / sin [..., rotary / 2]
+    (broadcast against x's leading dims): pairs (i, i + rotary/2), or (2i, 2i + 1) interleaved."""
+    half = rotary // 2
+    rotated = x if rotary == head else body.slice(x, 0, rotary, -1)
+    if interleaved:
+        pairs = body.op("Reshape", rotated, _split_last(body, rotated, half))
+        first = body.op("Squeeze", body.slice(pairs, 0, 1, -1), body.const([-1]))
+        second = body.op("Squeeze", body.slice(pairs, 1, 2, -1), body.const([-1]))
+    else:
+        first, second = body.slice(rotated, 0, half, -1), body.slice(rotated, half, rotary, -1)
+    out_first = body.op("Sub", body.op("Mul", first, cos), body.op("Mul", second, sin))
+    out_second = body.op("Add", body.op("Mul", second, cos), body.op("Mul", first, sin))
+    if interleaved:
+        axis = body.const([-1])
+        stacked = body.op(
+            "Concat",
+            body.op("Unsqueeze", out_first, axis),
+            body.op("Unsqueeze", out_second, axis),
+            axis=-1,
+        )
+        result = body.op("Reshape", stacked, _merge_last(body, stacked))
+    else:
+        result = body.op("Concat", out_first, out_second, axis=-1)
+    if rotary == head:
+        return result
+    return body.op("Concat", result, body.slice(x, rotary, head, -1), axis=-1)
+
+
+def _split_last(body: _Body, name: str, half: int) -> str:
+    leading = body.op("Shape", name, end=-1)
+    return body.op("Concat", leading, body.const([half, 2]), axis=0)
+
+
+def _cos_sin(body: _Body, positions: str, axis: int) -> tuple[str, str]:
+    """cos_cache / sin_cache rows at `positions` [B, S], unsqueezed at `axis` for the heads."""
+    where = body.const([axis])
+    return tuple(
+        body.op(
+            "Unsqueeze",
+            body.f32(body.op("Gather", cache, positions, axis=0), ScalarType.F32),
+            where,
+        )
+        for cache in ("cos_cache", "sin_cache")
+    )  # type: ignore[return-value]
+
+
+def _rotary_embedding(site: _Site) -> onnx.FunctionProto:
+    """com.microsoft.RotaryEmbedding: input [B, S, hidden] or [B, N, S, H] rotated at
+    position_ids [B, S] (or [1]: an offset, positions offset + s)."""
+    scalar = _float_input(site, 0, "input")
+    if site.int("is_packed_batching", 0):
+        raise ContribFunctionError("supports is_packed_batching=0 only")
+    if site.float("scale", 1.0) != 1.0:
+        raise ContribFunctionError("supports scale=1.0 only")
+    shape = site.shape(0, "input")
+    half = site.static(2, "cos_cache", 1)
+    rotary = site.int("rotary_embedding_dim", 0) or 2 * half
+    if rotary != 2 * half:
+        raise ContribFunctionError(
+            f"rotary_embedding_dim {rotary} does not match cos_cache's {half} columns"
+        )
+    body = _Body(["input", "position_ids", "cos_cache", "sin_cache"])
+    x = body.f32("input", scalar)
+    if len(shape) == 3:
+        hidden = site.static(0, "input", 2)
+        heads = site.int("num_heads", 0) or hidden // rotary
+        if hidden % heads:
+            raise ContribFunctionError(
+                f"hidden size {hidden} is not a multiple of num_heads {heads}"
+            )
+        head = hidden // heads
+        x = body.op("Reshape", x, body.const([0, 0, heads, head]))
+        sequence_axis, head_axis = 1, 2
+    elif len(shape) == 4:
+        head = site.static(0, "input", 3)
+        sequence_axis, head_axis = 2, 1
+    else:
+        raise ContribFunctionError(f"needs a rank-3 or rank-4 input, got shape {list(shape)}")
+    positions = body.op("Cast", "position_ids", to=onnx.TensorProto.INT64)
+    position_shape = site.shape(1, "position_ids")
+    if len(position_shape) == 1:
+        steps = body.op("Range", body.const(0), body.scalar_dim(x, sequence_axis), body.const(1))
+        positions = body.op("Add", body.op("Unsqueeze", steps, body.const([0])), positions)
+    cos, sin = _cos_sin(body, positions, head_axis)
+    rotated = _rotate(body, x, cos, sin, rotary, head, bool(site.int("interleaved", 0)))
+    if len(shape) == 3:
+        rotated = body.op("Reshape", rotated, body.const([0, 0, -1]))
+    return body.function(site.op_type, [body.back(rotated, scalar)])
+
+
+def _heads(body: _Body, x: str, heads: int, head: int) -> str:
+    """[B, S, heads * head] -> [B, heads, S, head]."""
+    return body.op(
+        "Transpose", body.op("Reshape", x, body.const([0, 0, heads, head])), perm=[0, 2, 1, 3]
+    )
+
+
+def _group_query_attention(site: _Site) -> onnx.FunctionProto:
+    """com.microsoft.GroupQueryAttention with the CPU kernel's KV-cache and masking semantics
+    (module docstring)."""
+    scalar = _float_input(site, 0, "query")
+    heads, kv_heads = site.int("num_heads", 0), site.int("kv_num_heads", 0)
+    if heads <= 0 or kv_heads <= 0 or heads % kv_heads:
+        raise ContribFunctionError(
+            f"needs num_heads a positive multiple of kv_num_heads, got {heads}, {kv_heads}"
+        )
+    if site.int("qk_output", 0):
+        raise ContribFunctionError("supports qk_output=0 only")
+    site.refuse_outputs((3,), "(output_qk) is not computed")
+    if site.has(10):
+        raise ContribFunctionError("does not implement attention_bias")
+    if site.has(9):
+        raise ContribFunctionError("does not implement position_ids")
+    packed = not site.has(1)
+    if packed == site.has(2):
+        raise ContribFunctionError("needs both key and value, or neither (packed QKV)")
+    if site.has(3) != site.has(4):
+        raise ContribFunctionError("needs both past_key and past_value, or neither")
+    width = site.static(0, "query", 2)
+    head = width // (heads + 2 * kv_heads) if packed else width // heads
+    body = _Body(
+        [
+            "query",
+            "key",
+            "value",
+            "past_key",
+            "past_value",
+            "seqlens_k",
+            "total_sequence_length",
+            "cos_cache",
+            "sin_cache",
+            "position_ids",
+            "attention_bias",
+            "head_sink",
+        ]
+    )
+    query = body.f32("query", scalar)
+    if packed:
+        q = body.slice(query, 0, heads * head, 2)
+        k = body.slice(query, heads * head, (heads + kv_heads) * head, 2)
+        v = body.slice(query, (heads + kv_heads) * head, (heads + 2 * kv_heads) * head, 2)
+    else:
+        q, k, v = query, body.f32("key", scalar), body.f32("value", scalar)
+    q, k, v = (
+        _heads(body, q, heads, head),
+        _heads(body, k, kv_heads, head),
+        _heads(body, v, kv_heads, head),
+    )
+    sequence = body.scalar_dim(q, 2)
+    total = body.op(
+        "Reshape",
+        body.op("Cast", "total_sequence_length", to=onnx.TensorProto.INT64),
+        body.const([]),
+    )
+    row_total = body.op(
+        "Add", body.op("Cast", "seqlens_k", to=onnx.TensorProto.INT64), body.const(1)
+    )  # [B]
+    first_prompt = body.op("Equal", sequence, total)
+    row_past = body.op(
+        "Where", first_prompt, body.const(0), body.op("Sub", row_total, sequence)
+    )  # [B]
+    past_column = body.op("Unsqueeze", row_past, body.const([1]))  # [B, 1]
+    steps = body.op("Range", body.const(0), sequence, body.const(1))  # [S]
+    positions = body.op("Add", past_column, body.op("Unsqueeze", steps, body.const([0])))  # [B, S]
+    if site.int("do_rotary", 0):
+        half = site.static(7, "cos_cache", 1)
+        cos, sin = _cos_sin(body, positions, 1)
+        interleaved = bool(site.int("rotary_interleaved", 0))
+        q = _rotate(body, q, cos, sin, 2 * half, head, interleaved)
+        k = _rotate(body, k, cos, sin, 2 * half, head, interleaved)
+    if site.has(3):
+        past_length = body.scalar_dim("past_key", 2)
+        past_key, past_value = body.f32("past_key", scalar), body.f32("past_value", scalar)
+    else:
+        past_length = body.const(0)
+    length = body.op("Max", total, past_length)
+    columns = body.op("Range", body.const(0), length, body.const(1))  # [T]
+    column_row = body.op("Unsqueeze", columns, body.const([0]))  # [1, T]
+    # present[b, :, t]: the past at t < past_b, new token t - past_b, else 0
+    in_past = body.op("Less", column_row, past_column)
+    new_end = body.op("Add", past_column, sequence)
+    in_new = body.op("And", body.op("Not", in_past), body.op("Less", column_row, new_end))
+    keep = body.op("Unsqueeze", body.op("Or", in_past, in_new), body.const([1, 3]))  # [B, 1, T, 1]
+
+    def present(past: str | None, new: str) -> str:
+        if past is None:
+            joined, offset = new, body.const(0)
+        else:
+            joined, offset = body.op("Concat", past, new, axis=2), past_length
+        source = body.op(
+            "Where",
+            in_past,
+            column_row,
+            body.op("Add", offset, body.op("Sub", column_row, past_column)),
+        )
+        last = body.op("Sub", body.scalar_dim(joined, 2), body.const(1))
+        source = body.op("Max", body.op("Min", source, last), body.const(0))
+        index = body.op(
+            "Expand", body.op("Unsqueeze", source, body.const([1, 3])), body.op("Shape", joined)
+        )
+        index = body.op(
+            "Expand",
+            index,
+            body.op(
+                "Concat",
+                body.dim(joined, 0),
+                body.dim(joined, 1),
+                body.op("Shape", source, start=1),
+                body.const([head]),
+                axis=0,
+            ),
+        )
+        gathered = body.op("GatherElements", joined, index, axis=2)
+        return body.op("Where", keep, gathered, body.const(0.0, np.float32))
+
+    present_key = present(past_key if site.has(3) else None, k)
+    present_value = present(past_value if site.has(3) else None, v)
+    grouped = body.op("Reshape", q, body.const([0, kv_heads, -1, head]))  # [B, KV, G*S, H]
+    scores = body.op("MatMul", grouped, body.op("Transpose", present_key, perm=[0, 1, 3, 2]))
+    scores = body.op(
+        "Reshape",
+        scores,
+        body.op(
+            "Concat", body.dim(q, 0), body.const([heads]), body.dim(q, 2), body.const([-1]), axis=0
+        ),
+    )
+    scale = site.float("scale", 0.0) or 1.0 / float(np.sqrt(head))
+    scores = body.op("Mul", scores, body.const(scale, np.float32))
+    softcap = site.float("softcap", 0.0)
+    if softcap > 0:
+        capped = body.op("Tanh", body.op("Div", scores, body.const(softcap, np.float32)))
+        scores = body.op("Mul", capped, body.const(softcap, np.float32))
+    # key t is seen by query s of row b when t < past_b + s + 1 (and within the local window)
+    causal = body.op(
+        "Add",
+        body.op("Add", past_column, body.op("Unsqueeze", steps, body.const([0]))),
+        body.const(1),
+    )
+    causal = body.op("Unsqueeze", causal, body.const([2]))  # [B, S, 1]
+    key_index = body.op("Unsqueeze", columns, body.const([0, 1]))  # [1, 1, T]
+    visible = body.op("Less", key_index, causal)
+    window = site.int("local_window_size", -1)
+    if window > 0:
+        start = body.op("Sub", causal, body.const(window))
+        visible = body.op("And", visible, body.op("GreaterOrEqual", key_index, start))
+    visible = body.op("Unsqueeze", visible, body.const([1]))  # [B, 1, S, T]
+    masked = body.op("Where", visible, scores, body.const(_LOWEST, np.float32))
+    sink = None
+    if site.has(11):
+        sink = body.op(
+            "Reshape",
+            body.f32("head_sink", site.type(11, "head_sink").element_type),
+            body.const([1, heads, 1, 1]),
+        )
+    elif site.int("smooth_softmax", 0):
+        sink = body.const(0.0, np.float32)
+    if sink is None:
+        probabilities = body.op("Softmax", masked, axis=-1)
+    else:
+        top = body.op("Max", body.op("ReduceMax", masked, body.const([-1]), keepdims=1), sink)
+        exps = body.op(
+            "Where",
+            visible,
+            body.op("Exp", body.op("Sub", masked, top)),
+            body.const(0.0, np.float32),
+        )
+        denominator = body.op(
+            "Add",
+            body.op("ReduceSum", exps, body.const([-1]), keepdims=1),
+            body.op("Exp", body.op("Sub", sink, top)),
+        )
+        probabilities = body.op("Div", exps, denominator)
+    probabilities = body.op("Reshape", probabilities, body.const([0, kv_heads, -1, 0]))
+    context = body.op("MatMul", probabilities, present_value)  # [B, KV, G*S, H]
+    context = body.op("Reshape", context, body.const([0, heads, -1, head]))
+    output = body.op(
+        "Reshape",
+        body.op("Transpose", context, perm=[0, 2, 1, 3]),
+        body.const([0, 0, heads * head]),
+    )
+    return body.function(
+        site.op_type,
+        [
+            body.back(output, scalar),
+            body.back(present_key, scalar),
+            body.back(present_value, scalar),
+        ],
+    )
+
+
+def _embed_layer_normalization(site: _Site) -> onnx.FunctionProto:
+    """LayerNormalization(word[input_ids] + position[position_ids or 0..S-1] (+
+    segment[segment_ids])); mask_index: each row's count of non-zero mask values (int32);
+    embedding_sum: the sum before normalizing."""
+    if site.int("mask_index_type", 1) != 1:
+        raise ContribFunctionError("supports mask_index_type=1 only")
+    if not site.has(7):
+        site.refuse_outputs((1,), "(mask_index) needs the mask input")
+    body = _Body(
+        [
+            "input_ids",
+            "segment_ids",
+            "word_embedding",
+            "position_embedding",
+            "segment_embedding",
+            "gamma",
+            "beta",
+            "mask",
+            "position_ids",
+        ]
+    )
+    scalar = _float_input(site, 2, "word_embedding")
+    ids = body.op("Cast", "input_ids", to=onnx.TensorProto.INT64)
+    total = body.op("Gather", body.f32("word_embedding", scalar), ids, axis=0)
+    if site.has(8):
+        positions = body.op("Cast", "position_ids", to=onnx.TensorProto.INT64)
+    else:
+        steps = body.op("Range", body.const(0), body.scalar_dim(ids, 1), body.const(1))
+        positions = body.op("Unsqueeze", steps, body.const([0]))
+    total = body.op(
+        "Add", total, body.op("Gather", body.f32("position_embedding", scalar), positions, axis=0)
+    )
+    if site.has(1) != site.has(4):
+        raise ContribFunctionError("needs both segment_ids and segment_embedding, or neither")
+    if site.has(1):
+        segments = body.op("Cast", "segment_ids", to=onnx.TensorProto.INT64)
+        total = body.op(
+            "Add", total, body.op("Gather", body.f32("segment_embedding", scalar), segments, axis=0)
+        )
+    gamma = body.f32("gamma", site.type(5, "gamma").element_type)
+    beta = body.f32("beta", site.type(6, "beta").element_type)
+    normalized = body.op(
+        "LayerNormalization", total, gamma, beta, axis=-1, epsilon=site.float("epsilon", 1e-12)
+    )
+    mask_index = None
+    if site.has(7):
+        mask = body.op("Cast", "mask", to=onnx.TensorProto.INT64)
+        nonzero = body.op(
+            "Cast", body.op("Not", body.op("Equal", mask, body.const(0))), to=onnx.TensorProto.INT32
+        )
+        mask_index = body.op("ReduceSum", nonzero, body.const([1]), keepdims=0)
+    return body.function(
+        site.op_type, [body.back(normalized, scalar), mask_index, body.back(total, scalar)]
+    )
+
+
+def _masked_attention(
+    body: _Body,
+    site: _Site,
+    q: str,
+    k: str,
+    v: str,
+    head: int,
+    past_length: str,
+    mask: tuple[int, str],
+    bias: str | None,
+) -> str:
+    """softmax(Q K^T * scale + masks (+ bias)) V for Q [B, N, S, H], K / V [B, N, T, H]: the
+    input at `mask` (position, name) masks keys by end positions (1-D) or 0/1 values (2-D
+    [B, T], 3-D [B, S, T]) and `unidirectional` masks keys after each query (past included),
+    each by adding mask_filter_value, as onnxruntime's CPU kernels do."""
+    scale = site.float("scale", 0.0) or 1.0 / float(np.sqrt(head))
+    scores = body.op(
+        "Mul",
+        body.op("MatMul", q, body.op("Transpose", k, perm=[0, 1, 3, 2])),
+        body.const(scale, np.float32),
+    )
+    filter_value = body.const(site.float("mask_filter_value", -10000.0), np.float32)
+    zero = body.const(0.0, np.float32)
+    keys = body.op("Range", body.const(0), body.scalar_dim(k, 2), body.const(1))  # [T]
+    position, what = mask
+    if site.has(position):
+        mask_shape = site.shape(position, what)
+        if len(mask_shape) == 1:
+            if mask_shape[0] is not None and site.shape(0, "input #0")[0] not in (
+                None,
+                mask_shape[0],
+            ):
+                raise ContribFunctionError("supports a 1-D mask of end positions ([batch]) only")
+            ends = body.op(
+                "Unsqueeze",
+                body.op("Cast", what, to=onnx.TensorProto.INT64),
+                body.const([1, 2, 3]),
+            )
+            masked = body.op("Not", body.op("Less", keys, ends))  # [B, 1, 1, T]
+        elif len(mask_shape) in (2, 3):
+            raw = body.op("Equal", body.op("Cast", what, to=onnx.TensorProto.INT64), body.const(0))
+            masked = body.op("Unsqueeze", raw, body.const([1, 2] if len(mask_shape) == 2 else [1]))
+        else:
+            raise ContribFunctionError(
+                f"supports a 1-D, 2-D or 3-D {what}, got rank {len(mask_shape)}"
+            )
+        scores = body.op("Add", scores, body.op("Where", masked, filter_value, zero))
+    if bias is not None:
+        scores = body.op("Add", scores, bias)
+    if site.int("unidirectional", 0):
+        queries = body.op(
+            "Add",
+            body.op("Range", body.const(0), body.scalar_dim(q, 2), body.const(1)),
+            past_length,
+        )
+        future = body.op("Greater", keys, body.op("Unsqueeze", queries, body.const([1])))  # [S, T]
+        scores = body.op("Add", scores, body.op("Where", future, filter_value, zero))
+    return body.op("MatMul", body.op("Softmax", scores, axis=-1), v)
+
+
+def _attention(site: _Site) -> onnx.FunctionProto:
+    """com.microsoft.Attention (BERT / GPT-2 self-attention with the QKV projection inside):
+    QKV = input @ weights + bias, split by qkv_hidden_sizes; scores scaled (1/sqrt(head) by
+    default), plus mask_filter_value where mask_index masks a key (1-D end positions, or a
+    2-D / 3-D 0-1 mask) and, when unidirectional, where a key lies after the query; past
+    [2, B, N, P, H] joined in front of K and V, present = the joined K and V."""
+    scalar = _float_input(site, 0, "input")
+    heads = site.int("num_heads", 0)
+    if heads <= 0:
+        raise ContribFunctionError(f"needs a positive num_heads, got {heads}")
+    for name in ("do_rotary", "past_present_share_buffer"):
+        if site.int(name, 0):
+            raise ContribFunctionError(f"supports {name}=0 only")
+    for position, what in ((5, "attention_bias"), (6, "past_sequence_length")):
+        if site.has(position):
+            raise ContribFunctionError(f"does not implement {what}")
+    width = site.static(1, "weights", 1)
+    sizes = site.attributes.get("qkv_hidden_sizes") or (width // 3,) * 3
+    sizes = tuple(int(size) for size in sizes)
+    if (
+        len(sizes) != 3
+        or sum(sizes) != width
+        or sizes[0] != sizes[1]
+        or any(size % heads for size in sizes)
+    ):
+        raise ContribFunctionError(
+            f"qkv_hidden_sizes {list(sizes)} do not split {width} columns over {heads} heads"
+        )
+    head, value_head = sizes[0] // heads, sizes[2] // heads
+    body = _Body(
+        ["input", "weights", "bias", "mask_index", "past", "attention_bias", "past_sequence_length"]
+    )
+    x = body.f32("input", scalar)
+    projected = body.op("MatMul", x, body.f32("weights", site.type(1, "weights").element_type))
+    if site.has(2):
+        projected = body.op("Add", projected, body.f32("bias", site.type(2, "bias").element_type))
+    q = _heads(body, body.slice(projected, 0, sizes[0], 2), heads, head)
+    k = _heads(body, body.slice(projected, sizes[0], 2 * sizes[0], 2), heads, head)
+    v = _heads(body, body.slice(projected, 2 * sizes[0], width, 2), heads, value_head)
+    if site.has(4):
+        past = body.f32("past", scalar)
+        past_k = body.op("Squeeze", body.slice(past, 0, 1, 0), body.const([0]))
+        past_v = body.op("Squeeze", body.slice(past, 1, 2, 0), body.const([0]))
+        past_length = body.scalar_dim(past, 3)
+        k, v = body.op("Concat", past_k, k, axis=2), body.op("Concat", past_v, v, axis=2)
+    else:
+        past_length = body.const(0)
+    context = _masked_attention(body, site, q, k, v, head, past_length, (3, "mask_index"), None)
+    output = body.op(
+        "Reshape", body.op("Transpose", context, perm=[0, 2, 1, 3]), body.const([0, 0, sizes[2]])
+    )
+    present = None
+    if site.has(4) or (len(site.outputs) > 1 and site.outputs[1]):
+        if head != value_head:
+            raise ContribFunctionError("needs equal Q/K and V hidden sizes for a present output")
+        axis = body.const([0])
+        present = body.back(
+            body.op("Concat", body.op("Unsqueeze", k, axis), body.op("Unsqueeze", v, axis), axis=0),
+            scalar,
+        )
+    return body.function(site.op_type, [body.back(output, scalar), present])
+
+
+def _multi_head_attention(site: _Site) -> onnx.FunctionProto:
+    """com.microsoft.MultiHeadAttention with separate 3-D query [B, S, D], key and value
+    [B, L, D] (bias [3D] added to them), key_padding_mask and attention_bias as
+    `_masked_attention` reads them, past_key / past_value [B, N, P, H] joined in front;
+    present_key / present_value the joined K and V."""
+    scalar = _float_input(site, 0, "query")
+    heads = site.int("num_heads", 0)
+    if heads <= 0:
+        raise ContribFunctionError(f"needs a positive num_heads, got {heads}")
+    for position, what in ((8, "past_sequence_length"), (9, "cache_indirection")):
+        if site.has(position):
+            raise ContribFunctionError(f"does not implement {what}")
+    if not (site.has(1) and site.has(2)) or len(site.shape(1, "key")) != 3:
+        raise ContribFunctionError(
+            "supports separate 3-D key and value only (no packed QKV/KV, no BNSH key)"
+        )
+    if site.has(6) != site.has(7):
+        raise ContribFunctionError("needs both past_key and past_value, or neither")
+    width, value_width = site.static(0, "query", 2), site.static(2, "value", 2)
+    if width % heads or value_width % heads:
+        raise ContribFunctionError(
+            f"hidden sizes {width}, {value_width} are not multiples of num_heads {heads}"
+        )
+    head, value_head = width // heads, value_width // heads
+    body = _Body(
+        [
+            "query",
+            "key",
+            "value",
+            "bias",
+            "key_padding_mask",
+            "attention_bias",
+            "past_key",
+            "past_value",
+            "past_sequence_length",
+            "cache_indirection",
+        ]
+    )
+    q, k, v = (body.f32(name, scalar) for name in ("query", "key", "value"))
+    if site.has(3):
+        bias = body.f32("bias", site.type(3, "bias").element_type)
+        q = body.op("Add", q, body.slice(bias, 0, width, 0))
+        k = body.op("Add", k, body.slice(bias, width, 2 * width, 0))
+        v = body.op("Add", v, body.slice(bias, 2 * width, 2 * width + value_width, 0))
+    q, k, v = (
+        _heads(body, q, heads, head),
+        _heads(body, k, heads, head),
+        _heads(body, v, heads, value_head),
+    )
+    if site.has(6):
+        past_length = body.scalar_dim("past_key", 2)
+        k = body.op("Concat", body.f32("past_key", scalar), k, axis=2)
+        v = body.op("Concat", body.f32("past_value", scalar), v, axis=2)
+    else:
+        past_length = body.const(0)
+    bias = (
+        body.f32("attention_bias", site.type(5, "attention_bias").element_type)
+        if site.has(5)
+        else None
+    )
+    context = _masked_attention(
+        body, site, q, k, v, head, past_length, (4, "key_padding_mask"), bias
+    )
+    output = body.op(
+        "Reshape", body.op("Transpose", context, perm=[0, 2, 1, 3]), body.const([0, 0, value_width])
+    )
+    return body.function(
+        site.op_type, [body.back(output, scalar), body.back(k, scalar), body.back(v, scalar)]
+    )
+
+
+# -- activations ------------------------------------------------------------------------------------
+
+
+def _gelu_of(body: _Body, x: str, approximate: bool) -> str:
+    return body.op("Gelu", x, approximate="tanh" if approximate else "none")
+
+
+def _unary(
+    site: _Site, build: Callable[[_Body, str], str], names: Sequence[str], bias: int | None
+) -> onnx.FunctionProto:
+    scalar = _float_input(site, 0, names[0])
+    body = _Body(list(names))
+    x = body.f32(names[0], scalar)
+    if bias is not None and site.has(bias):
+        x = body.op("Add", x, body.f32(names[bias], site.type(bias, names[bias]).element_type))
+    return body.function(site.op_type, [body.back(build(body, x), scalar)])
+
+
+def _fast_gelu(site: _Site) -> onnx.FunctionProto:
+    """X (+ bias) through the tanh approximation of Gelu."""
+    return _unary(site, lambda body, x: _gelu_of(body, x, True), ("X", "bias"), 1)
+
+
+def _bias_gelu(site: _Site) -> onnx.FunctionProto:
+    """A + B through the exact (erf) Gelu."""
+    return _unary(site, lambda body, x: _gelu_of(body, x, False), ("A", "B"), 1)
+
+
+def _gelu(site: _Site) -> onnx.FunctionProto:
+    """com.microsoft.Gelu: the exact (erf) Gelu."""
+    return _unary(site, lambda body, x: _gelu_of(body, x, False), ("X",), None)
+
+
+def _quick_gelu(site: _Site) -> onnx.FunctionProto:
+    """x * sigmoid(alpha * x), alpha 1.702 by default."""
+    alpha = site.float("alpha", 1.702)
+
+    def build(body: _Body, x: str) -> str:
+        return body.op(
+            "Mul", x, body.op("Sigmoid", body.op("Mul", x, body.const(alpha, np.float32)))
+        )
+
+    return _unary(site, build, ("X",), None)
+
+
+def _bias_add(site: _Site) -> onnx.FunctionProto:
+    """X + bias + skip."""
+    scalar = _float_input(site, 0, "X")
+    body = _Body(["X", "bias", "skip"])
+    total = body.op(
+        "Add",
+        body.op("Add", body.f32("X", scalar), body.f32("bias", scalar)),
+        body.f32("skip", scalar),
+    )
+    return body.function(site.op_type, [body.back(total, scalar)])
+
+
+_BODIES: dict[tuple[str, str], Callable[[_Site], onnx.FunctionProto]] = {
+    ("", "SimplifiedLayerNormalization"): _simplified_layer_normalization,
+    (_MS, "SimplifiedLayerNormalization"): _simplified_layer_normalization,
+    (_MS, "SkipSimplifiedLayerNormalization"): _skip_simplified_layer_normalization,
+    (_MS, "SkipLayerNormalization"): _skip_layer_normalization,
+    (_MS, "MatMulNBits"): _matmul_nbits,
+    (_MS, "RotaryEmbedding"): _rotary_embedding,
+    (_MS, "GroupQueryAttention"): _group_query_attention,
+    (_MS, "EmbedLayerNormalization"): _embed_layer_normalization,
+    (_MS, "Attention"): _attention,
+    (_MS, "MultiHeadAttention"): _multi_head_attention,
+    (_MS, "FastGelu"): _fast_gelu,
+    (_MS, "BiasGelu"): _bias_gelu,
+    (_MS, "Gelu"): _gelu,
+    (_MS, "QuickGelu"): _quick_gelu,
+    (_MS, "BiasAdd"): _bias_add,
+}
+
+
+def contrib_function_ops() -> tuple[tuple[str, str], ...]:
+    """(domain, op type) of each op defined here, sorted ('' is the default domain)."""
+    return tuple(sorted(_BODIES))
+
+
+def contrib_function(
+    domain: str,
+    op_type: str,
+    input_types: Sequence[TensorType | None],
+    attributes: Mapping[str, object],
+    outputs: Sequence[bool],
+) -> onnx.FunctionProto | None:
+    """The body for one call site of `domain`.`op_type` (None: not an op defined here);
+    ContribFunctionError when the call site needs what the body does not implement."""
+    build = _BODIES.get(("" if domain in ("", "ai.onnx") else domain, op_type))
+    if build is None:
+        return None
+    return build(_Site(op_type, tuple(input_types), attributes, tuple(outputs)))

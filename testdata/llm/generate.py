@@ -1,0 +1,190 @@
+"""Tiny random-weight LLMs made the way users get their "-onnx" releases: a transformers model
+saved locally, then onnxruntime-genai's model builder (`python -m onnxruntime_genai.models.builder
+-i DIR -o OUT -p fp32|int4 -e cpu`).
+
+    python testdata/llm/generate.py OUT_DIR [--precision fp32|int4] [--family llama]
+    python testdata/llm/generate.py OUT_DIR --fused bert|gpt2
+
+writes OUT_DIR/<family>-<precision>/model.onnx (+ model.onnx.data, genai_config.json, the
+tokenizer); with --fused, OUT_DIR/<kind>-fused.onnx: a tiny BERT or GPT-2 exported by torch
+and fused by `onnxruntime.transformers.optimizer` (EmbedLayerNormalization, Attention,
+SkipLayerNormalization, BiasGelu; GPT-2: SkipLayerNormalization, FastGelu). The weights are random (seeded): the models exist to check numbers against
+onnxruntime, not to say anything sensible. Needs torch, transformers and onnxruntime-genai
+(`pip install -e '.[llm]'`); runs offline (the tokenizer is a word-level `tokenizers.Tokenizer`
+made here, wrapped in transformers' PreTrainedTokenizerFast).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+VOCAB_SIZE = 256
+FAMILIES = ("llama",)
+
+
+def _tokenizer():
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    vocab.update({f"w{index}": index for index in range(3, VOCAB_SIZE)})
+    core = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = Whitespace()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, unk_token="<unk>", bos_token="<s>", eos_token="</s>"
+    )
+
+
+def _model(family: str):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    if family == "llama":
+        config = LlamaConfig(
+            vocab_size=VOCAB_SIZE,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+            bos_token_id=1,
+            eos_token_id=2,
+            tie_word_embeddings=False,
+        )
+        return LlamaForCausalLM(config).eval()
+    raise ValueError(f"unknown family {family!r}, expected one of {FAMILIES}")
+
+
+def generate(out: Path, family: str = "llama", precision: str = "fp32") -> Path:
+    """Build `family` at `precision` into out/<family>-<precision>; returns its model.onnx."""
+    target = out / f"{family}-{precision}"
+    model_path = target / "model.onnx"
+    if model_path.exists():
+        return model_path
+    with tempfile.TemporaryDirectory() as scratch:
+        source = Path(scratch) / "hf"
+        _model(family).save_pretrained(source)
+        _tokenizer().save_pretrained(source)
+        command = [
+            sys.executable,
+            "-m",
+            "onnxruntime_genai.models.builder",
+            "-i",
+            str(source),
+            "-o",
+            str(target),
+            "-p",
+            precision,
+            "-e",
+            "cpu",
+            "-c",
+            str(Path(scratch) / "cache"),
+        ]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0 or not model_path.exists():
+            raise RuntimeError(
+                f"the model builder failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+            )
+    return model_path
+
+
+FUSED = ("bert", "gpt2")
+
+
+def export_fused(out: Path, kind: str) -> Path:
+    """A tiny random BERT (2 layers, hidden 32, 4 heads) or GPT-2 exported by torch (dynamic
+    batch and sequence), fused by onnxruntime's transformer optimizer: out/<kind>-fused.onnx."""
+    import torch
+    from onnxruntime.transformers.optimizer import optimize_model
+    from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    common = {"attn_implementation": "eager"}  # the form the optimizer's fusions match
+    if kind == "bert":
+        config = BertConfig(
+            vocab_size=128,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=64,
+            **common,
+        )
+        model, inputs, outputs = (
+            BertModel(config),
+            ["input_ids", "attention_mask", "token_type_ids"],
+            ["last_hidden_state"],
+        )
+    elif kind == "gpt2":
+        config = GPT2Config(
+            vocab_size=128,
+            n_embd=32,
+            n_layer=2,
+            n_head=4,
+            n_positions=64,
+            use_cache=False,
+            **common,
+        )
+        model, inputs, outputs = (
+            GPT2LMHeadModel(config),
+            ["input_ids", "attention_mask"],
+            ["logits"],
+        )
+    else:
+        raise ValueError(f"unknown model {kind!r}, expected one of {FUSED}")
+    model.eval()
+
+    class Positional(torch.nn.Module):
+        """The model called with keyword inputs: what torch.onnx.export passes positionally."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *values):
+            found = self.model(**dict(zip(inputs, values, strict=True)), return_dict=True)
+            return tuple(found[name] for name in outputs)
+
+    ids = torch.randint(0, 128, (1, 8))
+    example = (ids, torch.ones_like(ids), torch.zeros_like(ids))[: len(inputs)]
+    out.mkdir(parents=True, exist_ok=True)
+    exported = out / f"{kind}.onnx"
+    torch.onnx.export(
+        Positional(),
+        example,
+        str(exported),
+        input_names=inputs,
+        output_names=outputs,
+        dynamic_axes={name: {0: "batch", 1: "sequence"} for name in inputs},
+        opset_version=17,
+        dynamo=False,
+    )
+    fused = optimize_model(str(exported), model_type=kind, num_heads=4, hidden_size=32)
+    target = out / f"{kind}-fused.onnx"
+    fused.save_model_to_file(str(target))
+    return target
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--family", choices=FAMILIES, default="llama")
+    parser.add_argument("--precision", choices=("fp32", "int4"), default="fp32")
+    parser.add_argument("--fused", choices=FUSED, help="an optimizer-fused model instead")
+    arguments = parser.parse_args()
+    if arguments.fused:
+        print(export_fused(arguments.out, arguments.fused))
+    else:
+        print(generate(arguments.out, arguments.family, arguments.precision))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,394 @@
+"""onnxruntime's transformer contrib ops (frontends/onnx/contrib_functions.py): one-node models,
+imported as calls of their bodies, compiled once with iree-compile (dynamic batch and sequence
+dims) and compared with onnxruntime's CPU kernels at several shapes; refusals name the node and
+the reason."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import onnx
+import pytest
+from niro.frontends.onnx import OnnxImportError, import_model
+from onnx import TensorProto, helper, numpy_helper
+
+from ..mlir_harness import assert_matches_onnxruntime, compile_onnx
+
+RNG = np.random.default_rng(23)
+F32, U8, I32, I64 = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT32, TensorProto.INT64
+MS = "com.microsoft"
+
+
+def _model(nodes, inputs, outputs, weights=None) -> onnx.ModelProto:
+    """`nodes` on graph `inputs` ((name, element, shape)) and initializers `weights`; the
+    `outputs` ((name, element)) declare their element type only, as niroc must type them."""
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(name, element, shape) for name, element, shape in inputs],
+        [helper.make_tensor_value_info(name, element, None) for name, element in outputs],
+        [numpy_helper.from_array(value, name) for name, value in (weights or {}).items()],
+    )
+    opsets = [helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 10
+    return model
+
+
+def _f(*shape) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+# -- MatMulNBits -----------------------------------------------------------------------------------
+
+
+def _matmul_nbits(bits, block, k, n, zero_points, bias=False, g_idx=False):
+    blocks = -(-k // block)
+    packed = RNG.integers(0, 256, (n, blocks, block * bits // 8), dtype=np.uint8)
+    weights = {"B": packed, "scales": (RNG.random(n * blocks) * 0.1 + 0.01).astype(np.float32)}
+    names = ["A", "B", "scales", "", "", ""]
+    if zero_points == "packed":
+        weights["zp"] = RNG.integers(0, 256, n * (-(-blocks * bits // 8)), dtype=np.uint8)
+        names[3] = "zp"
+    elif zero_points == "float":
+        weights["zp"] = (RNG.random(n * blocks) * 15).astype(np.float32)
+        names[3] = "zp"
+    if g_idx:
+        weights["g_idx"] = np.sort(RNG.integers(0, blocks, k)).astype(np.int32)
+        names[4] = "g_idx"
+    if bias:
+        weights["bias"] = _f(n)
+        names[5] = "bias"
+    while names[-1] == "":
+        names.pop()
+    node = helper.make_node(
+        "MatMulNBits", names, ["y"], domain=MS, name="mm", K=k, N=n, bits=bits, block_size=block
+    )
+    return _model([node], [("A", F32, ["b", "s", k])], [("y", F32)], weights)
+
+
+@pytest.mark.parametrize(
+    "bits, block, k, n, zero_points, bias, g_idx",
+    [
+        (4, 32, 64, 24, None, False, False),
+        (4, 16, 40, 8, "packed", True, False),
+        (8, 128, 200, 12, "packed", False, False),
+        (4, 64, 128, 16, "float", True, False),
+        (4, 32, 96, 8, "float", False, True),
+        (4, 32, 96, 8, None, True, True),
+        (8, 256, 256, 4, None, True, False),
+    ],
+)
+def test_matmul_nbits_matches_onnxruntime(tmp_path, bits, block, k, n, zero_points, bias, g_idx):
+    model = _matmul_nbits(bits, block, k, n, zero_points, bias, g_idx)
+    module = compile_onnx(model, tmp_path)
+    feeds = [{"A": _f(1, 3, k)}, {"A": _f(2, 5, k)}]
+    assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_nbits_keeps_weights_packed():
+    """The module holds B as packed bytes: no f32 global of the weight's N x K elements."""
+    from niro.backends.mlir import lower_to_mlir
+
+    text = lower_to_mlir(import_model(_matmul_nbits(4, 32, 64, 24, "packed"))).to_text(
+        elide_weights=True
+    )
+    globals_ = re.findall(r"ml_program.global private @(\w+)\(.*?: (tensor<[^>]*>)", text)
+    assert ("B", "tensor<24x2x16xi8>") in globals_, globals_
+    assert not any("f32" in type_ and "24x64" in type_ for _, type_ in globals_), globals_
+
+
+# -- GroupQueryAttention -----------------------------------------------------------------------------
+
+
+def _gqa(packed=False, rotary=True, interleaved=False, **attributes):
+    heads, kv_heads, head = 4, 2, 16
+    inputs = [("query", F32, ["b", "s", (heads + 2 * kv_heads) * head if packed else heads * head])]
+    names = ["query", "", ""]
+    if not packed:
+        inputs += [
+            ("key", F32, ["b", "s", kv_heads * head]),
+            ("value", F32, ["b", "s", kv_heads * head]),
+        ]
+        names = ["query", "key", "value"]
+    inputs += [
+        ("past_key", F32, ["b", kv_heads, "p", head]),
+        ("past_value", F32, ["b", kv_heads, "p", head]),
+        ("seqlens_k", I32, ["b"]),
+        ("total_sequence_length", I32, [1]),
+    ]
+    names += ["past_key", "past_value", "seqlens_k", "total_sequence_length"]
+    weights = {}
+    if rotary:
+        angles = np.arange(32)[:, None] * (1.0 / 10000 ** (np.arange(0, head, 2) / head))[None, :]
+        weights = {
+            "cos": np.cos(angles).astype(np.float32),
+            "sin": np.sin(angles).astype(np.float32),
+        }
+        names += ["cos", "sin"]
+    node = helper.make_node(
+        "GroupQueryAttention",
+        names,
+        ["out", "present_key", "present_value"],
+        domain=MS,
+        name="gqa",
+        num_heads=heads,
+        kv_num_heads=kv_heads,
+        do_rotary=int(rotary),
+        rotary_interleaved=int(interleaved),
+        **attributes,
+    )
+    outputs = [("out", F32), ("present_key", F32), ("present_value", F32)]
+    return _model([node], inputs, outputs, weights), packed
+
+
+def _gqa_feeds(packed, batch, sequence, past, seqlens):
+    heads, kv_heads, head = 4, 2, 16
+    feeds = {
+        "query": _f(batch, sequence, (heads + 2 * kv_heads) * head if packed else heads * head)
+    }
+    if not packed:
+        feeds["key"] = _f(batch, sequence, kv_heads * head)
+        feeds["value"] = _f(batch, sequence, kv_heads * head)
+    feeds["past_key"] = _f(batch, kv_heads, past, head)
+    feeds["past_value"] = _f(batch, kv_heads, past, head)
+    feeds["seqlens_k"] = np.array(seqlens, np.int32)
+    feeds["total_sequence_length"] = np.array([max(seqlens) + 1], np.int32)
+    return feeds
+
+
+@pytest.mark.parametrize(
+    "packed, rotary, interleaved, attributes",
+    [
+        (True, True, False, {}),
+        (False, True, True, {"softcap": 5.0, "scale": 0.3}),
+        (False, False, False, {"local_window_size": 2}),
+        (True, True, False, {"smooth_softmax": 1}),
+    ],
+)
+def test_group_query_attention_matches_onnxruntime(
+    tmp_path, packed, rotary, interleaved, attributes
+):
+    """A prompt (empty past), decode steps on a past, and a batch whose second row is shorter
+    (its new token written right after its own past): output and present KV."""
+    model, packed = _gqa(packed, rotary, interleaved, **attributes)
+    module = compile_onnx(model, tmp_path)
+    feeds = [
+        _gqa_feeds(packed, 1, 5, 0, [4]),
+        _gqa_feeds(packed, 2, 1, 5, [5, 5]),
+        _gqa_feeds(packed, 2, 1, 6, [6, 3]),
+        _gqa_feeds(packed, 1, 3, 4, [6]),
+    ]
+    assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "attributes, reason",
+    [
+        ({"qk_output": 1}, "supports qk_output=0 only"),
+        ({"num_heads": 3}, "needs num_heads a positive multiple of kv_num_heads, got 3, 2"),
+    ],
+)
+def test_group_query_attention_refusals(attributes, reason):
+    model, _ = _gqa()
+    (node,) = model.graph.node
+    kept = [attribute for attribute in node.attribute if attribute.name not in attributes]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    node.attribute.extend(helper.make_attribute(name, value) for name, value in attributes.items())
+    with pytest.raises(
+        OnnxImportError,
+        match=re.escape(f"'gqa' (com.microsoft.GroupQueryAttention): cannot be compiled: {reason}"),
+    ):
+        import_model(model)
+
+
+def test_matmul_nbits_refusals():
+    model = _matmul_nbits(4, 32, 64, 8, None)
+    (node,) = model.graph.node
+    next(a for a in node.attribute if a.name == "bits").i = 2
+    with pytest.raises(
+        OnnxImportError,
+        match=re.escape(
+            "'mm' (com.microsoft.MatMulNBits): cannot be compiled: supports bits=4 or 8, got 2"
+        ),
+    ):
+        import_model(model)
+    with pytest.raises(
+        OnnxImportError, match="does not implement g_idx with packed uint8 zero_points"
+    ):
+        import_model(_matmul_nbits(4, 32, 96, 8, "packed", False, True))
+
+
+# -- RotaryEmbedding, normalizations, activations ----------------------------------------------------
+
+
+@pytest.mark.parametrize("rank, interleaved", [(3, False), (4, True)])
+def test_rotary_embedding_matches_onnxruntime(tmp_path, rank, interleaved):
+    heads, head = 2, 8
+    angles = np.arange(16)[:, None] * (1.0 / 10000 ** (np.arange(0, head, 2) / head))[None, :]
+    weights = {"cos": np.cos(angles).astype(np.float32), "sin": np.sin(angles).astype(np.float32)}
+    shape = ["b", "s", heads * head] if rank == 3 else ["b", heads, "s", head]
+    positions = ["b", "s"] if rank == 3 else [1]
+    node = helper.make_node(
+        "RotaryEmbedding",
+        ["x", "pos", "cos", "sin"],
+        ["y"],
+        domain=MS,
+        interleaved=int(interleaved),
+        **({"num_heads": heads} if rank == 3 else {}),
+    )
+    model = _model([node], [("x", F32, shape), ("pos", I64, positions)], [("y", F32)], weights)
+    module = compile_onnx(model, tmp_path)
+
+    def feeds(batch, sequence):
+        x = _f(batch, sequence, heads * head) if rank == 3 else _f(batch, heads, sequence, head)
+        pos = RNG.integers(0, 16, (batch, sequence)) if rank == 3 else np.array([3])
+        return {"x": x, "pos": pos.astype(np.int64)}
+
+    assert_matches_onnxruntime(
+        module, model, [feeds(1, 4), feeds(2, 7)], function="g", rtol=1e-5, atol=1e-5
+    )
+
+
+def test_normalizations_match_onnxruntime(tmp_path):
+    """SimplifiedLayerNormalization (default domain), SkipSimplifiedLayerNormalization and
+    SkipLayerNormalization with their optional outputs."""
+    nodes = [
+        helper.make_node("SimplifiedLayerNormalization", ["x", "g"], ["y0"], epsilon=1e-5, axis=-1),
+        helper.make_node(
+            "SkipSimplifiedLayerNormalization",
+            ["y0", "skip", "g"],
+            ["y1", "", "inv1", "sum1"],
+            domain=MS,
+            epsilon=1e-6,
+        ),
+        helper.make_node(
+            "SkipLayerNormalization",
+            ["y1", "skip", "g", "beta", "bias"],
+            ["y2", "mean2", "inv2", "sum2"],
+            domain=MS,
+            epsilon=1e-5,
+        ),
+    ]
+    weights = {"g": _f(16), "beta": _f(16), "bias": _f(16)}
+    inputs = [("x", F32, ["b", "s", 16]), ("skip", F32, ["b", "s", 16])]
+    outputs = [(name, F32) for name in ("y0", "y1", "inv1", "sum1", "y2", "mean2", "inv2", "sum2")]
+    model = _model(nodes, inputs, outputs, weights)
+    module = compile_onnx(model, tmp_path)
+    feeds = [{"x": _f(1, 3, 16), "skip": _f(1, 3, 16)}, {"x": _f(2, 5, 16), "skip": _f(2, 5, 16)}]
+    assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-4, atol=1e-5)
+
+
+def test_activations_match_onnxruntime(tmp_path):
+    """FastGelu with bias, BiasGelu, Gelu and QuickGelu in one chain."""
+    nodes = [
+        helper.make_node("FastGelu", ["x", "bias"], ["a"], domain=MS),
+        helper.make_node("BiasGelu", ["a", "bias"], ["b"], domain=MS),
+        helper.make_node("Gelu", ["b"], ["c"], domain=MS),
+        helper.make_node("QuickGelu", ["c"], ["d"], domain=MS, alpha=1.5),
+    ]
+    model = _model(
+        nodes,
+        [("x", F32, ["b", "s", 32])],
+        [(name, F32) for name in "abcd"],
+        {"bias": _f(32)},
+    )
+    module = compile_onnx(model, tmp_path)
+    feeds = [{"x": _f(1, 2, 32) * 3}, {"x": _f(2, 4, 32) * 3}]
+    assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-4, atol=1e-5)
+
+
+def test_bias_add_matches_its_definition(tmp_path):
+    """BiasAdd (X + bias + skip; onnxruntime has it on CUDA only, so numpy is the reference)."""
+    node = helper.make_node("BiasAdd", ["x", "bias", "skip"], ["y"], domain=MS)
+    inputs = [("x", F32, ["b", "s", 32]), ("skip", F32, ["b", "s", 32])]
+    model = _model([node], inputs, [("y", F32)], {"bias": _f(32)})
+    bias = numpy_helper.to_array(model.graph.initializer[0])
+    module = compile_onnx(model, tmp_path)
+
+    def reference(feeds):
+        return [feeds["x"] + bias + feeds["skip"]]
+
+    feeds = [{"x": _f(1, 2, 32), "skip": _f(1, 2, 32)}, {"x": _f(3, 5, 32), "skip": _f(3, 5, 32)}]
+    assert_matches_onnxruntime(module, reference, feeds, function="g", rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("mask, unidirectional, past", [(2, 1, True), (1, 0, False), (3, 0, False)])
+def test_attention_matches_onnxruntime(tmp_path, mask, unidirectional, past):
+    """com.microsoft.Attention: a 2-D 0/1 mask over past + new keys with a causal mask and a
+    past [2, B, N, P, H] (GPT-2's form, present returned), 1-D end positions (BERT's), 3-D."""
+    heads, head, hidden = 2, 8, 16
+    names = ["x", "w", "bias", "mask", "past" if past else ""]
+    outputs = ["y", "present"] if past else ["y"]
+    node = helper.make_node(
+        "Attention", names, outputs, domain=MS, num_heads=heads, unidirectional=unidirectional
+    )
+    mask_shapes = {1: ["b"], 2: ["b", "t"], 3: ["b", "s", "s"]}
+    inputs = [("x", F32, ["b", "s", hidden]), ("mask", I32, mask_shapes[mask])]
+    if past:
+        inputs.append(("past", F32, [2, "b", heads, "p", head]))
+    weights = {"w": _f(hidden, 3 * hidden) * 0.5, "bias": _f(3 * hidden)}
+    model = _model([node], inputs, [(name, F32) for name in outputs], weights)
+    module = compile_onnx(model, tmp_path)
+
+    def feeds(batch, sequence, past_length):
+        total = sequence + past_length
+        given = {"x": _f(batch, sequence, hidden)}
+        if mask == 1:
+            given["mask"] = RNG.integers(1, sequence + 1, batch).astype(np.int32)
+        elif mask == 2:
+            given["mask"] = (RNG.random((batch, total)) > 0.3).astype(np.int32)
+            given["mask"][:, 0] = 1
+        else:
+            given["mask"] = (RNG.random((batch, sequence, sequence)) > 0.3).astype(np.int32)
+            given["mask"][:, :, 0] = 1
+        if past:
+            given["past"] = _f(2, batch, heads, past_length, head)
+        return given
+
+    cases = [
+        feeds(1, 4, 3 if past else 0),
+        feeds(2, 1, 5 if past else 0),
+        feeds(2, 3, 2 if past else 0),
+    ]
+    assert_matches_onnxruntime(module, model, cases, function="g", rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("past", [False, True])
+def test_multi_head_attention_matches_onnxruntime(tmp_path, past):
+    """com.microsoft.MultiHeadAttention: separate Q/K/V with bias, a [B, T] key padding mask,
+    an attention bias; with past_key / past_value, the present KV returned."""
+    heads, head, hidden = 2, 8, 16
+    names = ["q", "k", "v", "bias", "mask", "attention_bias"] + (
+        ["past_key", "past_value"] if past else []
+    )
+    outputs = ["y", "present_key", "present_value"] if past else ["y"]
+    node = helper.make_node("MultiHeadAttention", names, outputs, domain=MS, num_heads=heads)
+    inputs = [(name, F32, ["b", "s" if name == "q" else "l", hidden]) for name in "qkv"]
+    inputs += [("mask", I32, ["b", "t"]), ("attention_bias", F32, [1, heads, "s", "t"])]
+    if past:
+        inputs += [(name, F32, ["b", heads, "p", head]) for name in ("past_key", "past_value")]
+    model = _model([node], inputs, [(name, F32) for name in outputs], {"bias": _f(3 * hidden)})
+    module = compile_onnx(model, tmp_path)
+
+    def feeds(batch, sequence, kv_length, past_length):
+        total = kv_length + past_length
+        given = {
+            "q": _f(batch, sequence, hidden),
+            "k": _f(batch, kv_length, hidden),
+            "v": _f(batch, kv_length, hidden),
+        }
+        given["mask"] = (RNG.random((batch, total)) > 0.3).astype(np.int32)
+        given["mask"][:, 0] = 1
+        given["attention_bias"] = _f(1, heads, sequence, total)
+        if past:
+            given["past_key"], given["past_value"] = (
+                _f(batch, heads, past_length, head),
+                _f(batch, heads, past_length, head),
+            )
+        return given
+
+    cases = [feeds(1, 4, 4, 2 if past else 0), feeds(2, 1, 1 if past else 6, 5 if past else 0)]
+    assert_matches_onnxruntime(module, model, cases, function="g", rtol=1e-4, atol=1e-5)
