@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 JOBS ?= 2
 
-.PHONY: help install test zoo lint format bench conformance fuzz clean
+.PHONY: help install test zoo lint format bench bench-run conformance fuzz clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -20,6 +20,9 @@ test: ## run the whole test suite (unit, property, golden lit tests); `make zoo`
 
 zoo: ## the onnx wheel's model-zoo nets with random weights, niroc+IREE vs onnxruntime (slow: ~15 min)
 	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/onnx_ops/test_model_zoo.py
+
+bench-run: ## run-time benchmark (slow, not in `make test`): niroc's compiled code vs iree-import-onnx's and onnxruntime (report in testdata/generated/bench/run-report.md and docs/performance.md); ARGS="--only resnet50_17 --runs 5"
+	$(BIN)/python tests/bench/bench_run.py $(ARGS)
 
 lint: ## ruff check
 	$(BIN)/ruff check .
