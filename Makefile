@@ -6,7 +6,7 @@ JOBS ?= 2
 CONSTRAINTS := constraints.txt
 LATEST := .venv-latest
 
-.PHONY: help install test test-latest zoo llm lint format bench conformance fuzz clean mlir-snapshot
+.PHONY: help install test test-latest zoo llm lint format bench bench-run conformance fuzz clean mlir-snapshot
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -32,6 +32,9 @@ test-latest: ## `make test` against the newest releases of every dependency (no 
 
 zoo: ## the onnx wheel's model-zoo nets with random weights and whole generated real-model forms (YOLOv8n), niroc+IREE vs onnxruntime (slow: ~18 min)
 	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/onnx_ops/test_model_zoo.py tests/backends/mlir/test_real_models_zoo.py
+
+bench-run: ## run-time benchmark (slow, not in `make test`): niroc's compiled code vs iree-import-onnx's and onnxruntime (report in testdata/generated/bench/run-report.md and docs/performance.md); ARGS="--only resnet50_17 --runs 5"
+	$(BIN)/python tests/bench/bench_run.py $(ARGS)
 
 lint: ## ruff check, and mypy on the typed packages (ir/); CI runs it before the tests
 	$(BIN)/ruff check .

@@ -24,6 +24,7 @@ ConvTranspose with a dynamic spatial dim needs explicit pads (no output_shape or
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -151,7 +152,9 @@ def grouped_conv(
         # NOTE: the named op computes the same sum (inputs cast to the accumulator, multiplied,
         # added); IREE's codegen knows it (im2col, tiling) and runs it far faster.
         init = filled(ctx, [batch, features, *output], accumulator, ctx.zero(accumulator))
-        return named_op(named, [x, w], init, strides=_i64_vector(strides), dilations=_i64_vector(dilations))
+        return named_op(
+            named, [x, w], init, strides=_i64_vector(strides), dilations=_i64_vector(dilations)
+        )
     xg = expand_dim(x, 1, (group, group_channels))
     wg = expand_dim(w, 0, (group, group_features))
     out_shape = [batch, group, group_features, *output]
@@ -234,17 +237,78 @@ def _lower_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     _check_output(ctx, (x_shape[0], w_shape[0], *geometry.output))
     geometry = at_run_time(ctx, x, geometry)
     padded = pad_for_window(ctx, x, geometry, ctx.zero(element))
+    padded, strides = _subsample_unit_kernel(padded, geometry)
+    if group == 1 and _pointwise(padded, w, strides):
+        return [_finish(ctx, _pointwise_conv(ctx, padded, w, accumulator_type(scalar)), scalar)]
     y = grouped_conv(
         ctx,
         padded,
         w,
         group,
-        geometry.strides,
+        strides,
         geometry.dilations,
         geometry.output,
         accumulator_type(scalar),
     )
     return [_finish(ctx, y, scalar)]
+
+
+def _pointwise(x: ir.Value, w: ir.Value, strides: Sequence[int]) -> bool:
+    """Whether the convolution of `x` by `w` is a matrix product: one image (N static 1),
+    static sizes, kernel 1 and stride 1 on every spatial axis."""
+    x_shape = ir.RankedTensorType(x.type).shape
+    kernel = ir.RankedTensorType(w.type).shape[2:]
+    return (
+        x_shape[0] == 1
+        and DYNAMIC not in x_shape
+        and all(k == 1 for k in kernel)
+        and all(s == 1 for s in strides)
+    )
+
+
+def _pointwise_conv(
+    ctx: LoweringRuleContext, x: ir.Value, w: ir.Value, accumulator: ir.Type
+) -> ir.Value:
+    """A 1x1 convolution of one image as `linalg.matmul`: W (M, C) times X (C, S...) collapsed
+    to (C, prod S), the product expanded back to (1, M, S...).
+
+    NOTE: IREE 3.13 turns a `conv_2d_nchw_fchw` 1x1 into a matmul itself, but when its input
+    is a strided slice (a stride-2 shortcut, subsampled by `_subsample_unit_kernel`) the slice
+    is fused into the dispatch and the spatial dims stay uncollapsed: that `matmul_like`
+    dispatch ran ~80x slower than the same product on collapsed operands (ResNet-50's
+    res3_0_branch1: 8 s of a 10 s run on a loaded machine). The collapse here makes IREE copy
+    the slice out and run a plain matmul."""
+    x_shape = ir.RankedTensorType(x.type).shape
+    w_shape = ir.RankedTensorType(w.type).shape
+    rank = len(x_shape) - 2
+    columns = collapse_dims(collapse_dims(x, 2, rank), 0, 2)  # (C, prod S)
+    rows = collapse_dims(w, 1, 1 + rank)  # (M, C)
+    init = filled(ctx, [w_shape[0], math.prod(x_shape[2:])], accumulator, ctx.zero(accumulator))
+    product = named_op(linalg.MatmulOp, [rows, columns], init)
+    return expand_dim(expand_dim(product, 1, x_shape[2:]), 0, (1, w_shape[0]))
+
+
+def _subsample_unit_kernel(padded: ir.Value, geometry) -> tuple[ir.Value, tuple[int, ...]]:
+    """The padded input with every strided axis of kernel size 1 (static output size) taken
+    every stride-th element (a strided `tensor.extract_slice`), and the strides left for the
+    convolution (1 on those axes).
+
+    NOTE: IREE 3.13 tiles a strided 1x1 convolution (ResNet's downsampling shortcuts) into a
+    `matmul_like` dispatch that reads its input with the stride and runs it ~25x slower than
+    the same-size stride-1 one (ResNet-50: 8.5 s of 10.2 s in three such dispatches on a loaded
+    2-core machine). Subsampled first, the convolution is stride 1 (a plain matmul for 1x1)."""
+    shape = list(ir.RankedTensorType(padded.type).shape)
+    strides = list(geometry.strides)
+    sizes: list[int | ir.Value] = list(shape)
+    step = [1] * len(shape)
+    for axis, (k, s, out) in enumerate(
+        zip(geometry.kernel, geometry.strides, geometry.output, strict=True)
+    ):
+        if k == 1 and s > 1 and isinstance(out, int) and shape[2 + axis] != DYNAMIC:
+            sizes[2 + axis], step[2 + axis], strides[axis] = out, s, 1
+    if step == [1] * len(shape):
+        return padded, tuple(strides)
+    return extract_slice(padded, [0] * len(shape), sizes, step), tuple(strides)
 
 
 # -- ConvTranspose ----------------------------------------------------------------------------------
@@ -377,7 +441,10 @@ def _crop_dynamic(ctx, value: ir.Value, offsets, low, high) -> ir.Value:
     of every spatial axis where those are negative; dynamic axes get their sizes at run time."""
     source = ir.RankedTensorType(value.type)
     shape = list(source.shape)
-    sizes, dynamic = list(shape[:2]), [tensor_size(value, a) for a in range(2) if shape[a] == DYNAMIC]
+    sizes, dynamic = (
+        list(shape[:2]),
+        [tensor_size(value, a) for a in range(2) if shape[a] == DYNAMIC],
+    )
     for axis, size in enumerate(shape[2:]):
         cut = max(0, -low[axis]) + max(0, -high[axis])
         if size != DYNAMIC:

@@ -403,7 +403,9 @@ def expand_dim(value: ir.Value, axis: int, sizes: Sequence[int]) -> ir.Value:
         groups.append(list(range(position, position + width)))
         position += width
     result = ir.RankedTensorType.get(new_shape, source.element_type)
-    dynamic = [structured.tensor_size(value, index) for index, size in enumerate(shape) if size == DYNAMIC]
+    dynamic = [
+        structured.tensor_size(value, index) for index, size in enumerate(shape) if size == DYNAMIC
+    ]
     return tensor.ExpandShapeOp(result, value, _reassociation(groups), dynamic, new_shape).result
 
 
@@ -488,11 +490,14 @@ def crop(value: ir.Value, sizes: Sequence[int | ir.Value]) -> ir.Value:
 
 
 def extract_slice(
-    value: ir.Value, offsets: Sequence[int], sizes: Sequence[int | ir.Value]
+    value: ir.Value,
+    offsets: Sequence[int],
+    sizes: Sequence[int | ir.Value],
+    strides: Sequence[int] | None = None,
 ) -> ir.Value:
-    """`tensor.extract_slice` of static `offsets` and `sizes`, unit strides; a size of DYNAMIC
-    takes the whole of a dynamic axis (its offset must be 0), its size from `tensor.dim`; an
-    index value is a size computed at run time."""
+    """`tensor.extract_slice` of static `offsets`, `sizes` and `strides` (default unit); a size
+    of DYNAMIC takes the whole of a dynamic axis (its offset must be 0, its stride 1), its size
+    from `tensor.dim`; an index value is a size computed at run time."""
     source = ir.RankedTensorType(value.type)
     static = [DYNAMIC if isinstance(size, ir.Value) else size for size in sizes]
     result = ir.RankedTensorType.get(static, source.element_type)
@@ -502,7 +507,7 @@ def extract_slice(
         if isinstance(size, ir.Value) or size == DYNAMIC
     ]
     return tensor.ExtractSliceOp(
-        result, value, [], dynamic, [], list(offsets), static, [1] * len(sizes)
+        result, value, [], dynamic, [], list(offsets), static, list(strides or [1] * len(sizes))
     ).result
 
 

@@ -1,0 +1,413 @@
+"""Run-time benchmark: the code iree-compile makes from niroc's MLIR against the code it makes
+from iree-import-onnx's, and against onnxruntime, on real-size and exported networks.
+
+    .venv/bin/python tests/bench/bench_run.py [--only NAME ...] [--runs 10] [--extra-flags="..."]
+
+For every model (fixed seeds; see MODELS): niroc's MLIR (`niroc -q model.onnx -o niroc.mlir`)
+and the peer's (`iree-import-onnx model.onnx -o peer.mlir`) are compiled by iree-compile with the
+same flags (its defaults plus `--iree-llvmcpu-target-cpu=host`), one compile at a time; both
+modules are loaded with iree.runtime (`local-task`) and called on the same inputs, and so is an
+onnxruntime session (CPU, defaults). Every output of both modules is checked against
+onnxruntime (rtol 1e-3, atol 1e-4 of the largest expected magnitude, as the zoo test does).
+Timing: two warm-up calls each, then `--runs` rounds calling niroc, the peer and onnxruntime in
+turn (so a load change on the shared machine hits all three alike); medians are reported with
+the ratios niroc/peer and niroc/onnxruntime of the same run, and the compile times (frontend +
+iree-compile, wall). A model the peer cannot import or compile shows "-". With `--extra-flags`,
+niroc's MLIR is compiled and timed a second time with those iree-compile flags added.
+
+The zoo nets are the onnx wheel's light models with random weights
+(tests/backends/mlir/onnx_ops/test_model_zoo.py `randomized`), each in its own opset and
+converted to opset 17 by `onnx.version_converter` (the form the peer compiles); the transformer
+is the perf bench's (testdata/bench/generate.py); the rest are the torch exports in
+testdata/pytorch (testdata/pytorch/export.py), at the sizes in MODELS.
+Writes testdata/generated/bench/run-report.md (+ run-report.json) and docs/performance.md (the
+latest figures). Not collected by pytest; `make bench-run` runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+BIN = Path(sys.executable).parent
+OUT = ROOT / "testdata" / "generated" / "bench"
+REPORT = OUT / "run-report.md"
+DOCS = ROOT / "docs" / "performance.md"
+FLAGS = [
+    "--iree-hal-target-device=local",
+    "--iree-hal-local-target-device-backends=llvm-cpu",
+    "--iree-llvmcpu-target-cpu=host",
+]
+ZOO = ("resnet50", "squeezenet", "shufflenet", "inception_v1", "densenet121")
+PEER_OPSET = 17
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One benchmark model: how to make its .onnx, the sizes of its symbolic dims and the
+    exclusive upper bound of its integer (token id) inputs."""
+
+    what: str
+    make: object
+    dims: dict = field(default_factory=dict)
+    ids: int = 32
+
+
+def _zoo(name: str, opset: int | None):
+    def make(path: Path) -> None:
+        from onnx import version_converter
+
+        from tests.backends.mlir.onnx_ops.test_model_zoo import randomized
+
+        model = randomized(name, np.random.default_rng(0))
+        if opset is not None:
+            model = version_converter.convert_version(model, opset)
+        onnx.save(model, path)
+
+    return make
+
+
+def _exported(name: str):
+    def make(path: Path) -> None:
+        source = ROOT / "testdata" / "pytorch" / f"{name}.onnx"
+        path.write_bytes(source.read_bytes())
+
+    return make
+
+
+def _transformer(path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "testdata" / "bench"))
+    import generate
+
+    generate.generate(["transformer"])
+    path.write_bytes(generate.model_path("transformer").read_bytes())
+
+
+MODELS: dict[str, Spec] = {}
+for _name in ZOO:
+    MODELS[_name] = Spec(f"light {_name}, own opset", _zoo(_name, None))
+    MODELS[f"{_name}_17"] = Spec(f"light {_name}, opset 17", _zoo(_name, PEER_OPSET))
+MODELS.update(
+    {
+        "transformer": Spec("perf bench's 12-layer encoder, 128 ids", _transformer, ids=8192),
+        "bert_encoder": Spec(
+            "2-layer BERT-style encoder, 1x64 ids", _exported("encoder"), {"batch": 1, "seq": 64}
+        ),
+        "gpt_decoder": Spec(
+            "2-layer GPT decoder, 1x16 ids", _exported("gpt"), {"batch": 1, "seq": 16}
+        ),
+        "llama_decoder": Spec(
+            "Llama decoder layer, 1x32 ids", _exported("llama"), {"batch": 1, "seq": 32}
+        ),
+        "lstm": Spec(
+            "2-layer bidirectional LSTM, 32x1x16", _exported("lstm"), {"seq": 32, "batch": 1}
+        ),
+        "gru": Spec(
+            "2-layer bidirectional GRU, 1x32 ids", _exported("gru"), {"batch": 1, "seq": 32}
+        ),
+        "unet": Spec("small UNet, 1x3x32x32", _exported("unet"), {"batch": 1}),
+        "mobilenet": Spec(
+            "MobileNetV3-style, 1x3x224x224",
+            _exported("mobilenet_hw"),
+            {"batch": 1, "h": 224, "w": 224},
+        ),
+    }
+)
+
+
+@dataclass
+class Result:
+    model: str
+    what: str
+    niroc_ms: float | None = None
+    peer_ms: float | None = None
+    ort_ms: float | None = None
+    extra_ms: float | None = None
+    niroc_compile_s: float | None = None
+    peer_compile_s: float | None = None
+    checked: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def _run(argv: list[str]) -> tuple[float, str | None]:
+    """Wall time of a child process and its last stderr line on failure."""
+    started = time.perf_counter()
+    process = subprocess.run(argv, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if process.returncode != 0:
+        lines = (process.stderr or process.stdout).strip().splitlines() or ["(no output)"]
+        return wall, next((line for line in lines if "error" in line), lines[-1])[:200]
+    return wall, None
+
+
+def _compile(onnx_path: Path, frontend: list[str], mlir: Path, vmfb: Path, flags: list[str]):
+    """(frontend + iree-compile seconds, None) or (None, the reason it failed)."""
+    if not mlir.exists():
+        front, error = _run([*frontend, str(onnx_path), "-o", str(mlir)])
+        if error:
+            return None, f"{Path(frontend[0]).name}: {error}"
+        mlir.with_suffix(".frontend-s").write_text(str(front))
+    front = float(mlir.with_suffix(".frontend-s").read_text())
+    back, error = _run([str(BIN / "iree-compile"), str(mlir), *FLAGS, *flags, "-o", str(vmfb)])
+    if error:
+        return None, f"iree-compile: {error}"
+    return front + back, None
+
+
+def _feeds(model: onnx.ModelProto, spec: Spec, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    initializers = {tensor.name for tensor in model.graph.initializer}
+    feeds = {}
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        kind = value.type.tensor_type
+        shape = [
+            dim.dim_value if dim.HasField("dim_value") else spec.dims[dim.dim_param]
+            for dim in kind.shape.dim
+        ]
+        if kind.elem_type == onnx.TensorProto.INT64:
+            feeds[value.name] = rng.integers(0, spec.ids, shape, dtype=np.int64)
+        else:
+            feeds[value.name] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
+
+
+def _load(vmfb: Path):
+    """A callable running the module's entry function on a list of numpy arrays."""
+    import iree.runtime as runtime
+
+    config = runtime.Config("local-task")
+    context = runtime.SystemContext(config=config)
+    module = runtime.VmModule.copy_buffer(context.instance, vmfb.read_bytes())
+    context.add_vm_module(module)
+    name = next(n for n in module.function_names if not n.startswith("__") and "$" not in n)
+    function = context.modules[module.name][name]
+
+    def call(arrays):
+        result = function(*arrays)
+        results = result if isinstance(result, (list, tuple)) else [result]
+        return [np.asarray(r.to_host() if hasattr(r, "to_host") else r) for r in results]
+
+    return call
+
+
+def _check(actual: list[np.ndarray], expected: list[np.ndarray]) -> str | None:
+    if len(actual) != len(expected):
+        return f"{len(actual)} outputs, expected {len(expected)}"
+    for index, (got, want) in enumerate(zip(actual, expected, strict=True)):
+        got = got.astype(want.dtype) if got.dtype != want.dtype else got
+        if got.shape != want.shape:
+            return f"output #{index}: shape {got.shape}, expected {want.shape}"
+        atol = 1e-4 * max(1.0, float(np.abs(want).max())) if want.size else 0.0
+        if not np.allclose(got, want, rtol=1e-3, atol=atol):
+            return f"output #{index}: max abs diff {float(np.abs(got - want).max()):.3g}"
+    return None
+
+
+def bench(name: str, runs: int, extra_flags: list[str]) -> Result:
+    spec = MODELS[name]
+    result = Result(name, spec.what)
+    folder = OUT / "run" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "model.onnx"
+    if not path.exists():
+        spec.make(path)
+    model = onnx.load(path)
+    feeds = _feeds(model, spec, np.random.default_rng(1))
+    arrays = list(feeds.values())
+
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3  # the light models' unused initializers warn by the hundred
+    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    expected = session.run(None, feeds)
+    callers = {"ort": lambda: session.run(None, feeds)}
+    niroc = [str(BIN / "niroc"), "-q"]
+    peer = [str(BIN / "iree-import-onnx")]
+    variants = [("niroc", niroc, "niroc.mlir", []), ("peer", peer, "peer.mlir", [])]
+    if extra_flags:
+        variants.append(("extra", niroc, "niroc.mlir", extra_flags))
+    for key, frontend, mlir, flags in variants:
+        for stale in (folder / mlir, folder / mlir.replace(".mlir", ".frontend-s")):
+            if key != "extra" and stale.exists():
+                stale.unlink()
+        seconds, error = _compile(path, frontend, folder / mlir, folder / f"{key}.vmfb", flags)
+        if key in ("niroc", "peer"):
+            setattr(result, f"{key}_compile_s", seconds)
+        if error:
+            result.notes.append(f"{key}: {error}")
+            continue
+        call = _load(folder / f"{key}.vmfb")
+        try:
+            problem = _check(call(arrays), expected)
+        except Exception as exc:  # noqa: BLE001 - a run-time failure is a finding to report
+            problem = f"run failed: {str(exc).splitlines()[0][:160]}"
+        if problem:
+            result.notes.append(f"{key}: WRONG {problem}")
+            continue
+        callers[key] = lambda call=call: call(arrays)
+    checked = [key for key in callers if key != "ort"]
+    result.checked = ", ".join(checked) + " match onnxruntime" if checked else ""
+    for caller in callers.values():
+        caller()
+        caller()
+    times: dict[str, list[float]] = {key: [] for key in callers}
+    for _ in range(runs):
+        for key, caller in callers.items():
+            started = time.perf_counter()
+            caller()
+            times[key].append(time.perf_counter() - started)
+    for key, values in times.items():
+        setattr(result, f"{key}_ms", statistics.median(values) * 1e3)
+    return result
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None else f"{a / b:.2f}"
+
+
+def _geomean(values: list[float]) -> float | None:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def report(results: list[Result], runs: int, extra_flags: list[str]) -> str:
+    extra = bool(extra_flags)
+    head = ["model", "niroc ms", "peer ms", "onnxruntime ms", "niroc/peer", "niroc/ort"]
+    if extra:
+        head += ["niroc + extra flags ms", "(extra)/ort"]
+    head += ["compile s niroc", "compile s peer"]
+    lines = [
+        "# Run-time benchmark: niroc vs iree-import-onnx vs onnxruntime",
+        "",
+        "Made by `make bench-run` (tests/bench/bench_run.py). iree-compile "
+        + " ".join(f"`{flag}`" for flag in FLAGS)
+        + " (otherwise its defaults) for both niroc's and iree-import-onnx's MLIR; iree.runtime"
+        f" `local-task`; onnxruntime CPU defaults; median of {runs} calls after 2 warm-ups, the three"
+        ' called in turn. Batch 1. "-": the peer cannot import or compile the model. Compile'
+        " times are wall seconds of the frontend plus iree-compile. Every output of every module"
+        " shown was checked against onnxruntime.",
+        "",
+    ]
+    if extra:
+        lines += [f"Extra flags: `{' '.join(extra_flags)}`.", ""]
+    lines += [
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared: timings are noisy; the"
+        " ratios of one run are what to compare).",
+        "",
+        "| " + " | ".join(head) + " |",
+        "| --- |" + " ---: |" * (len(head) - 1),
+    ]
+    for r in results:
+        row = [
+            r.model,
+            _ms(r.niroc_ms),
+            _ms(r.peer_ms),
+            _ms(r.ort_ms),
+            _ratio(r.niroc_ms, r.peer_ms),
+            _ratio(r.niroc_ms, r.ort_ms),
+        ]
+        if extra:
+            row += [_ms(r.extra_ms), _ratio(r.extra_ms, r.ort_ms)]
+        row += [_ms(r.niroc_compile_s), _ms(r.peer_compile_s)]
+        lines.append("| " + " | ".join(row) + " |")
+    peer = _geomean([r.niroc_ms / r.peer_ms for r in results if r.niroc_ms and r.peer_ms])
+    ort = _geomean([r.niroc_ms / r.ort_ms for r in results if r.niroc_ms and r.ort_ms])
+    worst = max(
+        ((r.niroc_ms / r.peer_ms, r.model) for r in results if r.niroc_ms and r.peer_ms),
+        default=None,
+    )
+    lines += [
+        "",
+        f"- niroc/peer geomean: {_ratio(peer, 1.0)}"
+        + (f" (highest: {worst[1]} {worst[0]:.2f})" if worst else ""),
+        f"- niroc/onnxruntime geomean: {_ratio(ort, 1.0)}",
+    ]
+    if extra:
+        lines.append(
+            f"- niroc + extra flags/onnxruntime geomean: {_ratio(_geomean([r.extra_ms / r.ort_ms for r in results if r.extra_ms and r.ort_ms]), 1.0)}"
+        )
+    lines += ["", "| model | what | checked | notes |", "| --- | --- | --- | --- |"]
+    for r in results:
+        lines.append(
+            f"| {r.model} | {r.what} | {r.checked or '-'} | {'; '.join(r.notes).replace('|', '/') or ''} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+DOCS_HEAD = """# Performance
+
+How fast the code iree-compile makes from niroc's MLIR runs, against the code it makes from
+iree-import-onnx's MLIR and against onnxruntime on the same CPU. `make bench-run` measures it
+and rewrites this page from its latest report (testdata/generated/bench/run-report.md).
+
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        choices=list(MODELS),
+        metavar="NAME",
+        help=f"these models only: {', '.join(MODELS)}",
+    )
+    parser.add_argument("--runs", type=int, default=10, help="timed calls per module (median)")
+    parser.add_argument(
+        "--extra-flags", default="", help="iree-compile flags to time niroc's MLIR with as well"
+    )
+    parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/performance.md")
+    options = parser.parse_args()
+    if options.runs < 1:
+        parser.error("--runs must be at least 1")
+    extra_flags = shlex.split(options.extra_flags)
+    names = options.only or list(MODELS)
+    results = []
+    for name in names:
+        started = time.perf_counter()
+        result = bench(name, options.runs, extra_flags)
+        results.append(result)
+        print(
+            f"{name}: niroc {_ms(result.niroc_ms)} ms, peer {_ms(result.peer_ms)} ms, onnxruntime"
+            f" {_ms(result.ort_ms)} ms; niroc/peer {_ratio(result.niroc_ms, result.peer_ms)}, niroc/ort"
+            f" {_ratio(result.niroc_ms, result.ort_ms)} ({time.perf_counter() - started:.0f} s)"
+            + ("".join(f"\n  {note}" for note in result.notes)),
+            flush=True,
+        )
+    text = report(results, options.runs, extra_flags)
+    OUT.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text(text)
+    (OUT / "run-report.json").write_text(json.dumps([r.__dict__ for r in results], indent=1))
+    if not options.no_docs:
+        DOCS.parent.mkdir(exist_ok=True)
+        body = text.split("\n", 2)[2]  # the report without its title
+        DOCS.write_text(DOCS_HEAD + body)
+    print(text)
+    failed = any("WRONG" in note or note.startswith("niroc") for r in results for note in r.notes)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
