@@ -29,7 +29,13 @@ import signal
 import sys
 import time
 
-from ..onnx_node_cases import DYNAMIC_MODES, dynamic_variant, is_tensor_typed, node_test_case, node_test_cases
+from ..onnx_node_cases import (
+    DYNAMIC_MODES,
+    dynamic_variant,
+    is_tensor_typed,
+    node_test_case,
+    node_test_cases,
+)
 from .pipeline import STAGES, Outcome, run_case
 
 DEFAULT_REPORT = "testdata/generated/conformance-report.md"
@@ -55,7 +61,9 @@ def _worker(connection, dynamic: str) -> None:
         connection.send(run_case(node_test_case(name, dynamic)))
 
 
-def run_cases(names: list[str], dynamic: str, jobs: int, timeout: float, progress=None) -> list[Outcome]:
+def run_cases(
+    names: list[str], dynamic: str, jobs: int, timeout: float, progress=None
+) -> list[Outcome]:
     """Each named test's Outcome, `jobs` at a time in forked workers (see the module docstring)."""
     context = multiprocessing.get_context("fork")
     pending = list(reversed(names))
@@ -113,7 +121,9 @@ def run_cases(names: list[str], dynamic: str, jobs: int, timeout: float, progres
                 outcome = None
             if outcome is None:
                 process.join(5)
-                outcome = Outcome(name, "crash", f"the test's process died: {_exit_reason(process.exitcode)}")
+                outcome = Outcome(
+                    name, "crash", f"the test's process died: {_exit_reason(process.exitcode)}"
+                )
                 workers[connection][1] = None
             outcomes.append(outcome)
             if progress:
@@ -150,10 +160,14 @@ def op_type_of(case) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--report", default=None, help="default: testdata/generated/conformance-report[-MODE].md")
+    parser.add_argument(
+        "--report", default=None, help="default: testdata/generated/conformance-report[-MODE].md"
+    )
     parser.add_argument("--filter", default="")
     parser.add_argument("--dynamic", choices=DYNAMIC_MODES, default="none")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per test before it counts as a crash")
+    parser.add_argument(
+        "--timeout", type=float, default=900.0, help="seconds per test before it counts as a crash"
+    )
     arguments = parser.parse_args(argv)
     report_file = arguments.report or report_path(arguments.dynamic)
 
@@ -168,7 +182,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\r{done}/{total}", end="", file=sys.stderr, flush=True)
 
     started = time.monotonic()
-    outcomes = run_cases([case.name for case in cases], arguments.dynamic, arguments.jobs, arguments.timeout, progress)
+    outcomes = run_cases(
+        [case.name for case in cases],
+        arguments.dynamic,
+        arguments.jobs,
+        arguments.timeout,
+        progress,
+    )
     elapsed = time.monotonic() - started
     outcomes.sort(key=lambda outcome: outcome.name)
 
@@ -226,7 +246,13 @@ def _render_report(outcomes, by_name, tensor_typed, elapsed, dynamic="none", sta
             lines.append(f"| {stage} | {stage_counts.get(stage, 0)} |")
     else:
         lines += _comparison(outcomes, static)
-    lines += ["", "## Per op type", "", "| op type | tests | passed | first failing stage |", "| --- | --- | --- | --- |"]
+    lines += [
+        "",
+        "## Per op type",
+        "",
+        "| op type | tests | passed | first failing stage |",
+        "| --- | --- | --- | --- |",
+    ]
     per_op: dict[str, list[Outcome]] = collections.defaultdict(list)
     for outcome in outcomes:
         per_op[op_type_of(by_name[outcome.name])].append(outcome)
@@ -257,8 +283,11 @@ def _comparison(outcomes, static: dict[str, Outcome] | None) -> list[str]:
     lines = ["| count | static | dynamic |", "| --- | --- | --- |"]
     lines += [f"| {key} | {static_counts[key]} | {dynamic_counts[key]} |" for key in dynamic_counts]
     lost = [o for o in outcomes if not o.passed and o.name in static and static[o.name].passed]
-    lines += ["", f"{len(lost)} tests pass static and not dynamic: "
-              f"{sum(o.refused for o in lost)} refused, {sum(o.is_bug for o in lost)} bugs."]
+    lines += [
+        "",
+        f"{len(lost)} tests pass static and not dynamic: "
+        f"{sum(o.refused for o in lost)} refused, {sum(o.is_bug for o in lost)} bugs.",
+    ]
     return lines
 
 
