@@ -13,14 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from niro.ir import ScalarType, Value, format_type
+from niro.ir import ScalarType, Value, format_type, op_name
 
 from ..bindings import arith, ir
 from ..context import LoweringRuleContext, register_lowering
 from .common import element_type, input_value
+from .indexing import const_index
 from .structured import (
     MapSpec,
     accumulator_type,
+    assert_true,
     constant,
     convert,
     empty,
@@ -94,10 +96,10 @@ def contract(
         elif label in static and static[label] != 1:
             sizes.append(static[label])
         elif label in dynamic_source:
-            value, dim = dynamic_source[label]
-            sizes.append(tensor_sizes(value)[dim])
+            sizes.append(_label_size(operands, label))
         else:
             sizes.append(static.get(label, 1))
+    _assert_label_sizes(ctx, operands, static, dynamic_source)
     loops = len(order)
     identity = list(range(len(output)))
     init = fill(empty(sizes, accumulator), constant(accumulator, 0))
@@ -117,6 +119,42 @@ def contract(
         (),
         lambda arguments: [finish(*arguments[:-1])],
     )[0]
+
+
+def _label_size(operands, label: Label) -> ir.Value:
+    """The run-time size of a label that only dynamic dims carry: their largest (a 1 that
+    another dim exceeds then fails `_assert_label_sizes`, instead of shrinking the result)."""
+    size = None
+    for value, _, labels in operands:
+        for axis, each in enumerate(labels):
+            if each == label:
+                dim = tensor_sizes(value)[axis]
+                size = dim if size is None else arith.MaxSIOp(size, dim).result
+    return size
+
+
+def _assert_label_sizes(ctx: LoweringRuleContext, operands, static, dynamic_source) -> None:
+    """A run-time check that every dynamic dim equals the size of its label (a static size,
+    else the largest dynamic one): the loops run over one size per label, so a dim of another
+    length (a run-time 1 meant to broadcast, a mismatched K) would be read out of bounds or
+    shrink the result. Static shapes have nothing to check."""
+    for label in dynamic_source:
+        known = static.get(label, 1)
+        expected = const_index(known) if known != 1 else _label_size(operands, label)
+        for index, (value, _, labels) in enumerate(operands):
+            for axis, (each, dim) in enumerate(
+                zip(labels, ctx.ranked(operands[index][1], "operand").shape, strict=True)
+            ):
+                if each != label or dim is not None:
+                    continue
+                equal = arith.CmpIOp(
+                    arith.CmpIPredicate.eq, tensor_sizes(value)[axis], expected
+                ).result
+                assert_true(
+                    equal,
+                    f"{ctx.niro_location}: '{op_name(ctx.op)}' op: dynamic dim {axis} of operand #{index} "
+                    "differs from the other operands' size of that dim (a run-time size 1 is not broadcast)",
+                )
 
 
 def _multiply_all(scalar: ScalarType, accumulator: ir.Type) -> Callable[[list[ir.Value]], ir.Value]:
