@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from niro.ir import ScalarType, Value, format_type, op_name
 
-from ..bindings import arith, ir
+from ..bindings import arith, ir, linalg, tensor
 from ..context import LoweringRuleContext, register_lowering
 from .common import element_type, input_value
 from .indexing import const_index
@@ -29,7 +29,7 @@ from .structured import (
     fill,
     generic,
     ranked_result,
-    tensor_sizes,
+    tensor_size,
 )
 
 __all__ = ["contract", "integer_matmul", "matmul_row_column_dims", "parse_einsum"]
@@ -128,7 +128,8 @@ def _label_size(operands, label: Label) -> ir.Value:
     for value, _, labels in operands:
         for axis, each in enumerate(labels):
             if each == label:
-                dim = tensor_sizes(value)[axis]
+                dim = tensor_size(value, axis)
+                dim = const_index(dim) if isinstance(dim, int) else dim
                 size = dim if size is None else arith.MaxSIOp(size, dim).result
     return size
 
@@ -145,11 +146,10 @@ def _assert_label_sizes(ctx: LoweringRuleContext, operands, static, dynamic_sour
             for axis, (each, dim) in enumerate(
                 zip(labels, ctx.ranked(operands[index][1], "operand").shape, strict=True)
             ):
-                if each != label or dim is not None:
+                size = tensor_size(value, axis)
+                if each != label or dim is not None or isinstance(size, int):
                     continue
-                equal = arith.CmpIOp(
-                    arith.CmpIPredicate.eq, tensor_sizes(value)[axis], expected
-                ).result
+                equal = arith.CmpIOp(arith.CmpIPredicate.eq, size, expected).result
                 assert_true(
                     equal,
                     f"{ctx.niro_location}: '{op_name(ctx.op)}' op: dynamic dim {axis} of operand #{index} "
@@ -283,6 +283,11 @@ def integer_matmul(
             labels = [("zero_point", position, axis) for axis in range(len(shape))]
         elif len(shape) == 1 and row_label in (lhs_labels, rhs_labels)[index]:
             labels = [row_label]
+            if shape[0] is None:
+                matrix = operands[index][0]
+                value = _zero_point_per_row(
+                    ctx, value, matrix, (lhs_labels, rhs_labels)[index].index(row_label), what
+                )
         else:
             raise ctx.error(f"supports a scalar or 1-D {what}, got {format_type(niro_value.type)}")
         operands.append((value, niro_value, labels))
@@ -305,6 +310,33 @@ def integer_matmul(
         return arith.MulIOp(a, b).result
 
     return contract(ctx, operands, out, i32, product, finish, finish_operands)
+
+
+def _zero_point_per_row(
+    ctx: LoweringRuleContext, value: ir.Value, matrix: ir.Value, axis: int, what: str
+) -> ir.Value:
+    """A 1-D zero point of dynamic length as one entry per row of `matrix` (its dim `axis`):
+    a length 1 (onnxruntime's only one for a_zero_point) repeats its entry, a length equal to
+    the rows is kept; any other length stops the program. The copy has as many elements as the
+    rows: the contraction then reads it like a static per-row zero point."""
+    rows = tensor_size(matrix, axis)
+    rows = const_index(rows) if isinstance(rows, int) else rows
+    length = tensor_size(value, 0)
+    one = arith.CmpIOp(arith.CmpIPredicate.eq, length, const_index(1)).result
+    per_row = arith.CmpIOp(arith.CmpIPredicate.eq, length, rows).result
+    assert_true(
+        arith.OrIOp(one, per_row).result,
+        f"{ctx.niro_location}: '{op_name(ctx.op)}' op: {what} has neither 1 entry nor one per row",
+    )
+    last = arith.SubIOp(length, const_index(1)).result
+    element = ir.RankedTensorType(value.type).element_type
+    out = empty([tensor_size(matrix, axis)], element)
+
+    def body(_):
+        position = arith.MinUIOp(linalg.IndexOp(0).result, last).result
+        return [tensor.ExtractOp(value, [position]).result]
+
+    return generic([], [(out, [0])], 1, (), body)[0]
 
 
 def matmul_row_column_dims(lhs_rank: int, rhs_rank: int) -> tuple[int | None, int | None]:
