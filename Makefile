@@ -5,11 +5,12 @@ BIN := $(VENV)/bin
 JOBS ?= 2
 CONSTRAINTS := constraints.txt
 LATEST := .venv-latest
+MODE ?= none
 
-.PHONY: help install test test-latest zoo llm lint format bench bench-run conformance fuzz clean mlir-snapshot
+.PHONY: help install test test-latest zoo llm lint format bench bench-run conformance conformance-dynamic fuzz clean mlir-snapshot
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
 
 install: ## create .venv, install niroc editable with its dev and llm extras at the tested versions (constraints.txt), byte-compile its modules
 	$(PYTHON) -m venv $(VENV)
@@ -56,5 +57,9 @@ bench: ## benchmarks (slow, not in `make test`): niroc vs the floors and iree-im
 fuzz: ## long fuzzing run: mutated models and Niro text through import/parse, verify, lower (random seeds; NIROC_FUZZ_EXAMPLES, default 2000 per test)
 	NIROC_FUZZ_EXAMPLES=$${NIROC_FUZZ_EXAMPLES:-2000} NIROC_FUZZ_RANDOM=1 $(BIN)/python -m pytest -n $(JOBS) -p no:cacheprovider tests/fuzz
 
-conformance: ## every ONNX node test end to end (niroc -> iree-compile -> run -> compare); writes testdata/generated/conformance-report.md
-	$(BIN)/python -m tests.conformance.run_all --jobs $(JOBS)
+conformance: ## every ONNX node test end to end (niroc -> iree-compile -> run -> compare); MODE=realistic|all makes input dims symbolic; writes testdata/generated/conformance-report[-MODE].md
+	$(BIN)/python -m tests.conformance.run_all --jobs $(JOBS) --dynamic $(MODE)
+
+conformance-dynamic: ## both dynamic-shape modes of `make conformance` (realistic: batch/spatial dims of the data input symbolic; all: every input dim), counts beside the static run's
+	$(BIN)/python -m tests.conformance.run_all --jobs $(JOBS) --dynamic realistic
+	$(BIN)/python -m tests.conformance.run_all --jobs $(JOBS) --dynamic all

@@ -139,11 +139,15 @@ class LoweringRuleContext:
         is the Niro result (default: the op's only result). Shapes broadcast as in NumPy,
         right-aligned; a static size-1 dim against a larger result dim reads index 0.
 
-        NOTE: a *dynamic* operand dim is assumed to equal the result dim: a dynamic dim that is 1
-        at run time is not broadcast (as in most MLIR frontends; it would need a runtime select
-        of the indexing). Only static 1s broadcast. A `cf.assert` checks that assumption at run
-        time, so a dynamic 1 stops the program with a message naming the op instead of reading
-        out of bounds and computing a wrong number.
+        NOTE: a *dynamic* operand dim against a dynamic result dim is assumed to equal it: a
+        dynamic dim that is 1 at run time is not broadcast there (as in most MLIR frontends; it
+        would need a run-time select of the indexing in every dynamic model). A `cf.assert`
+        checks that assumption at run time, so a dynamic 1 stops the program with a message
+        naming the op instead of reading out of bounds and computing a wrong number. Against a
+        result dim known to be a static N > 1 (the result's type, or another operand's static
+        dim) the dynamic dim is 1 or N, and ONNX broadcasts a 1: such an operand is read by a
+        clamped `tensor.extract` (`_extract_broadcast`: index min(i, size - 1) is 0 for a 1),
+        checked to be 1 or N. Static shapes never take this path.
 
         NOTE: an outer-product-like op (operands broadcast along different dims, as in
         `s[:, :, None] - s[:, None, :]`) reads all its operands but the first with
@@ -245,7 +249,15 @@ class LoweringRuleContext:
                 )
             shapes.append((rank - len(shape), shape))
         parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-        extracted = _outer_operands(result_type.shape, shapes)
+        extents = _static_extents(result_type.shape, shapes)
+        extracted = _outer_operands(result_type.shape, shapes) | {
+            index
+            for index, (offset, shape) in enumerate(shapes)
+            if any(
+                dim is None and extents[offset + axis] not in (None, 1)
+                for axis, dim in enumerate(shape)
+            )
+        }
         kept = [index for index in range(len(inputs)) if index not in extracted]
         return _BroadcastPlan(
             shapes=tuple(shapes),
@@ -266,7 +278,9 @@ class LoweringRuleContext:
         )
 
     def _assert_dynamic_dims_match(self, inputs, shapes, result_type, sizes) -> None:
-        """A run-time check per dynamic operand dim that it equals the result dim it maps to."""
+        """A run-time check per dynamic operand dim that it equals the result dim it maps to,
+        or is 1 where that dim is a static N > 1 (broadcast, see `elementwise`)."""
+        extents = _static_extents(result_type.shape, shapes)
         for index, ((value, _), (offset, shape)) in enumerate(zip(inputs, shapes, strict=True)):
             for axis, dim in enumerate(shape):
                 if dim is not None:
@@ -275,9 +289,17 @@ class LoweringRuleContext:
                 expected = sizes[result_axis]
                 if expected is None:
                     expected = self.index_constant(result_type.shape[result_axis])
-                equal = arith.CmpIOp(
-                    arith.CmpIPredicate.eq, self.dim_size(value, axis), expected
-                ).result
+                size = self.dim_size(value, axis)
+                equal = arith.CmpIOp(arith.CmpIPredicate.eq, size, expected).result
+                extent = extents[result_axis]
+                if extent is not None and extent != 1:
+                    one = arith.CmpIOp(arith.CmpIPredicate.eq, size, self.index_constant(1)).result
+                    cf.AssertOp(
+                        arith.OrIOp(equal, one).result,
+                        f"{self.niro_location}: '{op_name(self.op)}' op: dynamic dim {axis} of "
+                        f"operand #{index} is neither 1 nor the result dim {extent}",
+                    )
+                    continue
                 cf.AssertOp(
                     equal,
                     f"{self.niro_location}: '{op_name(self.op)}' op: dynamic dim {axis} of operand "
@@ -301,6 +323,17 @@ class LoweringRuleContext:
         return self.dim_size(*dynamic_source)
 
 
+def _static_extents(result_shape: tuple, shapes) -> list[int | None]:
+    """Per result dim, its size when the types fix it: the result's static dim, else a static
+    non-1 operand dim there (ONNX's broadcast makes every other operand 1 or that size)."""
+    extents = list(result_shape)
+    for offset, shape in shapes:
+        for axis, dim in enumerate(shape):
+            if extents[offset + axis] is None and dim is not None and dim != 1:
+                extents[offset + axis] = dim
+    return extents
+
+
 def _outer_operands(result_shape: tuple, shapes: list[tuple[int, tuple]]) -> frozenset[int]:
     """The operands an element-wise op reads by `tensor.extract` (see `elementwise`): when two
     operands broadcast along different dims (each lacks a result dim the other has), all but
@@ -310,8 +343,7 @@ def _outer_operands(result_shape: tuple, shapes: list[tuple[int, tuple]]) -> fro
         frozenset(
             axis
             for axis in range(rank)
-            if result_shape[axis] != 1
-            and (axis < offset or shape[axis - offset] == 1)
+            if result_shape[axis] != 1 and (axis < offset or shape[axis - offset] == 1)
         )
         for offset, shape in shapes
     ]

@@ -4,7 +4,8 @@ import (ONNX -> Niro) -> verify -> lower (Niro -> MLIR text) -> compile (iree-co
 run (iree-base-runtime) -> match (ONNX's reference outputs). Each stage's failure is recorded with
 its first error line, so the report can say where every test stops and why.
 
-A refusal (a NirocError at import, verify or lower) is an honest outcome; anything after lowering
+A refusal (a NirocError at import, verify or lower, or one of niroc's run-time checks stopping
+the run with its message) is an honest outcome; anything after lowering
 that fails (iree-compile rejects our MLIR, the run fails, the numbers differ) or any non-niroc
 exception is a niroc bug: `Outcome.is_bug` says which.
 """
@@ -97,12 +98,20 @@ def _run_case(case: NodeTestCase) -> Outcome:
             vm_module = iree_runtime.load_vm_flatbuffer(vmfb, driver="local-task")
             results = getattr(vm_module, entry)(*[to_abi(value) for value in inputs])
         except Exception as error:
-            return Outcome(case.name, "run", _first_line(error))
+            message = _first_line(error)
+            return Outcome(case.name, "run", message, refused=_is_runtime_check(message))
         actual = _as_tuple(results)
         problem = _mismatch(actual, expected)
         if problem:
             return Outcome(case.name, "match", problem)
     return Outcome(case.name, "pass")
+
+
+def _is_runtime_check(message: str) -> bool:
+    """The run stopped at one of niroc's own run-time checks (a `cf.assert` whose message names
+    the function, block and op: "@f ^bb0 op#3 (onnx.MatMul) ...: 'onnx.MatMul' op: ..."), a
+    clear refusal of the inputs rather than a bug."""
+    return "FAILED_PRECONDITION" in message and " ^bb" in message and "' op: " in message
 
 
 def _entry_function(module, case: NodeTestCase) -> str:

@@ -121,7 +121,9 @@ def cmp(predicate: str, a: ir.Value | int, b: ir.Value | int) -> ir.Value:
     return arith.CmpIOp(getattr(arith.CmpIPredicate, predicate), _as_index(a), _as_index(b)).result
 
 
-def select(condition: ir.Value, true_value: ir.Value | int, false_value: ir.Value | int) -> ir.Value:
+def select(
+    condition: ir.Value, true_value: ir.Value | int, false_value: ir.Value | int
+) -> ir.Value:
     return arith.SelectOp(condition, _as_index(true_value), _as_index(false_value)).result
 
 
@@ -178,7 +180,9 @@ def scalar_reader(ctx: LoweringRuleContext, value: ir.Value, niro: Value) -> Cal
     called: inside a `linalg.generic` body. IREE's host-side VM has no f16/bf16/i8/i16 scalars,
     so a data-typed scalar must be read inside the dispatch, not before it."""
     type_ = niro.type
-    if isinstance(type_, TensorType) and (type_.shape is None or any(dim != 1 for dim in type_.shape)):
+    if isinstance(type_, TensorType) and (
+        type_.shape is None or any(dim != 1 for dim in type_.shape)
+    ):
         raise ctx.error(f"expected a scalar or one-element tensor, got {format_type(type_)}")
     if not isinstance(type_, TensorType):
         return lambda: value
@@ -188,7 +192,9 @@ def scalar_reader(ctx: LoweringRuleContext, value: ir.Value, niro: Value) -> Cal
 
 __all__.append("scalar_reader")
 
-HOST_SCALARS = frozenset({ScalarType.I32, ScalarType.I64, ScalarType.U32, ScalarType.U64, ScalarType.F32, ScalarType.F64})
+HOST_SCALARS = frozenset(
+    {ScalarType.I32, ScalarType.I64, ScalarType.U32, ScalarType.U64, ScalarType.F32, ScalarType.F64}
+)
 """Element types IREE's host VM holds as scalars (a `tensor.extract` outside a dispatch)."""
 
 __all__.append("HOST_SCALARS")
@@ -228,7 +234,9 @@ def gather_generic(
         init = ctx.empty_tensor(result, sizes)
     out_map = ir.AffineMap.get(total, 0, [ir.AffineDimExpr.get(axis) for axis in range(rank)])
     maps = [map_ for _, map_, _ in inputs] + [out_map]
-    iterators = [ir.Attribute.parse(PARALLEL)] * rank + [ir.Attribute.parse(REDUCTION)] * reduction_dims
+    iterators = [ir.Attribute.parse(PARALLEL)] * rank + [
+        ir.Attribute.parse(REDUCTION)
+    ] * reduction_dims
     generic = linalg.GenericOp(
         [lower_type(result)],
         [value for value, _, _ in inputs],
@@ -362,8 +370,9 @@ def reshape(
 
     Static shapes go through a 1-D collapse and an expand (folded by MLIR's canonicalizer);
     dynamic ones through `tensor.reshape` with a shape tensor of `sizes` (index values of the
-    target's dynamic dims)."""
-    if source.shape == target.shape:
+    target's dynamic dims). Equal types are the same shape only when no size is given: two
+    `?` dims need not be the same length."""
+    if source.shape == target.shape and all(size is None for size in sizes):
         return value
     if source.is_static and target.is_static:
         count = int(np.prod(source.shape, dtype=np.int64))

@@ -13,21 +13,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from niro.ir import ScalarType, Value, format_type
+from niro.ir import ScalarType, Value, format_type, op_name
 
-from ..bindings import arith, ir
+from ..bindings import arith, ir, linalg, tensor
 from ..context import LoweringRuleContext, register_lowering
 from .common import element_type, input_value
+from .indexing import const_index
 from .structured import (
     MapSpec,
     accumulator_type,
+    assert_true,
     constant,
     convert,
     empty,
     fill,
     generic,
     ranked_result,
-    tensor_sizes,
+    tensor_size,
 )
 
 __all__ = ["contract", "integer_matmul", "matmul_row_column_dims", "parse_einsum"]
@@ -94,10 +96,10 @@ def contract(
         elif label in static and static[label] != 1:
             sizes.append(static[label])
         elif label in dynamic_source:
-            value, dim = dynamic_source[label]
-            sizes.append(tensor_sizes(value)[dim])
+            sizes.append(_label_size(operands, label))
         else:
             sizes.append(static.get(label, 1))
+    _assert_label_sizes(ctx, operands, static, dynamic_source)
     loops = len(order)
     identity = list(range(len(output)))
     init = fill(empty(sizes, accumulator), constant(accumulator, 0))
@@ -117,6 +119,42 @@ def contract(
         (),
         lambda arguments: [finish(*arguments[:-1])],
     )[0]
+
+
+def _label_size(operands, label: Label) -> ir.Value:
+    """The run-time size of a label that only dynamic dims carry: their largest (a 1 that
+    another dim exceeds then fails `_assert_label_sizes`, instead of shrinking the result)."""
+    size = None
+    for value, _, labels in operands:
+        for axis, each in enumerate(labels):
+            if each == label:
+                dim = tensor_size(value, axis)
+                dim = const_index(dim) if isinstance(dim, int) else dim
+                size = dim if size is None else arith.MaxSIOp(size, dim).result
+    return size
+
+
+def _assert_label_sizes(ctx: LoweringRuleContext, operands, static, dynamic_source) -> None:
+    """A run-time check that every dynamic dim equals the size of its label (a static size,
+    else the largest dynamic one): the loops run over one size per label, so a dim of another
+    length (a run-time 1 meant to broadcast, a mismatched K) would be read out of bounds or
+    shrink the result. Static shapes have nothing to check."""
+    for label in dynamic_source:
+        known = static.get(label, 1)
+        expected = const_index(known) if known != 1 else _label_size(operands, label)
+        for index, (value, _, labels) in enumerate(operands):
+            for axis, (each, dim) in enumerate(
+                zip(labels, ctx.ranked(operands[index][1], "operand").shape, strict=True)
+            ):
+                size = tensor_size(value, axis)
+                if each != label or dim is not None or isinstance(size, int):
+                    continue
+                equal = arith.CmpIOp(arith.CmpIPredicate.eq, size, expected).result
+                assert_true(
+                    equal,
+                    f"{ctx.niro_location}: '{op_name(ctx.op)}' op: dynamic dim {axis} of operand #{index} "
+                    "differs from the other operands' size of that dim (a run-time size 1 is not broadcast)",
+                )
 
 
 def _multiply_all(scalar: ScalarType, accumulator: ir.Type) -> Callable[[list[ir.Value]], ir.Value]:
@@ -245,6 +283,11 @@ def integer_matmul(
             labels = [("zero_point", position, axis) for axis in range(len(shape))]
         elif len(shape) == 1 and row_label in (lhs_labels, rhs_labels)[index]:
             labels = [row_label]
+            if shape[0] is None:
+                matrix = operands[index][0]
+                value = _zero_point_per_row(
+                    ctx, value, matrix, (lhs_labels, rhs_labels)[index].index(row_label), what
+                )
         else:
             raise ctx.error(f"supports a scalar or 1-D {what}, got {format_type(niro_value.type)}")
         operands.append((value, niro_value, labels))
@@ -267,6 +310,33 @@ def integer_matmul(
         return arith.MulIOp(a, b).result
 
     return contract(ctx, operands, out, i32, product, finish, finish_operands)
+
+
+def _zero_point_per_row(
+    ctx: LoweringRuleContext, value: ir.Value, matrix: ir.Value, axis: int, what: str
+) -> ir.Value:
+    """A 1-D zero point of dynamic length as one entry per row of `matrix` (its dim `axis`):
+    a length 1 (onnxruntime's only one for a_zero_point) repeats its entry, a length equal to
+    the rows is kept; any other length stops the program. The copy has as many elements as the
+    rows: the contraction then reads it like a static per-row zero point."""
+    rows = tensor_size(matrix, axis)
+    rows = const_index(rows) if isinstance(rows, int) else rows
+    length = tensor_size(value, 0)
+    one = arith.CmpIOp(arith.CmpIPredicate.eq, length, const_index(1)).result
+    per_row = arith.CmpIOp(arith.CmpIPredicate.eq, length, rows).result
+    assert_true(
+        arith.OrIOp(one, per_row).result,
+        f"{ctx.niro_location}: '{op_name(ctx.op)}' op: {what} has neither 1 entry nor one per row",
+    )
+    last = arith.SubIOp(length, const_index(1)).result
+    element = ir.RankedTensorType(value.type).element_type
+    out = empty([tensor_size(matrix, axis)], element)
+
+    def body(_):
+        position = arith.MinUIOp(linalg.IndexOp(0).result, last).result
+        return [tensor.ExtractOp(value, [position]).result]
+
+    return generic([], [(out, [0])], 1, (), body)[0]
 
 
 def matmul_row_column_dims(lhs_rank: int, rhs_rank: int) -> tuple[int | None, int | None]:

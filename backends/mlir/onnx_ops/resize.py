@@ -2,7 +2,8 @@
 
 The output shape is usually static (ONNX shape inference gives it), but the scales, sizes and
 roi are often graph inputs, so the coordinate transform is computed at run time, per output element,
-in f64 as ONNX's reference does: for each resized axis the output index y maps to a source
+in the model's precision as onnxruntime does (f32, or f64 for an f64 X: an f32 model gets no f64
+arithmetic, which many GPUs lack and CPUs run slowly): for each resized axis the output index y maps to a source
 coordinate x (`coordinate_transformation_mode`), the taps around x and their coefficients
 follow from `mode` (nearest: a choice of two taps by `nearest_mode`; linear: 2 taps; cubic: 4,
 optionally `exclude_outside`), tap indices are clamped to the input (edge padding), and the
@@ -13,13 +14,15 @@ the tap count, which depends on the scale, so it is supported only when the scal
 compile time (constant scales, or sizes with the default 'stretch' policy).
 
 Resize (not Upsample) also takes dynamic input and result dims, as `F.interpolate(y,
-size=x.shape[-2:])` exports: the input size is `tensor.dim` in f64, a dynamic result size the
+size=x.shape[-2:])` exports: the input size is `tensor.dim` as a float, a dynamic result size the
 run-time `sizes` entry (or floor(in * scale)); NOTE: `sizes` for every axis resamples a dynamic
 batch axis too, since its scale is unknown until run time (correct, but more taps).
 """
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import itertools
 import math as pymath
 from collections.abc import Sequence
@@ -46,7 +49,7 @@ COORDINATE_MODES = (
 )
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
-Scalar = float | ir.Value  # a compile-time float, or a run-time f64 value
+Scalar = float | ir.Value  # a compile-time float, or a run-time value of the coordinate type
 
 
 @dataclass(frozen=True)
@@ -65,21 +68,43 @@ class AxisPlan:
     """One resized axis: sizes, its scale and (tf_crop_and_resize) its roi start/end."""
 
     axis: int
-    in_size: int | ir.Value  # a run-time size (a dynamic dim) is an f64 value
+    in_size: int | ir.Value  # a run-time size (a dynamic dim) is a coordinate-type value
     out_size: int | ir.Value
     scale: Scalar
     roi: tuple[Scalar, Scalar] | None
 
 
-# -- f64 arithmetic on run-time values ---------------------------------------------------------------
+# -- coordinate arithmetic on run-time values ----------------------------------------------------
+
+_COORDINATE_TYPE: contextvars.ContextVar[ScalarType] = contextvars.ContextVar(
+    "resize_coordinate_type", default=ScalarType.F32
+)
+"""The float type of the op being lowered's coordinates and interpolation sums: f64 for an f64
+X, else f32 (onnxruntime computes them in float; f16/bf16 would lose whole pixels)."""
 
 
-def _f64() -> ir.Type:
-    return ir.F64Type.get()
+def _coordinate_type() -> ir.Type:
+    """The coordinate type (see `_COORDINATE_TYPE`)."""
+    return lower_scalar_type(_COORDINATE_TYPE.get())
+
+
+def _in_coordinates_of_x(lowering):
+    """`lowering` run with `_COORDINATE_TYPE` set from its op's input X."""
+
+    @functools.wraps(lowering)
+    def lower(ctx: LoweringRuleContext):
+        wide = element_type(ctx.niro_operands[0]) == ScalarType.F64
+        token = _COORDINATE_TYPE.set(ScalarType.F64 if wide else ScalarType.F32)
+        try:
+            return lowering(ctx)
+        finally:
+            _COORDINATE_TYPE.reset(token)
+
+    return lower
 
 
 def _c(value: float) -> ir.Value:
-    return scalar_constant(_f64(), value)
+    return scalar_constant(_coordinate_type(), value)
 
 
 def _v(value: Scalar) -> ir.Value:
@@ -123,7 +148,7 @@ def _to_i64(a: ir.Value) -> ir.Value:
 
 
 def _minus(size: int | ir.Value, amount: float):
-    """size - amount: a Python number for a static size (builds nothing), else an f64 value."""
+    """size - amount: a Python number for a static size (builds nothing), else a coordinate-type value."""
     return size - amount if isinstance(size, int) else _sub(size, amount)
 
 
@@ -131,9 +156,19 @@ def _size_i64(size: int | ir.Value) -> ir.Value:
     return _i64(size) if isinstance(size, int) else _to_i64(size)
 
 
-def _index_to_f64(index: ir.Value) -> ir.Value:
+def _as_coordinate(value: ir.Value) -> ir.Value:
+    """A float value in the coordinate type (widened, or an f64 roi narrowed in an f32 op)."""
+    target = _coordinate_type()
+    if value.type == target:
+        return value
+    if ir.FloatType(value.type).width > ir.FloatType(target).width:
+        return arith.TruncFOp(target, value).result
+    return arith.ExtFOp(target, value).result
+
+
+def _index_to_coordinate(index: ir.Value) -> ir.Value:
     as_int = arith.IndexCastOp(ir.IntegerType.get_signless(64), index).result
-    return arith.SIToFPOp(_f64(), as_int).result
+    return arith.SIToFPOp(_coordinate_type(), as_int).result
 
 
 # -- reading the op ------------------------------------------------------------------------------
@@ -164,7 +199,7 @@ def _settings(ctx: LoweringRuleContext) -> Settings:
 
 
 def _operand_entries(ctx: LoweringRuleContext, position: int, count: int, what: str):
-    """ONNX input `position` as `count` Python numbers (a constant) or run-time f64 values."""
+    """ONNX input `position` as `count` Python numbers (a constant) or run-time coordinate-type values."""
     index = input_index(ctx, position)
     if index is None:
         return None
@@ -182,9 +217,9 @@ def _operand_entries(ctx: LoweringRuleContext, position: int, count: int, what: 
     for position_ in range(count):
         item = tensor.ExtractOp(ctx.operands[index], [ctx.index_constant(position_)]).result
         if scalar.is_float:
-            entries.append(item if item.type == _f64() else arith.ExtFOp(_f64(), item).result)
+            entries.append(_as_coordinate(item))
         else:
-            entries.append(arith.SIToFPOp(_f64(), item).result)
+            entries.append(arith.SIToFPOp(_coordinate_type(), item).result)
     return entries
 
 
@@ -259,7 +294,7 @@ def _plans(
             axis_scales = [
                 out_shape[axis] / in_shape[axis]
                 if None not in (in_shape[axis], out_shape[axis])
-                else _div(_f64_size(sizes[position]), _f64_size(in_sizes[axis]))
+                else _div(_coordinate_size(sizes[position]), _coordinate_size(in_sizes[axis]))
                 for position, axis in enumerate(axes)
             ]
         elif policy in ("not_larger", "not_smaller"):
@@ -299,12 +334,12 @@ def _plans(
                 ).result
                 if denominator != 1:
                     result_size = arith.DivUIOp(result_size, ctx.index_constant(denominator)).result
-                out_sizes[axis] = _index_to_f64(result_size)
+                out_sizes[axis] = _index_to_coordinate(result_size)
             else:
                 out_sizes[axis] = (
-                    _f64_size(sizes[position])
+                    _coordinate_size(sizes[position])
                     if sizes is not None
-                    else _floor(_mul(_f64_size(in_sizes[axis]), scale))
+                    else _floor(_mul(_coordinate_size(in_sizes[axis]), scale))
                 )
         plans.append(AxisPlan(axis, in_sizes[axis], out_sizes[axis], scale, axis_roi))
         if result_size is not None:
@@ -349,10 +384,10 @@ def _run_time_size(ctx: LoweringRuleContext, size: int | None, axis: int) -> int
     """A static size as it is, a dynamic one (None) as `tensor.dim` of input X in f64."""
     if size is not None:
         return size
-    return _index_to_f64(tensor.DimOp(ctx.operands[0], ctx.index_constant(axis)).result)
+    return _index_to_coordinate(tensor.DimOp(ctx.operands[0], ctx.index_constant(axis)).result)
 
 
-def _f64_size(size: float | int | ir.Value) -> ir.Value:
+def _coordinate_size(size: float | int | ir.Value) -> ir.Value:
     return size if isinstance(size, ir.Value) else _c(float(size))
 
 
@@ -466,7 +501,7 @@ def _clamp_index(index: ir.Value, size: int | ir.Value) -> ir.Value:
 
 def _axis_reads(settings: Settings, plan: AxisPlan, y_index: ir.Value):
     """[(clamped index, coefficient or None)] for one axis, and its extrapolation flag."""
-    x, outside = _source_coordinate(settings, plan, _index_to_f64(y_index))
+    x, outside = _source_coordinate(settings, plan, _index_to_coordinate(y_index))
     floor = _floor(x)
     ratio = _select(_cmp(arith.CmpFPredicate.OEQ, x, floor), _c(1.0), _sub(x, floor))
     if settings.mode == "nearest":
@@ -512,7 +547,7 @@ def _resize(
     if all(isinstance(size, int) for size in out_shape):
         result_type = ir.RankedTensorType.get(list(out_shape), element)
         init = tensor.EmptyOp(list(out_shape), element).result
-    else:  # NOTE: a run-time size is an f64 value (a whole number): made an index here
+    else:  # NOTE: a run-time size is a coordinate-type value (a whole number): made an index here
         index = ir.IndexType.get()
         sizes = [
             size
@@ -541,13 +576,14 @@ def _resize(
             total = None
             for combination in itertools.product(*reads):
                 element_value = tensor.ExtractOp(x, [index for index, _ in combination]).result
-                if element_value.type != _f64():
-                    element_value = arith.ExtFOp(_f64(), element_value).result
+                element_value = _as_coordinate(element_value)
                 for _, coefficient in combination:
                     if coefficient is not None:
                         element_value = _mul(element_value, coefficient)
                 total = element_value if total is None else _add(total, element_value)
-            value = total if element == _f64() else arith.TruncFOp(element, total).result
+            value = (
+                total if element == _coordinate_type() else arith.TruncFOp(element, total).result
+            )
         if flags:
             outside = flags[0]
             for flag in flags[1:]:
@@ -580,6 +616,7 @@ def _data(ctx: LoweringRuleContext, settings: Settings, *, dynamic: bool = False
 
 
 @register_lowering("onnx.Resize", since=11)
+@_in_coordinates_of_x
 def _lower_resize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     settings = _settings(ctx)
     x, scalar, in_shape, out_shape = _data(ctx, settings, dynamic=True)
@@ -588,6 +625,7 @@ def _lower_resize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("onnx.Upsample", since=7)
+@_in_coordinates_of_x
 def _lower_upsample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     mode = attribute(ctx, "mode", "nearest")
     if mode != "nearest":

@@ -92,18 +92,35 @@ def _reshape_sizes(ctx: LoweringRuleContext, source: TensorType, target: TensorT
     shape_value, shape_niro = ctx.operands[1], ctx.niro_operands[1]
     shape_type = ctx.ranked(shape_niro, "shape")
     if shape_type.shape != (len(target.shape),):
-        raise ctx.error(f"has a shape input {format_type(shape_type)} for a result {format_type(target)}")
+        raise ctx.error(
+            f"has a shape input {format_type(shape_type)} for a result {format_type(target)}"
+        )
     allowzero = bool(attribute(ctx, "allowzero", 0))
     requested = []
     for axis in range(len(target.shape)):
-        raw = to_index(tensor.ExtractOp(shape_value, [const_index(axis)]).result, shape_type.element_type)
+        raw = to_index(
+            tensor.ExtractOp(shape_value, [const_index(axis)]).result, shape_type.element_type
+        )
         if not allowzero and axis < len(source.shape):
             raw = select(cmp("eq", raw, 0), _size(ctx, data, source, axis), raw)
         requested.append(raw)
-    known = const_index(1)
+    known, none_inferred = const_index(1), None
     for raw in requested:
         known = mul(known, select(cmp("eq", raw, -1), 1, raw))
-    inferred = floordiv(_count(ctx, data, source), known)
+        not_inferred = cmp("ne", raw, -1)
+        none_inferred = (
+            not_inferred
+            if none_inferred is None
+            else arith.AndIOp(none_inferred, not_inferred).result
+        )
+    # A 0 in the shape (allowzero, or a copied input dim that is 0) makes the product of the
+    # other dims 0: a -1 beside it has no single value, and dividing by it would trap.
+    known_is_zero = cmp("eq", known, 0)
+    assert_true(
+        arith.OrIOp(none_inferred, cmp("ne", known, 0)).result,
+        f"{ctx.niro_location}: '{op_name(ctx.op)}' op: the shape has a -1 beside a 0 dim, so the -1 has no single value",
+    )
+    inferred = floordiv(_count(ctx, data, source), select(known_is_zero, 1, known))
     return [
         None if dim is not None else _bounded(ctx, axis, select(cmp("eq", raw, -1), inferred, raw))
         for axis, (dim, raw) in enumerate(zip(target.shape, requested, strict=True))
@@ -126,7 +143,8 @@ def _bounded(ctx: LoweringRuleContext, axis: int, size: ir.Value) -> ir.Value:
     data: an OUT_OF_RANGE read at run time)."""
     fits = arith.AndIOp(cmp("sge", size, 0), cmp("sle", size, _LARGEST_DIM)).result
     assert_true(
-        fits, f"{ctx.niro_location}: '{op_name(ctx.op)}' op: result dim {axis} is negative or above {_LARGEST_DIM}"
+        fits,
+        f"{ctx.niro_location}: '{op_name(ctx.op)}' op: result dim {axis} is negative or above {_LARGEST_DIM}",
     )
     return data_size(size, _LARGEST_DIM)
 
@@ -141,8 +159,15 @@ def _lower_flatten(ctx: LoweringRuleContext) -> list[ir.Value]:
     axis = axis + rank if axis < 0 else axis
     value = ctx.operands[0]
     if 0 < axis < rank:
-        target = TensorType(source.element_type, (_product(source.shape[:axis]), _product(source.shape[axis:])))
-        return [cast_to(collapse(value, target, [list(range(axis)), list(range(axis, rank))]), ctx.result_types[0])]
+        target = TensorType(
+            source.element_type, (_product(source.shape[:axis]), _product(source.shape[axis:]))
+        )
+        return [
+            cast_to(
+                collapse(value, target, [list(range(axis)), list(range(axis, rank))]),
+                ctx.result_types[0],
+            )
+        ]
     if source.is_static:
         return [reshape(ctx, value, source, result, [None, None])]
     # Rank r with a dynamic dim, axis 0 or r: one collapse into a single dim, then a unit dim.
@@ -192,9 +217,14 @@ def _lower_squeeze(ctx: LoweringRuleContext) -> list[ir.Value]:
             raise ctx.error(f"cannot squeeze axis {axis} of size {source.shape[axis]}")
     value = ctx.operands[0]
     # A dynamic dim being squeezed must be 1: say so with a (run-time checked) cast.
-    pinned = TensorType(source.element_type, tuple(1 if axis in axes else dim for axis, dim in enumerate(source.shape)))
+    pinned = TensorType(
+        source.element_type,
+        tuple(1 if axis in axes else dim for axis, dim in enumerate(source.shape)),
+    )
     value = cast_to(value, lower_type(pinned))
-    target = TensorType(source.element_type, tuple(dim for axis, dim in enumerate(source.shape) if axis not in axes))
+    target = TensorType(
+        source.element_type, tuple(dim for axis, dim in enumerate(source.shape) if axis not in axes)
+    )
     return [cast_to(collapse(value, target, unit_groups(rank, axes)), ctx.result_types[0])]
 
 
@@ -209,7 +239,9 @@ def _lower_unsqueeze(ctx: LoweringRuleContext) -> list[ir.Value]:
     if axes is None:
         raise ctx.error("needs 'axes'")
     if rank != len(source.shape) + len(axes):
-        raise ctx.error(f"cannot insert {len(axes)} axes into {format_type(source)} giving {format_type(result)}")
+        raise ctx.error(
+            f"cannot insert {len(axes)} axes into {format_type(source)} giving {format_type(result)}"
+        )
     dims = iter(enumerate(source.shape))
     shape, sizes = [], []
     for axis in range(rank):
@@ -221,7 +253,11 @@ def _lower_unsqueeze(ctx: LoweringRuleContext) -> list[ir.Value]:
             shape.append(dim)
             sizes.append(None if dim is not None else ctx.dim_size(ctx.operands[0], index))
     target = TensorType(source.element_type, tuple(shape))
-    return [cast_to(expand(ctx.operands[0], target, unit_groups(rank, axes), sizes), ctx.result_types[0])]
+    return [
+        cast_to(
+            expand(ctx.operands[0], target, unit_groups(rank, axes), sizes), ctx.result_types[0]
+        )
+    ]
 
 
 # -- Shape, Size, ConstantOfShape, Range, EyeLike ----------------------------------------------
@@ -251,7 +287,9 @@ def _lower_shape(ctx: LoweringRuleContext) -> list[ir.Value]:
     start = min(max(start + rank if start < 0 else start, 0), rank)
     end = min(max(end + rank if end < 0 else end, 0), rank)
     dims = [
-        source.shape[axis] if source.shape[axis] is not None else ctx.dim_size(ctx.operands[0], axis)
+        source.shape[axis]
+        if source.shape[axis] is not None
+        else ctx.dim_size(ctx.operands[0], axis)
         for axis in range(start, max(start, end))
     ]
     return [_i64_tensor(ctx, dims, ctx.result_types[0])]
@@ -280,7 +318,9 @@ def _attribute_scalar(ctx: LoweringRuleContext, name: str, element: ScalarType):
     dtype = np.dtype(ScalarType.from_spelling(spelling).numpy_name).newbyteorder("<")
     array = np.frombuffer(raw, dtype=dtype)
     if array.size != 1:
-        raise ctx.error(f"expected a one-element tensor attribute '{name}', got {array.size} elements")
+        raise ctx.error(
+            f"expected a one-element tensor attribute '{name}', got {array.size} elements"
+        )
     item = array[0].item()
     return bool(item) if element is ScalarType.BOOL else item
 
@@ -300,8 +340,16 @@ def _lower_constant_of_shape(ctx: LoweringRuleContext) -> list[ir.Value]:
         return [arith.ConstantOp(type_, ir.DenseElementsAttr.get_splat(type_, element)).result]
     shape_type = _source(ctx, 0, "shape")
     sizes = [
-        None if dim is not None
-        else _bounded(ctx, axis, to_index(tensor.ExtractOp(ctx.operands[0], [const_index(axis)]).result, shape_type.element_type))
+        None
+        if dim is not None
+        else _bounded(
+            ctx,
+            axis,
+            to_index(
+                tensor.ExtractOp(ctx.operands[0], [const_index(axis)]).result,
+                shape_type.element_type,
+            ),
+        )
         for axis, dim in enumerate(result.shape)
     ]
     scalar = arith.ConstantOp(lower_scalar_type(result.element_type), element).result
@@ -314,7 +362,9 @@ def _lower_range(ctx: LoweringRuleContext) -> list[ir.Value]:
     if len(result.shape) != 1:
         raise ctx.error(f"expected a 1-D result, got {format_type(result)}")
     element = result.element_type
-    readers = [scalar_reader(ctx, ctx.operands[index], ctx.niro_operands[index]) for index in range(3)]
+    readers = [
+        scalar_reader(ctx, ctx.operands[index], ctx.niro_operands[index]) for index in range(3)
+    ]
     i64 = ir.IntegerType.get_signless(64)
     narrow = element in (ScalarType.F16, ScalarType.BF16)
     wide = ir.F64Type.get() if element is ScalarType.F64 else ir.F32Type.get()
@@ -335,7 +385,9 @@ def _lower_range(ctx: LoweringRuleContext) -> list[ir.Value]:
         if element.is_float:
             ratio = arith.DivFOp(arith.SubFOp(limit, start).result, delta).result
             truncated = arith.FPToSIOp(i64, ratio).result
-            below = arith.CmpFOp(arith.CmpFPredicate.OLT, arith.SIToFPOp(wide, truncated).result, ratio).result
+            below = arith.CmpFOp(
+                arith.CmpFPredicate.OLT, arith.SIToFPOp(wide, truncated).result, ratio
+            ).result
             count = arith.IndexCastOp(index_type(), truncated).result
             count = select(below, add(count, 1), count)
         else:
@@ -363,7 +415,10 @@ def _lower_eye_like(ctx: LoweringRuleContext) -> list[ir.Value]:
     if len(result.shape) != 2:
         raise ctx.error(f"needs a 2-D input, got {format_type(result)}")
     k = attribute(ctx, "k", 0)
-    sizes = [None if dim is not None else ctx.dim_size(ctx.operands[0], axis) for axis, dim in enumerate(result.shape)]
+    sizes = [
+        None if dim is not None else ctx.dim_size(ctx.operands[0], axis)
+        for axis, dim in enumerate(result.shape)
+    ]
     element = lower_scalar_type(result.element_type)
     one = arith.ConstantOp(element, scalar_attr(result.element_type, 1)).result
     zero = arith.ConstantOp(element, scalar_attr(result.element_type, 0)).result
@@ -384,14 +439,19 @@ def _lower_expand(ctx: LoweringRuleContext) -> list[ir.Value]:
     rank = len(result.shape)
     offset = rank - len(source.shape)
     if offset < 0:
-        raise ctx.error(f"cannot expand {format_type(source)} to the lower-rank {format_type(result)}")
+        raise ctx.error(
+            f"cannot expand {format_type(source)} to the lower-rank {format_type(result)}"
+        )
     sizes: list[ir.Value | None] = [None] * rank
     if not result.is_static:
         shape_type = _source(ctx, 1, "shape")
         for axis, dim in enumerate(result.shape):
             if dim is not None:
                 continue
-            requested = to_index(tensor.ExtractOp(ctx.operands[1], [const_index(axis)]).result, shape_type.element_type)
+            requested = to_index(
+                tensor.ExtractOp(ctx.operands[1], [const_index(axis)]).result,
+                shape_type.element_type,
+            )
             if axis >= offset:
                 # The broadcast of the input dim and the requested one: whichever is not 1.
                 own = _size(ctx, ctx.operands[0], source, axis - offset)
@@ -401,11 +461,21 @@ def _lower_expand(ctx: LoweringRuleContext) -> list[ir.Value]:
     dynamic = [axis for axis, dim in enumerate(source.shape) if dim is None]
     if not dynamic:
         exprs = [
-            ir.AffineConstantExpr.get(0) if dim == 1 and result.shape[axis + offset] != 1 else ir.AffineDimExpr.get(axis + offset)
+            ir.AffineConstantExpr.get(0)
+            if dim == 1 and result.shape[axis + offset] != 1
+            else ir.AffineDimExpr.get(axis + offset)
             for axis, dim in enumerate(source.shape)
         ]
         input_map = ir.AffineMap.get(rank, 0, exprs)
-        return [gather_generic(ctx, result, sizes, lambda _, elements: elements[0], [(data, input_map, source.element_type)])]
+        return [
+            gather_generic(
+                ctx,
+                result,
+                sizes,
+                lambda _, elements: elements[0],
+                [(data, input_map, source.element_type)],
+            )
+        ]
     # A dynamic input dim may be 1 at run time and broadcast: read index 0 there.
     extents = {axis: ctx.dim_size(data, axis) for axis in dynamic}
 
@@ -428,7 +498,9 @@ def _lower_tile(ctx: LoweringRuleContext) -> list[ir.Value]:
     source, result = _source(ctx), _result(ctx)
     rank = len(source.shape)
     if len(result.shape) != rank:
-        raise ctx.error(f"result {format_type(result)} does not have the rank of {format_type(source)}")
+        raise ctx.error(
+            f"result {format_type(result)} does not have the rank of {format_type(source)}"
+        )
     data = ctx.operands[0]
     sizes: list[ir.Value | None] = [None] * rank
     if not result.is_static:
@@ -444,7 +516,9 @@ def _lower_tile(ctx: LoweringRuleContext) -> list[ir.Value]:
 
     def body(indices, _):
         position = [
-            index if source.shape[axis] is not None and source.shape[axis] == result.shape[axis] else mod(index, extents[axis])
+            index
+            if source.shape[axis] is not None and source.shape[axis] == result.shape[axis]
+            else mod(index, extents[axis])
             for axis, index in enumerate(indices)
         ]
         return tensor.ExtractOp(data, position).result
@@ -452,7 +526,9 @@ def _lower_tile(ctx: LoweringRuleContext) -> list[ir.Value]:
     return [gather_generic(ctx, result, sizes, body)]
 
 
-def _runtime_tile_sizes(ctx: LoweringRuleContext, source: TensorType, result: TensorType) -> list[ir.Value | None]:
+def _runtime_tile_sizes(
+    ctx: LoweringRuleContext, source: TensorType, result: TensorType
+) -> list[ir.Value | None]:
     """The dynamic result dims of a Tile whose `repeats` is computed at run time: the input
     dim times repeats[axis], read with `tensor.extract`; a `cf.assert` fails the program on a
     negative repeat (ONNX asks for non-negative ones), and `_bounded` on a product past 2**31 - 1."""
@@ -463,7 +539,10 @@ def _runtime_tile_sizes(ctx: LoweringRuleContext, source: TensorType, result: Te
             continue
         read = tensor.ExtractOp(ctx.operands[1], [const_index(axis)]).result
         count = to_index(read, repeats_type.element_type)
-        assert_true(cmp("sge", count, 0), f"{ctx.niro_location}: '{op_name(ctx.op)}' op: repeats[{axis}] is negative")
+        assert_true(
+            cmp("sge", count, 0),
+            f"{ctx.niro_location}: '{op_name(ctx.op)}' op: repeats[{axis}] is negative",
+        )
         sizes[axis] = _bounded(ctx, axis, mul(_size(ctx, ctx.operands[0], source, axis), count))
     return sizes
 
@@ -480,7 +559,10 @@ def _lower_trilu(ctx: LoweringRuleContext) -> list[ir.Value]:
     if k_input is not None:
         k = to_index(scalar_input(ctx, *k_input), k_input[1].type.element_type)  # type: ignore[union-attr]
     data = ctx.operands[0]
-    sizes = [None if dim is not None else ctx.dim_size(data, axis) for axis, dim in enumerate(result.shape)]
+    sizes = [
+        None if dim is not None else ctx.dim_size(data, axis)
+        for axis, dim in enumerate(result.shape)
+    ]
     zero = ctx.zero(lower_scalar_type(result.element_type))
     identity = projection(rank, range(rank))
 
@@ -512,11 +594,21 @@ def _blocks(ctx: LoweringRuleContext) -> tuple[TensorType, TensorType, int, str]
 def _lower_depth_to_space(ctx: LoweringRuleContext) -> list[ir.Value]:
     source, result, b, mode = _blocks(ctx)
     data = ctx.operands[0]
-    channels = _size(ctx, data, source, 1) if result.shape[1] is None else const_index(result.shape[1])
+    channels = (
+        _size(ctx, data, source, 1) if result.shape[1] is None else const_index(result.shape[1])
+    )
     if result.shape[1] is None:
         channels = floordiv(channels, b * b)
     sizes = [
-        None if dim is not None else (mul(ctx.dim_size(data, axis), b) if axis >= 2 else channels if axis == 1 else ctx.dim_size(data, 0))
+        None
+        if dim is not None
+        else (
+            mul(ctx.dim_size(data, axis), b)
+            if axis >= 2
+            else channels
+            if axis == 1
+            else ctx.dim_size(data, 0)
+        )
         for axis, dim in enumerate(result.shape)
     ]
 
@@ -538,7 +630,15 @@ def _lower_space_to_depth(ctx: LoweringRuleContext) -> list[ir.Value]:
     data = ctx.operands[0]
     channels = _size(ctx, data, source, 1)
     sizes = [
-        None if dim is not None else (floordiv(ctx.dim_size(data, axis), b) if axis >= 2 else mul(channels, b * b) if axis == 1 else ctx.dim_size(data, 0))
+        None
+        if dim is not None
+        else (
+            floordiv(ctx.dim_size(data, axis), b)
+            if axis >= 2
+            else mul(channels, b * b)
+            if axis == 1
+            else ctx.dim_size(data, 0)
+        )
         for axis, dim in enumerate(result.shape)
     ]
 
@@ -552,4 +652,3 @@ def _lower_space_to_depth(ctx: LoweringRuleContext) -> list[ir.Value]:
         return tensor.ExtractOp(data, [n, c, add(mul(h, b), y), add(mul(w, b), x)]).result
 
     return [gather_generic(ctx, result, sizes, body)]
-

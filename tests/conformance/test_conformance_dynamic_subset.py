@@ -1,0 +1,40 @@
+"""`make test`'s slice of the dynamic-shape conformance run (`make conformance-dynamic`): a few
+ONNX node tests with their declared input dims made symbolic (tests/onnx_node_cases.py
+`dynamic_variant`), end to end. Each must pass or be refused clearly (a niroc error, or a
+niroc run-time check stopping the run), never be a bug; those marked "pass" must pass. Several
+were bugs before: a SIGFPE in Reshape, IREE rejecting valid inputs of And/Or/Xor, a wrong
+MatMul shape, wrong MatMulInteger numbers, Resize failing in iree-compile."""
+
+from __future__ import annotations
+
+import pytest
+
+from ..onnx_node_cases import node_test_case
+from .pipeline import run_case
+
+CASES = (
+    ("test_reshape_allowzero_reordered", "realistic", "pass"),
+    ("test_reshape_zero_and_negative_dim", "realistic", "pass"),
+    ("test_and_bcast4v4d", "realistic", "pass"),
+    ("test_xor_bcast4v4d", "realistic", "pass"),
+    ("test_or_bcast4v4d", "all", "refused or pass"),
+    ("test_matmul_bcast", "all", "refused or pass"),
+    ("test_matmul_4d", "all", "pass"),
+    ("test_matmulinteger", "all", "pass"),
+    ("test_resize_upsample_scales_nearest", "realistic", "pass"),
+    ("test_resize_downsample_scales_linear", "realistic", "pass"),
+    ("test_add_bcast", "all", "pass"),
+    ("test_gemm_default_matrix_bias", "all", "pass"),
+)
+
+
+@pytest.mark.parametrize(("name", "mode", "expected"), CASES)
+def test_dynamic_node_test_end_to_end(name: str, mode: str, expected: str) -> None:
+    case = node_test_case(name, mode)
+    assert case is not node_test_case(name), f"{name}: mode '{mode}' changes no dim"
+    outcome = run_case(case)
+    assert not outcome.is_bug, (
+        f"{name} ({mode}): a niroc bug at stage '{outcome.stage}': {outcome.message}"
+    )
+    if expected == "pass":
+        assert outcome.passed, f"{name} ({mode}) stops at '{outcome.stage}': {outcome.message}"
