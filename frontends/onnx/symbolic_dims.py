@@ -190,7 +190,7 @@ class _Walk:
             for axis, dim in enumerate(known)
             if dim.constant is not None and dim.constant >= 0 and (shape is None or not shape.dim[axis].HasField("dim_value"))
         ]
-        if axes:
+        if axes or shape is None:  # a constant dim, or the rank ONNX left unknown
             self.refined[name] = _with_static_dims(type_, known, axes)
 
     def _reconcile(self, inferred: onnx.TensorShapeProto.Dimension, computed: Dim) -> Dim:
@@ -220,6 +220,7 @@ def _with_static_dims(type_: onnx.TypeProto, dims: tuple[Dim, ...], axes: list[i
     refined.CopyFrom(type_)
     shape = refined.tensor_type.shape
     if not refined.tensor_type.HasField("shape"):
+        shape.SetInParent()  # (a scalar has a shape without dims)
         for _ in dims:
             shape.dim.add()
     for axis in axes:
@@ -377,20 +378,77 @@ def _concat(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
     return _Vector(tuple(element for part in parts for element in part.elements))
 
 
-def _unsqueeze(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
+def _unsqueeze(walk: _Walk, node: onnx.NodeProto) -> _Vector | tuple[Dim | None, ...] | None:
     data = walk.vector(node.input[0])
     axes = walk.integers(node.input[1]) if len(node.input) > 1 else _attribute(node, "axes", None)
-    if data is None or not data.scalar or axes is None or list(axes) not in ([0], [-1]):
+    if axes is None:
+        count = _run_time_length(walk, node, 1)
+        dims = walk.dims_of(node.input[0])
+        return None if count is None or dims is None else (None,) * (len(dims) + count)
+    if data is None or not data.scalar or list(axes) not in ([0], [-1]):
         return None
     return _Vector(data.elements)
 
 
-def _squeeze(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
+def _squeeze(walk: _Walk, node: onnx.NodeProto) -> _Vector | tuple[Dim | None, ...] | None:
     data = walk.vector(node.input[0])
     axes = walk.integers(node.input[1]) if len(node.input) > 1 and node.input[1] else _attribute(node, "axes", [0])
-    if data is None or data.scalar or len(data.elements) != 1 or axes is None or list(axes) not in ([0], [-1]):
+    if axes is None:
+        count = _run_time_length(walk, node, 1)
+        dims = walk.dims_of(node.input[0])
+        if count is None or dims is None or count > len(dims):
+            return None
+        return (None,) * (len(dims) - count)
+    if data is None or data.scalar or len(data.elements) != 1 or list(axes) not in ([0], [-1]):
         return None
     return _Vector(data.elements, scalar=True)
+
+
+def _run_time_length(walk: _Walk, node: onnx.NodeProto, position: int) -> int | None:
+    """The static length of input `position`, a 1-D value known only at run time (the axes
+    of a Reduce, Squeeze or Unsqueeze fed as a graph input); None when absent or dynamic."""
+    if len(node.input) <= position or not node.input[position] or walk.integers(node.input[position]) is not None:
+        return None
+    dims = walk.dims_of(node.input[position])
+    if dims is None or len(dims) != 1:
+        return None
+    return dims[0].constant
+
+
+def _split(walk: _Walk, node: onnx.NodeProto) -> None:
+    """The outputs of a Split by run-time sizes, which ONNX leaves unranked: the input's dims
+    but the split axis, which is unknown."""
+    dims = walk.dims_of(node.input[0])
+    if _run_time_length(walk, node, 1) is None or not dims:
+        return None
+    axis = _attribute(node, "axis", 0)
+    if not -len(dims) <= axis < len(dims):
+        return None
+    split = list(dims)
+    split[axis % len(dims)] = None
+    for output in node.output:
+        if output:
+            walk.set_dims(output, tuple(split))
+    return None
+
+
+def _reduce(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim | None, ...] | None:
+    """The rank of a reduction over run-time axes of static length k, which ONNX leaves
+    unranked: the input's rank with keepdims (a dim is 1 where the input's is, else unknown),
+    k fewer without; k = 0 reduces everything, or nothing with `noop_with_empty_axes`. Valid
+    axes are distinct (the lowering checks it at run time)."""
+    count = _run_time_length(walk, node, 1)
+    dims = walk.dims_of(node.input[0])
+    if count is None or dims is None or count > len(dims):
+        return None
+    keepdims = _attribute(node, "keepdims", 1)
+    if count == 0:
+        if _attribute(node, "noop_with_empty_axes", 0):
+            return dims
+        return (_ONE,) * len(dims) if keepdims else ()
+    if keepdims:
+        return tuple(_ONE if dim == _ONE else None for dim in dims)
+    return (None,) * (len(dims) - count)
 
 
 def _constant(walk: _Walk, node: onnx.NodeProto) -> None:
@@ -618,6 +676,14 @@ _HANDLERS = {
     "Expand": _expand,
     "ConstantOfShape": _constant_of_shape,
     "STFT": _stft,
+    "Split": _split,
+    **dict.fromkeys(
+        (
+            "ReduceSum", "ReduceSumSquare", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+            "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+        ),
+        _reduce,
+    ),  # fmt: skip
 }
 
 
@@ -649,7 +715,10 @@ def analyse(graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto]) -> Symb
 
 
 _SYMBOL_SOURCES = frozenset({"Shape", "Size"})
-_DIMS_COMPUTED_HERE = frozenset({"Reshape", "Expand", "ConstantOfShape", "Slice", "STFT"})
+_DIMS_COMPUTED_HERE = frozenset(
+    {"Reshape", "Expand", "ConstantOfShape", "Slice", "STFT", "Squeeze", "Unsqueeze", "Split"}
+    | {name for name, handler in _HANDLERS.items() if handler is _reduce}
+)
 """Ops whose result dims the walk computes where ONNX inference leaves them unknown."""
 
 
