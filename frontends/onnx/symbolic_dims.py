@@ -409,6 +409,9 @@ def _run_time_length(walk: _Walk, node: onnx.NodeProto, position: int) -> int | 
     of a Reduce, Squeeze or Unsqueeze fed as a graph input); None when absent or dynamic."""
     if len(node.input) <= position or not node.input[position] or walk.integers(node.input[position]) is not None:
         return None
+    data = walk.dims_of(node.input[0])
+    if data is None or all(dim.constant is not None for dim in data):
+        return None  # static data: the declared or backward-refined result type stands
     dims = walk.dims_of(node.input[position])
     if dims is None or len(dims) != 1:
         return None
