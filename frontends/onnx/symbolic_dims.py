@@ -62,7 +62,9 @@ class Dim:
         return self.coefficient if not self.symbols else None
 
     def __mul__(self, other: Dim) -> Dim:
-        return Dim(self.coefficient * other.coefficient, tuple(sorted(self.symbols + other.symbols)))
+        return Dim(
+            self.coefficient * other.coefficient, tuple(sorted(self.symbols + other.symbols))
+        )
 
     def exact_quotient(self, divisor: Dim) -> Dim | None:
         """`self / divisor` when the division leaves no remainder for every value of the
@@ -98,7 +100,12 @@ class _Vector:
 class _Walk:
     """The dims of one graph's values, computed in node order."""
 
-    def __init__(self, graph: onnx.GraphProto, types: Mapping[str, onnx.TypeProto], parent: _Walk | None = None) -> None:
+    def __init__(
+        self,
+        graph: onnx.GraphProto,
+        types: Mapping[str, onnx.TypeProto],
+        parent: _Walk | None = None,
+    ) -> None:
         self.graph = graph
         self.types = types
         self.parent = parent  # the walk of the enclosing graph (a subgraph reads its values)
@@ -148,15 +155,24 @@ class _Walk:
         if not self.known.is_integer(name):  # (before reading data: most constants are weights)
             return None if self.parent is None or name in self.types else self.parent.vector(name)
         array = self.known.get(name)
-        if array is None or array.dtype.kind not in "biu" or array.ndim > 1 or array.size > SHAPE_VECTOR_LIMIT:
+        if (
+            array is None
+            or array.dtype.kind not in "biu"
+            or array.ndim > 1
+            or array.size > SHAPE_VECTOR_LIMIT
+        ):
             return None
-        vector = _Vector(tuple(Dim(int(element)) for element in array.reshape(-1)), scalar=array.ndim == 0)
+        vector = _Vector(
+            tuple(Dim(int(element)) for element in array.reshape(-1)), scalar=array.ndim == 0
+        )
         self.vectors[name] = vector
         return vector
 
     def integers(self, name: str) -> list[int] | None:
         vector = self.vector(name)
-        if vector is None or any(element is None or element.constant is None for element in vector.elements):
+        if vector is None or any(
+            element is None or element.constant is None for element in vector.elements
+        ):
             return None
         return [element.constant for element in vector.elements]
 
@@ -165,7 +181,12 @@ class _Walk:
     def visit(self, node: onnx.NodeProto, index: int, types) -> None:
         """Follow `node`; `types` has the inferred types of its subgraphs (`GraphTypes`),
         whose values are walked too (a Loop body slices `offsets[i:i+1]`)."""
-        if node.op_type == "Add" and node.domain in _DEFAULT_DOMAINS and len(node.input) == 2 and node.output:
+        if (
+            node.op_type == "Add"
+            and node.domain in _DEFAULT_DOMAINS
+            and len(node.input) == 2
+            and node.output
+        ):
             self._note_offset(node)
         for attribute in node.attribute:
             subgraphs = [attribute.g] if attribute.HasField("g") else []
@@ -176,7 +197,12 @@ class _Walk:
                 else:
                     self.subgraphs.append(_walk_graph(subgraph, inner, self))
         handler = _HANDLERS.get(node.op_type)
-        if handler is None or node.domain not in _DEFAULT_DOMAINS or not node.output or not node.output[0]:
+        if (
+            handler is None
+            or node.domain not in _DEFAULT_DOMAINS
+            or not node.output
+            or not node.output[0]
+        ):
             return
         result = handler(self, node)
         if isinstance(result, _Vector):
@@ -192,7 +218,9 @@ class _Walk:
         value's dims, which exporters leave unranked in the body."""
         seeds: dict[str, tuple[Dim, ...]] = {body.input[0].name: ()} if body.input else {}
         walk = _walk_graph(body, types, self, seeds)
-        for initial, carried, yielded in zip(node.input[2:], body.input[2:], body.output[1:], strict=False):
+        for initial, carried, yielded in zip(
+            node.input[2:], body.input[2:], body.output[1:], strict=False
+        ):
             dims = self.dims_of(initial) if initial else None
             if dims is not None and walk.offset_of(yielded.name)[0] == carried.name:
                 seeds[carried.name] = dims
@@ -228,18 +256,25 @@ class _Walk:
         shape = _shape(type_)
         if shape is not None and len(shape.dim) != len(dims):
             return  # ONNX disagrees on the rank: trust neither
-        known = tuple(dim if dim is not None else Dim(1, (f"{name}[{axis}]",)) for axis, dim in enumerate(dims))
+        known = tuple(
+            dim if dim is not None else Dim(1, (f"{name}[{axis}]",))
+            for axis, dim in enumerate(dims)
+        )
         if shape is not None:
-            known = tuple(self._reconcile(old, new) for old, new in zip(shape.dim, known, strict=True))
+            known = tuple(
+                self._reconcile(old, new) for old, new in zip(shape.dim, known, strict=True)
+            )
         self.dims[name] = known
         if type_ is None or not type_.HasField("tensor_type"):
             return
         axes = [
             axis
             for axis, dim in enumerate(known)
-            if dim.constant is not None and dim.constant >= 0 and (shape is None or not shape.dim[axis].HasField("dim_value"))
+            if dim.constant is not None
+            and dim.constant >= 0
+            and (shape is None or not shape.dim[axis].HasField("dim_value"))
         ]
-        if axes:
+        if axes or shape is None:  # a constant dim, or the rank ONNX left unknown
             self.refined[name] = _with_static_dims(type_, known, axes)
 
     def _reconcile(self, inferred: onnx.TensorShapeProto.Dimension, computed: Dim) -> Dim:
@@ -259,16 +294,23 @@ class _Walk:
 
 
 def _shape(type_: onnx.TypeProto | None) -> onnx.TensorShapeProto | None:
-    if type_ is None or not type_.HasField("tensor_type") or not type_.tensor_type.HasField("shape"):
+    if (
+        type_ is None
+        or not type_.HasField("tensor_type")
+        or not type_.tensor_type.HasField("shape")
+    ):
         return None
     return type_.tensor_type.shape
 
 
-def _with_static_dims(type_: onnx.TypeProto, dims: tuple[Dim, ...], axes: list[int]) -> onnx.TypeProto:
+def _with_static_dims(
+    type_: onnx.TypeProto, dims: tuple[Dim, ...], axes: list[int]
+) -> onnx.TypeProto:
     refined = onnx.TypeProto()
     refined.CopyFrom(type_)
     shape = refined.tensor_type.shape
     if not refined.tensor_type.HasField("shape"):
+        shape.SetInParent()  # (a scalar has a shape without dims)
         for _ in dims:
             shape.dim.add()
     for axis in axes:
@@ -305,7 +347,12 @@ def _gather(walk: _Walk, node: onnx.NodeProto) -> _Vector | tuple[Dim, ...] | No
     if data is None:
         return _gathered_dims(walk, node)
     indices = walk.known.get(node.input[1]) if len(node.input) > 1 else None
-    if data.scalar or indices is None or indices.ndim > 1 or _attribute(node, "axis", 0) not in (0, -1):
+    if (
+        data.scalar
+        or indices is None
+        or indices.ndim > 1
+        or _attribute(node, "axis", 0) not in (0, -1)
+    ):
         return None
     count = len(data.elements)
     picked = []
@@ -333,12 +380,22 @@ def _gathered_dims(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim, ...] | None:
 def _range(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim, ...] | None:
     """Range's length: `limit` itself from 0 by 1 (`torch.arange(seq)`), else when known."""
     start, limit, delta = (walk.vector(name) for name in (list(node.input) + ["", "", ""])[:3])
-    if start is None or limit is None or delta is None or not (start.scalar and limit.scalar and delta.scalar):
+    if (
+        start is None
+        or limit is None
+        or delta is None
+        or not (start.scalar and limit.scalar and delta.scalar)
+    ):
         return None
     (first,), (end,), (step,) = start.elements, limit.elements, delta.elements
     if first == Dim(0) and step == _ONE:
         return (end,)
-    if None in (first, end, step) or first.constant is None or end.constant is None or not step.constant:
+    if (
+        None in (first, end, step)
+        or first.constant is None
+        or end.constant is None
+        or not step.constant
+    ):
         return None
     return (Dim(max(0, -(-(end.constant - first.constant) // step.constant))),)
 
@@ -346,9 +403,15 @@ def _range(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim, ...] | None:
 def _slice_parameters(walk: _Walk, node: onnx.NodeProto) -> tuple | None:
     """(starts, ends, axes or None, steps or None) as lists of ints, when all are constants."""
     if len(node.input) >= 3:  # op-set 10+: starts, ends, axes, steps as inputs
-        parameters = [walk.integers(name) if name else None for name in (list(node.input[1:]) + [""] * 2)[:4]]
+        parameters = [
+            walk.integers(name) if name else None for name in (list(node.input[1:]) + [""] * 2)[:4]
+        ]
         starts, ends, axes, steps = parameters
-        if starts is None or ends is None or (len(node.input) > 3 and node.input[3] and axes is None):
+        if (
+            starts is None
+            or ends is None
+            or (len(node.input) > 3 and node.input[3] and axes is None)
+        ):
             return None
         if len(node.input) > 4 and node.input[4] and steps is None:
             return None
@@ -383,7 +446,9 @@ _TO_THE_END = 1 << 31
 or INT32_MAX)."""
 
 
-def _sliced_dims(walk: _Walk, node: onnx.NodeProto, starts, ends, axes, steps) -> tuple[Dim, ...] | None:
+def _sliced_dims(
+    walk: _Walk, node: onnx.NodeProto, starts, ends, axes, steps
+) -> tuple[Dim, ...] | None:
     """A tensor Slice's result dims: where the last k elements of a dynamic axis are kept
     with a step of 1 (`x[:, -1:]`: 1), that length k, ONNX leaving it unknown.
 
@@ -408,7 +473,11 @@ def _sliced_dims(walk: _Walk, node: onnx.NodeProto, starts, ends, axes, steps) -
         axis %= rank
         dim = data[axis]
         if dim.constant is not None or step != 1:
-            dims[axis] = Dim(1, (f"{node.output[0]}[{axis}]",)) if dim.constant is None else _static_slice(dim.constant, start, end, step)
+            dims[axis] = (
+                Dim(1, (f"{node.output[0]}[{axis}]",))
+                if dim.constant is None
+                else _static_slice(dim.constant, start, end, step)
+            )
             continue
         if start < 0 and end >= _TO_THE_END:
             dims[axis] = Dim(-start)  # the last -start
@@ -428,7 +497,10 @@ def _one_element_cut(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim, ...] | Non
     data, starts, ends = (walk.dims_of(name) for name in node.input[:3])
     if data is None or starts is None or ends is None or starts != (Dim(1),) or ends != (Dim(1),):
         return None
-    if walk.offset_of(node.input[2]) != (walk.offset_of(node.input[1])[0], walk.offset_of(node.input[1])[1] + 1):
+    if walk.offset_of(node.input[2]) != (
+        walk.offset_of(node.input[1])[0],
+        walk.offset_of(node.input[1])[1] + 1,
+    ):
         return None
     axes = walk.integers(node.input[3]) if len(node.input) > 3 and node.input[3] else [0]
     if axes is None or len(axes) != 1 or not -len(data) <= axes[0] < len(data):
@@ -445,25 +517,96 @@ def _static_slice(dim: int, start: int, end: int, step: int) -> Dim:
 
 def _concat(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
     parts = [walk.vector(name) for name in node.input]
-    if any(part is None or part.scalar for part in parts) or _attribute(node, "axis", 0) not in (0, -1):
+    if any(part is None or part.scalar for part in parts) or _attribute(node, "axis", 0) not in (
+        0,
+        -1,
+    ):
         return None
     return _Vector(tuple(element for part in parts for element in part.elements))
 
 
-def _unsqueeze(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
+def _unsqueeze(walk: _Walk, node: onnx.NodeProto) -> _Vector | tuple[Dim | None, ...] | None:
     data = walk.vector(node.input[0])
     axes = walk.integers(node.input[1]) if len(node.input) > 1 else _attribute(node, "axes", None)
-    if data is None or not data.scalar or axes is None or list(axes) not in ([0], [-1]):
+    if axes is None:
+        count = _run_time_length(walk, node, 1)
+        dims = walk.dims_of(node.input[0])
+        return None if count is None or dims is None else (None,) * (len(dims) + count)
+    if data is None or not data.scalar or list(axes) not in ([0], [-1]):
         return None
     return _Vector(data.elements)
 
 
-def _squeeze(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
+def _squeeze(walk: _Walk, node: onnx.NodeProto) -> _Vector | tuple[Dim | None, ...] | None:
     data = walk.vector(node.input[0])
-    axes = walk.integers(node.input[1]) if len(node.input) > 1 and node.input[1] else _attribute(node, "axes", [0])
-    if data is None or data.scalar or len(data.elements) != 1 or axes is None or list(axes) not in ([0], [-1]):
+    axes = (
+        walk.integers(node.input[1])
+        if len(node.input) > 1 and node.input[1]
+        else _attribute(node, "axes", [0])
+    )
+    if axes is None:
+        count = _run_time_length(walk, node, 1)
+        dims = walk.dims_of(node.input[0])
+        if count is None or dims is None or count > len(dims):
+            return None
+        return (None,) * (len(dims) - count)
+    if data is None or data.scalar or len(data.elements) != 1 or list(axes) not in ([0], [-1]):
         return None
     return _Vector(data.elements, scalar=True)
+
+
+def _run_time_length(walk: _Walk, node: onnx.NodeProto, position: int) -> int | None:
+    """The static length of input `position`, a 1-D value known only at run time (the axes
+    of a Reduce, Squeeze or Unsqueeze fed as a graph input); None when absent or dynamic."""
+    if (
+        len(node.input) <= position
+        or not node.input[position]
+        or walk.integers(node.input[position]) is not None
+    ):
+        return None
+    data = walk.dims_of(node.input[0])
+    if data is None or all(dim.constant is not None for dim in data):
+        return None  # static data: the declared or backward-refined result type stands
+    dims = walk.dims_of(node.input[position])
+    if dims is None or len(dims) != 1:
+        return None
+    return dims[0].constant
+
+
+def _split(walk: _Walk, node: onnx.NodeProto) -> None:
+    """The outputs of a Split by run-time sizes, which ONNX leaves unranked: the input's dims
+    but the split axis, which is unknown."""
+    dims = walk.dims_of(node.input[0])
+    if _run_time_length(walk, node, 1) is None or not dims:
+        return None
+    axis = _attribute(node, "axis", 0)
+    if not -len(dims) <= axis < len(dims):
+        return None
+    split = list(dims)
+    split[axis % len(dims)] = None
+    for output in node.output:
+        if output:
+            walk.set_dims(output, tuple(split))
+    return None
+
+
+def _reduce(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim | None, ...] | None:
+    """The rank of a reduction over run-time axes of static length k, which ONNX leaves
+    unranked: the input's rank with keepdims (a dim is 1 where the input's is, else unknown),
+    k fewer without; k = 0 reduces everything, or nothing with `noop_with_empty_axes`. Valid
+    axes are distinct (the lowering checks it at run time)."""
+    count = _run_time_length(walk, node, 1)
+    dims = walk.dims_of(node.input[0])
+    if count is None or dims is None or count > len(dims):
+        return None
+    keepdims = _attribute(node, "keepdims", 1)
+    if count == 0:
+        if _attribute(node, "noop_with_empty_axes", 0):
+            return dims
+        return (_ONE,) * len(dims) if keepdims else ()
+    if keepdims:
+        return tuple(_ONE if dim == _ONE else None for dim in dims)
+    return (None,) * (len(dims) - count)
 
 
 def _constant(walk: _Walk, node: onnx.NodeProto) -> None:
@@ -488,7 +631,11 @@ def _multiply(left: Dim, right: Dim) -> Dim | None:
 
 def _divide(left: Dim, right: Dim) -> Dim | None:
     if left.constant is not None and right.constant is not None:
-        return Dim(left.constant // right.constant) if left.constant >= 0 and right.constant > 0 else None
+        return (
+            Dim(left.constant // right.constant)
+            if left.constant >= 0 and right.constant > 0
+            else None
+        )
     return left.exact_quotient(right)
 
 
@@ -512,7 +659,12 @@ def _equal(left: Dim, right: Dim) -> Dim | None:
     if left.constant is not None and right.constant is not None:
         return Dim(0)
     for dims, other in ((left, right), (right, left)):
-        if dims.symbols and dims.coefficient > 0 and other.constant is not None and other.constant < 0:
+        if (
+            dims.symbols
+            and dims.coefficient > 0
+            and other.constant is not None
+            and other.constant < 0
+        ):
             return Dim(0)
     return None
 
@@ -568,7 +720,11 @@ def _reshape(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim | None, ...] | _Vec
     if target is None or target.scalar or data is None:
         return None
     vector = walk.vector(node.input[0])
-    if vector is not None and len(target.elements) == 1 and target.elements[0] in (Dim(-1), Dim(len(vector.elements))):
+    if (
+        vector is not None
+        and len(target.elements) == 1
+        and target.elements[0] in (Dim(-1), Dim(len(vector.elements)))
+    ):
         return _Vector(vector.elements)  # a vector of dims flattened (as PyTorch's expand does)
     allow_zero = _attribute(node, "allowzero", 0)
     dims: list[Dim | None] = []
@@ -659,7 +815,14 @@ def _stft(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim | None, ...] | None:
     bins = None if n is None else Dim(n // 2 + 1 if _attribute(node, "onesided", 1) else n)
     length = signal[1].constant
     frames = None
-    if n is not None and length is not None and step is not None and len(step) == 1 and step[0] > 0 and length >= n:
+    if (
+        n is not None
+        and length is not None
+        and step is not None
+        and len(step) == 1
+        and step[0] > 0
+        and length >= n
+    ):
         frames = Dim((length - n) // step[0] + 1)
     return (signal[0], frames, bins, Dim(2))
 
@@ -696,6 +859,22 @@ _HANDLERS = {
     "Expand": _expand,
     "ConstantOfShape": _constant_of_shape,
     "STFT": _stft,
+    "Split": _split,
+    **dict.fromkeys(
+        (
+            "ReduceSum",
+            "ReduceSumSquare",
+            "ReduceMean",
+            "ReduceMax",
+            "ReduceMin",
+            "ReduceProd",
+            "ReduceL1",
+            "ReduceL2",
+            "ReduceLogSum",
+            "ReduceLogSumExp",
+        ),
+        _reduce,
+    ),  # fmt: skip
 }
 
 
@@ -708,7 +887,9 @@ class SymbolicDims:
     constants: dict[str, np.ndarray] = field(default_factory=dict)
     """Integer values computed from dims that are all static (`x.shape[1]` of an [N, 7] value),
     by value name: `folding` turns their nodes into constants."""
-    refined_in_subgraphs: list[tuple[onnx.GraphProto, dict[str, onnx.TypeProto]]] = field(default_factory=list)
+    refined_in_subgraphs: list[tuple[onnx.GraphProto, dict[str, onnx.TypeProto]]] = field(
+        default_factory=list
+    )
     """As `refined`, for the values of subgraphs (Loop bodies, If branches), with their graph."""
 
 
@@ -718,7 +899,9 @@ def analyse(graph: onnx.GraphProto, types) -> SymbolicDims:
     for node in graph.node:  # NOTE: most graphs have neither: ~1 us a node to learn it
         op_type = node.op_type
         if op_type in _SYMBOL_SOURCES or (
-            op_type in _DIMS_COMPUTED_HERE and node.output and not _is_static(types.values.get(node.output[0]))
+            op_type in _DIMS_COMPUTED_HERE
+            and node.output
+            and not _is_static(types.values.get(node.output[0]))
         ):
             break
     else:
@@ -734,7 +917,12 @@ def analyse(graph: onnx.GraphProto, types) -> SymbolicDims:
     return SymbolicDims(walk.refined, walk.constants, refined_in)
 
 
-def _walk_graph(graph: onnx.GraphProto, types, parent: _Walk | None, seeds: Mapping[str, tuple[Dim, ...]] | None = None) -> _Walk:
+def _walk_graph(
+    graph: onnx.GraphProto,
+    types,
+    parent: _Walk | None,
+    seeds: Mapping[str, tuple[Dim, ...]] | None = None,
+) -> _Walk:
     """The walk of `graph` (`seeds`: dims of its inputs known whatever their types say)."""
     walk = _Walk(graph, types.values, parent)
     walk.dims.update(seeds or {})
@@ -746,11 +934,13 @@ def _walk_graph(graph: onnx.GraphProto, types, parent: _Walk | None, seeds: Mapp
 _SYMBOL_SOURCES = frozenset({"Shape", "Size", "Loop"})
 """Ops that make the walk worth its cost: dims as data, and Loops (whose bodies count with a
 carried counter: `offsets[i:i+1]`)."""
-_DIMS_COMPUTED_HERE = frozenset({"Reshape", "Expand", "ConstantOfShape", "Slice", "STFT"})
+_DIMS_COMPUTED_HERE = frozenset(
+    {"Reshape", "Expand", "ConstantOfShape", "Slice", "STFT", "Squeeze", "Unsqueeze", "Split"}
+    | {name for name, handler in _HANDLERS.items() if handler is _reduce}
+)
 """Ops whose result dims the walk computes where ONNX inference leaves them unknown."""
 
 
 def _is_static(type_: onnx.TypeProto | None) -> bool:
     shape = _shape(type_)
     return shape is not None and all(dim.HasField("dim_value") for dim in shape.dim)
-

@@ -12,6 +12,9 @@ input) the axes are recovered from the static operand and result shapes: one ans
 directly; a few (3x2x2 -> 3x2 reduces axis 1 or 2) become an `scf.if` chain on the run-time
 value. A run-time check (`cf.assert`) makes the program fail if the actual axes are none of
 them: the compiled code never silently reduces over the wrong axes. Otherwise the op is refused.
+A dynamic dim fits any size, so with dynamic shapes every set of axes of the input's length
+that the result's rank allows is a candidate (the frontend ranks such a result: ONNX leaves
+it unranked).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from ..bindings import arith, ir, linalg, math, scf
 from ..context import LoweringRuleContext, register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type, input_value, normalize_axes, normalize_axis, opset
+from .indexing import cast_to
 from .structured import (
     accumulator_type,
     assert_true,
@@ -136,7 +140,7 @@ def reduce_axes(
     return tuple(sorted(normalize_axes(ctx, axes, rank)))
 
 
-_MAX_RUNTIME_OPTIONS = 4
+_MAX_RUNTIME_OPTIONS = 6  # C(4, 2): 2 run-time axes of a 4-D tensor of dynamic dims
 
 
 def _runtime_axes(
@@ -159,17 +163,19 @@ def _runtime_axes(
         return ()
     source = ctx.ranked(ctx.niro_operands[0], "operand #0").shape
     result = ctx.ranked(ctx.niro_results[0], "result").shape
-    if None in source or None in result:
-        raise ctx.error("needs a constant axes input when the operand or result shape is dynamic")
     keepdims = bool(attribute(ctx, "keepdims", 1))
     candidates = [
         chosen
         for chosen in itertools.combinations(range(rank), count)
-        if _reduced_shape(source, chosen, keepdims) == tuple(result)
+        if _fits(_reduced_shape(source, chosen, keepdims), result)
     ]
+    # Reducing a size-1 axis changes no value; without keepdims it moves the other dims,
+    # which only a static result shape pins down.
+    merge = keepdims or None not in result
     groups: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
     for chosen in candidates:
-        groups.setdefault(tuple(axis for axis in chosen if source[axis] != 1), []).append(chosen)
+        key = tuple(axis for axis in chosen if source[axis] != 1) if merge else chosen
+        groups.setdefault(key, []).append(chosen)
     if not groups or len(groups) > _MAX_RUNTIME_OPTIONS:
         reason = "no" if not groups else "too many"
         raise ctx.error(
@@ -189,6 +195,13 @@ def _runtime_axes(
     if len(groups) == 1:
         return candidates[0]
     return RuntimeAxes(tuple(members[0] for members in groups.values()), tuple(selectors))
+
+
+def _fits(shape: tuple, result: tuple) -> bool:
+    """Whether a reduced `shape` can be the `result` shape (a dynamic dim, None, fits any)."""
+    return len(shape) == len(result) and all(
+        a is None or b is None or a == b for a, b in zip(shape, result, strict=True)
+    )
 
 
 def _reduced_shape(shape, axes, keepdims: bool) -> tuple:
@@ -373,19 +386,20 @@ def lower_reduction(ctx: LoweringRuleContext, spec: ReductionSpec) -> Sequence[i
         return [source]
     if isinstance(axes, RuntimeAxes):
         return [dispatch(ctx, axes, lambda option: _reduce(ctx, spec, option))]
-    return [_reduce(ctx, spec, axes)]
+    return [cast_to(_reduce(ctx, spec, axes), ctx.result_types[0])]
 
 
 def dispatch(ctx: LoweringRuleContext, runtime: RuntimeAxes, build: Callable) -> ir.Value:
     """A chain of `scf.if`s running `build(option)` for the option the run-time axes select
-    (the last option is the final else: the run-time check rules out the rest)."""
+    (the last option is the final else: the run-time check rules out the rest). Each option's
+    value is cast to the result type, which a dynamic dim leaves less static than the option's."""
     *tried, last = range(len(runtime.options))
     if not tried:
-        return build(runtime.options[last])
+        return cast_to(build(runtime.options[last]), ctx.result_types[0])
     head = tried[0]
     branch = scf.IfOp(runtime.selectors[head], [ctx.result_types[0]], has_else=True)
     with ir.InsertionPoint(branch.then_block):
-        scf.YieldOp([build(runtime.options[head])])
+        scf.YieldOp([cast_to(build(runtime.options[head]), ctx.result_types[0])])
     with ir.InsertionPoint(branch.else_block):
         rest = RuntimeAxes(runtime.options[head + 1 :], runtime.selectors[head + 1 :])
         scf.YieldOp([dispatch(ctx, rest, build)])

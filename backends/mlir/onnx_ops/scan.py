@@ -6,19 +6,23 @@ states and the K stacked outputs (each slice written with `tensor.insert_slice` 
 iteration's position), and reads each scan input slice with a rank-reducing
 `tensor.extract_slice`; `scan_*_directions` 1 walks that input or output backwards. A scan
 axis other than 0 is handled by a transpose that brings it to the front before the loop (scan
-inputs) or moves it back after it (scan outputs). Sequence lengths must be static.
+inputs) or moves it back after it (scan outputs). With dynamic dims the first iteration is
+peeled to size the scan outputs (`_lower_dynamic_scan`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from niro.ir import UnknownOp
 
 from ..bindings import arith, ir, scf, tensor
 from ..context import LoweringRuleContext, register_lowering
+from ..types import lower_type
 from .common import attribute
-from .structured import generic
+from .indexing import cast_to, cmp, sub
+from .structured import assert_true, empty, generic, tensor_sizes
 from .windows import static_shape
 
 __all__: list[str] = []
@@ -58,6 +62,10 @@ def _lower_scan(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     output_axes = _axes(ctx, "scan_output_axes", ctx.niro_results[states:], 0)
     input_reverse = _flags(ctx, "scan_input_directions", scan_inputs, (0, 1))
     output_reverse = _flags(ctx, "scan_output_directions", scan_outputs, (0, 1))
+    scanned = [*ctx.niro_operands[states:], *ctx.niro_results[states:]]
+    if any(None in ctx.ranked(value, f"scan value #{index}").shape for index, value in enumerate(scanned)):
+        layout = _Layout(states, scan_outputs, input_axes, output_axes, input_reverse, output_reverse)
+        return _lower_dynamic_scan(ctx, block, layout)
     lengths = {
         static_shape(ctx, value, f"scan input #{i}")[input_axes[i]]
         for i, value in enumerate(ctx.niro_operands[states:])
@@ -133,7 +141,8 @@ def _lower_scan(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
                     [1] * len(shape),
                 ).result
             )
-        scf.YieldOp([*yielded[:states], *stacked])
+        new_states = [cast_to(value, old.type) for value, old in zip(yielded[:states], carried[:states], strict=True)]
+        scf.YieldOp([*new_states, *stacked])
 
     ctx.lowering.lower_single_block(
         block, body, ctx.niro_location.path + ("region#0", "^bb0"), yield_builder=finish
@@ -143,7 +152,147 @@ def _lower_scan(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         if axis:
             rank = ir.RankedTensorType(results[states + index].type).rank
             results[states + index] = _permute(results[states + index], _axis_back(axis, rank))
+    for index in range(states):  # a state's type may be less static than the Scan's result
+        results[index] = cast_to(results[index], ctx.result_types[index])
     return results
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A Scan's attributes: how many states and scan outputs, each scan value's axis and
+    direction (1: backwards)."""
+
+    states: int
+    scan_outputs: int
+    input_axes: list[int]
+    output_axes: list[int]
+    input_reverse: list[int]
+    output_reverse: list[int]
+
+
+def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> list[ir.Value]:
+    """Scan with dynamic dims: the sequence length is the scan inputs' (checked equal at run
+    time) and the slices take their sizes with `tensor.dim`. The scan outputs' slice sizes are
+    known only once the body has run, so the first iteration is peeled (an
+    `scf.execute_region`): its yields size the stacked outputs, the loop runs the others. A
+    run-time check makes the program fail on an empty sequence (its outputs' sizes are
+    unknown)."""
+    states = layout.states
+    sources = [
+        _permute(value, _axis_first(axis, ir.RankedTensorType(value.type).rank))
+        for value, axis in zip(ctx.operands[states:], layout.input_axes, strict=True)
+    ]
+    static_lengths = {ir.RankedTensorType(source.type).shape[0] for source in sources} - {_DYNAMIC}
+    static_lengths |= {
+        ctx.ranked(value, f"scan output #{index}").shape[axis]
+        for index, (value, axis) in enumerate(zip(ctx.niro_results[states:], layout.output_axes, strict=True))
+    } - {None}
+    if len(static_lengths) > 1:
+        raise ctx.error(f"scan inputs and outputs disagree on the sequence length: {sorted(static_lengths)}")
+    length = ctx.index_constant(static_lengths.pop()) if static_lengths else ctx.dim_size(sources[0], 0)
+    valid = cmp("sge", length, 1)
+    for source in sources:
+        valid = arith.AndIOp(valid, cmp("eq", ctx.dim_size(source, 0), length)).result
+    assert_true(
+        valid,
+        f"{ctx.niro_location}: 'onnx.Scan' op: the scan inputs must have one sequence length, at least 1",
+    )
+    last = sub(length, 1)
+
+    def bind(position: ir.Value, carried: Sequence[ir.Value]) -> None:
+        backwards = sub(last, position)
+        for argument, value in zip(block.arguments[:states], carried, strict=True):
+            ctx.lowering.values[argument.id] = cast_to(value, lower_type(argument.type))
+        for index, argument in enumerate(block.arguments[states:]):
+            offset = backwards if layout.input_reverse[index] else position
+            piece = _slice_at(ctx, sources[index], offset)
+            ctx.lowering.values[argument.id] = cast_to(piece, lower_type(argument.type))
+
+    yield_types = [lower_type(value.type) for value in _yielded(block)]
+    if len(yield_types) != states + layout.scan_outputs:
+        raise ctx.error(f"body yields {len(yield_types)} values, expected {states + layout.scan_outputs}")
+    path = ctx.niro_location.path + ("region#0", "^bb0")
+    first = scf.ExecuteRegionOp(yield_types)
+    entry = first.region.blocks.append()
+    with ir.InsertionPoint(entry):
+        bind(ctx.index_constant(0), ctx.operands[:states])
+
+    def finish_first(yield_ctx: LoweringRuleContext) -> None:
+        scf.YieldOp(list(yield_ctx.operands))
+
+    ctx.lowering.lower_single_block(block, entry, path, yield_builder=finish_first)
+    peeled = list(first.results)
+    accumulators = []
+    for index, piece in enumerate(peeled[states:]):
+        sizes = [length, *tensor_sizes(piece)]
+        stacked = empty(sizes, ir.RankedTensorType(piece.type).element_type)
+        offset = last if layout.output_reverse[index] else ctx.index_constant(0)
+        accumulators.append(_insert_at(piece, stacked, offset))
+    loop = scf.ForOp(ctx.index_constant(1), length, ctx.index_constant(1), [*peeled[:states], *accumulators])
+    body = loop.body
+    with ir.InsertionPoint(body):
+        position = loop.induction_variable
+        carried = list(loop.inner_iter_args)
+        bind(position, carried[:states])
+
+    def finish(yield_ctx: LoweringRuleContext) -> None:
+        yielded = list(yield_ctx.operands)
+        stacked = []
+        for index, (piece, accumulator) in enumerate(zip(yielded[states:], carried[states:], strict=True)):
+            offset = sub(last, position) if layout.output_reverse[index] else position
+            stacked.append(_insert_at(piece, accumulator, offset))
+        scf.YieldOp([*yielded[:states], *stacked])
+
+    ctx.lowering.lower_single_block(block, body, path, yield_builder=finish)
+    results = list(loop.results)
+    for index, axis in enumerate(layout.output_axes):
+        value = results[states + index]
+        if axis:
+            value = _permute(value, _axis_back(axis, ir.RankedTensorType(value.type).rank))
+        results[states + index] = cast_to(value, ctx.result_types[states + index])
+    for index in range(states):
+        results[index] = cast_to(results[index], ctx.result_types[index])
+    return results
+
+
+_DYNAMIC = ir.ShapedType.get_dynamic_size()
+
+
+def _yielded(block) -> list:
+    """The values the body block's terminator yields (its operands)."""
+    return list(block.operations[-1].operands)
+
+
+def _slice_at(ctx: LoweringRuleContext, source: ir.Value, offset: ir.Value) -> ir.Value:
+    """Slice `offset` of an axis-first tensor, without the axis (dynamic sizes allowed)."""
+    shape = list(ir.RankedTensorType(source.type).shape)
+    dynamic_sizes = [ctx.dim_size(source, dim) for dim in range(1, len(shape)) if shape[dim] == _DYNAMIC]
+    return tensor.ExtractSliceOp(
+        _slice_type(source.type),
+        source,
+        [offset],
+        dynamic_sizes,
+        [],
+        [_DYNAMIC] + [0] * (len(shape) - 1),
+        [1, *shape[1:]],
+        [1] * len(shape),
+    ).result
+
+
+def _insert_at(piece: ir.Value, stacked: ir.Value, offset: ir.Value) -> ir.Value:
+    """`piece` written at `offset` of the leading axis of `stacked` (dynamic sizes allowed)."""
+    shape = list(ir.RankedTensorType(piece.type).shape)
+    dynamic_sizes = [size for size in tensor_sizes(piece) if not isinstance(size, int)]
+    return tensor.InsertSliceOp(
+        piece,
+        stacked,
+        [offset],
+        dynamic_sizes,
+        [],
+        [_DYNAMIC] + [0] * len(shape),
+        [1, *shape],
+        [1] * (len(shape) + 1),
+    ).result
 
 
 def _axes(ctx: LoweringRuleContext, name: str, values, rank_offset: int) -> list[int]:
@@ -172,11 +321,11 @@ def _axis_back(axis: int, rank: int) -> list[int]:
 
 
 def _permute(value: ir.Value, order: Sequence[int]) -> ir.Value:
-    """`value` with dim k of the result read from dim `order[k]` (static shapes)."""
+    """`value` with dim k of the result read from dim `order[k]`."""
     if list(order) == list(range(len(order))):
         return value
     ranked = ir.RankedTensorType(value.type)
-    shape = list(ranked.shape)
-    init = tensor.EmptyOp([shape[dim] for dim in order], ranked.element_type).result
+    sizes = tensor_sizes(value)
+    init = empty([sizes[dim] for dim in order], ranked.element_type)
     spec = [list(order).index(dim) for dim in range(len(order))]
     return generic([(value, spec)], [(init, list(range(len(order))))], len(order), (), lambda a: [a[0]])[0]

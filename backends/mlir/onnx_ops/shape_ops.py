@@ -47,7 +47,7 @@ from .indexing import (
     to_index,
     unit_groups,
 )
-from .structured import assert_true
+from .structured import assert_true, read_int_scalars
 
 __all__: list[str] = []
 
@@ -194,7 +194,88 @@ def _axes(ctx: LoweringRuleContext, rank: int, *, since_input: int) -> tuple[int
         return None if axes is None else normalize_axes(ctx, axes, rank)
     if input_value(ctx, 1) is None:
         return None
+    if constant_input(ctx, 1) is None:
+        return _RUN_TIME
     return normalize_axes(ctx, required_constant(ctx, 1, "axes").reshape(-1).tolist(), rank)
+
+
+_RUN_TIME = "run time"
+"""What `_axes` returns for an axes input known only at run time."""
+
+
+def _run_time_units(ctx: LoweringRuleContext, rank: int, what: str) -> list[ir.Value]:
+    """For each of `rank` axes, an i1 true when the run-time `axes` input (of static length)
+    lists it; a run-time check makes the program fail unless the axes are distinct and in
+    [-rank, rank) (then exactly `len(axes)` of the rank's positions are listed)."""
+    type_ = ctx.ranked(ctx.niro_operands[1], "axes")
+    if len(type_.shape) != 1 or type_.shape[0] is None:
+        raise ctx.error(f"needs a constant axes input or a static 1-D one, got {format_type(type_)}")
+    read = read_int_scalars(ctx.operands[1], type_.shape[0])
+    axes = [select(cmp("slt", axis, 0), add(axis, rank), axis) for axis in (to_index(value, ScalarType.I64) for value in read)]
+    units = []
+    listed_count: ir.Value | int = 0
+    for position in range(rank):
+        listed = arith.ConstantOp(ir.IntegerType.get_signless(1), 0).result
+        for axis in axes:
+            hit = cmp("eq", axis, position)
+            listed = arith.OrIOp(listed, hit).result
+            listed_count = add(listed_count, select(hit, 1, 0))
+        units.append(listed)
+    assert_true(
+        cmp("eq", listed_count, len(axes)),
+        f"{ctx.niro_location}: '{op_name(ctx.op)}' op: the axes to {what} must be distinct and in [-{rank}, {rank})",
+    )
+    return units
+
+
+def _reshape_checked(ctx: LoweringRuleContext, source: TensorType, result: TensorType, sizes: list[ir.Value]) -> ir.Value:
+    """The operand reshaped to `sizes` (the run-time extent of every result dim; the row-major
+    order is kept), each static dim of the result checked against its extent."""
+    for axis, (dim, size) in enumerate(zip(result.shape, sizes, strict=True)):
+        if dim is not None:
+            assert_true(cmp("eq", size, dim), f"{ctx.niro_location}: '{op_name(ctx.op)}' op: result dim {axis} is not {dim}")
+    dynamic = TensorType(result.element_type, (None,) * len(result.shape))
+    return cast_to(reshape(ctx, ctx.operands[0], source, dynamic, sizes), ctx.result_types[0])
+
+
+def _squeeze_run_time(ctx: LoweringRuleContext, source: TensorType, result: TensorType) -> ir.Value:
+    """Squeeze by run-time axes: a reshape to the dims not listed, each listed dim checked to
+    be 1."""
+    rank = len(source.shape)
+    units = _run_time_units(ctx, rank, "squeeze")
+    dims = [ctx.dim_size(ctx.operands[0], axis) for axis in range(rank)]
+    ones = arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result
+    kept: list[ir.Value] = []  # each source axis's position among the kept ones, -1 if squeezed
+    before: ir.Value | int = 0
+    for unit, dim in zip(units, dims, strict=True):
+        ones = arith.AndIOp(ones, arith.SelectOp(unit, cmp("eq", dim, 1), ones).result).result
+        kept.append(select(unit, -1, before))
+        before = add(before, select(unit, 0, 1))
+    assert_true(ones, f"{ctx.niro_location}: 'onnx.Squeeze' op: a squeezed dim is not 1")
+    sizes = []
+    for position in range(len(result.shape)):
+        size = const_index(1)
+        for index, dim in zip(kept, dims, strict=True):
+            size = select(cmp("eq", index, position), dim, size)
+        sizes.append(size)
+    return _reshape_checked(ctx, source, result, sizes)
+
+
+def _unsqueeze_run_time(ctx: LoweringRuleContext, source: TensorType, result: TensorType) -> ir.Value:
+    """Unsqueeze by run-time axes: a reshape with a 1 at each listed axis and the source's
+    dims, in order, elsewhere."""
+    units = _run_time_units(ctx, len(result.shape), "unsqueeze")
+    dims = [ctx.dim_size(ctx.operands[0], axis) for axis in range(len(source.shape))]
+    sizes = []
+    inserted: ir.Value | int = 0
+    for position, unit in enumerate(units):
+        dim = const_index(1)
+        taken = sub(position, inserted)  # the source axis this position shows, if not listed
+        for axis, extent in enumerate(dims):
+            dim = select(cmp("eq", taken, axis), extent, dim)
+        sizes.append(select(unit, 1, dim))
+        inserted = add(inserted, select(unit, 1, 0))
+    return _reshape_checked(ctx, source, result, sizes)
 
 
 @register_lowering("onnx.Squeeze", since=1)
@@ -205,6 +286,8 @@ def _lower_squeeze(ctx: LoweringRuleContext) -> list[ir.Value]:
         return [reshape(ctx, ctx.operands[0], source, _result(ctx), [])]
     rank = len(source.shape)
     axes = _axes(ctx, rank, since_input=13)
+    if axes is _RUN_TIME:
+        return [_squeeze_run_time(ctx, source, _result(ctx))]
     if axes is None:
         if any(dim is None for dim in source.shape):
             raise ctx.error(
@@ -236,6 +319,8 @@ def _lower_unsqueeze(ctx: LoweringRuleContext) -> list[ir.Value]:
         return [reshape(ctx, ctx.operands[0], source, result, [])]
     rank = len(result.shape)
     axes = _axes(ctx, rank, since_input=13)
+    if axes is _RUN_TIME:
+        return [_unsqueeze_run_time(ctx, source, result)]
     if axes is None:
         raise ctx.error("needs 'axes'")
     if rank != len(source.shape) + len(axes):

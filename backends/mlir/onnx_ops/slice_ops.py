@@ -11,6 +11,7 @@ as the structure of the lowering depends on them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -132,19 +133,45 @@ def _split_sizes(ctx: LoweringRuleContext, source: TensorType, axis: int, count:
     if all(result.shape[axis] is not None for result in results):
         return [result.shape[axis] for result in results]  # type: ignore[misc]
     split = None
+    dim = source.shape[axis]
+
+    def whole() -> ir.Value:
+        return const_index(dim) if dim is not None else ctx.dim_size(ctx.operands[0], axis)
+
     if opset(ctx) < 13:
         split = attribute(ctx, "split")
     elif input_value(ctx, 1) is not None:
+        if constant_input(ctx, 1) is None:
+            return _run_time_split(ctx, whole(), count)
         split = required_constant(ctx, 1, "split").reshape(-1).tolist()
     if split is not None:
         if len(split) != count:
             raise ctx.error(f"has {len(split)} split sizes for {count} outputs")
         return [int(size) for size in split]
-    dim = source.shape[axis]
-    whole: ir.Value = const_index(dim) if dim is not None else ctx.dim_size(ctx.operands[0], axis)
     # Equal parts: ceil(dim / count) each, the last one what is left (opset 18's num_outputs).
-    chunk = floordiv(add(whole, count - 1), count)
-    return [chunk] * (count - 1) + [sub(whole, mul(chunk, count - 1))]
+    total = whole()
+    chunk = floordiv(add(total, count - 1), count)
+    return [chunk] * (count - 1) + [sub(total, mul(chunk, count - 1))]
+
+
+def _run_time_split(ctx: LoweringRuleContext, whole: ir.Value, count: int) -> list[Mixed]:
+    """Split sizes read at run time from a `split` input of static length (RotaryEmbedding's
+    halves of a dynamic head size), checked at run time to be non-negative and to add up to
+    the split dim."""
+    type_ = ctx.ranked(ctx.niro_operands[1], "split")
+    if len(type_.shape) != 1 or type_.shape[0] != count:
+        raise ctx.error(
+            f"needs a 'split' input of static length {count} (one size per output), got {format_type(type_)}"
+        )
+    sizes = _int_list(ctx, 1)
+    valid = cmp("eq", functools.reduce(add, sizes), whole)
+    for size in sizes:
+        valid = arith.AndIOp(valid, cmp("sge", size, 0)).result
+    structured.assert_true(
+        valid,
+        f"{ctx.niro_location}: 'onnx.Split' op: the split sizes must be non-negative and add up to the split dim",
+    )
+    return sizes
 
 
 @register_lowering("onnx.Split", since=2)
