@@ -301,16 +301,6 @@ def test_model_passes(name: str) -> None:
             graph_case("slice_unranked", [N("Slice", ["x"], ["y"], starts=[1, -3], ends=[1000, -1], axes=[2, 1])], {"x": (X, None)}, opset=9),
             r"'onnx\.Slice' op needs a ranked tensor",
         ),
-        (
-            graph_case(
-                "split_sizes_at_run_time",
-                [N("Split", ["x", "s"], ["y", "y2"], axis=-1)],
-                {"x": (X, ["N", 3, "K"]), "s": (np.array([3, 1], I64), [2])},
-                opset=13,
-                outputs=("y", "y2"),
-            ),
-            r"'onnx\.Split' op needs its 'split' input \(input #1\) to be a compile-time constant",
-        ),
     ],
     ids=lambda value: value.name if isinstance(value, NodeTestCase) else "",
 )
