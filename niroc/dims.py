@@ -1,6 +1,7 @@
-"""`--dim NAME=SIZE`: sizes for named dynamic dims, given on the command line.
+"""`--dim NAME=SIZE` for commands that choose run-time sizes (`niroc check`).
 
-One parser for every command that takes the option, so they spell and check it alike.
+The same parser and checks as compile's `--dim` (`shape_options`, over the frontend's
+`parse_dim_assignment`), so every command spells and checks the option alike.
 """
 
 from __future__ import annotations
@@ -13,23 +14,10 @@ __all__ = ["parse_dims"]
 
 
 def parse_dims(values: Iterable[str], option: str = "--dim") -> dict[str, int]:
-    """`("batch=4", "seq=128")` -> `{"batch": 4, "seq": 128}`; a malformed item, a size below 0
-    or a name given twice is a usage error naming the item."""
-    sizes: dict[str, int] = {}
-    for value in values:
-        name, separator, size_text = value.partition("=")
-        name = name.strip()
-        if not separator or not name:
-            raise click.BadParameter(f"expected NAME=SIZE, got '{value}'", param_hint=option)
-        try:
-            size = int(size_text)
-        except ValueError:
-            raise click.BadParameter(
-                f"size of '{name}' is not an integer: '{size_text}'", param_hint=option
-            ) from None
-        if size < 0:
-            raise click.BadParameter(f"size of '{name}' is negative: {size}", param_hint=option)
-        if name in sizes:
-            raise click.BadParameter(f"'{name}' is given twice", param_hint=option)
-        sizes[name] = size
-    return sizes
+    """`("batch=4", "seq=128")` -> `{"batch": 4, "seq": 128}`; a malformed item, a negative
+    size or a name given two sizes is a usage error naming the option."""
+    from niro.frontends.onnx import parse_dim_assignment
+
+    from .shape_options import parse_all
+
+    return parse_all(parse_dim_assignment, tuple(values), click.Option([option]))

@@ -31,7 +31,7 @@ _INPUT_SHAPE_HELP = (
 )
 
 
-def _parse_all(parse, values: tuple[str, ...], param: click.Parameter) -> dict:
+def parse_all(parse, values: tuple[str, ...], param: click.Parameter) -> dict:
     """Each value parsed by the frontend's parser; a name given twice must agree with itself."""
     parsed: dict = {}
     for text in values:
@@ -58,7 +58,7 @@ def _dims_callback(_ctx: click.Context, param: click.Parameter, values: tuple[st
         return {}
     from niro.frontends.onnx import parse_dim_assignment  # NOTE: here: onnx loads only when used
 
-    return _parse_all(parse_dim_assignment, values, param)
+    return parse_all(parse_dim_assignment, values, param)
 
 
 def _input_shapes_callback(
@@ -68,7 +68,7 @@ def _input_shapes_callback(
         return {}
     from niro.frontends.onnx import parse_input_shape  # NOTE: here: onnx loads only when used
 
-    return _parse_all(parse_input_shape, values, param)
+    return parse_all(parse_input_shape, values, param)
 
 
 def input_shape_options(function: F) -> F:

@@ -214,8 +214,8 @@ def test_a_failing_step_is_named(capsys, tmp_path):
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (("--dim", "batch"), "Invalid value for --dim: expected NAME=SIZE, got 'batch'"),
-        (("--dim", "batch=x"), "size of 'batch' is not an integer: 'x'"),
+        (("--dim", "batch"), "Invalid value for '--dim': 'batch' is not NAME=SIZE (e.g. batch=1)"),
+        (("--dim", "batch=x"), "dim 'batch': 'x' is not a size (a whole number)"),
         (("--dim", "seq=3"), "no input has a dynamic dim named 'seq' (named dims: batch)"),
         (("--format", "yaml"), "Invalid value for '--format'"),
     ],
