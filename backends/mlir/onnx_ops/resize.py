@@ -298,6 +298,13 @@ def _plans(
                 for position, axis in enumerate(axes)
             ]
         elif policy in ("not_larger", "not_smaller"):
+            if any(out_shape[axis] is None for axis in axes):
+                # NOTE: the result size is then round(common scale x input size), not the
+                # requested one; it is only computed where the result type gives it.
+                raise ctx.error(
+                    f"needs a static result shape with keep_aspect_ratio_policy '{policy}', "
+                    f"got {tuple(out_shape)}"
+                )
             pick = min if policy == "not_larger" else max
             if all(isinstance(ratio, float) for ratio in ratios):
                 common = pick(ratios)
