@@ -63,3 +63,25 @@ def assert_clean_failure(
     for line in lines[1:]:
         assert line.startswith("note: ") or not line.startswith("error"), completed.stderr
     return first
+
+
+def assert_lit_passes(folder: Path, exec_root: Path) -> None:
+    """Runs lit over `folder` (its lit.cfg.py) with this venv's tools on PATH and %t files under
+    `exec_root`; fails with lit's report of every failing test."""
+    lit = VENV_BIN / "lit"
+    command = [str(lit)] if lit.exists() else [sys.executable, "-m", "lit.main"]
+    environment = dict(
+        os.environ,
+        PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        NIROC_LIT_EXEC_ROOT=str(exec_root),
+    )
+    completed = subprocess.run(
+        [*command, "-v", "--workers", "2", str(folder)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+    )
+    report = completed.stdout[-20000:] + completed.stderr[-5000:]
+    assert completed.returncode == 0, report
+    assert "Passed" in completed.stdout, report
