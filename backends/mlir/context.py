@@ -21,6 +21,7 @@ from niro.ir import Location, Op, ScalarType, TensorType, Value, format_type, op
 
 from .bindings import arith, cf, ir, linalg, tensor
 from .errors import LoweringError
+from .run_time_broadcast import broadcast_size, is_one_or
 from .types import index_type, type_key
 
 if TYPE_CHECKING:
@@ -139,15 +140,15 @@ class LoweringRuleContext:
         is the Niro result (default: the op's only result). Shapes broadcast as in NumPy,
         right-aligned; a static size-1 dim against a larger result dim reads index 0.
 
-        NOTE: a *dynamic* operand dim against a dynamic result dim is assumed to equal it: a
-        dynamic dim that is 1 at run time is not broadcast there (as in most MLIR frontends; it
-        would need a run-time select of the indexing in every dynamic model). A `cf.assert`
-        checks that assumption at run time, so a dynamic 1 stops the program with a message
-        naming the op instead of reading out of bounds and computing a wrong number. Against a
-        result dim known to be a static N > 1 (the result's type, or another operand's static
-        dim) the dynamic dim is 1 or N, and ONNX broadcasts a 1: such an operand is read by a
-        clamped `tensor.extract` (`_extract_broadcast`: index min(i, size - 1) is 0 for a 1),
-        checked to be 1 or N. Static shapes never take this path.
+        A *dynamic* operand dim is 1 or the result dim at run time (a `cf.assert` checks it, so
+        a mismatch stops the program with a message naming the op instead of reading out of
+        bounds), and ONNX broadcasts a 1. Against a result dim known to be a static N > 1 (the
+        result's type, or another operand's static dim) such an operand is read by a clamped
+        `tensor.extract` (`_extract_broadcast`: index min(i, size - 1) is 0 for a 1). Where
+        two or more operands are dynamic on a dim no static size fixes (`_run_time_axes`), the
+        result's size there is ONNX's broadcast of theirs (`run_time_broadcast.broadcast_size`)
+        and those operands are read the same clamped way. A dim only one operand has dynamic is
+        the result's. Static shapes never take these paths: their MLIR is the same.
 
         NOTE: an outer-product-like op (operands broadcast along different dims, as in
         `s[:, :, None] - s[:, None, :]`) reads all its operands but the first with
@@ -250,11 +251,13 @@ class LoweringRuleContext:
             shapes.append((rank - len(shape), shape))
         parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
         extents = _static_extents(result_type.shape, shapes)
+        run_time_axes = _run_time_axes(result_type.shape, shapes)
         extracted = _outer_operands(result_type.shape, shapes) | {
             index
             for index, (offset, shape) in enumerate(shapes)
             if any(
-                dim is None and extents[offset + axis] not in (None, 1)
+                dim is None
+                and (extents[offset + axis] not in (None, 1) or offset + axis in run_time_axes)
                 for axis, dim in enumerate(shape)
             )
         }
@@ -279,8 +282,10 @@ class LoweringRuleContext:
 
     def _assert_dynamic_dims_match(self, inputs, shapes, result_type, sizes) -> None:
         """A run-time check per dynamic operand dim that it equals the result dim it maps to,
-        or is 1 where that dim is a static N > 1 (broadcast, see `elementwise`)."""
+        or is 1 where that dim is a static N > 1 or a `_run_time_axes` dim (broadcast, see
+        `elementwise`)."""
         extents = _static_extents(result_type.shape, shapes)
+        run_time_axes = _run_time_axes(result_type.shape, shapes)
         for index, ((value, _), (offset, shape)) in enumerate(zip(inputs, shapes, strict=True)):
             for axis, dim in enumerate(shape):
                 if dim is not None:
@@ -290,6 +295,13 @@ class LoweringRuleContext:
                 if expected is None:
                     expected = self.index_constant(result_type.shape[result_axis])
                 size = self.dim_size(value, axis)
+                if result_axis in run_time_axes:
+                    cf.AssertOp(
+                        is_one_or(size, expected),
+                        f"{self.niro_location}: '{op_name(self.op)}' op: dynamic dim {axis} of "
+                        f"operand #{index} is neither 1 nor the result dim",
+                    )
+                    continue
                 equal = arith.CmpIOp(arith.CmpIPredicate.eq, size, expected).result
                 extent = extents[result_axis]
                 if extent is not None and extent != 1:
@@ -303,24 +315,42 @@ class LoweringRuleContext:
                 cf.AssertOp(
                     equal,
                     f"{self.niro_location}: '{op_name(self.op)}' op: dynamic dim {axis} of operand "
-                    f"#{index} differs from the result dim (a run-time size 1 is not broadcast)",
+                    f"#{index} differs from the result dim",
                 )
 
     def _broadcast_size(self, axis, inputs, shapes) -> ir.Value | None:
-        """The index value of dynamic result dim `axis`: a static non-1 operand size, else a
-        `tensor.dim` of the first operand that is dynamic there."""
-        dynamic_source = None
+        """The index value of dynamic result dim `axis`: a static non-1 operand size, else
+        that of the one operand dynamic there, else (`_run_time_axes`) ONNX's broadcast of the
+        operands' run-time sizes there."""
+        dynamic_sources = []
         for (value, _), (offset, shape) in zip(inputs, shapes, strict=True):
             if axis < offset:
                 continue
             dim = shape[axis - offset]
             if dim is not None and dim != 1:
                 return self.index_constant(dim)
-            if dim is None and dynamic_source is None:
-                dynamic_source = (value, axis - offset)
-        if dynamic_source is None:
+            if dim is None:
+                dynamic_sources.append((value, axis - offset))
+        if not dynamic_sources:
             return None
-        return self.dim_size(*dynamic_source)
+        if len(dynamic_sources) == 1:
+            return self.dim_size(*dynamic_sources[0])
+        return broadcast_size([self.dim_size(*source) for source in dynamic_sources])
+
+
+def _run_time_axes(result_shape: tuple, shapes) -> frozenset[int]:
+    """The result dims whose size only the run decides between operands: no static size
+    other than 1 there (in the result or an operand) and two or more operands dynamic there.
+    Each of those is 1 or the result's size, and a 1 is broadcast (`run_time_broadcast`)."""
+    extents = _static_extents(result_shape, shapes)
+    counts = [0] * len(result_shape)
+    for offset, shape in shapes:
+        for axis, dim in enumerate(shape):
+            if dim is None:
+                counts[offset + axis] += 1
+    return frozenset(
+        axis for axis, count in enumerate(counts) if count >= 2 and extents[axis] is None
+    )
 
 
 def _static_extents(result_shape: tuple, shapes) -> list[int | None]:
