@@ -33,7 +33,8 @@ from niro.ir import (
 )
 
 from . import sub_byte
-from .bindings import arith, cf, fill_builtin_region, func, ir, scf, tensor
+from .bindings import arith, cf, func, ir, scf, tensor
+from .builders import constant, dim_size, elementwise, empty_tensor, fill, named_op
 from .context import KNOWN_LOWERINGS, LoweringRuleContext, lowering, registered_lowering
 from .literals import scalar_attr, tensor_data_attr
 from .types import index_type, lower_type
@@ -105,10 +106,10 @@ def _lower_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             f"permutation {list(op.permutation)} is not a permutation of rank {len(source.shape)}"
         )
     sizes = [
-        ctx.dim_size(ctx.operands[0], op.permutation[axis]) if dim is None else None
+        dim_size(ctx.operands[0], op.permutation[axis]) if dim is None else None
         for axis, dim in enumerate(result.shape)
     ]
-    init = ctx.empty_tensor(result, sizes)
+    init = empty_tensor(ctx, result, sizes)
     permutation = ctx.lowering.module.shared_object(
         ("permutation", op.permutation), lambda: ir.DenseI64ArrayAttr.get(list(op.permutation))
     )
@@ -159,7 +160,7 @@ def _arith_binary(ctx: LoweringRuleContext, float_op: str, integer_op: str) -> S
 
     if isinstance(result_type, ScalarType):
         return [build(ctx.operands[0], ctx.operands[1])]
-    return [ctx.elementwise(lambda elements: build(elements[0], elements[1]))]
+    return [elementwise(ctx, lambda elements: build(elements[0], elements[1]))]
 
 
 @lowering(Add)
@@ -183,36 +184,12 @@ def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     if result.element_type.is_bool:
         raise ctx.error("does not compute on i1 (BOOL)")
     sizes = [
-        ctx.dim_size(ctx.operands[0], 0) if result.shape[0] is None else None,
-        ctx.dim_size(ctx.operands[1], 1) if result.shape[1] is None else None,
+        dim_size(ctx.operands[0], 0) if result.shape[0] is None else None,
+        dim_size(ctx.operands[1], 1) if result.shape[1] is None else None,
     ]
-    init = ctx.empty_tensor(result, sizes)
-    zero = ctx.zero(ctx.mlir_type(result.element_type))
-    filled = _named_op(ctx, "linalg.fill", [zero], init)
-    return [_named_op(ctx, "linalg.matmul", [ctx.operands[0], ctx.operands[1]], filled)]
-
-
-def _named_op(
-    ctx: LoweringRuleContext, name: str, inputs: list[ir.Value], init: ir.Value
-) -> ir.Value:
-    """The linalg named op `name` of `inputs` writing into `init`, its region made by MLIR's
-    C++ region builder.
-
-    NOTE: not the `linalg.fill`/`linalg.matmul` OpDSL helpers, which rebuild the op's definition
-    in Python on every call (~0.2 ms a MatMul), nor the generated op classes, which re-derive
-    the operand segments in Python (2x the time of the generic builder). Same ops, same text."""
-    segments = ctx.lowering.module.shared_object(
-        ("operand segments", len(inputs), 1), lambda: ir.DenseI32ArrayAttr.get([len(inputs), 1])
-    )
-    op = ir.Operation.create(
-        name,
-        results=[init.type],
-        operands=[*inputs, init],
-        attributes={"operandSegmentSizes": segments},
-        regions=1,
-    )
-    fill_builtin_region(op)
-    return op.result
+    init = empty_tensor(ctx, result, sizes)
+    zero = constant(ctx.mlir_type(result.element_type), 0)
+    return [named_op("linalg.matmul", [ctx.operands[0], ctx.operands[1]], fill(init, zero))]
 
 
 @lowering(Call)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..bindings import ir, tensor
+from ..builders import constant
 from ..context import LoweringRuleContext, register_lowering
-from .structured import constant
 
 __all__: list[str] = []
 
