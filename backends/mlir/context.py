@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-from niro.ir import Location, Op, ScalarType, TensorType, Value, format_type, op_name
+from niro.ir import Block, Location, Op, ScalarType, TensorType, Value, format_type, op_name
 
 from .bindings import ir
 from .errors import LoweringError
 
 if TYPE_CHECKING:
+    from .literals import ResourceTable
     from .lowering import FunctionLowering
 
 T = TypeVar("T")
@@ -49,8 +50,10 @@ class LoweringRuleContext:
     `result_types` the MLIR types of `niro_results` (`results_of(op)`). The rule runs with
     `location` and `insertion_point` already entered, so builders pick them up implicitly.
     `niro_location` says where the op is in the Niro module (its function and `path`), for error
-    messages. `lowering` is the function being lowered: its blocks and nested regions
-    (control-flow rules) and, through `lowering.module`, the module's symbols and blobs.
+    messages. What a rule needs from the lowering around it (nested regions, branch targets,
+    the module's symbols and blobs, attributes shared between ops) it asks through the methods
+    here; `_driver`, the function being lowered, is theirs alone: a rule never reads or writes
+    the driver's map of Niro values to MLIR values.
     """
 
     op: Op
@@ -61,7 +64,7 @@ class LoweringRuleContext:
     location: ir.Location
     insertion_point: ir.InsertionPoint
     path: tuple[str, ...]
-    lowering: FunctionLowering
+    _driver: FunctionLowering
 
     @property
     def niro_location(self) -> Location:
@@ -69,7 +72,7 @@ class LoweringRuleContext:
         message): most ops never need it, and a 20,000-op model would make 20,000."""
         op = self.op
         return Location(
-            symbol=self.lowering.function.name, path=self.path, op_name=op_name(op), source=op.loc
+            symbol=self._driver.function.name, path=self.path, op_name=op_name(op), source=op.loc
         )
 
     # -- errors ---------------------------------------------------------------------------------
@@ -92,18 +95,72 @@ class LoweringRuleContext:
     def constant_operand(self, index: int) -> np.ndarray | None:
         """Operand `index` as a numpy array when it is a compile-time constant (defined by a
         Const or a GetGlobal), else None: for axes, shapes, pads given as ONNX inputs."""
-        return self.lowering.constant_value(self.niro_operands[index])
+        return self.constant_value(self.niro_operands[index])
+
+    def constant_value(self, value: Value) -> np.ndarray | None:
+        """A Niro value's contents as a numpy array when a Const or GetGlobal defines it."""
+        return self._driver.constant_value(value)
 
     # -- what the lowering shares -------------------------------------------------------------
 
     def mlir_type(self, type_: ScalarType | TensorType) -> ir.Type:
         """`lower_type(type_)` in this lowering's context, made once per type."""
-        return self.lowering.module.mlir_type(type_)
+        return self._driver.module.mlir_type(type_)
 
     def shared_object(self, key: Hashable, build: Callable[[], T]) -> T:
         """`build()`, made once per lowered module for `key` (attributes many ops repeat:
         indexing maps, permutations, broadcast plans); `key` must say all `build` depends on."""
-        return self.lowering.module.shared_object(key, build)  # type: ignore[return-value]
+        return self._driver.module.shared_object(key, build)  # type: ignore[return-value]
+
+    # -- nested regions and branch targets ------------------------------------------------------
+
+    def lower_block(
+        self,
+        block: Block,
+        mlir_block: ir.Block,
+        arguments: Sequence[ir.Value] = (),
+        *,
+        region: int = 0,
+        yield_builder: Callable[[LoweringRuleContext], None],
+    ) -> None:
+        """Lowers `block`, the single block of this op's region #`region`, into the existing
+        MLIR block `mlir_block` (an scf.if arm, a loop body), its arguments bound to the MLIR
+        values `arguments`. Its Yield calls `yield_builder` with the Yield's own context, whose
+        `operands` are the yielded values: it builds the terminator the enclosing op needs."""
+        path = self.niro_location.path + (f"region#{region}", "^bb0")
+        self._driver.lower_block(block, mlir_block, arguments, path, yield_builder=yield_builder)
+
+    def successor(self, block: Block) -> ir.Block:
+        """The MLIR block made for a Niro block of this function (a branch's target)."""
+        return self._driver.block_for(block)
+
+    def build_yield(self) -> None:
+        """This Yield, built by the enclosing region's yield builder (see `lower_block`)."""
+        self._driver.build_yield(self)
+
+    def build_generic(self) -> list[ir.Value]:
+        """This UnknownOp kept as a generic operation (when the context allows unregistered
+        dialects), its regions lowered."""
+        return self._driver.build_generic(self)
+
+    # -- the module -----------------------------------------------------------------------------
+
+    def next_constant_name(self) -> str:
+        """The base blob name of the next tensor constant of this function."""
+        return self._driver.next_constant_name()
+
+    @property
+    def resources(self) -> ResourceTable:
+        """The module's `dense_resource` blobs, where a tensor constant's data goes."""
+        return self._driver.module.resources
+
+    def global_type(self, name: str) -> ScalarType | TensorType | None:
+        """The type of the module's global @`name`, None when there is no such global."""
+        return self._driver.module.global_types.get(name)
+
+    def has_function(self, name: str) -> bool:
+        """Whether the module defines or declares function @`name`."""
+        return name in self._driver.module.function_names
 
 
 LoweringRule = Callable[[LoweringRuleContext], Sequence[ir.Value]]

@@ -18,7 +18,7 @@ verified) still stops at once: that is no refusal of an op but a broken module.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -406,15 +406,23 @@ class FunctionLowering:
         finally:
             self._yield_builders.pop()
 
-    def lower_single_block(
+    def lower_block(
         self,
         block: Block,
         mlir_block: ir.Block,
+        arguments: Sequence[ir.Value],
         path: tuple[str, ...],
         *,
         yield_builder: YieldBuilder,
     ) -> None:
-        """Fills an existing argument-free MLIR block (an scf.if arm) with `block`'s ops."""
+        """Fills an existing MLIR block (an scf.if arm, a loop body) with `block`'s ops, its
+        arguments bound to `arguments`; its Yield is built by `yield_builder`."""
+        if len(arguments) != len(block.arguments):
+            raise ValueError(
+                f"a block of {len(block.arguments)} arguments bound to {len(arguments)} values"
+            )
+        for argument, value in zip(block.arguments, arguments, strict=True):
+            self.values[argument.id] = value
         self._blocks[id(block)] = mlir_block
         self._yield_builders.append(yield_builder)
         try:
@@ -475,7 +483,7 @@ class FunctionLowering:
             location=location,
             insertion_point=insertion_point,
             path=path,
-            lowering=self,
+            _driver=self,
         )
         with location, insertion_point:
             try:

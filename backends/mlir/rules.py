@@ -2,7 +2,7 @@
 
 Each rule follows docs/design.md's table (func, ml_program, arith, linalg, tensor, cf, scf). Rules
 build at the context's insertion point and location and return the MLIR values of the op's
-results. Control-flow rules ask `ctx.lowering` for blocks and nested regions.
+results. Control-flow rules ask the context to lower their nested blocks (`ctx.lower_block`).
 """
 
 from __future__ import annotations
@@ -53,13 +53,13 @@ def _lower_const(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     else:
         if not result_type.is_static:
             raise ctx.error(f"needs a static tensor type, got {format_type(result_type)}")
-        name = ctx.lowering.next_constant_name()
+        name = ctx.next_constant_name()
         stored = (
             sub_byte.packed_type(result_type) if sub_byte.is_packed(result_type) else result_type
         )
         try:
             attribute = tensor_data_attr(
-                stored, op.literal, resources=ctx.lowering.module.resources, name=name
+                stored, op.literal, resources=ctx.resources, name=name
             )
         except ValueError as error:
             raise ctx.error(str(error)) from error
@@ -72,7 +72,7 @@ def _lower_const(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 @lowering(GetGlobal)
 def _lower_get_global(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     op: GetGlobal = ctx.op  # type: ignore[assignment]
-    global_type = ctx.lowering.module.global_types.get(op.name)
+    global_type = ctx.global_type(op.name)
     if global_type is None:
         raise ctx.error(f"refers to @{op.name}, which is not a global of this module")
     symbol = ir.FlatSymbolRefAttr.get(op.name)
@@ -110,7 +110,7 @@ def _lower_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         for axis, dim in enumerate(result.shape)
     ]
     init = empty_tensor(ctx, result, sizes)
-    permutation = ctx.lowering.module.shared_object(
+    permutation = ctx.shared_object(
         ("permutation", op.permutation), lambda: ir.DenseI64ArrayAttr.get(list(op.permutation))
     )
     # NOTE: the generic builder and a shared permutation attribute: `linalg.TransposeOp`
@@ -195,7 +195,7 @@ def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 @lowering(Call)
 def _lower_call(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     op: Call = ctx.op  # type: ignore[assignment]
-    if op.callee not in ctx.lowering.module.function_names:
+    if not ctx.has_function(op.callee):
         raise ctx.error(f"calls @{op.callee}, which is not a function of this module")
     call = func.CallOp(
         list(ctx.result_types), ir.FlatSymbolRefAttr.get(op.callee), list(ctx.operands)
@@ -206,7 +206,7 @@ def _lower_call(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 @lowering(Branch)
 def _lower_branch(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     op: Branch = ctx.op  # type: ignore[assignment]
-    cf.BranchOp(list(ctx.operands), ctx.lowering.block_for(op.target))
+    cf.BranchOp(list(ctx.operands), ctx.successor(op.target))
     return []
 
 
@@ -218,8 +218,8 @@ def _lower_cond_branch(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         ctx.operands[0],
         list(ctx.operands[1 : 1 + true_count]),
         list(ctx.operands[1 + true_count :]),
-        ctx.lowering.block_for(op.true_target),
-        ctx.lowering.block_for(op.false_target),
+        ctx.successor(op.true_target),
+        ctx.successor(op.false_target),
     )
     return []
 
@@ -232,7 +232,7 @@ def _lower_return(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 @lowering(Yield)
 def _lower_yield(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
-    ctx.lowering.build_yield(ctx)
+    ctx.build_yield()
     return []
 
 
@@ -261,12 +261,7 @@ def build_scf_if(
     ):
         if len(niro_region.blocks) != 1 or niro_region.blocks[0].arguments:
             raise ctx.error("expects each region to hold one argument-free block")
-        ctx.lowering.lower_single_block(
-            niro_region.blocks[0],
-            block,
-            ctx.niro_location.path + (f"region#{index}", "^bb0"),
-            yield_builder=yield_builder,
-        )
+        ctx.lower_block(niro_region.blocks[0], block, region=index, yield_builder=yield_builder)
     return list(if_op.results)
 
 
@@ -275,7 +270,7 @@ def _lower_unknown(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     op: UnknownOp = ctx.op  # type: ignore[assignment]
     registration = registered_lowering(op.name)
     if registration is None:
-        return ctx.lowering.build_generic(ctx)
+        return ctx.build_generic()
     version = op.attributes.get(OPSET_ATTRIBUTE)
     if (
         isinstance(version, int)

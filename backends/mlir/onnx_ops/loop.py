@@ -6,7 +6,7 @@ ONNX's Loop runs `for (i = 0; i < M && cond; ++i) { cond, v... = body(i, cond, v
 it runs M times and the body's condition is ignored, without either it never ends (refused).
 The `before` region tests `i < M && cond`; the `after` region binds the body's block arguments
 (i and cond as one-element tensors, the carried values as they are) and lowers the body
-(`lower_single_block`), whose Yield gives the next condition, values and scan-output slices.
+(`ctx.lower_block`), whose Yield gives the next condition, values and scan-output slices.
 
 A loop-carried value keeps the type of its body argument from one iteration to the next: a
 yielded value of another static shape changes type across iterations and is refused; one whose
@@ -324,7 +324,7 @@ def _runs_every_iteration(ctx: LoweringRuleContext, condition, block, yielded) -
         return True
 
     def true(value: Value) -> bool:
-        constant = ctx.lowering.constant_value(value)
+        constant = ctx.constant_value(value)
         return constant is not None and constant.size == 1 and bool(constant.reshape(-1)[0])
 
     return true(condition[1]) and (yielded[0].id == block.arguments[1].id or true(yielded[0]))
@@ -439,14 +439,11 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     carried_in = list(after.arguments)[2 : 2 + carried]
     buffers_in = list(after.arguments)[2 + carried :]
     with ir.InsertionPoint(after):
-        ctx.lowering.values[block.arguments[0].id] = _as_tensor(
-            ctx, iteration, block.arguments[0], "iteration number", ScalarType.I64
-        )
-        ctx.lowering.values[block.arguments[1].id] = _as_tensor(
-            ctx, current, block.arguments[1], "condition", ScalarType.BOOL
-        )
-        for argument, value in zip(arguments, carried_in, strict=True):
-            ctx.lowering.values[argument.id] = value
+        bound = [
+            _as_tensor(ctx, iteration, block.arguments[0], "iteration number", ScalarType.I64),
+            _as_tensor(ctx, current, block.arguments[1], "condition", ScalarType.BOOL),
+            *carried_in,
+        ]
         if guard_rows:
             assert_true(
                 arith.CmpIOp(arith.CmpIPredicate.slt, iteration, i64_constant(rows)).result,
@@ -499,9 +496,7 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         step = arith.AddIOp(iteration, i64_constant(1)).result
         scf.YieldOp([step, following, *nexts, *stacked])
 
-    ctx.lowering.lower_single_block(
-        block, after, ctx.niro_location.path + ("region#0", "^bb0"), yield_builder=finish
-    )
+    ctx.lower_block(block, after, bound, yield_builder=finish)
 
     outputs: list[ir.Value | None] = [None] * len(ctx.niro_results)
     finals = list(loop.results)

@@ -108,9 +108,8 @@ def _lower_scan(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         position = loop.induction_variable
         backwards = arith.SubIOp(index_constant(length - 1), position).result
         carried = list(loop.inner_iter_args)
-        for argument, value in zip(block.arguments[:states], carried[:states], strict=True):
-            ctx.lowering.values[argument.id] = value
-        for index, argument in enumerate(block.arguments[states:]):
+        pieces = []
+        for index in range(len(block.arguments) - states):
             source = sources[index]
             shape = list(ir.RankedTensorType(source.type).shape)
             offset = backwards if input_reverse[index] else position
@@ -124,7 +123,7 @@ def _lower_scan(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
                 [1, *shape[1:]],
                 [1] * len(shape),
             ).result
-            ctx.lowering.values[argument.id] = piece
+            pieces.append(piece)
 
     def finish(yield_ctx: LoweringRuleContext) -> None:
         yielded = list(yield_ctx.operands)
@@ -151,9 +150,7 @@ def _lower_scan(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         new_states = [cast_to(value, old.type) for value, old in zip(yielded[:states], carried[:states], strict=True)]
         scf.YieldOp([*new_states, *stacked])
 
-    ctx.lowering.lower_single_block(
-        block, body, ctx.niro_location.path + ("region#0", "^bb0"), yield_builder=finish
-    )
+    ctx.lower_block(block, body, [*carried[:states], *pieces], yield_builder=finish)
     results = list(loop.results)
     for index, axis in enumerate(output_axes):
         if axis:
@@ -208,28 +205,30 @@ def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> lis
     )
     last = sub(length, 1)
 
-    def bind(position: ir.Value, carried: Sequence[ir.Value]) -> None:
+    def bind(position: ir.Value, carried: Sequence[ir.Value]) -> list[ir.Value]:
+        """The values of the body's arguments at `position`: the states, then the slices."""
         backwards = sub(last, position)
+        bound = []
         for argument, value in zip(block.arguments[:states], carried, strict=True):
-            ctx.lowering.values[argument.id] = cast_to(value, lower_type(argument.type))
+            bound.append(cast_to(value, lower_type(argument.type)))
         for index, argument in enumerate(block.arguments[states:]):
             offset = backwards if layout.input_reverse[index] else position
             piece = _slice_at(ctx, sources[index], offset)
-            ctx.lowering.values[argument.id] = cast_to(piece, lower_type(argument.type))
+            bound.append(cast_to(piece, lower_type(argument.type)))
+        return bound
 
     yield_types = [lower_type(value.type) for value in _yielded(block)]
     if len(yield_types) != states + layout.scan_outputs:
         raise ctx.error(f"body yields {len(yield_types)} values, expected {states + layout.scan_outputs}")
-    path = ctx.niro_location.path + ("region#0", "^bb0")
     first = scf.ExecuteRegionOp(yield_types)
     entry = first.region.blocks.append()
     with ir.InsertionPoint(entry):
-        bind(index_constant(0), ctx.operands[:states])
+        bound = bind(index_constant(0), ctx.operands[:states])
 
     def finish_first(yield_ctx: LoweringRuleContext) -> None:
         scf.YieldOp(list(yield_ctx.operands))
 
-    ctx.lowering.lower_single_block(block, entry, path, yield_builder=finish_first)
+    ctx.lower_block(block, entry, bound, yield_builder=finish_first)
     peeled = list(first.results)
     accumulators = []
     for index, piece in enumerate(peeled[states:]):
@@ -244,7 +243,7 @@ def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> lis
     with ir.InsertionPoint(body):
         position = loop.induction_variable
         carried = list(loop.inner_iter_args)
-        bind(position, carried[:states])
+        bound = bind(position, carried[:states])
 
     def finish(yield_ctx: LoweringRuleContext) -> None:
         yielded = list(yield_ctx.operands)
@@ -254,7 +253,7 @@ def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> lis
             stacked.append(_insert_at(piece, accumulator, offset))
         scf.YieldOp([*yielded[:states], *stacked])
 
-    ctx.lowering.lower_single_block(block, body, path, yield_builder=finish)
+    ctx.lower_block(block, body, bound, yield_builder=finish)
     results = list(loop.results)
     for index, axis in enumerate(layout.output_axes):
         value = results[states + index]
