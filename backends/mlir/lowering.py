@@ -50,12 +50,13 @@ from niro.ir import (
 from . import rules as _rules  # noqa: F401  (fills KNOWN_LOWERINGS; checks it is complete)
 from . import sub_byte
 from .bindings import func, ir, make_context
-from .context import KNOWN_LOWERINGS, LoweringRuleContext, lowering_for
+from .context import LoweringRuleContext
 from .errors import LoweringError, refused_together
 from .literals import ResourceTable, generic_attr, scalar_attr, tensor_data_attr
 from .nesting import recursion_headroom
 from .output import LoweredModule
 from .parameters import ParameterPlan, ParameterTable
+from .registry import KNOWN_LOWERINGS, lowering_for
 from .types import lower_type, type_key
 
 __all__ = ["lower_to_mlir", "FunctionLowering", "ModuleLowering", "NAME_ATTRIBUTE"]

@@ -35,8 +35,9 @@ from niro.ir import (
 from . import sub_byte
 from .bindings import arith, cf, func, ir, scf, tensor
 from .builders import constant, dim_size, elementwise, empty_tensor, fill, named_op
-from .context import KNOWN_LOWERINGS, LoweringRuleContext, lowering, registered_lowering
+from .context import LoweringRuleContext
 from .literals import scalar_attr, tensor_data_attr
+from .registry import KNOWN_LOWERINGS, lowering, registered_lowering
 from .types import index_type, lower_type
 
 __all__ = ["KNOWN_LOWERINGS"]

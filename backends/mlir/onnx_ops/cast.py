@@ -35,7 +35,8 @@ from niro.ir import ScalarType
 
 from ..bindings import arith, ir, math
 from ..builders import constant, elementwise
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type
 

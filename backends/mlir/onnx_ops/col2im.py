@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 from ..bindings import arith, ir, linalg, tensor
 from ..builders import constant, dim, filled, generic, i64_constant, index_constant
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type, static_shape
 

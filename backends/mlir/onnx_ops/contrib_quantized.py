@@ -27,7 +27,8 @@ from niro.ir import OPSET_ATTRIBUTE, ScalarType, TensorType, UnknownOp, Value
 
 from ..bindings import arith, ir
 from ..builders import elementwise
-from ..context import LoweringRuleContext, lowering_for, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import lowering_for, register_lowering
 from .common import attribute, element_type, input_value, static_shape
 from .elementwise import FloatMath, _leaky_relu, _sigmoid
 from .linalg_ops import integer_matmul

@@ -48,7 +48,8 @@ from ..builders import (
     reassociation,
     tensor_size,
 )
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type, input_value, static_shape
 from .windows import (

@@ -16,7 +16,8 @@ from niro.ir import ScalarType
 
 from ..bindings import arith, ir, linalg, math, tensor
 from ..builders import constant, dim, filled, generic
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type, input_value, static_shape
 from .conv import add_channel_bias

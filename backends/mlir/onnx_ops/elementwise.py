@@ -19,7 +19,8 @@ from niro.ir import ScalarType, Value
 
 from ..bindings import arith, ir, math
 from ..builders import elementwise
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .cast import convert_element
 from .common import attribute, element_type

@@ -13,7 +13,8 @@ from niro.ir import ScalarType
 
 from ..bindings import arith, ir
 from ..builders import elementwise
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from .common import attribute, element_type
 from .elementwise import (
     FLOATS,

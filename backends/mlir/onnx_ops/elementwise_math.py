@@ -15,7 +15,8 @@ from niro.ir import ScalarType
 
 from ..bindings import arith, ir, math
 from ..builders import elementwise
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from .cast import convert_element
 from .common import attribute, element_type, input_value, opset
 from .elementwise import (

@@ -24,7 +24,8 @@ from niro.ir import ScalarType, TensorType, format_type, op_name
 
 from ..bindings import arith, ir, linalg, scf, tensor
 from ..builders import assert_true, constant, dim_size, empty_tensor, fill, generic, index_constant
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import index_type, lower_scalar_type
 from .common import attribute, normalize_axis
 from .indexing import (

@@ -15,7 +15,8 @@ from niro.ir import GENERIC_REASON_ATTRIBUTE, TensorType, UnknownOp, Yield, form
 
 from ..bindings import ir, scf, tensor
 from ..builders import index_constant
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..rules import build_scf_if
 
 __all__: list[str] = []

@@ -28,7 +28,8 @@ from ..builders import (
     index_constant,
     tensor_size,
 )
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from .common import element_type, input_value, ranked_result
 
 __all__ = ["contract", "integer_matmul", "matmul_row_column_dims", "parse_einsum"]

@@ -40,7 +40,8 @@ from niro.ir import (
 
 from ..bindings import arith, ir, scf, tensor
 from ..builders import DYNAMIC, assert_true, dim_size, empty_tensor, i64_constant, index_constant
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import index_type, lower_type
 from .common import attribute, input_value
 

@@ -25,7 +25,8 @@ from niro.ir import ScalarType, TensorType, format_type
 
 from ..bindings import arith, ir, math
 from ..builders import assert_true, cast_to, dense_constant
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .common import element_type
 from .indexing import gather_generic, scalar_input, scalar_reader

@@ -20,7 +20,8 @@ from niro.ir import ScalarType, TensorType, format_type
 
 from ..bindings import arith, ir, tensor
 from ..builders import dim_size, elementwise, index_constant
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type
 from .gather_scatter import _flatten, _normalized, _size

@@ -40,7 +40,8 @@ from ..builders import (
     index_constant,
     tensor_sizes,
 )
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import index_type
 from .common import attribute, input_value
 from .indexing import scalar_input

@@ -15,7 +15,8 @@ from niro.ir import ScalarType
 
 from ..bindings import arith, ir, math, tensor
 from ..builders import constant, dim, empty, filled, generic, pad, tensor_sizes
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type, lower_type
 from .common import attribute, element_type, input_index, opset, static_shape
 

@@ -28,7 +28,8 @@ from ..builders import (
     reassociation,
     tensor_sizes,
 )
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from .common import (
     attribute,
     element_type,

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 from ..bindings import ir, tensor
 from ..builders import constant
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 
 __all__: list[str] = []
 

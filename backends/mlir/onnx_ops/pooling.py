@@ -33,7 +33,8 @@ from ..builders import (
     tensor_size,
     tensor_sizes,
 )
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type
 from .windows import WindowGeometry, at_run_time, pad_for_window, spatial_shape, window_geometry

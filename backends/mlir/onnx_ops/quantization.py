@@ -21,7 +21,8 @@ from niro.ir import ScalarType
 
 from ..bindings import arith, ir, math, tensor
 from ..builders import constant, dim, filled, generic, index_constant, tensor_size
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .cast import convert_element
 from .common import attribute, element_type, input_value, normalize_axis, static_shape

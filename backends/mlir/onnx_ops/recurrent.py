@@ -26,7 +26,8 @@ from niro.ir import format_type
 
 from ..bindings import arith, ir, scf, tensor
 from ..builders import DYNAMIC, assert_true, empty, fill, generic, index_constant, tensor_sizes
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import index_type
 from .common import attribute, output_positions
 from .recurrent_kit import (

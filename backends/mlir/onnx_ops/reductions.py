@@ -39,7 +39,8 @@ from ..builders import (
     read_int_scalars,
     tensor_sizes,
 )
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .common import (
     attribute,

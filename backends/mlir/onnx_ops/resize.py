@@ -32,7 +32,8 @@ from niro.ir import ScalarType
 
 from ..bindings import arith, ir, linalg, math, tensor
 from ..builders import constant, dim, dim_size, generic, i64_constant, index_constant
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .common import (
     attribute,

@@ -28,7 +28,8 @@ from ..builders import (
     index_constant,
     tensor_sizes,
 )
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_type
 from .common import attribute, static_shape
 from .indexing import cmp, sub

@@ -37,7 +37,8 @@ from ..builders import (
     tensor_size,
     tensor_sizes,
 )
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from .bitonic import bitonic_sort
 from .common import attribute, normalize_axis, opset, ranked_result
 from .indexing import data_size

@@ -20,7 +20,8 @@ from niro.ir import ScalarType, TensorType, format_type
 
 from ..bindings import arith, ir, scf, tensor
 from ..builders import assert_all, assert_true, constant, dim_size, index_constant
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, input_value, normalize_axis
 from .indexing import clamp, cmp, gather_generic, mod, projection, select, sub, to_index

@@ -27,8 +27,9 @@ from ..builders import (
     index_constant,
     read_int_scalars,
 )
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
 from ..literals import scalar_attr
+from ..registry import register_lowering
 from ..types import index_type, lower_scalar_type, lower_type
 from .common import attribute, input_value, normalize_axes, opset
 from .indexing import (

@@ -19,8 +19,9 @@ from niro.ir import TensorType, format_type, op_name
 
 from ..bindings import arith, ir, tensor
 from ..builders import DYNAMIC, assert_true, cast_to, dim_size, empty_tensor, index_constant
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
 from ..literals import scalar_attr
+from ..registry import register_lowering
 from ..types import index_type, lower_scalar_type, lower_type
 from .common import attribute, input_value, normalize_axes, normalize_axis, opset
 from .indexing import (

@@ -47,7 +47,8 @@ from ..builders import (
     tensor_size,
     tensor_sizes,
 )
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import index_type, lower_scalar_type
 from .common import attribute, element_type, input_index, opset, static_shape
 from .reductions import RuntimeAxes, dispatch

@@ -23,7 +23,8 @@ from niro.ir import ScalarType, TensorType, format_type
 
 from ..bindings import arith, ir, tensor
 from ..builders import constant, dense_constant, dim_size, empty_tensor, fill, index_constant
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from .common import attribute, element_type
 from .indexing import add, clamp, cmp, gather_generic, mul, projection, to_index
 

@@ -20,7 +20,8 @@ from niro.ir import ScalarType, format_type
 
 from ..bindings import arith, ir, math, tensor
 from ..builders import elementwise, index_constant
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from .cast import convert_element
 from .common import attribute, element_type
 from .elementwise import ElementMath, element_math

@@ -27,7 +27,8 @@ from niro.ir import ScalarType, TensorType, format_type
 
 from ..bindings import arith, ir, scf, tensor
 from ..builders import dense_constant, dim_size, empty_tensor, fill, i64_constant, index_constant
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import index_type, lower_scalar_type
 from .common import attribute, element_type
 from .indexing import clamp, gather_generic, projection, to_index

@@ -39,7 +39,8 @@ from ..builders import (
     index_constant,
     tensor_sizes,
 )
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import index_type, lower_scalar_type
 from .common import attribute, normalize_axis, output_positions
 from .gather_scatter import _flatten

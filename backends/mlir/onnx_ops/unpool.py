@@ -34,7 +34,8 @@ from ..builders import (
     index_constant,
     read_int_scalars,
 )
-from ..context import LoweringRuleContext, register_lowering
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from .common import element_type, input_index, input_value, ints_attribute, static_shape
 from .indexing import clamp, cmp, floordiv
 
