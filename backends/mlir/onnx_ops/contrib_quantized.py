@@ -82,7 +82,7 @@ def _output_scalar(ctx: LoweringRuleContext) -> ScalarType:
 
 def _like(value: Value, element: ScalarType) -> Value:
     """A Niro value standing for an intermediate tensor of `value`'s shape (same id, another
-    element type): what `ctx.elementwise` and the float rules read shapes and types from."""
+    element type): what `elementwise` and the float rules read shapes and types from."""
     assert isinstance(value.type, TensorType)
     return Value(value.id, TensorType(element, value.type.shape))
 
