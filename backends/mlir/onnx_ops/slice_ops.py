@@ -29,6 +29,7 @@ from .indexing import (
     clamp,
     cmp,
     constant_input,
+    data_size,
     floordiv,
     gather_generic,
     mod,
@@ -172,7 +173,12 @@ def _run_time_split(ctx: LoweringRuleContext, whole: ir.Value, count: int) -> li
         valid,
         f"{ctx.niro_location}: 'onnx.Split' op: the split sizes must be non-negative and add up to the split dim",
     )
-    return sizes
+    # NOTE: each size through `indexing.data_size` (a no-op `max(size, 0)`, the check above
+    # holds): IREE 3.13 clones a bare `index_cast(tensor.extract)` size into the dispatch that
+    # concatenates the split parts back (RotaryEmbedding's rotated half beside the rest, head
+    # size dynamic) and fails there with "'iree_codegen.workgroup_count_hint' op failed to
+    # resolve workgroup count hint in terms of workload ordinals".
+    return [data_size(size) for size in sizes]  # type: ignore[arg-type]
 
 
 @register_lowering("onnx.Split", since=2)
