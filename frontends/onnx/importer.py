@@ -58,6 +58,7 @@ from .contrib_functions import ContribFunctionError, contrib_function
 from .converters import CONVERTERS
 from .errors import OnnxImportError, first_line
 from .external_data import ExternalDataError, ExternalDataReader
+from .half_precision import plan_half_precision
 from .folding import FOLD_LIMIT, fold_node, may_fold
 from .functions import FunctionKey, specialization_key, specialize
 from .inference import GraphTypes, InferenceFailure, infer_types
@@ -396,6 +397,12 @@ class _Importer:
             ir_model = _deserialize(self.model, self.filename)
             graph = self.main_graph = ir_model.graph
         types = self._infer(self.model)
+        planned = plan_half_precision(self.model, types)
+        if planned is not None:
+            self.model = planned
+            ir_model = _deserialize(self.model, self.filename)
+            graph = self.main_graph = ir_model.graph
+            types = self._infer(self.model)
         main = self.symbols.claim(graph.name or "main", fallback="main")
         opsets = dict(ir_model.opset_imports)
         function = self._import_function(graph, types, opsets, main, f"graph '{graph.name}'")
