@@ -48,60 +48,173 @@ _Ranges = tuple[tuple[int, int | None], ...]
 _ALWAYS: _Ranges = ((1, None),)
 
 F16_KERNELS: Mapping[tuple[str, str], _Ranges] = {
-    **{("", op): _ALWAYS for op in (
-        "DynamicSlice", "Flatten", "Gather", "Identity", "If", "LayerNormalization", "Loop",
-        "MemcpyFromHost", "MemcpyToHost", "RandomNormalLike", "RandomUniformLike", "Reshape",
-        "Shape", "SimplifiedLayerNormalization", "Slice", "Squeeze", "Transpose", "Unsqueeze",
-    )},
-    ("", "Attention"): ((23, None),), ("", "BitCast"): ((26, None),), ("", "Cast"): ((6, None),),
-    ("", "Celu"): ((28, None),), ("", "Clip"): ((12, None),), ("", "Compress"): ((9, None),),
-    ("", "Concat"): ((4, None),), ("", "ConstantOfShape"): ((9, None),),
-    ("", "DequantizeLinear"): ((19, None),), ("", "Dropout"): ((7, 11),), ("", "Expand"): ((8, None),),
-    ("", "GatherElements"): ((11, None),), ("", "GatherND"): ((11, None),), ("", "IsInf"): ((20, None),),
-    ("", "IsNaN"): ((9, None),), ("", "Max"): ((12, None),), ("", "Min"): ((12, None),),
-    ("", "Mod"): ((10, None),), ("", "Optional"): ((15, None),), ("", "OptionalGetElement"): ((15, None),),
-    ("", "OptionalHasElement"): ((18, None),), ("", "QuantizeLinear"): ((19, None),),
-    ("", "RMSNormalization"): ((23, None),), ("", "ReverseSequence"): ((10, None),),
-    ("", "RotaryEmbedding"): ((23, None),), ("", "Round"): ((11, None),), ("", "Scan"): ((8, None),),
-    ("", "Scatter"): ((9, 10),), ("", "ScatterElements"): ((11, None),), ("", "ScatterND"): ((11, None),),
-    ("", "SequenceAt"): ((11, None),), ("", "SequenceConstruct"): ((11, None),), ("", "Shrink"): ((9, None),),
-    ("", "Sign"): ((9, None),), ("", "Split"): ((2, None),), ("", "SplitToSequence"): ((11, None),),
+    **{
+        ("", op): _ALWAYS
+        for op in (
+            "DynamicSlice",
+            "Flatten",
+            "Gather",
+            "Identity",
+            "If",
+            "LayerNormalization",
+            "Loop",
+            "MemcpyFromHost",
+            "MemcpyToHost",
+            "RandomNormalLike",
+            "RandomUniformLike",
+            "Reshape",
+            "Shape",
+            "SimplifiedLayerNormalization",
+            "Slice",
+            "Squeeze",
+            "Transpose",
+            "Unsqueeze",
+        )
+    },
+    ("", "Attention"): ((23, None),),
+    ("", "BitCast"): ((26, None),),
+    ("", "Cast"): ((6, None),),
+    ("", "Celu"): ((28, None),),
+    ("", "Clip"): ((12, None),),
+    ("", "Compress"): ((9, None),),
+    ("", "Concat"): ((4, None),),
+    ("", "ConstantOfShape"): ((9, None),),
+    ("", "DequantizeLinear"): ((19, None),),
+    ("", "Dropout"): ((7, 11),),
+    ("", "Expand"): ((8, None),),
+    ("", "GatherElements"): ((11, None),),
+    ("", "GatherND"): ((11, None),),
+    ("", "IsInf"): ((20, None),),
+    ("", "IsNaN"): ((9, None),),
+    ("", "Max"): ((12, None),),
+    ("", "Min"): ((12, None),),
+    ("", "Mod"): ((10, None),),
+    ("", "Optional"): ((15, None),),
+    ("", "OptionalGetElement"): ((15, None),),
+    ("", "OptionalHasElement"): ((18, None),),
+    ("", "QuantizeLinear"): ((19, None),),
+    ("", "RMSNormalization"): ((23, None),),
+    ("", "ReverseSequence"): ((10, None),),
+    ("", "RotaryEmbedding"): ((23, None),),
+    ("", "Round"): ((11, None),),
+    ("", "Scan"): ((8, None),),
+    ("", "Scatter"): ((9, 10),),
+    ("", "ScatterElements"): ((11, None),),
+    ("", "ScatterND"): ((11, None),),
+    ("", "SequenceAt"): ((11, None),),
+    ("", "SequenceConstruct"): ((11, None),),
+    ("", "Shrink"): ((9, None),),
+    ("", "Sign"): ((9, None),),
+    ("", "Split"): ((2, None),),
+    ("", "SplitToSequence"): ((11, None),),
     ("", "TensorScatter"): ((24, None),),
-    **{("com.microsoft", op): _ALWAYS for op in (
-        "BranchwiseRMSNorm", "EngramGate", "ExpandDims", "GatedAdd", "GatedDeltaNet", "GatedRMSNorm",
-        "GatherBlockQuantized", "GatherND", "GatherPacked", "GroupQueryAttention",
-        "HyperConnectionPostMix", "HyperConnectionPreMix", "Inverse", "LinearAttentionGate",
-        "MRotaryEmbedding", "MatMulNBits", "MoEGroupRouter", "QMoE", "RotaryEmbedding", "ScaledSiLU",
-        "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "SparseAttention",
-        "UnfoldTensor", "VarlenCausalConvWithState",
-    )},
+    **{
+        ("com.microsoft", op): _ALWAYS
+        for op in (
+            "BranchwiseRMSNorm",
+            "EngramGate",
+            "ExpandDims",
+            "GatedAdd",
+            "GatedDeltaNet",
+            "GatedRMSNorm",
+            "GatherBlockQuantized",
+            "GatherND",
+            "GatherPacked",
+            "GroupQueryAttention",
+            "HyperConnectionPostMix",
+            "HyperConnectionPreMix",
+            "Inverse",
+            "LinearAttentionGate",
+            "MRotaryEmbedding",
+            "MatMulNBits",
+            "MoEGroupRouter",
+            "QMoE",
+            "RotaryEmbedding",
+            "ScaledSiLU",
+            "SkipLayerNormalization",
+            "SkipSimplifiedLayerNormalization",
+            "SparseAttention",
+            "UnfoldTensor",
+            "VarlenCausalConvWithState",
+        )
+    },
 }
 """(domain, op type) -> the opset ranges (last None: open) onnxruntime's CPU provider has an
 fp16 kernel for."""
 
 BF16_KERNELS: Mapping[tuple[str, str], _Ranges] = {
-    **{("", op): _ALWAYS for op in (
-        "DynamicSlice", "Flatten", "Gather", "Identity", "If", "LayerNormalization", "Loop",
-        "MemcpyFromHost", "MemcpyToHost", "RandomNormalLike", "RandomUniformLike", "Reshape",
-        "Shape", "SimplifiedLayerNormalization", "Slice", "Squeeze", "Transpose", "Unsqueeze",
-    )},
-    ("", "BitCast"): ((26, None),), ("", "Cast"): ((6, None),), ("", "Celu"): ((28, None),),
-    ("", "Compress"): ((9, None),), ("", "Concat"): ((4, None),), ("", "ConstantOfShape"): ((9, None),),
-    ("", "Einsum"): ((28, None),), ("", "GatherElements"): ((11, None),), ("", "GatherND"): ((11, None),),
-    ("", "IsInf"): ((20, None),), ("", "IsNaN"): ((20, None),), ("", "OneHot"): ((28, None),),
-    ("", "Optional"): ((15, None),), ("", "OptionalGetElement"): ((15, None),),
-    ("", "OptionalHasElement"): ((18, None),), ("", "Pad"): ((21, None),),
-    ("", "ReverseSequence"): ((10, None),), ("", "Scan"): ((8, None),), ("", "Scatter"): ((9, 10),),
-    ("", "ScatterElements"): ((11, None),), ("", "ScatterND"): ((11, None),),
-    ("", "SequenceAt"): ((11, None),), ("", "SequenceConstruct"): ((11, None),),
-    ("", "Shrink"): ((9, None),), ("", "Sign"): ((9, None),), ("", "Split"): ((2, None),),
-    ("", "TensorScatter"): ((24, None),), ("", "Unique"): ((28, None),),
-    **{("com.microsoft", op): _ALWAYS for op in (
-        "BranchwiseRMSNorm", "ExpandDims", "GatedDeltaNet", "GatedRMSNorm", "GatherND", "GatherPacked",
-        "HyperConnectionPostMix", "HyperConnectionPreMix", "LinearAttentionGate", "MoEGroupRouter",
-        "QMoE", "ScaledSiLU", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization",
-        "UnfoldTensor", "VarlenCausalConvWithState",
-    )},
+    **{
+        ("", op): _ALWAYS
+        for op in (
+            "DynamicSlice",
+            "Flatten",
+            "Gather",
+            "Identity",
+            "If",
+            "LayerNormalization",
+            "Loop",
+            "MemcpyFromHost",
+            "MemcpyToHost",
+            "RandomNormalLike",
+            "RandomUniformLike",
+            "Reshape",
+            "Shape",
+            "SimplifiedLayerNormalization",
+            "Slice",
+            "Squeeze",
+            "Transpose",
+            "Unsqueeze",
+        )
+    },
+    ("", "BitCast"): ((26, None),),
+    ("", "Cast"): ((6, None),),
+    ("", "Celu"): ((28, None),),
+    ("", "Compress"): ((9, None),),
+    ("", "Concat"): ((4, None),),
+    ("", "ConstantOfShape"): ((9, None),),
+    ("", "Einsum"): ((28, None),),
+    ("", "GatherElements"): ((11, None),),
+    ("", "GatherND"): ((11, None),),
+    ("", "IsInf"): ((20, None),),
+    ("", "IsNaN"): ((20, None),),
+    ("", "OneHot"): ((28, None),),
+    ("", "Optional"): ((15, None),),
+    ("", "OptionalGetElement"): ((15, None),),
+    ("", "OptionalHasElement"): ((18, None),),
+    ("", "Pad"): ((21, None),),
+    ("", "ReverseSequence"): ((10, None),),
+    ("", "Scan"): ((8, None),),
+    ("", "Scatter"): ((9, 10),),
+    ("", "ScatterElements"): ((11, None),),
+    ("", "ScatterND"): ((11, None),),
+    ("", "SequenceAt"): ((11, None),),
+    ("", "SequenceConstruct"): ((11, None),),
+    ("", "Shrink"): ((9, None),),
+    ("", "Sign"): ((9, None),),
+    ("", "Split"): ((2, None),),
+    ("", "TensorScatter"): ((24, None),),
+    ("", "Unique"): ((28, None),),
+    **{
+        ("com.microsoft", op): _ALWAYS
+        for op in (
+            "BranchwiseRMSNorm",
+            "ExpandDims",
+            "GatedDeltaNet",
+            "GatedRMSNorm",
+            "GatherND",
+            "GatherPacked",
+            "HyperConnectionPostMix",
+            "HyperConnectionPreMix",
+            "LinearAttentionGate",
+            "MoEGroupRouter",
+            "QMoE",
+            "ScaledSiLU",
+            "SkipLayerNormalization",
+            "SkipSimplifiedLayerNormalization",
+            "UnfoldTensor",
+            "VarlenCausalConvWithState",
+        )
+    },
 }
 """(domain, op type) -> the opset ranges onnxruntime's CPU provider has a bf16 kernel for."""
 
@@ -132,10 +245,13 @@ class _Plan:
     def __init__(self, model: onnx.ModelProto, types: GraphTypes) -> None:
         graph = model.graph
         self.graph = graph
-        self.opsets = {("" if entry.domain in _DEFAULT_DOMAINS else entry.domain): entry.version
-                       for entry in model.opset_import}
+        self.opsets = {
+            ("" if entry.domain in _DEFAULT_DOMAINS else entry.domain): entry.version
+            for entry in model.opset_import
+        }
         self.elements = self._element_types(graph, types)
-        self.shapes = types.values
+        self.dims = {name: _dims(type_) for name, type_ in types.values.items()}
+        self.dims.update({tensor.name: list(tensor.dims) for tensor in graph.initializer})
         self.half = {name for name, element in self.elements.items() if element in HALF_TYPES}
         self.constants = {tensor.name for tensor in graph.initializer}
         self.producer: dict[str, int] = {}
@@ -150,9 +266,13 @@ class _Plan:
                     self.consumers.setdefault(name, []).append(index)
         self.graph_outputs = {output.name for output in graph.output}
         self.read_by_subgraphs = {
-            name for node in graph.node for attribute in node.attribute
-            for body in _bodies(attribute) for sub in all_graphs(body)
-            for inner in sub.node for name in inner.input
+            name
+            for node in graph.node
+            for attribute in node.attribute
+            for body in _bodies(attribute)
+            for sub in all_graphs(body)
+            for inner in sub.node
+            for name in inner.input
         }
         self.no_kernel = [self._lacks_kernel(node) for node in graph.node]
         self.in_f32 = list(self.no_kernel)
@@ -162,8 +282,11 @@ class _Plan:
 
     @staticmethod
     def _element_types(graph: onnx.GraphProto, types: GraphTypes) -> dict[str, int]:
-        elements = {name: type_.tensor_type.elem_type for name, type_ in types.values.items()
-                    if type_.HasField("tensor_type")}
+        elements = {
+            name: type_.tensor_type.elem_type
+            for name, type_ in types.values.items()
+            if type_.HasField("tensor_type")
+        }
         for tensor in graph.initializer:
             elements.setdefault(tensor.name, tensor.data_type)
         for value in graph.input:
@@ -185,7 +308,9 @@ class _Plan:
         version = self.opsets.get(domain, 1)
         for element in {self.elements[name] for name in self._half_inputs(node)}:
             ranges = _KERNELS[element].get((domain, node.op_type), ())
-            if not any(first <= version and (last is None or version <= last) for first, last in ranges):
+            if not any(
+                first <= version and (last is None or version <= last) for first, last in ranges
+            ):
                 return True
         return False
 
@@ -206,12 +331,18 @@ class _Plan:
                 continue
             if name not in self.producer or not self.in_f32[self.producer[name]]:
                 return False
-        readers = [(name, reader) for name in node.output if name in self.half
-                   for reader in self.consumers.get(name, ())]
+        readers = [
+            (name, reader)
+            for name in node.output
+            if name in self.half
+            for reader in self.consumers.get(name, ())
+        ]
         if not readers or any(name in self.read_by_subgraphs for name in node.output):
             return False
-        return all(self.no_kernel[reader] and not self._fused_reshape_reader(reader, name)
-                   for name, reader in readers)
+        return all(
+            self.no_kernel[reader] and not self._fused_reshape_reader(reader, name)
+            for name, reader in readers
+        )
 
     def _fused_reshape_reader(self, index: int, name: str) -> bool:
         """Whether onnxruntime's MatMul+Add fusion turns MatMul `index` into Reshape -> Gemm ->
@@ -228,20 +359,24 @@ class _Plan:
         add = self.graph.node[readers[0]]
         if add.op_type != "Add" or add.domain not in _DEFAULT_DOMAINS:
             return False
-        a, b = (_static_dims(self.shapes.get(operand)) for operand in node.input[:2])
+        a, b = (_static(self.dims.get(operand)) for operand in node.input[:2])
         bias = [operand for operand in add.input if operand != result]
         if a is None or b is None or len(a) == 2 or len(b) != 2 or len(bias) != 1:
             return False
         if self.elements.get(bias[0]) != self.elements.get(name):
             return False
-        bias_dims = _dims(self.shapes.get(bias[0]))
+        bias_dims = self.dims.get(bias[0])
         return bias_dims is not None and len(bias_dims) == 1 and bias_dims[0] == b[1]
 
     def nodes(self) -> Iterable[onnx.NodeProto]:
         """The main graph's nodes, rewritten: Casts to f32 before the nodes that read them, f32
         nodes with renamed half results, and Casts back where a half reader needs them."""
-        taken = {name for sub in all_graphs(self.graph) for node in sub.node
-                 for name in (*node.input, *node.output)}
+        taken = {
+            name
+            for sub in all_graphs(self.graph)
+            for node in sub.node
+            for name in (*node.input, *node.output)
+        }
         taken |= {value.name for value in (*self.graph.input, *self.graph.output)}
         taken |= self.constants
         wide: dict[str, str] = {}
@@ -292,7 +427,7 @@ class _Plan:
         if node.op_type == "Cast" and node.domain in _DEFAULT_DOMAINS and len(node.input) == 1:
             to = next((attribute.i for attribute in node.attribute if attribute.name == "to"), None)
             source, result = node.input[0], node.output[0]
-            if (to == TensorProto.FLOAT and source in wide and result not in self.graph_outputs):
+            if to == TensorProto.FLOAT and source in wide and result not in self.graph_outputs:
                 yield onnx.helper.make_node("Identity", [wide[source]], [result], name=node.name)
                 return
             if to in HALF_TYPES and self.elements.get(source) == TensorProto.FLOAT:
@@ -303,20 +438,29 @@ class _Plan:
         """Whether something reads the half value of `name` (an f32 node's result)."""
         if name in self.graph_outputs or name in self.read_by_subgraphs:
             return True
-        return any(not self.in_f32[reader] and not self._reads_wide(reader)
-                   for reader in self.consumers.get(name, ()))
+        return any(
+            not self.in_f32[reader] and not self._reads_wide(reader)
+            for reader in self.consumers.get(name, ())
+        )
 
     def _reads_wide(self, index: int) -> bool:
         """A user's Cast to f32 that `_kept` turns into a read of the f32 value."""
         node = self.graph.node[index]
-        return (node.op_type == "Cast" and node.domain in _DEFAULT_DOMAINS
-                and node.output[0] not in self.graph_outputs
-                and any(attribute.name == "to" and attribute.i == TensorProto.FLOAT
-                        for attribute in node.attribute))
+        return (
+            node.op_type == "Cast"
+            and node.domain in _DEFAULT_DOMAINS
+            and node.output[0] not in self.graph_outputs
+            and any(
+                attribute.name == "to" and attribute.i == TensorProto.FLOAT
+                for attribute in node.attribute
+            )
+        )
 
 
 def _cast(source: str, result: str, to: int, at: str) -> onnx.NodeProto:
-    return onnx.helper.make_node("Cast", [source], [result], to=to, name=f"{at}/{result}" if at else result)
+    return onnx.helper.make_node(
+        "Cast", [source], [result], to=to, name=f"{at}/{result}" if at else result
+    )
 
 
 def _bodies(attribute: onnx.AttributeProto) -> list[onnx.GraphProto]:
@@ -328,11 +472,16 @@ def _bodies_of(node: onnx.NodeProto) -> bool:
 
 
 def _dims(type_: onnx.TypeProto | None) -> list[int | None] | None:
-    if type_ is None or not type_.HasField("tensor_type") or not type_.tensor_type.HasField("shape"):
+    if (
+        type_ is None
+        or not type_.HasField("tensor_type")
+        or not type_.tensor_type.HasField("shape")
+    ):
         return None
-    return [dim.dim_value if dim.HasField("dim_value") else None for dim in type_.tensor_type.shape.dim]
+    return [
+        dim.dim_value if dim.HasField("dim_value") else None for dim in type_.tensor_type.shape.dim
+    ]
 
 
-def _static_dims(type_: onnx.TypeProto | None) -> list[int] | None:
-    dims = _dims(type_)
-    return None if dims is None or None in dims else dims  # type: ignore[return-value]
+def _static(dims: list[int | None] | None) -> list[int | None] | None:
+    return None if dims is None or None in dims else dims

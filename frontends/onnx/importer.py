@@ -58,9 +58,9 @@ from .contrib_functions import ContribFunctionError, contrib_function
 from .converters import CONVERTERS
 from .errors import OnnxImportError, first_line
 from .external_data import ExternalDataError, ExternalDataReader
-from .half_precision import plan_half_precision
 from .folding import FOLD_LIMIT, fold_node, may_fold
 from .functions import FunctionKey, specialization_key, specialize
+from .half_precision import plan_half_precision
 from .inference import GraphTypes, InferenceFailure, infer_types
 from .input_shapes import InputShapes, declared_types_rewritten
 from .onnx_types import type_proto_from_niro

@@ -74,8 +74,16 @@ def export_all(folder: Path) -> None:
             torch.manual_seed(0)
             module = make().eval().to(dtype)
             example = (torch.randn(*shape, dtype=dtype),)
-            torch.onnx.export(module, example, folder / f"{name}_{tag}_script.onnx", dynamo=False, opset_version=17)
-            torch.onnx.export(module, example, folder / f"{name}_{tag}_dynamo.onnx", dynamo=True, verbose=False)
+            torch.onnx.export(
+                module,
+                example,
+                folder / f"{name}_{tag}_script.onnx",
+                dynamo=False,
+                opset_version=17,
+            )
+            torch.onnx.export(
+                module, example, folder / f"{name}_{tag}_dynamo.onnx", dynamo=True, verbose=False
+            )
 
 
 if __name__ == "__main__":

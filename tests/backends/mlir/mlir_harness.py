@@ -242,7 +242,9 @@ def assert_within_ulps(actual: np.ndarray, expected: np.ndarray, ulps: int, cont
     near 1 and far too tight for one that cancels to near 0; the number of representable values
     between two results is what differs when two programs round at other points."""
     expected = np.asarray(expected)
-    assert np.shape(actual) == expected.shape, f"{context}: shape {np.shape(actual)}, expected {expected.shape}"
+    assert np.shape(actual) == expected.shape, (
+        f"{context}: shape {np.shape(actual)}, expected {expected.shape}"
+    )
     distance = ulp_distance(actual, expected)
     worst = int(distance.max()) if distance.size else 0
     assert worst <= ulps, (

@@ -99,12 +99,19 @@ def _float_interface(model: onnx.ModelProto) -> onnx.ModelProto:
     graph = model.graph
     for value in graph.input:
         if value.type.tensor_type.elem_type == TensorProto.BFLOAT16:
-            graph.node.insert(0, helper.make_node("Cast", [value.name + "_ref"], [value.name], to=TensorProto.BFLOAT16))
+            graph.node.insert(
+                0,
+                helper.make_node(
+                    "Cast", [value.name + "_ref"], [value.name], to=TensorProto.BFLOAT16
+                ),
+            )
             value.name += "_ref"
             value.type.tensor_type.elem_type = TensorProto.FLOAT
     for value in graph.output:
         if value.type.tensor_type.elem_type == TensorProto.BFLOAT16:
-            graph.node.append(helper.make_node("Cast", [value.name], [value.name + "_ref"], to=TensorProto.FLOAT))
+            graph.node.append(
+                helper.make_node("Cast", [value.name], [value.name + "_ref"], to=TensorProto.FLOAT)
+            )
             value.name += "_ref"
             value.type.tensor_type.elem_type = TensorProto.FLOAT
     return model
@@ -122,8 +129,12 @@ def test_bf16_export_matches_onnxruntime_on_the_plan(exports, exporter, tmp_path
         _float_interface(planned).SerializeToString(), providers=["CPUExecutionProvider"]
     )
     feeds = _feeds(model, ml_dtypes.bfloat16)
-    expected = session.run(None, {name + "_ref": value.astype(np.float32) for name, value in feeds.items()})
+    expected = session.run(
+        None, {name + "_ref": value.astype(np.float32) for name, value in feeds.items()}
+    )
     got = _run_niroc(path, model, feeds, tmp_path)
     for index, (actual, wanted) in enumerate(zip(got, expected, strict=True)):
         wanted = wanted.astype(ml_dtypes.bfloat16)
-        assert_within_ulps(actual.view(ml_dtypes.bfloat16), wanted, ULPS, f"{path.name} output {index}")
+        assert_within_ulps(
+            actual.view(ml_dtypes.bfloat16), wanted, ULPS, f"{path.name} output {index}"
+        )
