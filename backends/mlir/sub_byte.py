@@ -23,6 +23,7 @@ from niro.ir import ScalarType, TensorType
 
 from .bindings import arith, ir, linalg, tensor
 from .builders import constant, generic, index_constant
+from .types import lower_type
 
 __all__ = ["is_packed", "packed_type", "unpack"]
 
