@@ -260,16 +260,28 @@ def _skip_layer_normalization(site: _Site) -> onnx.FunctionProto:
 
 
 def _unpacked(body: _Body, packed: str, bits: int) -> str:
-    """uint8 `packed` [..., n] -> its values [..., n * 8 / bits] (4 bits: low nibble first)."""
+    """uint8 `packed` [..., n] -> its values [..., n * 8 / bits], the lowest bits first (a byte
+    holds two 4-bit values low nibble first, or four 2-bit values)."""
     if bits == 8:
         return packed
-    low = body.op("BitwiseAnd", packed, body.const(15, np.uint8))
-    high = body.op("BitShift", packed, body.const(4, np.uint8), direction="RIGHT")
+    mask = body.const((1 << bits) - 1, np.uint8)
     axis = body.const([-1])
-    pairs = body.op(
-        "Concat", body.op("Unsqueeze", low, axis), body.op("Unsqueeze", high, axis), axis=-1
-    )
-    return body.op("Reshape", pairs, _merge_last(body, pairs))
+    parts = [
+        body.op(
+            "Unsqueeze",
+            body.op(
+                "BitwiseAnd",
+                body.op("BitShift", packed, body.const(shift, np.uint8), direction="RIGHT")
+                if shift
+                else packed,
+                mask,
+            ),
+            axis,
+        )
+        for shift in range(0, 8, bits)
+    ]
+    grouped = body.op("Concat", *parts, axis=-1)
+    return body.op("Reshape", grouped, _merge_last(body, grouped))
 
 
 def _merge_last(body: _Body, name: str) -> str:
@@ -365,6 +377,128 @@ def _matmul_nbits(site: _Site) -> onnx.FunctionProto:
     if site.has(5):
         product = body.op("Add", product, body.f32("bias", site.type(5, "bias").element_type))
     return body.function(site.op_type, [body.back(product, scalar)])
+
+
+def _gather_block_quantized(site: _Site) -> onnx.FunctionProto:
+    """Gather(data, indices, gather_axis) dequantized per block of `block_size` along
+    quantize_axis as (q - zero_point) * scale, in f32, of the scales' type, as onnxruntime's
+    CPU kernel: data is uint8 holding `bits` (4 or 8; 2) values a byte along its last axis,
+    which must be quantize_axis, with gather_axis 0, zero points packed the same way (default
+    2^(bits-1)); or int4 / uint4 with any two axes and zero points of its type (default 0).
+    Indices may be negative; an index out of range gives a row of zeros. The rows are gathered
+    while still quantized (a table is never dequantized whole)."""
+    data_type = site.type(0, "data")
+    rank = len(site.shape(0, "data"))
+    gather_axis, quantize_axis = site.int("gather_axis", 0), site.int("quantize_axis", 1)
+    if not (-rank <= gather_axis < rank and -rank <= quantize_axis < rank):
+        raise ContribFunctionError(
+            f"gather_axis {gather_axis} or quantize_axis {quantize_axis} is out of range for rank {rank}"
+        )
+    gather_axis, quantize_axis = gather_axis % rank, quantize_axis % rank
+    block_size = site.int("block_size", 128)
+    if block_size < 16 or block_size & (block_size - 1):
+        raise ContribFunctionError(
+            f"needs a block_size that is a power of 2 >= 16, got {block_size}"
+        )
+    bits = site.int("bits", 4)
+    packed = data_type.element_type is ScalarType.U8
+    if packed:
+        if bits not in (2, 4, 8):
+            raise ContribFunctionError(f"supports bits=2, 4 or 8 for uint8 data, got {bits}")
+        if gather_axis != 0 or quantize_axis != rank - 1:
+            raise ContribFunctionError(
+                "needs gather_axis 0 and quantize_axis the last axis for uint8 data, got "
+                f"{gather_axis} and {quantize_axis}"
+            )
+    elif data_type.element_type in (ScalarType.I4, ScalarType.U4):
+        if bits != 4:
+            raise ContribFunctionError(f"needs bits=4 for {data_type.element_type.spelling} data")
+    else:
+        raise ContribFunctionError(
+            f"supports uint8, int4 or uint4 data, got {data_type.element_type.spelling}"
+        )
+    scale_type = _float_input(site, 2, "scales")
+    if len(site.shape(2, "scales")) != rank:
+        raise ContribFunctionError(f"needs rank-{rank} scales like data")
+    indices_rank = len(site.shape(1, "indices"))
+    body = _Body(["data", "indices", "scales", "zero_points"])
+    axis_size = body.dim("data", gather_axis)
+    indices = body.op("Cast", "indices", to=onnx.TensorProto.INT64)
+    valid = body.op(
+        "And",
+        body.op("GreaterOrEqual", indices, body.op("Neg", axis_size)),
+        body.op("Less", indices, axis_size),
+    )
+    indices = body.op("Where", valid, indices, body.const(0))
+    indices = body.op(
+        "Where",
+        body.op("Less", indices, body.const(0)),
+        body.op("Add", indices, axis_size),
+        indices,
+    )
+    # the output's axes: data's before gather_axis, the indices', data's after gather_axis
+    out_axis = quantize_axis if quantize_axis < gather_axis else quantize_axis + indices_rank - 1
+    if packed:
+        rows = _unpacked(body, body.op("Gather", "data", indices, axis=0), bits)
+    else:
+        rows = body.op("Gather", body.op("Cast", "data", to=onnx.TensorProto.INT8), indices, axis=gather_axis)
+    length = body.dim(rows, out_axis)
+    values = body.op("Cast", rows, to=onnx.TensorProto.FLOAT)
+
+    def per_value(name: str) -> str:
+        """`name` (one entry a block) gathered as data is, then spread to one entry a value."""
+        if gather_axis == quantize_axis:
+            return body.op(
+                "Gather", name, body.op("Div", indices, body.const(block_size)), axis=gather_axis
+            )
+        gathered = body.op("Gather", name, indices, axis=gather_axis)
+        spread = body.op("Unsqueeze", gathered, body.const([out_axis + 1]))
+        grown = body.op(
+            "Expand",
+            spread,
+            body.op(
+                "Concat",
+                body.op("Shape", spread, end=out_axis + 1),
+                body.const([block_size]),
+                body.op("Shape", spread, start=out_axis + 2),
+                axis=0,
+            ),
+        )
+        merged = body.op(
+            "Concat",
+            body.op("Shape", gathered, end=out_axis),
+            body.const([-1]),
+            body.op("Shape", gathered, start=out_axis + 1),
+            axis=0,
+        )
+        return body.slice(body.op("Reshape", grown, merged), 0, length, out_axis)
+
+    scales = per_value(body.f32("scales", scale_type))
+    if site.has(3):
+        zero_type = site.type(3, "zero_points").element_type
+        if zero_type is not data_type.element_type:
+            raise ContribFunctionError(
+                f"needs zero_points of data's type {data_type.element_type.spelling}, got "
+                f"{zero_type.spelling}"
+            )
+        if packed:
+            blocks = body.dim("scales", rank - 1)
+            zeros = body.slice(_unpacked(body, "zero_points", bits), 0, blocks, rank - 1)
+        else:
+            zeros = body.op("Cast", "zero_points", to=onnx.TensorProto.INT8)
+        zeros = per_value(body.op("Cast", zeros, to=onnx.TensorProto.FLOAT))
+        values = body.op("Sub", values, zeros)
+    elif packed:
+        values = body.op("Sub", values, body.const(float(1 << (bits - 1)), np.float32))
+    dequantized = body.op("Mul", values, scales)
+    trailing = rank - 1 - gather_axis  # data's axes after gather_axis: broadcast over them
+    shown = valid
+    if trailing:
+        shown = body.op(
+            "Unsqueeze", valid, body.const(list(range(indices_rank, indices_rank + trailing)))
+        )
+    output = body.op("Where", shown, dequantized, body.const(0.0, np.float32))
+    return body.function(site.op_type, [body.back(output, scale_type)])
 
 
 # -- rotary embeddings and attention ----------------------------------------------------------------
@@ -976,6 +1110,7 @@ _BODIES: dict[tuple[str, str], Callable[[_Site], onnx.FunctionProto]] = {
     (_MS, "SkipSimplifiedLayerNormalization"): _skip_simplified_layer_normalization,
     (_MS, "SkipLayerNormalization"): _skip_layer_normalization,
     (_MS, "MatMulNBits"): _matmul_nbits,
+    (_MS, "GatherBlockQuantized"): _gather_block_quantized,
     (_MS, "RotaryEmbedding"): _rotary_embedding,
     (_MS, "GroupQueryAttention"): _group_query_attention,
     (_MS, "EmbedLayerNormalization"): _embed_layer_normalization,

@@ -23,7 +23,59 @@ import tempfile
 from pathlib import Path
 
 VOCAB_SIZE = 256
-FAMILIES = ("llama",)
+_COMMON = {
+    "vocab_size": VOCAB_SIZE,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 128,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
+FAMILIES = {
+    # family: (transformers config class, model class, what the family adds to the common config)
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {"tie_word_embeddings": False}),
+    # attention bias on Q/K/V; tied embeddings (what shared_embeddings needs)
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {"tie_word_embeddings": True}),
+    # fused QKV and gate/up projections; half the head rotated (partial rotary)
+    "phi3": (
+        "Phi3Config",
+        "Phi3ForCausalLM",
+        {
+            "num_key_value_heads": 4,
+            "pad_token_id": 0,
+            "original_max_position_embeddings": 128,
+            "tie_word_embeddings": False,
+            "rope_parameters": {
+                "rope_theta": 10000.0,
+                "rope_type": "default",
+                "partial_rotary_factor": 0.5,
+            },
+        },
+    ),
+    # embeddings scaled by sqrt(hidden), (1 + weight) RMS norms, tanh-Gelu MLP, tied embeddings
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", {"head_dim": 16, "tie_word_embeddings": True}),
+    # a sliding window in its config, which the builder does not apply (no layer_types)
+    "mistral": (
+        "MistralConfig",
+        "MistralForCausalLM",
+        {"head_dim": 16, "sliding_window": 8, "tie_word_embeddings": False},
+    ),
+    # alternating sliding-window (local_window_size, windowed KV cache) and global layers,
+    # attention and final logit softcapping
+    "gemma2": (
+        "Gemma2Config",
+        "Gemma2ForCausalLM",
+        {
+            "head_dim": 16,
+            "query_pre_attn_scalar": 16,
+            "sliding_window": 8,
+            "tie_word_embeddings": True,
+        },
+    ),
+}
 
 
 def _tokenizer():
@@ -43,24 +95,14 @@ def _tokenizer():
 
 def _model(family: str):
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import transformers
 
+    if family not in FAMILIES:
+        raise ValueError(f"unknown family {family!r}, expected one of {sorted(FAMILIES)}")
+    config_class, model_class, extra = FAMILIES[family]
     torch.manual_seed(0)
-    if family == "llama":
-        config = LlamaConfig(
-            vocab_size=VOCAB_SIZE,
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=128,
-            bos_token_id=1,
-            eos_token_id=2,
-            tie_word_embeddings=False,
-        )
-        return LlamaForCausalLM(config).eval()
-    raise ValueError(f"unknown family {family!r}, expected one of {FAMILIES}")
+    config = getattr(transformers, config_class)(**{**_COMMON, **extra})
+    return getattr(transformers, model_class)(config).eval()
 
 
 def generate(out: Path, family: str = "llama", precision: str = "fp32") -> Path:

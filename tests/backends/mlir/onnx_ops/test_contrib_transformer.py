@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import ml_dtypes
 import numpy as np
 import onnx
 import pytest
@@ -392,3 +393,108 @@ def test_multi_head_attention_matches_onnxruntime(tmp_path, past):
 
     cases = [feeds(1, 4, 4, 2 if past else 0), feeds(2, 1, 1 if past else 6, 5 if past else 0)]
     assert_matches_onnxruntime(module, model, cases, function="g", rtol=1e-4, atol=1e-5)
+
+
+# -- GatherBlockQuantized ----------------------------------------------------------------------------
+
+
+def _gather_block_quantized(element, shape, zero_points, bits=4, block=32, **axes):
+    """A table of `shape` values ([rows, packed bytes] for uint8) gathered by graph input
+    `ids`, scales of one entry a block along quantize_axis, zero points of `element` (packed
+    along the last axis for uint8) or absent."""
+    gather_axis, quantize_axis = axes.get("gather_axis", 0), axes.get("quantize_axis", 1)
+    values = (8 // bits) if element == "uint8" else 1
+    scale_shape = list(shape)
+    scale_shape[quantize_axis] = -(-shape[quantize_axis] * values // block)
+    weights = {"scales": (RNG.random(scale_shape) * 0.1 + 0.01).astype(np.float32)}
+    if element == "uint8":
+        weights["data"] = RNG.integers(0, 256, shape, dtype=np.uint8)
+        zero_shape = scale_shape[:-1] + [-(-scale_shape[-1] * bits // 8)]
+        zeros = RNG.integers(0, 256, zero_shape, dtype=np.uint8)
+    else:
+        dtype = ml_dtypes.int4 if element == "int4" else ml_dtypes.uint4
+        low, high = (-8, 8) if element == "int4" else (0, 16)
+        weights["data"] = RNG.integers(low, high, shape).astype(dtype)
+        zeros = RNG.integers(low, high, scale_shape).astype(dtype)
+    names = ["data", "ids", "scales"]
+    if zero_points:
+        weights["zero_points"] = zeros
+        names.append("zero_points")
+    node = helper.make_node(
+        "GatherBlockQuantized",
+        names,
+        ["y"],
+        domain=MS,
+        name="gbq",
+        bits=bits,
+        block_size=block,
+        **axes,
+    )
+    return _model([node], [("ids", I64, ["b", "s"])], [("y", F32)], weights)
+
+
+@pytest.mark.parametrize(
+    "element, shape, zero_points, bits, block, axes",
+    [
+        # the model builder's tied embeddings: uint8 rows of packed 4-bit values
+        ("uint8", [20, 40], False, 4, 32, {"gather_axis": 0, "quantize_axis": 1}),
+        ("uint8", [20, 40], True, 4, 16, {}),
+        ("uint8", [12, 48], True, 8, 32, {}),
+        ("uint8", [12, 20], True, 2, 16, {}),
+        # onnxruntime's quantizer (op_types_to_quantize Gather): int4 / uint4 tables
+        ("int4", [20, 48], False, 4, 16, {}),
+        ("uint4", [20, 48], True, 4, 32, {}),
+        ("uint4", [40, 20], True, 4, 16, {"gather_axis": 1, "quantize_axis": 0}),
+        ("int4", [3, 40, 6], True, 4, 16, {"gather_axis": 1, "quantize_axis": 1}),
+    ],
+)
+def test_gather_block_quantized_matches_onnxruntime(
+    tmp_path, element, shape, zero_points, bits, block, axes
+):
+    """Indices negative and out of range (a row of zeros, as onnxruntime's kernel gives) too."""
+    model = _gather_block_quantized(element, shape, zero_points, bits, block, **axes)
+    module = compile_onnx(model, tmp_path)
+    rows = shape[axes.get("gather_axis", 0)]
+    feeds = [
+        {"ids": np.array([[0, rows - 1, -1, -rows]], np.int64)},
+        {"ids": RNG.integers(-rows - 2, rows + 2, (2, 5)).astype(np.int64)},
+    ]
+    assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-6, atol=1e-6)
+
+
+def test_gather_block_quantized_keeps_the_table_packed():
+    """The module holds the uint8 table as its packed bytes: no f32 copy of the table."""
+    from niro.backends.mlir import lower_to_mlir
+
+    model = _gather_block_quantized("uint8", [20, 40], True, 4, 16)
+    text = lower_to_mlir(import_model(model)).to_text(elide_weights=True)
+    globals_ = re.findall(r"ml_program.global private @(\w+)\(.*?: (tensor<[^>]*>)", text)
+    assert ("data", "tensor<20x40xi8>") in globals_, globals_
+    assert not any("f32" in type_ and "20x80" in type_ for _, type_ in globals_), globals_
+
+
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"bits": 3}, "supports bits=2, 4 or 8 for uint8 data, got 3"),
+        ({"block_size": 24}, "needs a block_size that is a power of 2 >= 16, got 24"),
+        (
+            {"gather_axis": 1, "quantize_axis": 0},
+            "needs gather_axis 0 and quantize_axis the last axis for uint8 data, got 1 and 0",
+        ),
+    ],
+)
+def test_gather_block_quantized_refusals(change, reason):
+    model = _gather_block_quantized("uint8", [20, 40], False, 4, 32)
+    (node,) = model.graph.node
+    kept = [attribute for attribute in node.attribute if attribute.name not in change]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    node.attribute.extend(helper.make_attribute(name, value) for name, value in change.items())
+    with pytest.raises(
+        OnnxImportError,
+        match=re.escape(
+            f"'gbq' (com.microsoft.GatherBlockQuantized): cannot be compiled: {reason}"
+        ),
+    ):
+        import_model(model)
