@@ -102,7 +102,14 @@ def _model(family: str):
     config_class, model_class, extra = FAMILIES[family]
     torch.manual_seed(0)
     config = getattr(transformers, config_class)(**{**_COMMON, **extra})
-    return getattr(transformers, model_class)(config).eval()
+    model = getattr(transformers, model_class)(config).eval()
+    with torch.no_grad():
+        # transformers initialises biases to 0 (which the builder then leaves out) and norm
+        # weights to 1 or 0: random ones make them count
+        for parameter in model.parameters():
+            if parameter.dim() == 1:
+                parameter.add_(torch.randn_like(parameter) * 0.1)
+    return model
 
 
 def generate(out: Path, family: str = "llama", precision: str = "fp32") -> Path:
@@ -138,15 +145,23 @@ def generate(out: Path, family: str = "llama", precision: str = "fp32") -> Path:
     return model_path
 
 
-FUSED = ("bert", "gpt2")
+FUSED = ("bert", "gpt2", "vit")
 
 
 def export_fused(out: Path, kind: str) -> Path:
-    """A tiny random BERT (2 layers, hidden 32, 4 heads) or GPT-2 exported by torch (dynamic
-    batch and sequence), fused by onnxruntime's transformer optimizer: out/<kind>-fused.onnx."""
+    """A tiny random BERT (2 layers, hidden 32, 4 heads), GPT-2 (dynamic batch and sequence)
+    or ViT (32x32 images in 8x8 patches, dynamic batch) exported by torch, fused by
+    onnxruntime's transformer optimizer: out/<kind>-fused.onnx."""
     import torch
     from onnxruntime.transformers.optimizer import optimize_model
-    from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel
+    from transformers import (
+        BertConfig,
+        BertModel,
+        GPT2Config,
+        GPT2LMHeadModel,
+        ViTConfig,
+        ViTModel,
+    )
 
     torch.manual_seed(0)
     common = {"attn_implementation": "eager"}  # the form the optimizer's fusions match
@@ -180,6 +195,17 @@ def export_fused(out: Path, kind: str) -> Path:
             ["input_ids", "attention_mask"],
             ["logits"],
         )
+    elif kind == "vit":
+        config = ViTConfig(
+            image_size=32,
+            patch_size=8,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            **common,
+        )
+        model, inputs, outputs = ViTModel(config), ["pixel_values"], ["last_hidden_state"]
     else:
         raise ValueError(f"unknown model {kind!r}, expected one of {FUSED}")
     model.eval()
@@ -195,8 +221,13 @@ def export_fused(out: Path, kind: str) -> Path:
             found = self.model(**dict(zip(inputs, values, strict=True)), return_dict=True)
             return tuple(found[name] for name in outputs)
 
-    ids = torch.randint(0, 128, (1, 8))
-    example = (ids, torch.ones_like(ids), torch.zeros_like(ids))[: len(inputs)]
+    if kind == "vit":
+        example = (torch.randn(1, 3, 32, 32),)
+        dynamic_axes = {"pixel_values": {0: "batch"}}
+    else:
+        ids = torch.randint(0, 128, (1, 8))
+        example = (ids, torch.ones_like(ids), torch.zeros_like(ids))[: len(inputs)]
+        dynamic_axes = {name: {0: "batch", 1: "sequence"} for name in inputs}
     out.mkdir(parents=True, exist_ok=True)
     exported = out / f"{kind}.onnx"
     torch.onnx.export(
@@ -205,7 +236,7 @@ def export_fused(out: Path, kind: str) -> Path:
         str(exported),
         input_names=inputs,
         output_names=outputs,
-        dynamic_axes={name: {0: "batch", 1: "sequence"} for name in inputs},
+        dynamic_axes=dynamic_axes,
         opset_version=17,
         dynamo=False,
     )

@@ -10,11 +10,12 @@ import re
 import ml_dtypes
 import numpy as np
 import onnx
+import onnxruntime
 import pytest
 from niro.frontends.onnx import OnnxImportError, import_model
 from onnx import TensorProto, helper, numpy_helper
 
-from ..mlir_harness import assert_matches_onnxruntime, compile_onnx
+from ..mlir_harness import assert_matches_onnxruntime, call, compile_onnx, from_abi
 
 RNG = np.random.default_rng(23)
 F32, U8, I32, I64 = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT32, TensorProto.INT64
@@ -103,7 +104,7 @@ def test_matmul_nbits_keeps_weights_packed():
 # -- GroupQueryAttention -----------------------------------------------------------------------------
 
 
-def _gqa(packed=False, rotary=True, interleaved=False, **attributes):
+def _gqa(packed=False, rotary=True, interleaved=False, bias=False, **attributes):
     heads, kv_heads, head = 4, 2, 16
     inputs = [("query", F32, ["b", "s", (heads + 2 * kv_heads) * head if packed else heads * head])]
     names = ["query", "", ""]
@@ -128,6 +129,9 @@ def _gqa(packed=False, rotary=True, interleaved=False, **attributes):
             "sin": np.sin(angles).astype(np.float32),
         }
         names += ["cos", "sin"]
+    if bias:  # per head, shared by the batch
+        inputs.append(("attention_bias", F32, [1, heads, "s", "t"]))
+        names += [""] * (9 - len(names)) + ["", "attention_bias"]
     node = helper.make_node(
         "GroupQueryAttention",
         names,
@@ -144,7 +148,7 @@ def _gqa(packed=False, rotary=True, interleaved=False, **attributes):
     return _model([node], inputs, outputs, weights), packed
 
 
-def _gqa_feeds(packed, batch, sequence, past, seqlens):
+def _gqa_feeds(packed, batch, sequence, past, seqlens, bias=False):
     heads, kv_heads, head = 4, 2, 16
     feeds = {
         "query": _f(batch, sequence, (heads + 2 * kv_heads) * head if packed else heads * head)
@@ -156,38 +160,88 @@ def _gqa_feeds(packed, batch, sequence, past, seqlens):
     feeds["past_value"] = _f(batch, kv_heads, past, head)
     feeds["seqlens_k"] = np.array(seqlens, np.int32)
     feeds["total_sequence_length"] = np.array([max(seqlens) + 1], np.int32)
+    if bias:
+        feeds["attention_bias"] = _f(1, heads, sequence, max(seqlens) + 1)
     return feeds
 
 
 @pytest.mark.parametrize(
-    "packed, rotary, interleaved, attributes",
+    "packed, rotary, interleaved, bias, attributes",
     [
-        (True, True, False, {}),
-        (False, True, True, {"softcap": 5.0, "scale": 0.3}),
-        (False, False, False, {"local_window_size": 2}),
-        (True, True, False, {"smooth_softmax": 1}),
+        (True, True, False, False, {}),
+        (False, True, True, False, {"softcap": 5.0, "scale": 0.3}),
+        (False, False, False, False, {"local_window_size": 2}),
+        (True, True, False, False, {"smooth_softmax": 1}),
+        # attention bias added after softcap, before the causal mask (as the CPU kernel)
+        (False, True, False, True, {"softcap": 3.0}),
+        (True, False, False, False, {"causal": 0}),
     ],
 )
 def test_group_query_attention_matches_onnxruntime(
-    tmp_path, packed, rotary, interleaved, attributes
+    tmp_path, packed, rotary, interleaved, bias, attributes
 ):
     """A prompt (empty past), decode steps on a past, and a batch whose second row is shorter
     (its new token written right after its own past): output and present KV."""
-    model, packed = _gqa(packed, rotary, interleaved, **attributes)
+    model, packed = _gqa(packed, rotary, interleaved, bias, **attributes)
     module = compile_onnx(model, tmp_path)
     feeds = [
-        _gqa_feeds(packed, 1, 5, 0, [4]),
-        _gqa_feeds(packed, 2, 1, 5, [5, 5]),
-        _gqa_feeds(packed, 2, 1, 6, [6, 3]),
-        _gqa_feeds(packed, 1, 3, 4, [6]),
+        _gqa_feeds(packed, 1, 5, 0, [4], bias),
+        _gqa_feeds(packed, 2, 1, 5, [5, 5], bias),
+        _gqa_feeds(packed, 2, 1, 6, [6, 3], bias),
+        _gqa_feeds(packed, 1, 3, 4, [6], bias),
     ]
     assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-4, atol=1e-5)
+
+
+def test_group_query_attention_windowed_cache_matches_onnxruntime(tmp_path):
+    """sliding_window_cache (Gemma 2's local layers): window 4 in a cache of capacity 6, so
+    eviction frees 3 rows at once. A prompt longer than the window, decode steps past several
+    evictions, a multi-token step, a batch at different lengths: the output and the resident
+    rows of the present KV (onnxruntime leaves the others unspecified)."""
+    window, capacity = 4, 6
+    model, _ = _gqa(False, True, False, local_window_size=window, sliding_window_cache=1)
+    module = compile_onnx(model, tmp_path)
+
+    def resident(total):
+        if total <= capacity:
+            return total
+        freed = capacity - window + 1
+        return total - freed * -(-(total - capacity) // freed)
+
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    steps = [(1, 5, [4]), (1, 1, [5]), (1, 1, [6]), (1, 1, [8]), (1, 3, [11]), (2, 1, [9, 12])]
+    for batch, sequence, seqlens in steps:
+        feeds = _gqa_feeds(False, batch, sequence, capacity, seqlens)
+        expected = session.run(None, feeds)
+        got = [
+            from_abi(value, wanted)
+            for value, wanted in zip(call(module, "g", *feeds.values()), expected, strict=True)
+        ]
+        np.testing.assert_allclose(got[0], expected[0], rtol=1e-4, atol=1e-5)
+        for row, total in enumerate(length + 1 for length in seqlens):
+            rows = slice(0, resident(total))
+            for index in (1, 2):
+                np.testing.assert_allclose(
+                    got[index][row, :, rows], expected[index][row, :, rows], rtol=1e-6, atol=1e-6
+                )
+            assert not got[1][row, :, resident(total) :].any()
 
 
 @pytest.mark.parametrize(
     "attributes, reason",
     [
         ({"qk_output": 1}, "supports qk_output=0 only"),
+        (
+            {"sliding_window_cache": 1},
+            "needs local_window_size > 0 and past_key / past_value (the cache's capacity) "
+            "with sliding_window_cache",
+        ),
+        (
+            {"causal": 0, "local_window_size": 4},
+            "needs causal 0 or 1, and local_window_size -1 when causal is 0; got 0, 4",
+        ),
         ({"num_heads": 3}, "needs num_heads a positive multiple of kv_num_heads, got 3, 2"),
     ],
 )
