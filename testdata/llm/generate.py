@@ -37,13 +37,20 @@ _COMMON = {
 FAMILIES = {
     # family: (transformers config class, model class, what the family adds to the common config)
     "llama": ("LlamaConfig", "LlamaForCausalLM", {"tie_word_embeddings": False}),
-    # attention bias on Q/K/V; tied embeddings (what shared_embeddings needs)
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {"tie_word_embeddings": True}),
-    # fused QKV and gate/up projections; half the head rotated (partial rotary)
+    # attention bias on Q/K/V; tied embeddings (int4: GatherBlockQuantized reads the LM head's
+    # packed weights), larger random weights (else greedy decoding repeats the prompt's token)
+    "qwen2": (
+        "Qwen2Config",
+        "Qwen2ForCausalLM",
+        {"tie_word_embeddings": True, "initializer_range": 0.2},
+    ),
+    # fused QKV and gate/up projections; half the head rotated (partial rotary: onnxruntime
+    # wants a multiple of 16 rotated, so heads of 32)
     "phi3": (
         "Phi3Config",
         "Phi3ForCausalLM",
         {
+            "hidden_size": 128,
             "num_key_value_heads": 4,
             "pad_token_id": 0,
             "original_max_position_embeddings": 128,
@@ -55,8 +62,9 @@ FAMILIES = {
             },
         },
     ),
-    # embeddings scaled by sqrt(hidden), (1 + weight) RMS norms, tanh-Gelu MLP, tied embeddings
-    "gemma": ("GemmaConfig", "GemmaForCausalLM", {"head_dim": 16, "tie_word_embeddings": True}),
+    # embeddings scaled by sqrt(hidden), (1 + weight) RMS norms, tanh-Gelu MLP (untied: tied,
+    # the scaled embedding makes greedy decoding repeat the prompt's last token)
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", {"head_dim": 16, "tie_word_embeddings": False}),
     # a sliding window in its config, which the builder does not apply (no layer_types)
     "mistral": (
         "MistralConfig",
@@ -72,7 +80,7 @@ FAMILIES = {
             "head_dim": 16,
             "query_pre_attn_scalar": 16,
             "sliding_window": 8,
-            "tie_word_embeddings": True,
+            "tie_word_embeddings": False,
         },
     ),
 }
