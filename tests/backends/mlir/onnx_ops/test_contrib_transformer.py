@@ -456,7 +456,7 @@ def _gather_block_quantized(element, shape, zero_points, bits=4, block=32, **axe
     """A table of `shape` values ([rows, packed bytes] for uint8) gathered by graph input
     `ids`, scales of one entry a block along quantize_axis, zero points of `element` (packed
     along the last axis for uint8) or absent."""
-    gather_axis, quantize_axis = axes.get("gather_axis", 0), axes.get("quantize_axis", 1)
+    quantize_axis = axes.get("quantize_axis", 1)
     values = (8 // bits) if element == "uint8" else 1
     scale_shape = list(shape)
     scale_shape[quantize_axis] = -(-shape[quantize_axis] * values // block)
@@ -552,3 +552,50 @@ def test_gather_block_quantized_refusals(change, reason):
         ),
     ):
         import_model(model)
+
+
+@pytest.mark.parametrize("segments, positions", [(True, False), (False, True)])
+def test_embed_layer_normalization_matches_onnxruntime(tmp_path, segments, positions):
+    """Word + position (+ segment) embeddings normalized, with both optional outputs: the
+    mask's count of ones per row (mask_index) and the sum before normalizing."""
+    hidden = 16
+    names = [
+        "ids",
+        "segment_ids" if segments else "",
+        "word",
+        "position",
+        "segment" if segments else "",
+        "gamma",
+        "beta",
+        "mask",
+        "position_ids" if positions else "",
+    ]
+    while not names[-1]:
+        names.pop()
+    node = helper.make_node(
+        "EmbedLayerNormalization", names, ["y", "mask_index", "sum"], domain=MS, epsilon=1e-5
+    )
+    weights = {"word": _f(30, hidden), "position": _f(12, hidden)}
+    weights |= {"gamma": _f(hidden), "beta": _f(hidden)}
+    inputs = [("ids", I32, ["b", "s"]), ("mask", I32, ["b", "s"])]
+    if segments:
+        weights["segment"] = _f(2, hidden)
+        inputs.append(("segment_ids", I32, ["b", "s"]))
+    if positions:
+        inputs.append(("position_ids", I32, ["b", "s"]))
+    outputs = [("y", F32), ("mask_index", I32), ("sum", F32)]
+    model = _model([node], inputs, outputs, weights)
+    module = compile_onnx(model, tmp_path)
+
+    def feeds(batch, sequence):
+        given = {
+            "ids": RNG.integers(0, 30, (batch, sequence)).astype(np.int32),
+            "mask": (RNG.random((batch, sequence)) > 0.3).astype(np.int32),
+            "segment_ids": RNG.integers(0, 2, (batch, sequence)).astype(np.int32),
+            "position_ids": RNG.integers(0, 12, (batch, sequence)).astype(np.int32),
+        }
+        return {name: given[name] for name, _, _ in inputs}
+
+    assert_matches_onnxruntime(
+        module, model, [feeds(1, 4), feeds(3, 7)], function="g", rtol=1e-4, atol=1e-5
+    )
