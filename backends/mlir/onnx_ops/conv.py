@@ -30,32 +30,32 @@ from collections.abc import Callable, Sequence
 from niro.ir import ScalarType
 
 from ..bindings import arith, ir, linalg, tensor
-from ..context import LoweringRuleContext, register_lowering
-from ..types import lower_scalar_type
-from .common import attribute, element_type, input_value
-from .structured import (  # f16/bf16 convolutions accumulate in f32
-    accumulator_type,
-    tensor_size,
-)
-from .windows import (
+from ..builders import (
     DYNAMIC,
-    PARALLEL,
-    REDUCTION,
-    at_run_time,
-    channels_from_filter,
+    accumulator_type,
     collapse_dims,
+    constant,
     dim,
+    empty,
     empty_like,
     expand_dim,
     extract_slice,
     filled,
     generic,
+    index_constant,
     pad,
-    pad_for_window,
     reassociation,
+    tensor_size,
+)
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
+from ..types import lower_scalar_type
+from .common import attribute, element_type, input_value, static_shape
+from .windows import (
+    at_run_time,
+    channels_from_filter,
+    pad_for_window,
     spatial_shape,
-    static_shape,
-    tensor_type,
     window_geometry,
 )
 
@@ -99,13 +99,12 @@ def _finish(ctx: LoweringRuleContext, y: ir.Value, scalar: ScalarType) -> ir.Val
     loops = [dim(axis) for axis in range(len(y_type.shape))]
     init = empty_like(y, element)
     return generic(
-        ir.RankedTensorType.get(list(y_type.shape), element),
-        [y],
-        init,
-        [loops, loops],
-        [PARALLEL] * len(loops),
-        lambda args: arith.TruncFOp(element, args[0]).result,
-    )
+        [(y, loops)],
+        [(init, loops)],
+        len(loops),
+        (),
+        lambda args: [arith.TruncFOp(element, args[0]).result],
+    )[0]
 
 
 IM2COL_LIMIT = 1 << 26
@@ -126,8 +125,9 @@ def grouped_conv(
     mul_add: MulAdd = float_mul_add,
 ) -> ir.Value:
     """Convolution of an already padded `x` (N, C, S...; C static) with `w` (M, C/G, K...):
-    (N, M, output...) of element `accumulator`, `mul_add(x, w, acc)` the body; an `output` size
-    may be an index value (a dynamic spatial axis).
+    (N, M, output...) of element `accumulator`, `mul_add(w, x, acc)` the body (the factors
+    commute; the filter's comes first); an `output` size may be an index value (a dynamic
+    spatial axis).
 
     As a matrix product per group (`_im2col_conv`) unless each output reads one input channel
     (depthwise: a product with a reduction of only the kernel taps gains nothing) or the
@@ -144,12 +144,11 @@ def grouped_conv(
     window = channels * math.prod(w_shape[2:])
     columns = math.prod(size for size in output if isinstance(size, int))
     if group_channels > 1 and window * columns <= IM2COL_LIMIT:
-        return _im2col_conv(ctx, x, w, group, strides, dilations, output, accumulator, mul_add)
-    return _direct_conv(ctx, x, w, group, strides, dilations, output, accumulator, mul_add)
+        return _im2col_conv(x, w, group, strides, dilations, output, accumulator, mul_add)
+    return _direct_conv(x, w, group, strides, dilations, output, accumulator, mul_add)
 
 
 def _im2col_conv(
-    ctx: LoweringRuleContext,
     x: ir.Value,
     w: ir.Value,
     group: int,
@@ -167,7 +166,9 @@ def _im2col_conv(
     NOTE: IREE 3.13 compiles its named NCHW convolutions (and the NHWC ones) to a direct
     convolution that runs 5-10x slower on CPU than this product (ResNet-50's 3x3 convolutions
     at 14x14 and 7x7 took 90% of its run); `--iree-global-opt-use-im2col-for-convs` makes the
-    same rewrite inside IREE, but is not on by default."""
+    same rewrite inside IREE, but is not on by default. The product is a matmul to IREE only
+    with the filter as the first operand and the first factor of the body: with either
+    swapped it became a `matmul_like` dispatch that ran ~3x slower."""
     w_shape = ir.RankedTensorType(w.type).shape
     features, group_channels, kernel = w_shape[0], w_shape[1], list(w_shape[2:])
     rank = len(kernel)
@@ -176,8 +177,7 @@ def _im2col_conv(
     if all(k == 1 for k in kernel) and all(s == 1 for s in strides):
         columns = collapse_dims(grouped, 3, rank)  # the padded input is exactly the output
     else:
-        batch = tensor_size(x, 0)
-        gathered = [batch, group, group_channels, *kernel, *output]
+        gathered = [tensor_size(x, 0), group, group_channels, *kernel, *output]
         # loops: n, g, c, k_0..k_{r-1}, o_0..o_{r-1}
         ks = [dim(3 + axis) for axis in range(rank)]
         outs = [dim(3 + rank + axis) for axis in range(rank)]
@@ -186,35 +186,28 @@ def _im2col_conv(
         ]
         element = ir.RankedTensorType(x.type).element_type
         windows = generic(
-            tensor_type(gathered, element),
-            [grouped],
-            tensor.EmptyOp(list(gathered), element).result,
-            [x_map, [dim(axis) for axis in range(3 + 2 * rank)]],
-            [PARALLEL] * (3 + 2 * rank),
-            lambda args: args[0],
-        )
+            [(grouped, x_map)],
+            [(empty(gathered, element), list(range(3 + 2 * rank)))],
+            3 + 2 * rank,
+            (),
+            lambda args: [args[0]],
+        )[0]
         columns = collapse_dims(collapse_dims(windows, 3 + rank, rank), 2, 1 + rank)
     rows = expand_dim(collapse_dims(w, 1, 1 + rank), 0, (group, group_features))
     product_shape = [tensor_size(columns, 0), group, group_features, tensor_size(columns, 3)]
-    init = filled(ctx, product_shape, accumulator, ctx.zero(accumulator))
+    init = filled(product_shape, accumulator, constant(accumulator, 0))
     # loops: n, g, m, p, k
     product = generic(
-        tensor_type(product_shape, accumulator),
-        [rows, columns],
-        init,
-        [
-            [dim(1), dim(2), dim(4)],
-            [dim(0), dim(1), dim(4), dim(3)],
-            [dim(0), dim(1), dim(2), dim(3)],
-        ],
-        [PARALLEL] * 4 + [REDUCTION],
-        lambda args: mul_add(args[0], args[1], args[2]),
-    )
+        [(rows, [1, 2, 4]), (columns, [0, 1, 4, 3])],
+        [(init, [0, 1, 2, 3])],
+        5,
+        (4,),
+        lambda args: [mul_add(args[0], args[1], args[2])],
+    )[0]
     return collapse_dims(expand_dim(product, 3, list(output)), 1, 2)
 
 
 def _direct_conv(
-    ctx: LoweringRuleContext,
     x: ir.Value,
     w: ir.Value,
     group: int,
@@ -225,7 +218,7 @@ def _direct_conv(
     mul_add: MulAdd,
 ) -> ir.Value:
     """`grouped_conv` in place: the channels split into (N, G, C/G, ...) and (G, M/G, C/G, ...)
-    and one `linalg.generic` summing x[n, g, c, o*s + k*d] * w[g, m, c, k] over (c, k)."""
+    and one `linalg.generic` summing w[g, m, c, k] * x[n, g, c, o*s + k*d] over (c, k)."""
     w_shape = ir.RankedTensorType(w.type).shape
     features, group_channels, kernel = w_shape[0], w_shape[1], w_shape[2:]
     rank = len(kernel)
@@ -233,7 +226,7 @@ def _direct_conv(
     xg = expand_dim(x, 1, (group, group_channels))
     wg = expand_dim(w, 0, (group, group_features))
     out_shape = [tensor_size(x, 0), group, group_features, *output]
-    init = filled(ctx, out_shape, accumulator, ctx.zero(accumulator))
+    init = filled(out_shape, accumulator, constant(accumulator, 0))
     # loops: n, g, m, o_0..o_{r-1}, c, k_0..k_{r-1}
     n, g, m = dim(0), dim(1), dim(2)
     outs = [dim(3 + axis) for axis in range(rank)]
@@ -242,15 +235,13 @@ def _direct_conv(
     x_map = [n, g, c] + [outs[a] * strides[a] + ks[a] * dilations[a] for a in range(rank)]
     w_map = [g, m, c, *ks]
     o_map = [n, g, m, *outs]
-    iterators = [PARALLEL] * (3 + rank) + [REDUCTION] * (1 + rank)
     result = generic(
-        tensor_type(out_shape, accumulator),
-        [xg, wg],
-        init,
-        [x_map, w_map, o_map],
-        iterators,
-        lambda args: mul_add(args[0], args[1], args[2]),
-    )
+        [(xg, x_map), (wg, w_map)],
+        [(init, o_map)],
+        4 + 2 * rank,
+        range(3 + rank, 4 + 2 * rank),
+        lambda args: [mul_add(args[1], args[0], args[2])],
+    )[0]
     return collapse_dims(result, 1, 2)
 
 
@@ -263,13 +254,12 @@ def add_channel_bias(
     loops = [dim(axis) for axis in range(rank)]
     init = empty_like(y)
     return generic(
-        y_type,
-        [y, bias],
-        init,
-        [loops, [dim(1)], loops],
-        [PARALLEL] * rank,
-        lambda args: add(args[0], args[1]),
-    )
+        [(y, loops), (bias, [dim(1)])],
+        [(init, loops)],
+        rank,
+        (),
+        lambda args: [add(args[0], args[1])],
+    )[0]
 
 
 def _check_output(ctx: LoweringRuleContext, expected: Sequence[int | None]) -> None:
@@ -311,7 +301,7 @@ def _lower_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     element = lower_scalar_type(scalar)
     _check_output(ctx, (x_shape[0], w_shape[0], *geometry.output))
     geometry = at_run_time(ctx, x, geometry)
-    padded = pad_for_window(ctx, x, geometry, ctx.zero(element))
+    padded = pad_for_window(ctx, x, geometry, constant(element, 0))
     y = grouped_conv(
         ctx,
         padded,
@@ -398,7 +388,7 @@ def _lower_conv_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             ctx, x, output, kernel, strides, dilations, output_padding, begin, end
         )
     element = lower_scalar_type(scalar)
-    zero = ctx.zero(element)
+    zero = constant(element, 0)
     # 1. zeros between the input elements: size * stride, the last stride - 1 zeros taken off
     #    the end padding below
     upsampled = _upsample(ctx, x, strides, zero)
@@ -409,7 +399,7 @@ def _lower_conv_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         for k, d, e, op, s in zip(kernel, dilations, end, output_padding, strides, strict=True)
     ]
     padded = pad(
-        ctx, upsampled, [0, 0, *[max(0, v) for v in low]], [0, 0, *[max(0, v) for v in high]], zero
+        upsampled, [0, 0, *[max(0, v) for v in low]], [0, 0, *[max(0, v) for v in high]], zero
     )
     if any(v < 0 for v in (*low, *high)):
         shape = ir.RankedTensorType(padded.type).shape
@@ -445,8 +435,8 @@ def _transpose_output_at_run_time(
             continue
         s, k, d = strides[axis], kernel[axis], dilations[axis]
         rest = output_padding[axis] + (k - 1) * d + 1 - s - begin[axis] - end[axis]
-        scaled = arith.MulIOp(tensor_size(x, 2 + axis), ctx.index_constant(s)).result
-        sizes.append(arith.AddIOp(scaled, ctx.index_constant(rest)).result)
+        scaled = arith.MulIOp(tensor_size(x, 2 + axis), index_constant(s)).result
+        sizes.append(arith.AddIOp(scaled, index_constant(rest)).result)
     return sizes
 
 
@@ -465,7 +455,7 @@ def _crop_dynamic(ctx, value: ir.Value, offsets, low, high) -> ir.Value:
             sizes.append(size - cut)
             continue
         sizes.append(DYNAMIC)
-        dynamic.append(arith.SubIOp(tensor_size(value, 2 + axis), ctx.index_constant(cut)).result)
+        dynamic.append(arith.SubIOp(tensor_size(value, 2 + axis), index_constant(cut)).result)
     result = ir.RankedTensorType.get(sizes, source.element_type)
     return tensor.ExtractSliceOp(
         result, value, [], dynamic, [], list(offsets), sizes, [1] * len(sizes)
@@ -496,7 +486,7 @@ def _upsample(
         split,
     ).result
     high = [0, 0] + [amount for s in strides for amount in (0, s - 1)]
-    padded = pad(ctx, expanded, [0] * len(split), high, zero)
+    padded = pad(expanded, [0] * len(split), high, zero)
     merged = shape[:2] + [
         DYNAMIC if n == DYNAMIC else n * s for n, s in zip(shape[2:], strides, strict=True)
     ]
@@ -518,10 +508,8 @@ def _flip_filter(ctx, wg: ir.Value, shape: Sequence[int], element: ir.Type) -> i
         index = [linalg.IndexOp(a).result for a in range(rank)]
         read = [index[0], index[2], index[1]]
         for axis in range(3, rank):
-            last = ctx.index_constant(shape[axis] - 1)
+            last = index_constant(shape[axis] - 1)
             read.append(arith.SubIOp(last, index[axis]).result)
         return tensor.ExtractOp(wg, read).result
 
-    return generic(
-        ir.RankedTensorType.get(list(shape), element), [], init, [loops], [PARALLEL] * rank, body
-    )
+    return generic([], [(init, loops)], rank, (), lambda args: [body(args)])[0]
