@@ -43,11 +43,12 @@ def contract(
     output: Sequence[Label],
     accumulator: ir.Type,
     product: Callable[[list[ir.Value]], ir.Value],
-    finish: Callable[..., ir.Value],
+    finish: Callable[..., ir.Value] | None,
     finish_operands: Sequence[tuple[ir.Value, MapSpec]] = (),
 ) -> ir.Value:
     """sum over the labels not in `output` of `product(elements)`, then `finish` it into the
-    op's result type. Each operand is (MLIR value, Niro value, one label per dim).
+    op's result type (None: the sum, in the accumulator type, is the result). Each operand
+    is (MLIR value, Niro value, one label per dim).
     `finish(sum, *elements)` also gets one element of each of `finish_operands` (MLIR value,
     indexing map over the result's dims), e.g. a per-column scale."""
     order: list[Label] = list(output)
@@ -112,6 +113,8 @@ def contract(
         tuple(range(len(output), loops)),
         lambda arguments: [add(product(arguments[:-1]), arguments[-1]).result],
     )[0]
+    if finish is None:
+        return summed  # the sum is the result: no copy
     return generic(
         [(summed, identity), *finish_operands],
         [(empty(sizes, result_type.element_type), identity)],
@@ -174,10 +177,12 @@ def _multiply_all(scalar: ScalarType, accumulator: ir.Type) -> Callable[[list[ir
 
 
 def _narrow_to_result(
-    ctx: LoweringRuleContext, scalar: ScalarType
-) -> Callable[[ir.Value], ir.Value]:
+    ctx: LoweringRuleContext, accumulator: ir.Type
+) -> Callable[[ir.Value], ir.Value] | None:
+    """The f32 sum of f16/bf16 operands narrowed to the result's type; None (no copy) when the
+    sum already has it."""
     element = ranked_result(ctx, 0).element_type
-    return (lambda value: convert(value, element)) if scalar.is_float else (lambda value: value)
+    return None if element == accumulator else (lambda value: convert(value, element))
 
 
 def _matmul_labels(lhs_rank: int, rhs_rank: int) -> tuple[list, list, list]:
@@ -225,7 +230,7 @@ def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             out,
             accumulator,
             _multiply_all(scalar, accumulator),
-            _narrow_to_result(ctx, scalar),
+            _narrow_to_result(ctx, accumulator),
         )
     ]
 
@@ -443,6 +448,6 @@ def _lower_einsum(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             output,
             accumulator,
             _multiply_all(scalar, accumulator),
-            _narrow_to_result(ctx, scalar),
+            _narrow_to_result(ctx, accumulator),
         )
     ]
