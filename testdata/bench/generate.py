@@ -11,6 +11,7 @@
 | `llama` | Llama-style decoder: 4 layers, d=256, 4 heads, batch 1 x seq 128, RMSNorm, rotary embeddings, causal mask, SiLU-gated MLP, tied-free LM head | run time |
 | `small_nodes` | 20,000 nodes (Add, Mul, MatMul, Transpose, Relu) on 8x8 f32, ~6,500 initializers | nodes |
 | `one_node` | one Add of two 2x2 inputs | start-up |
+| `mlp_huge` | 17 x (MatMul 8192x8192 + Add bias), 4.25 GiB of float32 weights in `weights.bin` (only on request: `--only mlp_huge`) | weights past 4 GiB |
 
 Weights are random normal numbers (never splats, which niroc would print as one literal), so the
 output holds every byte of them. A model is generated only when its folder lacks it (or with
@@ -35,7 +36,7 @@ OUT = ROOT / "testdata" / "generated" / "bench"
 OPSET = [helper.make_opsetid("", 17)]
 F32 = TensorProto.FLOAT
 
-__all__ = ["MODELS", "OUT", "model_path", "generate"]
+__all__ = ["MODELS", "ON_REQUEST", "OUT", "model_path", "generate"]
 
 
 def _random(rng: np.random.Generator, shape: tuple[int, ...], scale: float = 0.02) -> np.ndarray:
@@ -61,26 +62,36 @@ def _mlp_nodes(layers: int, side: int) -> tuple[list, onnx.ValueInfoProto, onnx.
     return nodes, x, y
 
 
-def mlp_external(folder: Path) -> None:
-    """16 layers of 4096x4096 f32 (64 MiB each) in one side file, written layer by layer."""
-    layers, side = 16, 4096
-    rng = np.random.default_rng(7001)
+def _write_external_mlp(folder: Path, name: str, layers: int, side: int, seed: int) -> None:
+    """`layers` MatMul+Add layers of side x side f32 in one side file, written layer by layer (the
+    generator holds one layer at a time, whatever the total)."""
+    rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     initializers, offset = [], 0
     with open(folder / "weights.bin", "wb") as handle:
         for layer in range(layers):
-            for name, shape in ((f"fc{layer}.weight", (side, side)), (f"fc{layer}.bias", (side,))):
+            for tensor_name, shape in ((f"fc{layer}.weight", (side, side)), (f"fc{layer}.bias", (side,))):
                 data = _random(rng, shape)
                 data.tofile(handle)
-                tensor = TensorProto(name=name, data_type=F32, dims=list(shape))
+                tensor = TensorProto(name=tensor_name, data_type=F32, dims=list(shape))
                 tensor.data_location = TensorProto.EXTERNAL
                 for key, value in (("location", "weights.bin"), ("offset", offset), ("length", data.nbytes)):
                     tensor.external_data.add(key=key, value=str(value))
                 initializers.append(tensor)
                 offset += data.nbytes
     nodes, x, y = _mlp_nodes(layers, side)
-    graph = helper.make_graph(nodes, "mlp_external", [x], [y], initializers)
+    graph = helper.make_graph(nodes, name, [x], [y], initializers)
     _save(helper.make_model(graph, opset_imports=OPSET), folder / "model.onnx")
+
+
+def mlp_external(folder: Path) -> None:
+    """16 layers of 4096x4096 f32 (64 MiB each) in one side file."""
+    _write_external_mlp(folder, "mlp_external", layers=16, side=4096, seed=7001)
+
+
+def mlp_huge(folder: Path) -> None:
+    """17 layers of 8192x8192 f32 (256 MiB each, 4.25 GiB): offsets and sizes past 32 bits."""
+    _write_external_mlp(folder, "mlp_huge", layers=17, side=8192, seed=7003)
 
 
 def mlp_inline(folder: Path) -> None:
@@ -347,7 +358,12 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "llama": llama,
     "small_nodes": small_nodes,
     "one_node": one_node,
+    "mlp_huge": mlp_huge,
 }
+
+
+ON_REQUEST = ("mlp_huge",)
+"""Models made only when named (`--only`): too big to write on every benchmark run."""
 
 
 def model_path(name: str) -> Path:
@@ -355,7 +371,7 @@ def model_path(name: str) -> Path:
 
 
 def generate(names: list[str] | None = None, force: bool = False) -> None:
-    for name in names or list(MODELS):
+    for name in names or [name for name in MODELS if name not in ON_REQUEST]:
         folder = OUT / name
         if model_path(name).exists() and not force:
             continue
