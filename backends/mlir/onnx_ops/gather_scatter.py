@@ -23,7 +23,16 @@ from collections.abc import Callable, Sequence
 from niro.ir import ScalarType, TensorType, format_type, op_name
 
 from ..bindings import arith, ir, linalg, scf, tensor
-from ..builders import assert_true, constant, dim_size, empty_tensor, fill, generic, index_constant, small_elements
+from ..builders import (
+    assert_true,
+    constant,
+    dim_size,
+    empty_tensor,
+    fill,
+    generic,
+    index_constant,
+    small_elements,
+)
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import index_type, lower_scalar_type

@@ -18,7 +18,15 @@ import numpy as np
 from niro.ir import TensorType, format_type, op_name
 
 from ..bindings import arith, ir, tensor
-from ..builders import DYNAMIC, assert_true, cast_to, dim_size, empty_tensor, index_constant, small_elements
+from ..builders import (
+    DYNAMIC,
+    assert_true,
+    cast_to,
+    dim_size,
+    empty_tensor,
+    index_constant,
+    small_elements,
+)
 from ..context import LoweringRuleContext
 from ..literals import scalar_attr
 from ..registry import register_lowering
