@@ -31,6 +31,7 @@ from ..builders import (
     fill,
     generic,
     index_constant,
+    index_value,
     small_elements,
 )
 from ..context import LoweringRuleContext
@@ -596,7 +597,7 @@ def _selected_positions(ctx: LoweringRuleContext, flat: ir.Value, flat_type: Ten
     element = flat_type.element_type
     i64 = ir.IntegerType.get_signless(64)
     length = flat_type.shape[0] if flat_type.shape[0] is not None else dim_size(flat, 0)
-    extent = index_constant(length) if isinstance(length, int) else length
+    extent = index_value(length)
     identity = projection(1, [0])
 
     def chosen(value, position):

@@ -35,6 +35,7 @@ from ..builders import (
     fill,
     generic,
     index_constant,
+    index_value,
     is_one_or,
     named_op,
     tensor_size,
@@ -185,7 +186,7 @@ def _label_size(operands, label: Label) -> ir.Value:
         for axis, each in enumerate(labels):
             if each == label:
                 dim = tensor_size(value, axis)
-                dim = index_constant(dim) if isinstance(dim, int) else dim
+                dim = index_value(dim)
                 size = dim if size is None else arith.MaxSIOp(size, dim).result
     return size
 
@@ -406,7 +407,7 @@ def _zero_point_per_row(
     the rows is kept; any other length stops the program. The copy has as many elements as the
     rows: the contraction then reads it like a static per-row zero point."""
     rows = tensor_size(matrix, axis)
-    rows = index_constant(rows) if isinstance(rows, int) else rows
+    rows = index_value(rows)
     length = tensor_size(value, 0)
     one = arith.CmpIOp(arith.CmpIPredicate.eq, length, index_constant(1)).result
     per_row = arith.CmpIOp(arith.CmpIPredicate.eq, length, rows).result
