@@ -28,8 +28,6 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 from niro.ir import (
-    GENERIC_REASON_ATTRIBUTE,
-    OPSET_ATTRIBUTE,
     Block,
     Buffer,
     Call,
@@ -38,16 +36,18 @@ from niro.ir import (
     FunctionType,
     GetGlobal,
     Global,
+    ImportedOp,
+    ImportedOpError,
     Module,
     Region,
     Return,
     ScalarType,
     TensorType,
     Type,
-    UnknownOp,
     Value,
     Yield,
     format_type,
+    write_imported_op,
 )
 from niro.ir.shapes import shape_refines
 from onnx import numpy_helper
@@ -753,52 +753,51 @@ class _Importer:
 
     def _convert_generic(self, ctx: NodeContext) -> None:
         """An UnknownOp keeping the node's operands, attributes, subgraphs (as regions) and
-        typed results; absent optional inputs/outputs are listed in `absent_inputs` /
-        `absent_outputs` (positions in the node's input/output lists)."""
+        typed results, by the contract of `niro.ir.ImportedOp` (absent inputs and outputs,
+        region names, the opset of the node's domain)."""
         node = ctx.node
         attributes: dict = {}
-        regions: list[Region] = []
-        region_names: list[str] = []
+        regions: dict[str, Region] = {}
         for name, attribute in node.attributes.items():
             if attribute.type is ir.AttributeType.GRAPH and not attribute.is_ref():
-                regions.append(self.build_region(ctx, name, 0)[0])
-                region_names.append(name)
+                regions[name] = self.build_region(ctx, name, 0)[0]
             elif attribute.type is ir.AttributeType.GRAPHS and not attribute.is_ref():
                 for position in range(len(attribute.value)):
-                    regions.append(self.build_region(ctx, name, position)[0])
-                    region_names.append(f"{name}#{position}")
+                    regions[f"{name}#{position}"] = self.build_region(ctx, name, position)[0]
             else:
                 try:
                     attributes[name] = generic_attribute(name, attribute, ctx.read_node_tensor)
                 except AttributeConversionError as error:
                     raise ctx.error(str(error)) from None
-        if region_names:
-            attributes["regions"] = tuple(region_names)
-        absent_inputs = tuple(position for position, value in enumerate(ctx.inputs) if value is None)
-        if absent_inputs:
-            attributes["absent_inputs"] = absent_inputs
-        from_body = self._body_result_types(ctx, regions)
-        results = []
-        absent_outputs = []
+        from_body = self._body_result_types(ctx, list(regions.values()))
+        outputs: list[Value | None] = []
         for position, output in enumerate(node.outputs):
             if not output.name:
-                absent_outputs.append(position)
+                outputs.append(None)
                 continue
             type_ = ctx.result_type(position)
             if type_.shape is None and position in from_body:
                 type_ = from_body[position]
             result = ctx.new_value(type_)
-            results.append(result)
+            outputs.append(result)
             ctx.bind(position, result)
-        if absent_outputs:
-            attributes["absent_outputs"] = tuple(absent_outputs)
-        if ctx.generic_reason is not None:
-            attributes[GENERIC_REASON_ATTRIBUTE] = ctx.generic_reason
-        # NOTE: the opset in effect for the node's domain travels with the op, so an operator
-        # library can pick the semantics of that version (e.g. Softmax before and after 13).
-        attributes[OPSET_ATTRIBUTE] = ctx.opset(node.domain)
-        operands = tuple(value for value in ctx.inputs if value is not None)
-        ctx.emit(UnknownOp(_op_name(node), operands, tuple(results), attributes, tuple(regions), loc=ctx.loc))
+        imported = ImportedOp(
+            name=_op_name(node),
+            inputs=tuple(ctx.inputs),
+            outputs=tuple(outputs),
+            attributes=attributes,
+            regions=regions,
+            # NOTE: the opset in effect for the node's domain travels with the op, so an
+            # operator library can pick the semantics of that version (e.g. Softmax before and
+            # after 13).
+            opset=ctx.opset(node.domain),
+            generic_reason=ctx.generic_reason,
+            loc=ctx.loc,
+        )
+        try:
+            ctx.emit(write_imported_op(imported))
+        except ImportedOpError as error:
+            raise ctx.error(str(error)) from None
 
     @staticmethod
     def _body_result_types(ctx: NodeContext, regions: list[Region]) -> dict[int, TensorType]:

@@ -17,7 +17,7 @@ from ..bindings import arith, ir, math, tensor
 from ..context import LoweringRuleContext, register_lowering
 from ..types import lower_scalar_type, lower_type
 from . import structured
-from .common import attribute, element_type, input_index, opset
+from .common import attribute, element_type, imported_op, input_index, opset
 from .windows import (
     PARALLEL,
     REDUCTION,
@@ -65,8 +65,7 @@ def _lower_dropout(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
                 "(or ratio 0) is supported"
             )
     results = [ctx.operands[0]]
-    absent = attribute(ctx, "absent_outputs", ())
-    if len(ctx.niro_results) > 1 and 1 not in absent:
+    if len(ctx.niro_results) > 1 and 1 not in imported_op(ctx).absent_outputs:
         # NOTE: shape inference may leave the mask unranked (old opsets); it has X's shape.
         mask_type = ctx.niro_results[1].type
         shape = static_shape(ctx, ctx.niro_operands[0], "input X")
