@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
-import onnx_ir as ir
+import onnx_ir
 from niro.ir import (
     Block,
     Buffer,
@@ -247,10 +247,10 @@ def _quiet_onnx_ir() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _deserialize(model: onnx.ModelProto, display: str) -> ir.Model:
+def _deserialize(model: onnx.ModelProto, display: str) -> onnx_ir.Model:
     try:
         with _quiet_onnx_ir():
-            return ir.serde.deserialize_model(model)
+            return onnx_ir.serde.deserialize_model(model)
     except Exception as error:
         # onnx_ir wraps the root cause in one "Error calling ..." layer per nesting level
         root: BaseException = error
@@ -287,11 +287,11 @@ def _describe_map_value(model: onnx.ModelProto) -> str:
     return "map types are not supported"
 
 
-def _node_proto(node: ir.Node) -> onnx.NodeProto | None:
+def _node_proto(node: onnx_ir.Node) -> onnx.NodeProto | None:
     """The node as a NodeProto again, or None when onnx_ir cannot write one of its attributes
     back (an attribute of type UNDEFINED in a malformed model)."""
     try:
-        return ir.serde.serialize_node(node)
+        return onnx_ir.serde.serialize_node(node)
     except Exception:  # noqa: BLE001 - onnx_ir raises TypeError/ValueError wrapped in its own
         return None
 
@@ -322,7 +322,7 @@ def _opsets(model: onnx.ModelProto) -> dict[str, int]:
     return {("" if entry.domain == "ai.onnx" else entry.domain): entry.version for entry in model.opset_import}
 
 
-def _op_name(node: ir.Node) -> str:
+def _op_name(node: onnx_ir.Node) -> str:
     domain = "onnx" if node.domain in _DEFAULT_DOMAINS else node.domain
     return f"{domain}.{node.op_type}"
 
@@ -350,14 +350,14 @@ class _Importer:
         self.raw_views = source.raw_views
         self.symbols = SymbolTable()
         self.module = Module()
-        self.global_for: dict[ir.Value, Global] = {}
+        self.global_for: dict[onnx_ir.Value, Global] = {}
         self.input_defaults: dict[str, str] = {}
         self.function_protos: dict[FunctionKey, onnx.FunctionProto] = {
             (function.domain, function.name, function.overload): function for function in model.functions
         }
         self.specializations: dict[tuple, Function] = {}
         self.in_progress: list[FunctionKey] = []
-        self.main_graph: ir.Graph | None = None
+        self.main_graph: onnx_ir.Graph | None = None
 
     def error(self, message: str) -> OnnxImportError:
         return OnnxImportError(message, filename=self.filename)
@@ -422,7 +422,7 @@ class _Importer:
     # -- tensors and globals -------------------------------------------------------------------
 
     def read_tensor(
-        self, tensor: ir.TensorProtocol | None, what: str, raw_view: memoryview | None = None
+        self, tensor: onnx_ir.TensorProtocol | None, what: str, raw_view: memoryview | None = None
     ) -> tuple[TensorType, Buffer]:
         """A tensor's Niro type and bytes: inline data as views, external data mapped.
 
@@ -430,9 +430,9 @@ class _Importer:
         if tensor is None:
             raise self.error(f"{what} has no data")
         try:
-            if isinstance(tensor, ir.ExternalTensor):
+            if isinstance(tensor, onnx_ir.ExternalTensor):
                 return self._read_external(tensor)
-            if isinstance(tensor, ir.serde.TensorProtoTensor):
+            if isinstance(tensor, onnx_ir.serde.TensorProtoTensor):
                 return pack_tensor_proto(tensor.raw, raw_view)
             scalar = scalar_type_for(int(tensor.dtype))
             dims = tuple(int(dim) for dim in tensor.shape.dims)
@@ -441,7 +441,7 @@ class _Importer:
         except (TensorDataError, ExternalDataError) as error:
             raise self.error(f"{what}: {error}") from None
 
-    def _read_external(self, tensor: ir.ExternalTensor) -> tuple[TensorType, Buffer]:
+    def _read_external(self, tensor: onnx_ir.ExternalTensor) -> tuple[TensorType, Buffer]:
         scalar = scalar_type_for(int(tensor.dtype))
         dims = tuple(tensor.shape.dims)
         if any(not isinstance(dim, int) or dim < 0 for dim in dims):
@@ -453,7 +453,7 @@ class _Importer:
         data = self.reader.view(os.fspath(tensor.location), tensor.offset, tensor.length, scalar.buffer_size(count))
         return tensor_type, data
 
-    def _register_initializers(self, graph: ir.Graph, *, main: bool = False) -> None:
+    def _register_initializers(self, graph: onnx_ir.Graph, *, main: bool = False) -> None:
         for name, value in graph.initializers.items():
             raw_view = self.raw_views.get(name) if main else None
             tensor_type, data = self.read_tensor(value.const_value, f"initializer '{name}'", raw_view)
@@ -469,7 +469,7 @@ class _Importer:
 
     def _typed_inputs(
         self,
-        graph: ir.Graph,
+        graph: onnx_ir.Graph,
         types: GraphTypes,
         builder: FunctionBuilder,
         scope: Scope,
@@ -490,7 +490,7 @@ class _Importer:
 
     def _import_function(
         self,
-        graph: ir.Graph,
+        graph: onnx_ir.Graph,
         types: GraphTypes,
         opsets: dict[str, int],
         symbol: str,
@@ -523,7 +523,7 @@ class _Importer:
         subgraph uses from outside resolve through the scope chain and stay captures.
         """
         found = ctx.node.attributes[attribute]
-        graph = found.value if found.type is ir.AttributeType.GRAPH else found.value[position]
+        graph = found.value if found.type is onnx_ir.AttributeType.GRAPH else found.value[position]
         types = ctx.types.subgraph(ctx.index, attribute, position)
         block = Block()
         scope = Scope(block, parent=ctx.scope)
@@ -536,7 +536,7 @@ class _Importer:
         block.operations.append(Yield(yielded, loc=ctx.loc))
         return Region([block]), yielded
 
-    def _lookup(self, scope: Scope, builder: FunctionBuilder, onnx_value: ir.Value, loc: str | None) -> Value | None:
+    def _lookup(self, scope: Scope, builder: FunctionBuilder, onnx_value: onnx_ir.Value, loc: str | None) -> Value | None:
         found = scope.lookup(onnx_value)
         if found is not None:
             return found
@@ -549,14 +549,14 @@ class _Importer:
         scope.bind(onnx_value, value)
         return value
 
-    def _resolve_output(self, scope: Scope, builder: FunctionBuilder, onnx_value: ir.Value, what: str) -> Value:
+    def _resolve_output(self, scope: Scope, builder: FunctionBuilder, onnx_value: onnx_ir.Value, what: str) -> Value:
         found = self._lookup(scope, builder, onnx_value, None)
         if found is None:
             raise self.error(f"{what}: output '{onnx_value.name}' is not produced by any node, input or initializer")
         self._check_declared_output(onnx_value, found, what)
         return found
 
-    def _check_declared_output(self, onnx_value: ir.Value, found: Value, what: str) -> None:
+    def _check_declared_output(self, onnx_value: onnx_ir.Value, found: Value, what: str) -> None:
         """Refuse a graph output whose declared type contradicts the type its producer computes
         (another element type or rank, or another size of a static dim): ONNX's checker does not
         compare them, and non-strict shape inference keeps the declaration, so the model's
@@ -585,7 +585,7 @@ class _Importer:
             )
 
     def _convert_nodes(
-        self, graph: ir.Graph, types: GraphTypes, scope: Scope, builder: FunctionBuilder, opsets: dict[str, int]
+        self, graph: onnx_ir.Graph, types: GraphTypes, scope: Scope, builder: FunctionBuilder, opsets: dict[str, int]
     ) -> None:
         for index, node in enumerate(graph):
             inputs = []
@@ -619,7 +619,7 @@ class _Importer:
             self._convert_node(ctx)
 
     def _emit_folded(
-        self, node: ir.Node, index: int, tensors: tuple[onnx.TensorProto, ...], scope: Scope, builder: FunctionBuilder
+        self, node: onnx_ir.Node, index: int, tensors: tuple[onnx.TensorProto, ...], scope: Scope, builder: FunctionBuilder
     ) -> None:
         """A node whose outputs shape inference's folding computed (see `folding`): one Const
         per output, located at the node."""
@@ -759,9 +759,9 @@ class _Importer:
         attributes: dict = {}
         regions: dict[str, Region] = {}
         for name, attribute in node.attributes.items():
-            if attribute.type is ir.AttributeType.GRAPH and not attribute.is_ref():
+            if attribute.type is onnx_ir.AttributeType.GRAPH and not attribute.is_ref():
                 regions[name] = self.build_region(ctx, name, 0)[0]
-            elif attribute.type is ir.AttributeType.GRAPHS and not attribute.is_ref():
+            elif attribute.type is onnx_ir.AttributeType.GRAPHS and not attribute.is_ref():
                 for position in range(len(attribute.value)):
                     regions[f"{name}#{position}"] = self.build_region(ctx, name, position)[0]
             else:
@@ -829,7 +829,7 @@ class _Importer:
             if attribute.is_ref():
                 raise ctx.error(f"attribute '{name}' refers to a function attribute outside a function")
             try:
-                call_attributes[name] = ir.serde.serialize_attribute(attribute)
+                call_attributes[name] = onnx_ir.serde.serialize_attribute(attribute)
             except Exception:  # noqa: BLE001 - onnx_ir raises TypeError/ValueError for odd attributes
                 raise ctx.error(
                     f"attribute '{name}' of kind {attribute.type.name} cannot be passed to the function"
