@@ -37,7 +37,7 @@ zoo: ## the onnx wheel's model-zoo nets with random weights and whole generated 
 bench-run: ## run-time benchmark (slow, not in `make test`): niroc's compiled code vs iree-import-onnx's and onnxruntime (report in testdata/generated/bench/run-report.md and docs/performance.md); ARGS="--only resnet50_17 --runs 5"
 	$(BIN)/python tests/bench/bench_run.py $(ARGS)
 
-lint: ## ruff check, and mypy on the typed packages (ir/); CI runs it before the tests
+lint: ## ruff check, and mypy on the typed packages (ir/, backends/mlir/builders/); CI runs it before the tests
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 

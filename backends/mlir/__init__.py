@@ -33,9 +33,14 @@ support) raises one LoweringError for all of them: the first as its message, eac
 
 from . import onnx_ops  # noqa: E402,F401  (registers the ONNX operator lowerings)
 from .bindings import BINDING, make_context
-from .context import (
+from .context import LoweringRuleContext
+from .errors import MAX_LISTED_REFUSALS, LoweringError
+from .lowering import NAME_ATTRIBUTE, lower_to_mlir
+from .opt_tool import find_tool, run_opt_tool
+from .output import LoweredModule
+from .parameters import DEFAULT_PARAMETER_THRESHOLD, ParameterPlan
+from .registry import (
     LoweringRule,
-    LoweringRuleContext,
     cannot_lower,
     lowers,
     register_lowering,
@@ -43,11 +48,6 @@ from .context import (
     registered_lowerings,
     unregister_lowering,
 )
-from .errors import MAX_LISTED_REFUSALS, LoweringError
-from .lowering import NAME_ATTRIBUTE, lower_to_mlir
-from .opt_tool import find_tool, run_opt_tool
-from .output import LoweredModule
-from .parameters import DEFAULT_PARAMETER_THRESHOLD, ParameterPlan
 
 __all__ = [
     "BINDING",

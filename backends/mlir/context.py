@@ -1,43 +1,31 @@
-"""The lowering-rule context, the rule tables, and the registry for UnknownOp lowerings.
+"""The lowering-rule context: what every lowering rule receives.
 
 Every rule, built in or registered, receives one `LoweringRuleContext` (as JAX's lowering rules
 receive a `LoweringRuleContext`): the Niro op, its MLIR operand values, the MLIR types its
 results must have, the location and insertion point to build at, and helpers. A rule builds ops
-and returns the MLIR values of the op's results, in order (terminators return nothing).
-
-Two tables: `KNOWN_LOWERINGS` keyed by Niro op class (`@lowering(Add)`, filled by `rules.py`,
-checked complete against `niro.ir.OP_KINDS`), and the public registry keyed by UnknownOp name
-(`@register_lowering("onnx.Relu")`), which op libraries fill.
+and returns the MLIR values of the op's results, in order (terminators return nothing). The
+rules are found in `registry.py`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-from niro.ir import Location, Op, ScalarType, TensorType, Value, format_type, op_name
+from niro.ir import Block, Location, Op, ScalarType, TensorType, Value, format_type, op_name
 
-from .bindings import arith, cf, ir, linalg, tensor
+from .bindings import ir
 from .errors import LoweringError
-from .types import index_type, type_key
 
 if TYPE_CHECKING:
+    from .literals import ResourceTable
     from .lowering import FunctionLowering
 
-__all__ = [
-    "LoweringRuleContext",
-    "LoweringRule",
-    "lowering",
-    "KNOWN_LOWERINGS",
-    "register_lowering",
-    "unregister_lowering",
-    "registered_lowerings",
-    "lowering_for",
-    "registered_lowering",
-    "RegisteredLowering",
-]
+T = TypeVar("T")
+
+__all__ = ["LoweringRuleContext"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +36,10 @@ class LoweringRuleContext:
     `result_types` the MLIR types of `niro_results` (`results_of(op)`). The rule runs with
     `location` and `insertion_point` already entered, so builders pick them up implicitly.
     `niro_location` says where the op is in the Niro module (its function and `path`), for error
-    messages. `lowering` is the function being lowered: its blocks and nested regions
-    (control-flow rules) and, through `lowering.module`, the module's symbols and blobs.
+    messages. What a rule needs from the lowering around it (nested regions, branch targets,
+    the module's symbols and blobs, attributes shared between ops) it asks through the methods
+    here; `_driver`, the function being lowered, is theirs alone: a rule never reads or writes
+    the driver's map of Niro values to MLIR values.
     """
 
     op: Op
@@ -60,7 +50,7 @@ class LoweringRuleContext:
     location: ir.Location
     insertion_point: ir.InsertionPoint
     path: tuple[str, ...]
-    lowering: FunctionLowering
+    _driver: FunctionLowering
 
     @property
     def niro_location(self) -> Location:
@@ -68,7 +58,7 @@ class LoweringRuleContext:
         message): most ops never need it, and a 20,000-op model would make 20,000."""
         op = self.op
         return Location(
-            symbol=self.lowering.function.name, path=self.path, op_name=op_name(op), source=op.loc
+            symbol=self._driver.function.name, path=self.path, op_name=op_name(op), source=op.loc
         )
 
     # -- errors ---------------------------------------------------------------------------------
@@ -91,397 +81,69 @@ class LoweringRuleContext:
     def constant_operand(self, index: int) -> np.ndarray | None:
         """Operand `index` as a numpy array when it is a compile-time constant (defined by a
         Const or a GetGlobal), else None: for axes, shapes, pads given as ONNX inputs."""
-        return self.lowering.constant_value(self.niro_operands[index])
+        return self.constant_value(self.niro_operands[index])
 
-    # -- builders ---------------------------------------------------------------------------------
+    def constant_value(self, value: Value) -> np.ndarray | None:
+        """A Niro value's contents as a numpy array when a Const or GetGlobal defines it."""
+        return self._driver.constant_value(value)
 
-    def index_constant(self, value: int) -> ir.Value:
-        return arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), value)).result
-
-    def dim_size(self, value: ir.Value, axis: int) -> ir.Value:
-        """`tensor.dim` of a ranked tensor value, as an index."""
-        return tensor.DimOp(value, self.index_constant(axis)).result
-
-    def empty_tensor(self, result: TensorType, sizes: Sequence[ir.Value | None]) -> ir.Value:
-        """`tensor.empty` of `result`; `sizes[i]` is the index value of dynamic dim i (else None)."""
-        dynamic: list[ir.Value] = []
-        for dim, size in zip(result.shape, sizes, strict=True):
-            if dim is not None:
-                continue
-            if size is None:
-                raise self.error(f"cannot find the size of a dynamic dim of {format_type(result)}")
-            dynamic.append(size)
-        # NOTE: the generic builder with the memoised result type: the `tensor.EmptyOp` wrapper
-        # rebuilds the type from mixed sizes on every call (3x the time; same op).
-        return ir.Operation.create(
-            "tensor.empty", results=[self.mlir_type(result)], operands=dynamic
-        ).result
+    # -- what the lowering shares -------------------------------------------------------------
 
     def mlir_type(self, type_: ScalarType | TensorType) -> ir.Type:
         """`lower_type(type_)` in this lowering's context, made once per type."""
-        return self.lowering.module.mlir_type(type_)
+        return self._driver.module.mlir_type(type_)
 
-    def zero(self, element: ir.Type) -> ir.Value:
-        """A scalar 0 of an integer or float MLIR type."""
-        if isinstance(element, ir.IntegerType):
-            return arith.ConstantOp(element, ir.IntegerAttr.get(element, 0)).result
-        return arith.ConstantOp(element, ir.FloatAttr.get(element, 0.0)).result
+    def shared_object(self, key: Hashable, build: Callable[[], T]) -> T:
+        """`build()`, made once per lowered module for `key` (attributes many ops repeat:
+        indexing maps, permutations, broadcast plans); `key` must say all `build` depends on."""
+        return self._driver.module.shared_object(key, build)  # type: ignore[return-value]
 
-    def elementwise(
+    # -- nested regions and branch targets ------------------------------------------------------
+
+    def lower_block(
         self,
-        body: Callable[[Sequence[ir.Value]], ir.Value],
-        inputs: Sequence[tuple[ir.Value, Value]] | None = None,
-        result: Value | None = None,
-    ) -> ir.Value:
-        """A broadcasting element-wise `linalg.generic`: `body(elements)` computes one element.
+        block: Block,
+        mlir_block: ir.Block,
+        arguments: Sequence[ir.Value] = (),
+        *,
+        region: int = 0,
+        yield_builder: Callable[[LoweringRuleContext], None],
+    ) -> None:
+        """Lowers `block`, the single block of this op's region #`region`, into the existing
+        MLIR block `mlir_block` (an scf.if arm, a loop body), its arguments bound to the MLIR
+        values `arguments`. Its Yield calls `yield_builder` with the Yield's own context, whose
+        `operands` are the yielded values: it builds the terminator the enclosing op needs."""
+        path = self.niro_location.path + (f"region#{region}", "^bb0")
+        self._driver.lower_block(block, mlir_block, arguments, path, yield_builder=yield_builder)
 
-        `inputs` pairs each MLIR value with its Niro value (default: the op's operands); `result`
-        is the Niro result (default: the op's only result). Shapes broadcast as in NumPy,
-        right-aligned; a static size-1 dim against a larger result dim reads index 0.
+    def successor(self, block: Block) -> ir.Block:
+        """The MLIR block made for a Niro block of this function (a branch's target)."""
+        return self._driver.block_for(block)
 
-        NOTE: a *dynamic* operand dim against a dynamic result dim is assumed to equal it: a
-        dynamic dim that is 1 at run time is not broadcast there (as in most MLIR frontends; it
-        would need a run-time select of the indexing in every dynamic model). A `cf.assert`
-        checks that assumption at run time, so a dynamic 1 stops the program with a message
-        naming the op instead of reading out of bounds and computing a wrong number. Against a
-        result dim known to be a static N > 1 (the result's type, or another operand's static
-        dim) the dynamic dim is 1 or N, and ONNX broadcasts a 1: such an operand is read by a
-        clamped `tensor.extract` (`_extract_broadcast`: index min(i, size - 1) is 0 for a 1),
-        checked to be 1 or N. Static shapes never take this path.
+    def build_yield(self) -> None:
+        """This Yield, built by the enclosing region's yield builder (see `lower_block`)."""
+        self._driver.build_yield(self)
 
-        NOTE: an outer-product-like op (operands broadcast along different dims, as in
-        `s[:, :, None] - s[:, None, :]`) reads all its operands but the first with
-        `tensor.extract` in the body, not as `ins`: IREE (3.13) fuses such an op into the
-        dispatch of a reduction that produces both operands (a ReduceSum, a CumSum) and then
-        computes only the elements where the two reads coincide, the rest wrong.
-        """
-        if inputs is None:
-            inputs = tuple(zip(self.operands, self.niro_operands, strict=True))
-        result = self.niro_results[0] if result is None else result
-        plan = self.lowering.module.shared_object(
-            ("broadcast", type_key(result.type), *[type_key(niro.type) for _, niro in inputs]),
-            lambda: self._broadcast_plan(inputs, result),
-        )
-        if plan.is_static:
-            init = ir.Operation.create("tensor.empty", results=[plan.result_type]).result
-        else:
-            result_type: TensorType = result.type  # type: ignore[assignment]
-            sizes = [
-                None if dim is not None else self._broadcast_size(axis, inputs, plan.shapes)
-                for axis, dim in enumerate(result_type.shape)
-            ]
-            init = self.empty_tensor(result_type, sizes)
-            self._assert_dynamic_dims_match(inputs, plan.shapes, result_type, sizes)
-        lasts = {
-            index: self._last_indices(inputs[index][0], plan.shapes[index][1])
-            for index in plan.extracted
-        }
-        # NOTE: the generic builder with the plan's attributes: `linalg.GenericOp` re-derives
-        # the operand segments and checks each attribute in Python (3x the time; same op).
-        generic = ir.Operation.create(
-            "linalg.generic",
-            results=[plan.result_type],
-            operands=[
-                *[value for index, (value, _) in enumerate(inputs) if index not in plan.extracted],
-                init,
-            ],
-            attributes=plan.attributes,
-            regions=1,
-        )
-        block = generic.regions[0].blocks.append(*plan.block_types)
-        with ir.InsertionPoint(block):
-            arguments = iter(block.arguments)
-            elements = [
-                self._extract_broadcast(value, plan, index, lasts[index])
-                if index in plan.extracted
-                else next(arguments)
-                for index, (value, _) in enumerate(inputs)
-            ]
-            element = body(elements)
-            ir.Operation.create("linalg.yield", operands=[element])
-        return generic.result
+    def build_generic(self) -> list[ir.Value]:
+        """This UnknownOp kept as a generic operation (when the context allows unregistered
+        dialects), its regions lowered."""
+        return self._driver.build_generic(self)
 
-    def _extract_broadcast(
-        self, value: ir.Value, plan: _BroadcastPlan, index: int, lasts: list[ir.Value]
-    ) -> ir.Value:
-        """Operand `index`'s element at the current position, read by `tensor.extract` (inside
-        the body) with the indices its broadcasting map would give, each clamped to the dim's
-        last index (`lasts`, made outside the body).
+    # -- the module -----------------------------------------------------------------------------
 
-        NOTE: the clamp (a no-op) keeps IREE from raising the read back into an `ins` operand
-        with an indexing map, which would bring back the miscompile `elementwise` avoids."""
-        offset, shape = plan.shapes[index]
-        result_shape = ir.RankedTensorType(plan.result_type).shape
-        indices = []
-        for axis, dim in enumerate(shape):
-            if dim == 1 and result_shape[offset + axis] != 1:
-                indices.append(self.index_constant(0))
-                continue
-            position = linalg.IndexOp(offset + axis).result
-            indices.append(arith.MinUIOp(position, lasts[axis]).result)
-        return tensor.ExtractOp(value, indices).result
+    def next_constant_name(self) -> str:
+        """The base blob name of the next tensor constant of this function."""
+        return self._driver.next_constant_name()
 
-    def _last_indices(self, value: ir.Value, shape: tuple) -> list[ir.Value]:
-        """Per dim of `value`, its last index (size - 1) as an index value."""
-        lasts = []
-        for axis, dim in enumerate(shape):
-            if dim is not None:
-                lasts.append(self.index_constant(max(dim - 1, 0)))
-            else:
-                one = self.index_constant(1)
-                lasts.append(arith.SubIOp(self.dim_size(value, axis), one).result)
-        return lasts
+    @property
+    def resources(self) -> ResourceTable:
+        """The module's `dense_resource` blobs, where a tensor constant's data goes."""
+        return self._driver.module.resources
 
-    def _broadcast_plan(
-        self, inputs: Sequence[tuple[ir.Value, Value]], result: Value
-    ) -> _BroadcastPlan:
-        """What `elementwise` builds from the Niro types alone (checked here, once per type
-        signature per lowering; the errors name the operand)."""
-        result_type = self.ranked(result, "result")
-        rank = len(result_type.shape)
-        shapes = []
-        for index, (_, niro_value) in enumerate(inputs):
-            shape = self.ranked(niro_value, f"operand #{index}").shape
-            if len(shape) > rank:
-                raise self.error(
-                    f"operand #{index} {format_type(niro_value.type)} has a higher rank than the "
-                    f"result {format_type(result_type)}"
-                )
-            shapes.append((rank - len(shape), shape))
-        parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-        extents = _static_extents(result_type.shape, shapes)
-        extracted = _outer_operands(result_type.shape, shapes) | {
-            index
-            for index, (offset, shape) in enumerate(shapes)
-            if any(
-                dim is None and extents[offset + axis] not in (None, 1)
-                for axis, dim in enumerate(shape)
-            )
-        }
-        kept = [index for index in range(len(inputs)) if index not in extracted]
-        return _BroadcastPlan(
-            shapes=tuple(shapes),
-            result_type=self.mlir_type(result_type),
-            block_types=(
-                *[self.mlir_type(inputs[index][1].type.element_type) for index in kept],
-                self.mlir_type(result_type.element_type),
-            ),
-            attributes={
-                "indexing_maps": _broadcast_maps(
-                    result_type.shape, [shapes[index] for index in kept]
-                ),
-                "iterator_types": ir.ArrayAttr.get([parallel] * rank),
-                "operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(kept), 1]),
-            },
-            extracted=extracted,
-            is_static=result_type.is_static and all(None not in shape for _, shape in shapes),
-        )
+    def global_type(self, name: str) -> ScalarType | TensorType | None:
+        """The type of the module's global @`name`, None when there is no such global."""
+        return self._driver.module.global_types.get(name)
 
-    def _assert_dynamic_dims_match(self, inputs, shapes, result_type, sizes) -> None:
-        """A run-time check per dynamic operand dim that it equals the result dim it maps to,
-        or is 1 where that dim is a static N > 1 (broadcast, see `elementwise`)."""
-        extents = _static_extents(result_type.shape, shapes)
-        for index, ((value, _), (offset, shape)) in enumerate(zip(inputs, shapes, strict=True)):
-            for axis, dim in enumerate(shape):
-                if dim is not None:
-                    continue
-                result_axis = offset + axis
-                expected = sizes[result_axis]
-                if expected is None:
-                    expected = self.index_constant(result_type.shape[result_axis])
-                size = self.dim_size(value, axis)
-                equal = arith.CmpIOp(arith.CmpIPredicate.eq, size, expected).result
-                extent = extents[result_axis]
-                if extent is not None and extent != 1:
-                    one = arith.CmpIOp(arith.CmpIPredicate.eq, size, self.index_constant(1)).result
-                    cf.AssertOp(
-                        arith.OrIOp(equal, one).result,
-                        f"{self.niro_location}: '{op_name(self.op)}' op: dynamic dim {axis} of "
-                        f"operand #{index} is neither 1 nor the result dim {extent}",
-                    )
-                    continue
-                cf.AssertOp(
-                    equal,
-                    f"{self.niro_location}: '{op_name(self.op)}' op: dynamic dim {axis} of operand "
-                    f"#{index} differs from the result dim (a run-time size 1 is not broadcast)",
-                )
-
-    def _broadcast_size(self, axis, inputs, shapes) -> ir.Value | None:
-        """The index value of dynamic result dim `axis`: a static non-1 operand size, else a
-        `tensor.dim` of the first operand that is dynamic there."""
-        dynamic_source = None
-        for (value, _), (offset, shape) in zip(inputs, shapes, strict=True):
-            if axis < offset:
-                continue
-            dim = shape[axis - offset]
-            if dim is not None and dim != 1:
-                return self.index_constant(dim)
-            if dim is None and dynamic_source is None:
-                dynamic_source = (value, axis - offset)
-        if dynamic_source is None:
-            return None
-        return self.dim_size(*dynamic_source)
-
-
-def _static_extents(result_shape: tuple, shapes) -> list[int | None]:
-    """Per result dim, its size when the types fix it: the result's static dim, else a static
-    non-1 operand dim there (ONNX's broadcast makes every other operand 1 or that size)."""
-    extents = list(result_shape)
-    for offset, shape in shapes:
-        for axis, dim in enumerate(shape):
-            if extents[offset + axis] is None and dim is not None and dim != 1:
-                extents[offset + axis] = dim
-    return extents
-
-
-def _outer_operands(result_shape: tuple, shapes: list[tuple[int, tuple]]) -> frozenset[int]:
-    """The operands an element-wise op reads by `tensor.extract` (see `elementwise`): when two
-    operands broadcast along different dims (each lacks a result dim the other has), all but
-    the first; else none."""
-    rank = len(result_shape)
-    missing = [
-        frozenset(
-            axis
-            for axis in range(rank)
-            if result_shape[axis] != 1 and (axis < offset or shape[axis - offset] == 1)
-        )
-        for offset, shape in shapes
-    ]
-    outer = any(
-        missing[i] - missing[j] and missing[j] - missing[i]
-        for i in range(len(missing))
-        for j in range(i + 1, len(missing))
-    )
-    return frozenset(range(1, len(shapes))) if outer else frozenset()
-
-
-def _broadcast_maps(result_shape: tuple, shapes: list[tuple[int, tuple]]) -> ir.ArrayAttr:
-    """The indexing maps of a broadcasting `linalg.generic`: per operand (right-aligned at
-    `offset`), a dim that is a static 1 against a larger result dim reads index 0; then the
-    result's identity map."""
-    rank = len(result_shape)
-    maps = []
-    for offset, shape in shapes:
-        exprs = [
-            ir.AffineConstantExpr.get(0)
-            if dim == 1 and result_shape[offset + axis] != 1
-            else ir.AffineDimExpr.get(offset + axis)
-            for axis, dim in enumerate(shape)
-        ]
-        maps.append(ir.AffineMap.get(rank, 0, exprs))
-    maps.append(ir.AffineMap.get_identity(rank))
-    return ir.ArrayAttr.get([ir.AffineMapAttr.get(map_) for map_ in maps])
-
-
-@dataclass(frozen=True, slots=True)
-class _BroadcastPlan:
-    """The parts of an element-wise `linalg.generic` that depend only on the Niro types of its
-    operands and result, made once per type signature: a 20,000-node model has a handful.
-
-    `shapes` is (offset, shape) per operand, right-aligned against the result; `block_types`
-    the body's argument types (operand elements, then the result's); `attributes` the op's
-    indexing maps, parallel iterators and operand segments; `is_static` says no dim anywhere is
-    dynamic (no sizes to compute, nothing to check at run time); `extracted` the operands read
-    by `tensor.extract` in the body instead of as `ins` (no map, no block argument)."""
-
-    shapes: tuple[tuple[int, tuple[int | None, ...]], ...]
-    result_type: ir.Type
-    block_types: tuple[ir.Type, ...]
-    attributes: dict[str, ir.Attribute]
-    is_static: bool
-    extracted: frozenset[int]
-
-
-LoweringRule = Callable[[LoweringRuleContext], Sequence[ir.Value]]
-
-KNOWN_LOWERINGS: dict[type, LoweringRule] = {}
-"""Niro op class -> rule; `rules.py` fills it and checks it covers `OP_KINDS`."""
-
-_REGISTERED: dict[str, RegisteredLowering] = {}
-
-
-def lowering(op_class: type) -> Callable[[LoweringRule], LoweringRule]:
-    """Registers the built-in rule for a Niro op class (`@lowering(Add)`)."""
-
-    def register(rule: LoweringRule) -> LoweringRule:
-        if op_class in KNOWN_LOWERINGS:
-            raise ValueError(f"{op_class.__name__} already has a lowering")
-        KNOWN_LOWERINGS[op_class] = rule
-        return rule
-
-    return register
-
-
-@dataclass(frozen=True, slots=True)
-class RegisteredLowering:
-    """A registered UnknownOp lowering and the op-set versions it implements (`until` inclusive,
-    None = every later version)."""
-
-    name: str
-    rule: LoweringRule
-    since: int = 1
-    until: int | None = None
-
-    def supports(self, version: int) -> bool:
-        return version >= self.since and (self.until is None or version <= self.until)
-
-    def describe_versions(self) -> str:
-        if self.until is None:
-            return f"opset {self.since} and later"
-        return f"opsets {self.since} to {self.until}"
-
-
-def register_lowering(
-    name: str, *, since: int = 1, until: int | None = None, replace: bool = False
-) -> Callable[[LoweringRule], LoweringRule]:
-    """Registers the lowering of the UnknownOp called `name` (`@register_lowering("onnx.Relu")`).
-
-    The rule gets a `LoweringRuleContext` and returns the MLIR values of the op's results.
-    `since`/`until` bound the op-set versions (the op's `niro.opset` attribute) it implements;
-    an op of another version is refused with a LoweringError rather than lowered with the wrong
-    semantics. Registering a name twice is an error unless `replace=True`.
-    """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"an UnknownOp lowering needs a non-empty op name, got {name!r}")
-
-    def register(rule: LoweringRule) -> LoweringRule:
-        if name in _REGISTERED and not replace:
-            raise ValueError(f"'{name}' already has a registered MLIR lowering")
-        _REGISTERED[name] = RegisteredLowering(name, rule, since, until)
-        return rule
-
-    return register
-
-
-def unregister_lowering(name: str) -> LoweringRule:
-    """Removes and returns the lowering registered for `name` (KeyError when there is none)."""
-    return _REGISTERED.pop(name).rule
-
-
-def registered_lowerings() -> tuple[str, ...]:
-    """The UnknownOp names that have a registered lowering, sorted."""
-    return tuple(sorted(_REGISTERED))
-
-
-def registered_lowering(name: str) -> RegisteredLowering | None:
-    """The registration for `name`, with its op-set range (for `niroc ops`)."""
-    return _REGISTERED.get(name)
-
-
-def lowers(name: str, version: int) -> bool:
-    """Whether a registered lowering implements UnknownOp `name` at op-set `version`.
-
-    The ONNX frontend asks this (as its `expand_functions`, negated) so that an op we cannot
-    lower, but which ONNX defines by a function body, arrives as a call of that body."""
-    registration = _REGISTERED.get(name)
-    return registration is not None and registration.supports(version)
-
-
-def cannot_lower(name: str, version: int) -> bool:
-    """`not lowers(...)`: the `expand_functions` predicate for `import_model`."""
-    return not lowers(name, version)
-
-
-def lowering_for(name: str) -> LoweringRule | None:
-    registration = _REGISTERED.get(name)
-    return None if registration is None else registration.rule
+    def has_function(self, name: str) -> bool:
+        """Whether the module defines or declares function @`name`."""
+        return name in self._driver.module.function_names

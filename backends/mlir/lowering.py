@@ -18,7 +18,7 @@ verified) still stops at once: that is no refusal of an op but a broken module.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,12 +50,13 @@ from niro.ir import (
 from . import rules as _rules  # noqa: F401  (fills KNOWN_LOWERINGS; checks it is complete)
 from . import sub_byte
 from .bindings import func, ir, make_context
-from .context import KNOWN_LOWERINGS, LoweringRuleContext, lowering_for
+from .context import LoweringRuleContext
 from .errors import LoweringError, refused_together
 from .literals import ResourceTable, generic_attr, scalar_attr, tensor_data_attr
 from .nesting import recursion_headroom
 from .output import LoweredModule
 from .parameters import ParameterPlan, ParameterTable
+from .registry import KNOWN_LOWERINGS, lowering_for
 from .types import lower_type, type_key
 
 __all__ = ["lower_to_mlir", "FunctionLowering", "ModuleLowering", "NAME_ATTRIBUTE"]
@@ -406,15 +407,23 @@ class FunctionLowering:
         finally:
             self._yield_builders.pop()
 
-    def lower_single_block(
+    def lower_block(
         self,
         block: Block,
         mlir_block: ir.Block,
+        arguments: Sequence[ir.Value],
         path: tuple[str, ...],
         *,
         yield_builder: YieldBuilder,
     ) -> None:
-        """Fills an existing argument-free MLIR block (an scf.if arm) with `block`'s ops."""
+        """Fills an existing MLIR block (an scf.if arm, a loop body) with `block`'s ops, its
+        arguments bound to `arguments`; its Yield is built by `yield_builder`."""
+        if len(arguments) != len(block.arguments):
+            raise ValueError(
+                f"a block of {len(block.arguments)} arguments bound to {len(arguments)} values"
+            )
+        for argument, value in zip(block.arguments, arguments, strict=True):
+            self.values[argument.id] = value
         self._blocks[id(block)] = mlir_block
         self._yield_builders.append(yield_builder)
         try:
@@ -475,7 +484,7 @@ class FunctionLowering:
             location=location,
             insertion_point=insertion_point,
             path=path,
-            lowering=self,
+            _driver=self,
         )
         with location, insertion_point:
             try:

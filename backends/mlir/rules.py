@@ -2,7 +2,7 @@
 
 Each rule follows docs/design.md's table (func, ml_program, arith, linalg, tensor, cf, scf). Rules
 build at the context's insertion point and location and return the MLIR values of the op's
-results. Control-flow rules ask `ctx.lowering` for blocks and nested regions.
+results. Control-flow rules ask the context to lower their nested blocks (`ctx.lower_block`).
 """
 
 from __future__ import annotations
@@ -33,9 +33,11 @@ from niro.ir import (
 )
 
 from . import sub_byte
-from .bindings import arith, cf, fill_builtin_region, func, ir, scf, tensor
-from .context import KNOWN_LOWERINGS, LoweringRuleContext, lowering, registered_lowering
+from .bindings import arith, cf, func, ir, scf, tensor
+from .builders import constant, dim_size, elementwise, empty_tensor, fill, named_op
+from .context import LoweringRuleContext
 from .literals import scalar_attr, tensor_data_attr
+from .registry import KNOWN_LOWERINGS, lowering, registered_lowering
 from .types import index_type, lower_type
 
 __all__ = ["KNOWN_LOWERINGS"]
@@ -52,13 +54,13 @@ def _lower_const(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     else:
         if not result_type.is_static:
             raise ctx.error(f"needs a static tensor type, got {format_type(result_type)}")
-        name = ctx.lowering.next_constant_name()
+        name = ctx.next_constant_name()
         stored = (
             sub_byte.packed_type(result_type) if sub_byte.is_packed(result_type) else result_type
         )
         try:
             attribute = tensor_data_attr(
-                stored, op.literal, resources=ctx.lowering.module.resources, name=name
+                stored, op.literal, resources=ctx.resources, name=name
             )
         except ValueError as error:
             raise ctx.error(str(error)) from error
@@ -71,7 +73,7 @@ def _lower_const(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 @lowering(GetGlobal)
 def _lower_get_global(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     op: GetGlobal = ctx.op  # type: ignore[assignment]
-    global_type = ctx.lowering.module.global_types.get(op.name)
+    global_type = ctx.global_type(op.name)
     if global_type is None:
         raise ctx.error(f"refers to @{op.name}, which is not a global of this module")
     symbol = ir.FlatSymbolRefAttr.get(op.name)
@@ -105,11 +107,11 @@ def _lower_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             f"permutation {list(op.permutation)} is not a permutation of rank {len(source.shape)}"
         )
     sizes = [
-        ctx.dim_size(ctx.operands[0], op.permutation[axis]) if dim is None else None
+        dim_size(ctx.operands[0], op.permutation[axis]) if dim is None else None
         for axis, dim in enumerate(result.shape)
     ]
-    init = ctx.empty_tensor(result, sizes)
-    permutation = ctx.lowering.module.shared_object(
+    init = empty_tensor(ctx, result, sizes)
+    permutation = ctx.shared_object(
         ("permutation", op.permutation), lambda: ir.DenseI64ArrayAttr.get(list(op.permutation))
     )
     # NOTE: the generic builder and a shared permutation attribute: `linalg.TransposeOp`
@@ -159,7 +161,7 @@ def _arith_binary(ctx: LoweringRuleContext, float_op: str, integer_op: str) -> S
 
     if isinstance(result_type, ScalarType):
         return [build(ctx.operands[0], ctx.operands[1])]
-    return [ctx.elementwise(lambda elements: build(elements[0], elements[1]))]
+    return [elementwise(ctx, lambda elements: build(elements[0], elements[1]))]
 
 
 @lowering(Add)
@@ -183,42 +185,18 @@ def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     if result.element_type.is_bool:
         raise ctx.error("does not compute on i1 (BOOL)")
     sizes = [
-        ctx.dim_size(ctx.operands[0], 0) if result.shape[0] is None else None,
-        ctx.dim_size(ctx.operands[1], 1) if result.shape[1] is None else None,
+        dim_size(ctx.operands[0], 0) if result.shape[0] is None else None,
+        dim_size(ctx.operands[1], 1) if result.shape[1] is None else None,
     ]
-    init = ctx.empty_tensor(result, sizes)
-    zero = ctx.zero(ctx.mlir_type(result.element_type))
-    filled = _named_op(ctx, "linalg.fill", [zero], init)
-    return [_named_op(ctx, "linalg.matmul", [ctx.operands[0], ctx.operands[1]], filled)]
-
-
-def _named_op(
-    ctx: LoweringRuleContext, name: str, inputs: list[ir.Value], init: ir.Value
-) -> ir.Value:
-    """The linalg named op `name` of `inputs` writing into `init`, its region made by MLIR's
-    C++ region builder.
-
-    NOTE: not the `linalg.fill`/`linalg.matmul` OpDSL helpers, which rebuild the op's definition
-    in Python on every call (~0.2 ms a MatMul), nor the generated op classes, which re-derive
-    the operand segments in Python (2x the time of the generic builder). Same ops, same text."""
-    segments = ctx.lowering.module.shared_object(
-        ("operand segments", len(inputs), 1), lambda: ir.DenseI32ArrayAttr.get([len(inputs), 1])
-    )
-    op = ir.Operation.create(
-        name,
-        results=[init.type],
-        operands=[*inputs, init],
-        attributes={"operandSegmentSizes": segments},
-        regions=1,
-    )
-    fill_builtin_region(op)
-    return op.result
+    init = empty_tensor(ctx, result, sizes)
+    zero = constant(ctx.mlir_type(result.element_type), 0)
+    return [named_op("linalg.matmul", [ctx.operands[0], ctx.operands[1]], fill(init, zero))]
 
 
 @lowering(Call)
 def _lower_call(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     op: Call = ctx.op  # type: ignore[assignment]
-    if op.callee not in ctx.lowering.module.function_names:
+    if not ctx.has_function(op.callee):
         raise ctx.error(f"calls @{op.callee}, which is not a function of this module")
     call = func.CallOp(
         list(ctx.result_types), ir.FlatSymbolRefAttr.get(op.callee), list(ctx.operands)
@@ -229,7 +207,7 @@ def _lower_call(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 @lowering(Branch)
 def _lower_branch(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     op: Branch = ctx.op  # type: ignore[assignment]
-    cf.BranchOp(list(ctx.operands), ctx.lowering.block_for(op.target))
+    cf.BranchOp(list(ctx.operands), ctx.successor(op.target))
     return []
 
 
@@ -241,8 +219,8 @@ def _lower_cond_branch(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         ctx.operands[0],
         list(ctx.operands[1 : 1 + true_count]),
         list(ctx.operands[1 + true_count :]),
-        ctx.lowering.block_for(op.true_target),
-        ctx.lowering.block_for(op.false_target),
+        ctx.successor(op.true_target),
+        ctx.successor(op.false_target),
     )
     return []
 
@@ -255,7 +233,7 @@ def _lower_return(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 @lowering(Yield)
 def _lower_yield(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
-    ctx.lowering.build_yield(ctx)
+    ctx.build_yield()
     return []
 
 
@@ -284,12 +262,7 @@ def build_scf_if(
     ):
         if len(niro_region.blocks) != 1 or niro_region.blocks[0].arguments:
             raise ctx.error("expects each region to hold one argument-free block")
-        ctx.lowering.lower_single_block(
-            niro_region.blocks[0],
-            block,
-            ctx.niro_location.path + (f"region#{index}", "^bb0"),
-            yield_builder=yield_builder,
-        )
+        ctx.lower_block(niro_region.blocks[0], block, region=index, yield_builder=yield_builder)
     return list(if_op.results)
 
 
@@ -298,7 +271,7 @@ def _lower_unknown(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     op: UnknownOp = ctx.op  # type: ignore[assignment]
     registration = registered_lowering(op.name)
     if registration is None:
-        return ctx.lowering.build_generic(ctx)
+        return ctx.build_generic()
     version = op.attributes.get(OPSET_ATTRIBUTE)
     if (
         isinstance(version, int)

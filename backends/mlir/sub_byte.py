@@ -14,7 +14,7 @@ from __future__ import annotations
 from niro.ir import ScalarType, TensorType
 
 from .bindings import arith, ir, linalg, tensor
-from .types import index_type, lower_type
+from .builders import constant, generic, index_constant
 
 __all__ = ["is_packed", "packed_type", "unpack"]
 
@@ -50,33 +50,21 @@ def unpack(packed: ir.Value, type_: TensorType) -> ir.Value:
     bits = element.bit_width
     per_byte = 8 // bits
     i8 = ir.IntegerType.get_signless(8)
-    result_type = lower_type(type_)
     init = tensor.EmptyOp(shape, i8).result
-    identity = ir.AffineMap.get_identity(rank)
-    generic = linalg.GenericOp(
-        [result_type],
-        [],
-        [init],
-        ir.ArrayAttr.get([ir.AffineMapAttr.get(identity)]),
-        ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * rank),
-    )
-    block = generic.regions[0].blocks.append(i8)
-    with ir.InsertionPoint(block):
 
-        def index(number: int) -> ir.Value:
-            return arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), number)).result
-
+    def body(arguments: list[ir.Value]) -> list[ir.Value]:
         def byte(number: int) -> ir.Value:
-            return arith.ConstantOp(i8, ir.IntegerAttr.get(i8, number)).result
+            return constant(i8, number)
 
-        linear = index(0)
+        linear = index_constant(0)
         stride = 1
         for axis in reversed(range(rank)):
-            term = arith.MulIOp(linalg.IndexOp(axis).result, index(stride)).result
+            term = arith.MulIOp(linalg.IndexOp(axis).result, index_constant(stride)).result
             linear = arith.AddIOp(linear, term).result
             stride *= shape[axis]
-        word = tensor.ExtractOp(packed, [arith.DivUIOp(linear, index(per_byte)).result]).result
-        slot = arith.RemUIOp(linear, index(per_byte)).result
+        position = arith.DivUIOp(linear, index_constant(per_byte)).result
+        word = tensor.ExtractOp(packed, [position]).result
+        slot = arith.RemUIOp(linear, index_constant(per_byte)).result
         shift = arith.MulIOp(
             arith.IndexCastOp(i8, slot).result, byte(bits)
         ).result  # 0, w, 2w...: an i8 shift
@@ -84,5 +72,6 @@ def unpack(packed: ir.Value, type_: TensorType) -> ir.Value:
         if element.is_signed_integer:
             spare = byte(8 - bits)
             code = arith.ShRSIOp(arith.ShLIOp(code, spare).result, spare).result
-        linalg.YieldOp([code])
-    return generic.result
+        return [code]
+
+    return generic([], [(init, list(range(rank)))], rank, (), body)[0]

@@ -7,8 +7,11 @@
 | `mlp_external` | 16 x (MatMul 4096x4096 + Add bias), 1.0 GiB of float32 weights in `weights.bin` | weights |
 | `mlp_inline` | 25 x (MatMul 2048x2048 + Add bias), ~400 MiB of float32 weights inline (raw_data) | weights |
 | `transformer` | 12-layer encoder, d=384, 6 heads, seq 128, vocab 8192: ~100 MiB, ~600 nodes | both |
+| `bert` | BERT-style encoder as exporters write it: 4 layers, d=256, 4 heads, batch 1 x seq 128, 4-D attention with an additive mask from the ids, LayerNormalization, Erf Gelu | run time |
+| `llama` | Llama-style decoder: 4 layers, d=256, 4 heads, batch 1 x seq 128, RMSNorm, rotary embeddings, causal mask, SiLU-gated MLP, tied-free LM head | run time |
 | `small_nodes` | 20,000 nodes (Add, Mul, MatMul, Transpose, Relu) on 8x8 f32, ~6,500 initializers | nodes |
 | `one_node` | one Add of two 2x2 inputs | start-up |
+| `mlp_huge` | 17 x (MatMul 8192x8192 + Add bias), 4.25 GiB of float32 weights in `weights.bin` (only on request: `--only mlp_huge`) | weights past 4 GiB |
 
 Weights are random normal numbers (never splats, which niroc would print as one literal), so the
 output holds every byte of them. A model is generated only when its folder lacks it (or with
@@ -33,7 +36,7 @@ OUT = ROOT / "testdata" / "generated" / "bench"
 OPSET = [helper.make_opsetid("", 17)]
 F32 = TensorProto.FLOAT
 
-__all__ = ["MODELS", "OUT", "model_path", "generate"]
+__all__ = ["MODELS", "ON_REQUEST", "OUT", "model_path", "generate"]
 
 
 def _random(rng: np.random.Generator, shape: tuple[int, ...], scale: float = 0.02) -> np.ndarray:
@@ -59,26 +62,36 @@ def _mlp_nodes(layers: int, side: int) -> tuple[list, onnx.ValueInfoProto, onnx.
     return nodes, x, y
 
 
-def mlp_external(folder: Path) -> None:
-    """16 layers of 4096x4096 f32 (64 MiB each) in one side file, written layer by layer."""
-    layers, side = 16, 4096
-    rng = np.random.default_rng(7001)
+def _write_external_mlp(folder: Path, name: str, layers: int, side: int, seed: int) -> None:
+    """`layers` MatMul+Add layers of side x side f32 in one side file, written layer by layer (the
+    generator holds one layer at a time, whatever the total)."""
+    rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     initializers, offset = [], 0
     with open(folder / "weights.bin", "wb") as handle:
         for layer in range(layers):
-            for name, shape in ((f"fc{layer}.weight", (side, side)), (f"fc{layer}.bias", (side,))):
+            for tensor_name, shape in ((f"fc{layer}.weight", (side, side)), (f"fc{layer}.bias", (side,))):
                 data = _random(rng, shape)
                 data.tofile(handle)
-                tensor = TensorProto(name=name, data_type=F32, dims=list(shape))
+                tensor = TensorProto(name=tensor_name, data_type=F32, dims=list(shape))
                 tensor.data_location = TensorProto.EXTERNAL
                 for key, value in (("location", "weights.bin"), ("offset", offset), ("length", data.nbytes)):
                     tensor.external_data.add(key=key, value=str(value))
                 initializers.append(tensor)
                 offset += data.nbytes
     nodes, x, y = _mlp_nodes(layers, side)
-    graph = helper.make_graph(nodes, "mlp_external", [x], [y], initializers)
+    graph = helper.make_graph(nodes, name, [x], [y], initializers)
     _save(helper.make_model(graph, opset_imports=OPSET), folder / "model.onnx")
+
+
+def mlp_external(folder: Path) -> None:
+    """16 layers of 4096x4096 f32 (64 MiB each) in one side file."""
+    _write_external_mlp(folder, "mlp_external", layers=16, side=4096, seed=7001)
+
+
+def mlp_huge(folder: Path) -> None:
+    """17 layers of 8192x8192 f32 (256 MiB each, 4.25 GiB): offsets and sizes past 32 bits."""
+    _write_external_mlp(folder, "mlp_huge", layers=17, side=8192, seed=7003)
 
 
 def mlp_inline(folder: Path) -> None:
@@ -180,6 +193,125 @@ def transformer(folder: Path) -> None:
     _save(helper.make_model(model, opset_imports=OPSET), folder / "model.onnx")
 
 
+def _attention_4d(graph: _GraphBuilder, q: str, k: str, v: str, prefix: str, shapes: dict, mask: str, rope=None) -> str:
+    """Multi-head attention on [1, seq, d] as exporters write it: Reshape to [1, seq, heads,
+    head], Transpose to [1, heads, seq, head] (K to [1, heads, head, seq]), scores / sqrt(head)
+    + mask, Softmax, x V, back to [1, seq, d]. `rope` rotates Q and K ([1, heads, seq, head])."""
+    q_heads = graph.op("Transpose", [graph.op("Reshape", [q, shapes["split"]], prefix)], prefix, perm=[0, 2, 1, 3])
+    k_heads = graph.op("Transpose", [graph.op("Reshape", [k, shapes["split"]], prefix)], prefix, perm=[0, 2, 1, 3])
+    v_heads = graph.op("Transpose", [graph.op("Reshape", [v, shapes["split"]], prefix)], prefix, perm=[0, 2, 1, 3])
+    if rope is not None:
+        q_heads, k_heads = rope(q_heads), rope(k_heads)
+    k_t = graph.op("Transpose", [k_heads], prefix, perm=[0, 1, 3, 2])
+    scores = graph.op("Div", [graph.op("MatMul", [q_heads, k_t], prefix), shapes["scale"]], prefix)
+    weights = graph.op("Softmax", [graph.op("Add", [scores, mask], prefix)], prefix, axis=-1)
+    context = graph.op("Transpose", [graph.op("MatMul", [weights, v_heads], prefix)], prefix, perm=[0, 2, 1, 3])
+    return graph.op("Reshape", [context, shapes["merge"]], prefix)
+
+
+def _shapes(graph: _GraphBuilder, seq: int, d: int, heads: int) -> dict:
+    head = d // heads
+    return {
+        "split": graph.const("split_heads", np.array([1, seq, heads, head], np.int64)),
+        "merge": graph.const("merge_heads", np.array([1, seq, d], np.int64)),
+        "scale": graph.const("attention_scale", np.array(np.sqrt(head), np.float32)),
+    }
+
+
+def bert(folder: Path) -> None:
+    """A BERT-style encoder on [1, 128] ids: token + position embeddings, 4 x (attention with an
+    additive padding mask from the ids (id 0 masked), Add & LayerNormalization, Erf-Gelu FFN,
+    Add & LayerNormalization), a pooler-free [1, 128, d] output."""
+    layers, d, heads, seq, vocab = 4, 256, 4, 128, 4096
+    graph = _GraphBuilder(np.random.default_rng(7005))
+    shapes = _shapes(graph, seq, d, heads)
+    one = graph.const("one", np.array(1.0, np.float32))
+    half = graph.const("half", np.array(0.5, np.float32))
+    sqrt2 = graph.const("sqrt2", np.array(np.sqrt(2.0), np.float32))
+    zero = graph.const("zero_id", np.array(0, np.int64))
+    big = graph.const("mask_value", np.array(-10000.0, np.float32))
+    padding = graph.op("Cast", [graph.op("Equal", ["ids", zero], "mask")], "mask", to=F32)
+    mask = graph.op("Unsqueeze", [graph.op("Mul", [padding, big], "mask"), graph.const("mask_axes", np.array([1, 2], np.int64))], "mask")
+    embedded = graph.op("Gather", [graph.weight("embedding", (vocab, d)), "ids"], "embed", axis=0)
+    hidden = graph.op("Add", [embedded, graph.weight("position", (1, seq, d))], "embed")
+
+    def layer_norm(x: str, prefix: str) -> str:
+        gamma = graph.const(f"{prefix}.gamma", np.ones(d, np.float32) + _random(graph.rng, (d,)))
+        return graph.op("LayerNormalization", [x, gamma, graph.weight(f"{prefix}.beta", (d,))], prefix, axis=-1, epsilon=1e-12)
+
+    hidden = layer_norm(hidden, "embed_ln")
+    for layer in range(layers):
+        prefix = f"layer{layer}"
+        q, k, v = (_linear(graph, hidden, f"{prefix}.{name}", d, d) for name in "qkv")
+        attended = _attention_4d(graph, q, k, v, prefix, shapes, mask)
+        hidden = layer_norm(graph.op("Add", [hidden, _linear(graph, attended, f"{prefix}.out", d, d)], prefix), f"{prefix}.ln1")
+        up = _linear(graph, hidden, f"{prefix}.ffn_up", d, 4 * d)
+        erf = graph.op("Erf", [graph.op("Div", [up, sqrt2], prefix)], prefix)
+        gelu = graph.op("Mul", [graph.op("Mul", [up, graph.op("Add", [erf, one], prefix)], prefix), half], prefix)
+        hidden = layer_norm(graph.op("Add", [hidden, _linear(graph, gelu, f"{prefix}.ffn_down", 4 * d, d)], prefix), f"{prefix}.ln2")
+    model = helper.make_graph(
+        graph.nodes, "bert",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, seq])],
+        [helper.make_tensor_value_info(hidden, F32, [1, seq, d])],
+        graph.initializers,
+    )
+    _save(helper.make_model(model, opset_imports=OPSET), folder / "model.onnx")
+
+
+def llama(folder: Path) -> None:
+    """A Llama-style decoder on [1, 128] ids: 4 x (RMSNorm, attention with rotary embeddings
+    (rotate-half form) and a causal mask, RMSNorm, SiLU-gated MLP), RMSNorm, LM head logits."""
+    layers, d, heads, seq, vocab, ffn = 4, 256, 4, 128, 4096, 688
+    head = d // heads
+    graph = _GraphBuilder(np.random.default_rng(7006))
+    shapes = _shapes(graph, seq, d, heads)
+    two = graph.const("two", np.array(2.0, np.float32))
+    eps = graph.const("eps", np.array(1e-6, np.float32))
+    causal = np.triu(np.full((seq, seq), -np.inf, np.float32), 1).reshape(1, 1, seq, seq)
+    mask = graph.const("causal_mask", causal)
+    angles = np.outer(np.arange(seq), 1.0 / 10000 ** (np.arange(0, head, 2) / head))
+    angles = np.concatenate([angles, angles], -1).reshape(1, 1, seq, head)
+    cos = graph.const("rope_cos", np.cos(angles).astype(np.float32))
+    sin = graph.const("rope_sin", np.sin(angles).astype(np.float32))
+    halves = [graph.const(f"rope_{name}", np.array([value], np.int64)) for name, value in (("start", 0), ("middle", head // 2), ("end", head), ("axis", 3))]
+
+    def rope(x: str) -> str:
+        first = graph.op("Slice", [x, halves[0], halves[1], halves[3]], "rope")
+        second = graph.op("Slice", [x, halves[1], halves[2], halves[3]], "rope")
+        rotated = graph.op("Concat", [graph.op("Neg", [second], "rope"), first], "rope", axis=3)
+        return graph.op("Add", [graph.op("Mul", [x, cos], "rope"), graph.op("Mul", [rotated, sin], "rope")], "rope")
+
+    def rms_norm(x: str, prefix: str) -> str:
+        mean = graph.op("ReduceMean", [graph.op("Pow", [x, two], prefix)], prefix, axes=[-1], keepdims=1)
+        scale = graph.op("Reciprocal", [graph.op("Sqrt", [graph.op("Add", [mean, eps], prefix)], prefix)], prefix)
+        weight = graph.const(f"{prefix}.weight", np.ones(d, np.float32) + _random(graph.rng, (d,)))
+        return graph.op("Mul", [graph.op("Mul", [x, scale], prefix), weight], prefix)
+
+    def project(x: str, prefix: str, rows: int, cols: int) -> str:
+        return graph.op("MatMul", [x, graph.weight(f"{prefix}.weight", (rows, cols))], prefix)
+
+    hidden = graph.op("Gather", [graph.weight("embedding", (vocab, d)), "ids"], "embed", axis=0)
+    for layer in range(layers):
+        prefix = f"layer{layer}"
+        normed = rms_norm(hidden, f"{prefix}.attn_norm")
+        q, k, v = (project(normed, f"{prefix}.{name}", d, d) for name in "qkv")
+        attended = _attention_4d(graph, q, k, v, prefix, shapes, mask, rope)
+        hidden = graph.op("Add", [hidden, project(attended, f"{prefix}.o", d, d)], prefix)
+        normed = rms_norm(hidden, f"{prefix}.mlp_norm")
+        gate = project(normed, f"{prefix}.gate", d, ffn)
+        silu = graph.op("Mul", [gate, graph.op("Sigmoid", [gate], prefix)], prefix)
+        up = project(normed, f"{prefix}.up", d, ffn)
+        hidden = graph.op("Add", [hidden, project(graph.op("Mul", [silu, up], prefix), f"{prefix}.down", ffn, d)], prefix)
+    logits = project(rms_norm(hidden, "final_norm"), "lm_head", d, vocab)
+    model = helper.make_graph(
+        graph.nodes, "llama",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, seq])],
+        [helper.make_tensor_value_info(logits, F32, [1, seq, vocab])],
+        graph.initializers,
+    )
+    _save(helper.make_model(model, opset_imports=OPSET), folder / "model.onnx")
+
+
 # -- node-bound graph and start-up --------------------------------------------------------------
 
 
@@ -222,9 +354,16 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "mlp_external": mlp_external,
     "mlp_inline": mlp_inline,
     "transformer": transformer,
+    "bert": bert,
+    "llama": llama,
     "small_nodes": small_nodes,
     "one_node": one_node,
+    "mlp_huge": mlp_huge,
 }
+
+
+ON_REQUEST = ("mlp_huge",)
+"""Models made only when named (`--only`): too big to write on every benchmark run."""
 
 
 def model_path(name: str) -> Path:
@@ -232,7 +371,7 @@ def model_path(name: str) -> Path:
 
 
 def generate(names: list[str] | None = None, force: bool = False) -> None:
-    for name in names or list(MODELS):
+    for name in names or [name for name in MODELS if name not in ON_REQUEST]:
         folder = OUT / name
         if model_path(name).exists() and not force:
             continue

@@ -17,11 +17,13 @@ niroc's MLIR is compiled and timed a second time with those iree-compile flags a
 
 The zoo nets are the onnx wheel's light models with random weights
 (tests/backends/mlir/onnx_ops/test_model_zoo.py `randomized`), each in its own opset and
-converted to opset 17 by `onnx.version_converter` (the form the peer compiles); the transformer
-is the perf bench's (testdata/bench/generate.py); the rest are the torch exports in
+converted to opset 17 by `onnx.version_converter` (the form the peer compiles); the transformer,
+the BERT-style encoder and the Llama-style decoder are the perf bench generator's
+(testdata/bench/generate.py); the rest are the torch exports in
 testdata/pytorch (testdata/pytorch/export.py), at the sizes in MODELS.
 Writes testdata/generated/bench/run-report.md (+ run-report.json) and docs/performance.md (the
-latest figures). Not collected by pytest; `make bench-run` runs it.
+latest figures; its rows, kept in docs/performance.json, merge with each later run's unless
+`--fresh`). Not collected by pytest; `make bench-run` runs it.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ BIN = Path(sys.executable).parent
 OUT = ROOT / "testdata" / "generated" / "bench"
 REPORT = OUT / "run-report.md"
 DOCS = ROOT / "docs" / "performance.md"
+DOCS_ROWS = ROOT / "docs" / "performance.json"  # the page's rows, which later runs merge into
 FLAGS = [
     "--iree-hal-target-device=local",
     "--iree-hal-local-target-device-backends=llvm-cpu",
@@ -90,12 +93,17 @@ def _exported(name: str):
     return make
 
 
-def _transformer(path: Path) -> None:
-    sys.path.insert(0, str(ROOT / "testdata" / "bench"))
-    import generate
+def _generated(name: str):
+    """A model of the perf bench's generator (testdata/bench/generate.py, fixed seeds)."""
 
-    generate.generate(["transformer"])
-    path.write_bytes(generate.model_path("transformer").read_bytes())
+    def make(path: Path) -> None:
+        sys.path.insert(0, str(ROOT / "testdata" / "bench"))
+        import generate
+
+        generate.generate([name])
+        path.write_bytes(generate.model_path(name).read_bytes())
+
+    return make
 
 
 MODELS: dict[str, Spec] = {}
@@ -104,9 +112,21 @@ for _name in ZOO:
     MODELS[f"{_name}_17"] = Spec(f"light {_name}, opset 17", _zoo(_name, PEER_OPSET))
 MODELS.update(
     {
-        "transformer": Spec("perf bench's 12-layer encoder, 128 ids", _transformer, ids=8192),
+        "transformer": Spec(
+            "perf bench's 12-layer encoder, 128 ids", _generated("transformer"), ids=8192
+        ),
         "bert_encoder": Spec(
-            "2-layer BERT-style encoder, 1x64 ids", _exported("encoder"), {"batch": 1, "seq": 64}
+            "4-layer BERT-style encoder, d=256, 1x128 ids, padding mask", _generated("bert")
+        ),
+        "llama": Spec(
+            "4-layer Llama-style decoder, d=256, 1x128 ids, RoPE, causal mask",
+            _generated("llama"),
+            ids=4096,
+        ),
+        "torch_encoder": Spec(
+            "2-layer torch TransformerEncoder export, 1x9 ids (its traced length)",
+            _exported("encoder"),
+            {"batch": 1, "seq": 9},
         ),
         "gpt_decoder": Spec(
             "2-layer GPT decoder, 1x16 ids", _exported("gpt"), {"batch": 1, "seq": 16}
@@ -142,6 +162,8 @@ class Result:
     peer_compile_s: float | None = None
     checked: str = ""
     notes: list[str] = field(default_factory=list)
+    measured: str = ""  # when, under what load, with how many calls (rows of several runs merge)
+    extra_flags: str = ""
 
 
 def _run(argv: list[str]) -> tuple[float, str | None]:
@@ -221,7 +243,7 @@ def _check(actual: list[np.ndarray], expected: list[np.ndarray]) -> str | None:
 
 def bench(name: str, runs: int, extra_flags: list[str]) -> Result:
     spec = MODELS[name]
-    result = Result(name, spec.what)
+    result = Result(name, spec.what, extra_flags=shlex.join(extra_flags))
     folder = OUT / "run" / name
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "model.onnx"
@@ -275,7 +297,23 @@ def bench(name: str, runs: int, extra_flags: list[str]) -> Result:
             times[key].append(time.perf_counter() - started)
     for key, values in times.items():
         setattr(result, f"{key}_ms", statistics.median(values) * 1e3)
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    result.measured = f"{stamp}, load {os.getloadavg()[0]:.1f}, {runs} calls"
     return result
+
+
+def merged(results: list[Result]) -> list[Result]:
+    """The docs page's rows (docs/performance.json) with this run's replacing those of the
+    models it measured, in MODELS order: runs of a few models (`--only`, e.g. by people working
+    on different models) add to the page instead of dropping the rest. Each row keeps its own
+    `measured`; its ratios are of one run."""
+    rows = {}
+    if DOCS_ROWS.exists():
+        for row in json.loads(DOCS_ROWS.read_text()):
+            if row.get("model") in MODELS:
+                rows[row["model"]] = Result(**row)
+    rows.update((result.model, result) for result in results)
+    return [rows[name] for name in MODELS if name in rows]
 
 
 def _ms(value: float | None) -> str:
@@ -292,8 +330,8 @@ def _geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
-def report(results: list[Result], runs: int, extra_flags: list[str]) -> str:
-    extra = bool(extra_flags)
+def report(results: list[Result]) -> str:
+    extra = any(r.extra_ms is not None for r in results)
     head = ["model", "niroc ms", "peer ms", "onnxruntime ms", "niroc/peer", "niroc/ort"]
     if extra:
         head += ["niroc + extra flags ms", "(extra)/ort"]
@@ -304,14 +342,16 @@ def report(results: list[Result], runs: int, extra_flags: list[str]) -> str:
         "Made by `make bench-run` (tests/bench/bench_run.py). iree-compile "
         + " ".join(f"`{flag}`" for flag in FLAGS)
         + " (otherwise its defaults) for both niroc's and iree-import-onnx's MLIR; iree.runtime"
-        f" `local-task`; onnxruntime CPU defaults; median of {runs} calls after 2 warm-ups, the three"
-        ' called in turn. Batch 1. "-": the peer cannot import or compile the model. Compile'
-        " times are wall seconds of the frontend plus iree-compile. Every output of every module"
-        " shown was checked against onnxruntime.",
+        " `local-task`; onnxruntime CPU defaults; median of the calls (see 'measured') after 2"
+        ' warm-ups, the three called in turn. Batch 1. "-": the peer cannot import or compile the'
+        " model. Compile times are wall seconds of the frontend plus iree-compile. Every output of"
+        " every module shown was checked against onnxruntime. A row's figures are of one run"
+        " ('measured': when, the 1-minute load, the calls); rows of different runs are merged.",
         "",
     ]
     if extra:
-        lines += [f"Extra flags: `{' '.join(extra_flags)}`.", ""]
+        flags = sorted({r.extra_flags for r in results if r.extra_ms is not None})
+        lines += ["Extra flags: " + "; ".join(f"`{flag}`" for flag in flags) + ".", ""]
     lines += [
         f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared: timings are noisy; the"
         " ratios of one run are what to compare).",
@@ -348,10 +388,15 @@ def report(results: list[Result], runs: int, extra_flags: list[str]) -> str:
         lines.append(
             f"- niroc + extra flags/onnxruntime geomean: {_ratio(_geomean([r.extra_ms / r.ort_ms for r in results if r.extra_ms and r.ort_ms]), 1.0)}"
         )
-    lines += ["", "| model | what | checked | notes |", "| --- | --- | --- | --- |"]
+    lines += [
+        "",
+        "| model | what | checked | measured | notes |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for r in results:
         lines.append(
-            f"| {r.model} | {r.what} | {r.checked or '-'} | {'; '.join(r.notes).replace('|', '/') or ''} |"
+            f"| {r.model} | {r.what} | {r.checked or '-'} | {r.measured} |"
+            f" {'; '.join(r.notes).replace('|', '/') or ''} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -379,6 +424,11 @@ def main() -> int:
         "--extra-flags", default="", help="iree-compile flags to time niroc's MLIR with as well"
     )
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/performance.md")
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="report this run's models only (default: merge them into the latest report's rows)",
+    )
     options = parser.parse_args()
     if options.runs < 1:
         parser.error("--runs must be at least 1")
@@ -396,14 +446,16 @@ def main() -> int:
             + ("".join(f"\n  {note}" for note in result.notes)),
             flush=True,
         )
-    text = report(results, options.runs, extra_flags)
     OUT.mkdir(parents=True, exist_ok=True)
+    rows = results if options.fresh else merged(results)
+    text = report(rows)
     REPORT.write_text(text)
-    (OUT / "run-report.json").write_text(json.dumps([r.__dict__ for r in results], indent=1))
+    (OUT / "run-report.json").write_text(json.dumps([r.__dict__ for r in rows], indent=1))
     if not options.no_docs:
         DOCS.parent.mkdir(exist_ok=True)
         body = text.split("\n", 2)[2]  # the report without its title
         DOCS.write_text(DOCS_HEAD + body)
+        DOCS_ROWS.write_text(json.dumps([r.__dict__ for r in rows], indent=1) + "\n")
     print(text)
     failed = any("WRONG" in note or note.startswith("niroc") for r in results for note in r.notes)
     return 1 if failed else 0

@@ -52,6 +52,7 @@ def _emit(item: tuple[str, bytes | Path, str | None]) -> tuple[str, str]:
     from niro.ir import NirocError
 
     name, source, keep = item
+    path = name  # where the model is read from, set below
     try:
         with tempfile.TemporaryDirectory(prefix="niroc-snapshot-") as folder:
             if isinstance(source, bytes):
@@ -63,9 +64,11 @@ def _emit(item: tuple[str, bytes | Path, str | None]) -> tuple[str, str]:
             text = io.BytesIO()
             lower_to_mlir(module).write_text(text)
     except NirocError as error:
-        return name, "refused " + str(error).splitlines()[0]
+        # the model's path (a temporary file, a checkout) is not part of the result
+        return name, "refused " + str(error).splitlines()[0].replace(path, name)
     except Exception as error:  # a crash is a result to compare too
-        return name, f"crash {type(error).__name__}: " + str(error).splitlines()[0][:200]
+        first = str(error).splitlines()[0].replace(path, name)
+        return name, f"crash {type(error).__name__}: " + first[:200]
     if keep:
         target = Path(keep) / (name.replace("/", "__") + ".mlir")
         target.write_bytes(text.getvalue())

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..bindings import arith, ir, linalg, math, scf, tensor
+from ..builders import constant, empty, generic, index_constant, tensor_sizes
 from ..types import index_type
-from .structured import constant, empty, generic, tensor_sizes
 
 __all__ = ["bitonic_sort"]
 
@@ -33,17 +33,13 @@ ElementAt = Callable[[list[ir.Value], ir.Value], ir.Value]
 the i64 `index` along the sorted axis."""
 
 
-def _index(value: int) -> ir.Value:
-    return arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), value)).result
-
-
 def _power_of_two_at_least(length: int | ir.Value) -> int | ir.Value:
     """The smallest power of two >= length (1 for 0 and 1), static when length is."""
     if isinstance(length, int):
         return 1 << max(length - 1, 0).bit_length()
     i64 = ir.IntegerType.get_signless(64)
     below = arith.IndexCastOp(
-        i64, arith.SubIOp(arith.MaxSIOp(length, _index(1)).result, _index(1)).result
+        i64, arith.SubIOp(arith.MaxSIOp(length, index_constant(1)).result, index_constant(1)).result
     ).result
     bits = arith.SubIOp(constant(i64, 64), math.CountLeadingZerosOp(below).result).result
     return arith.IndexCastOp(index_type(), arith.ShLIOp(constant(i64, 1), bits).result).result
@@ -59,7 +55,7 @@ def bitonic_sort(source: ir.Value, axis: int, before: Before) -> tuple[ir.Value,
     i64 = ir.IntegerType.get_signless(64)
     sizes = tensor_sizes(source)
     length = sizes[axis]
-    extent = _index(length) if isinstance(length, int) else length
+    extent = index_constant(length) if isinstance(length, int) else length
     padded_length = _power_of_two_at_least(length)
     padded_sizes = list(sizes)
     padded_sizes[axis] = padded_length
@@ -72,7 +68,7 @@ def bitonic_sort(source: ir.Value, axis: int, before: Before) -> tuple[ir.Value,
         lambda _: [arith.IndexCastOp(i64, linalg.IndexOp(axis).result).result],
     )[0]
     length64 = arith.IndexCastOp(i64, extent).result
-    total = _index(padded_length) if isinstance(padded_length, int) else padded_length
+    total = index_constant(padded_length) if isinstance(padded_length, int) else padded_length
 
     def ordered(a, a_index, b, b_index) -> ir.Value:
         """a before b, the padding (index >= length) last, in index order among itself."""
@@ -89,7 +85,9 @@ def bitonic_sort(source: ir.Value, axis: int, before: Before) -> tuple[ir.Value,
         ).result
         return arith.OrIOp(only_a, arith.OrIOp(by_order, by_index).result).result
 
-    last_real = arith.MaxSIOp(arith.SubIOp(extent, _index(1)).result, _index(0)).result
+    last_real = arith.MaxSIOp(
+        arith.SubIOp(extent, index_constant(1)).result, index_constant(0)
+    ).result
 
     def element_at(position, index):
         """The element of `source` at `index` along the axis (a padding index reads the last
@@ -117,7 +115,7 @@ def bitonic_sort(source: ir.Value, axis: int, before: Before) -> tuple[ir.Value,
             # Ascending block (here & block == 0): the lower position of a pair takes the
             # element that sorts first; descending: the higher one does.
             ascending = arith.CmpIOp(
-                arith.CmpIPredicate.eq, arith.AndIOp(here, block).result, _index(0)
+                arith.CmpIPredicate.eq, arith.AndIOp(here, block).result, index_constant(0)
             ).result
             lower = arith.CmpIOp(arith.CmpIPredicate.ult, here, partner[axis]).result
             wants_first = arith.CmpIOp(arith.CmpIPredicate.eq, ascending, lower).result
@@ -127,7 +125,7 @@ def bitonic_sort(source: ir.Value, axis: int, before: Before) -> tuple[ir.Value,
         return generic([(current, every)], [(empty(padded_sizes, i64), every)], rank, (), merge)[0]
 
     carried = [index_type(), index_type(), indices.type]
-    loop = scf.WhileOp(carried, [_index(2), _index(1), indices])
+    loop = scf.WhileOp(carried, [index_constant(2), index_constant(1), indices])
     check = loop.before.blocks.append(*carried)
     with ir.InsertionPoint(check):
         going = arith.CmpIOp(arith.CmpIPredicate.sle, check.arguments[0], total).result
@@ -137,10 +135,10 @@ def bitonic_sort(source: ir.Value, axis: int, before: Before) -> tuple[ir.Value,
         block, distance, current = step.arguments
         merged = merge_pass(current, block, distance)
         # The next (k, j): j halves down to 1, then k doubles and j restarts at k / 2.
-        last = arith.CmpIOp(arith.CmpIPredicate.eq, distance, _index(1)).result
+        last = arith.CmpIOp(arith.CmpIPredicate.eq, distance, index_constant(1)).result
         next_block = arith.SelectOp(last, arith.AddIOp(block, block).result, block).result
         next_distance = arith.SelectOp(
-            last, block, arith.DivUIOp(distance, _index(2)).result
+            last, block, arith.DivUIOp(distance, index_constant(2)).result
         ).result
         scf.YieldOp([next_block, next_distance, merged])
     return loop.results[2], element_at

@@ -34,7 +34,9 @@ from collections.abc import Sequence
 from niro.ir import ScalarType
 
 from ..bindings import arith, ir, math
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import constant, elementwise
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type
 
@@ -68,12 +70,14 @@ def convert_element(
         return _narrow(value, source, target, saturate=saturate, round_mode=round_mode)
     target_type = lower_scalar_type(target)
     if target.is_bool:
-        zero = _constant(source, 0)
+        zero = constant(lower_scalar_type(source), 0)
         if source.is_float:
             return arith.CmpFOp(arith.CmpFPredicate.UNE, value, zero).result
         return arith.CmpIOp(arith.CmpIPredicate.ne, value, zero).result
     if source.is_bool:
-        return arith.SelectOp(value, _constant(target, 1), _constant(target, 0)).result
+        return arith.SelectOp(
+            value, constant(lower_scalar_type(target), 1), constant(lower_scalar_type(target), 0)
+        ).result
     if source.is_float and target.is_float:
         return _float_to_float(value, source, target)
     if source.is_float:
@@ -102,7 +106,7 @@ _F8_FINITE_MAX = {
 
 
 def _i8_constant(number: int) -> ir.Value:
-    return _constant(_I8, number)
+    return constant(lower_scalar_type(_I8), number)
 
 
 def _widen_narrow(value: ir.Value, source: ScalarType) -> tuple[ir.Value, ScalarType]:
@@ -129,11 +133,15 @@ def _e8m0_to_f32(value: ir.Value) -> ir.Value:
     i32 = ir.IntegerType.get_signless(32)
     byte = arith.BitcastOp(ir.IntegerType.get_signless(8), value).result
     exponent = arith.ExtUIOp(i32, byte).result
-    bits = arith.ShLIOp(exponent, _constant(_I32, 23)).result
-    is_zero = arith.CmpIOp(arith.CmpIPredicate.eq, exponent, _constant(_I32, 0)).result
-    is_nan = arith.CmpIOp(arith.CmpIPredicate.eq, exponent, _constant(_I32, 255)).result
-    bits = arith.SelectOp(is_zero, _constant(_I32, 0x00400000), bits).result
-    bits = arith.SelectOp(is_nan, _constant(_I32, 0x7FC00000), bits).result
+    bits = arith.ShLIOp(exponent, constant(lower_scalar_type(_I32), 23)).result
+    is_zero = arith.CmpIOp(
+        arith.CmpIPredicate.eq, exponent, constant(lower_scalar_type(_I32), 0)
+    ).result
+    is_nan = arith.CmpIOp(
+        arith.CmpIPredicate.eq, exponent, constant(lower_scalar_type(_I32), 255)
+    ).result
+    bits = arith.SelectOp(is_zero, constant(lower_scalar_type(_I32), 0x00400000), bits).result
+    bits = arith.SelectOp(is_nan, constant(lower_scalar_type(_I32), 0x7FC00000), bits).result
     return arith.BitcastOp(ir.F32Type.get(), bits).result
 
 
@@ -146,8 +154,12 @@ def _narrow(
         if source.is_float:
             as_f32 = convert_element(value, source, _F32)
             inside = arith.AndIOp(
-                arith.CmpFOp(arith.CmpFPredicate.OGT, as_f32, _constant(_F32, low - 1)).result,
-                arith.CmpFOp(arith.CmpFPredicate.OLT, as_f32, _constant(_F32, high + 1)).result,
+                arith.CmpFOp(
+                    arith.CmpFPredicate.OGT, as_f32, constant(lower_scalar_type(_F32), low - 1)
+                ).result,
+                arith.CmpFOp(
+                    arith.CmpFPredicate.OLT, as_f32, constant(lower_scalar_type(_F32), high + 1)
+                ).result,
             ).result
             truncated = arith.FPToSIOp(ir.IntegerType.get_signless(8), as_f32).result
             return arith.SelectOp(inside, truncated, _i8_constant(0)).result
@@ -160,8 +172,8 @@ def _narrow(
         return _f32_to_e8m0(as_f32, saturate=saturate, round_mode=round_mode)
     if saturate:
         limit = _F8_FINITE_MAX[target]
-        as_f32 = arith.MinimumFOp(as_f32, _constant(_F32, limit)).result
-        as_f32 = arith.MaximumFOp(as_f32, _constant(_F32, -limit)).result
+        as_f32 = arith.MinimumFOp(as_f32, constant(lower_scalar_type(_F32), limit)).result
+        as_f32 = arith.MaximumFOp(as_f32, constant(lower_scalar_type(_F32), -limit)).result
     return arith.TruncFOp(lower_scalar_type(target), as_f32).result
 
 
@@ -185,10 +197,14 @@ def _f32_to_f4(value: ir.Value) -> ir.Value:
     code = _i8_constant(0)
     for threshold, inclusive in _F4_THRESHOLDS:
         predicate = arith.CmpFPredicate.OGE if inclusive else arith.CmpFPredicate.OGT
-        passed = arith.CmpFOp(predicate, magnitude, _constant(_F32, threshold)).result
+        passed = arith.CmpFOp(
+            predicate, magnitude, constant(lower_scalar_type(_F32), threshold)
+        ).result
         code = arith.AddIOp(code, arith.ExtUIOp(i8, passed).result).result
     bits = arith.BitcastOp(ir.IntegerType.get_signless(32), value).result
-    negative = arith.CmpIOp(arith.CmpIPredicate.slt, bits, _constant(_I32, 0)).result
+    negative = arith.CmpIOp(
+        arith.CmpIPredicate.slt, bits, constant(lower_scalar_type(_I32), 0)
+    ).result
     is_nan = arith.CmpFOp(arith.CmpFPredicate.UNO, value, value).result
     negative = arith.AndIOp(negative, arith.XOrIOp(is_nan, _true()).result).result
     return arith.SelectOp(negative, arith.OrIOp(code, _i8_constant(8)).result, code).result
@@ -206,7 +222,7 @@ def _f32_to_e8m0(value: ir.Value, *, saturate: bool, round_mode: str) -> ir.Valu
     bits = arith.BitcastOp(i32, value).result
 
     def const(number: int) -> ir.Value:
-        return _constant(_I32, number)
+        return constant(lower_scalar_type(_I32), number)
 
     def nonzero(mask: int) -> ir.Value:
         return arith.CmpIOp(
@@ -236,13 +252,6 @@ def _f32_to_e8m0(value: ir.Value, *, saturate: bool, round_mode: str) -> ir.Valu
     return arith.BitcastOp(ir.Float8E8M0FNUType.get(), byte).result
 
 
-def _constant(scalar: ScalarType, number: float) -> ir.Value:
-    type_ = lower_scalar_type(scalar)
-    if scalar.is_float:
-        return arith.ConstantOp(type_, ir.FloatAttr.get(type_, float(number))).result
-    return arith.ConstantOp(type_, ir.IntegerAttr.get(type_, int(number))).result
-
-
 def _float_to_float(value: ir.Value, source: ScalarType, target: ScalarType) -> ir.Value:
     if {source, target} == {ScalarType.F16, ScalarType.BF16}:
         value = arith.ExtFOp(lower_scalar_type(ScalarType.F32), value).result
@@ -267,9 +276,11 @@ def _float_to_integer(value: ir.Value, source: ScalarType, target: ScalarType) -
     # 2**(bits - 1) and 2**bits are exact in every float type (or inf, which is fine).
     too_high_bound = float(2 ** (bits if target.is_unsigned_integer else bits - 1))
     too_high = arith.CmpFOp(
-        arith.CmpFPredicate.OGE, value, _constant(source, too_high_bound)
+        arith.CmpFPredicate.OGE, value, constant(lower_scalar_type(source), too_high_bound)
     ).result
-    too_low = arith.CmpFOp(arith.CmpFPredicate.OLT, value, _constant(source, too_low_bound)).result
+    too_low = arith.CmpFOp(
+        arith.CmpFPredicate.OLT, value, constant(lower_scalar_type(source), too_low_bound)
+    ).result
     is_nan = arith.CmpFOp(arith.CmpFPredicate.UNO, value, value).result
     result = arith.SelectOp(too_high, _integer_constant(target, high), converted).result
     result = arith.SelectOp(too_low, _integer_constant(target, low), result).result
@@ -282,7 +293,7 @@ def _integer_constant(scalar: ScalarType, number: int) -> ir.Value:
     bits = _bits(scalar)
     if number >= 1 << (bits - 1):
         number -= 1 << bits
-    return _constant(scalar, number)
+    return constant(lower_scalar_type(scalar), number)
 
 
 def _lower_conversion(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
@@ -294,7 +305,8 @@ def _lower_conversion(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         raise ctx.error(f"round_mode must be 'up', 'nearest' or 'down', got {round_mode!r}")
     inputs = [(ctx.operands[0], ctx.niro_operands[0])]
     return [
-        ctx.elementwise(
+        elementwise(
+            ctx,
             lambda elements: convert_element(
                 elements[0], source, target, saturate=saturate, round_mode=round_mode
             ),
@@ -337,7 +349,7 @@ def _lower_bitcast(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         raise ctx.error(f"BitCast of {source.spelling} to {target.spelling} is not supported")
     inputs = [(ctx.operands[0], ctx.niro_operands[0])]
     return [
-        ctx.elementwise(lambda elements: _reinterpret(elements[0], source, target), inputs=inputs)
+        elementwise(ctx, lambda elements: _reinterpret(elements[0], source, target), inputs=inputs)
     ]
 
 

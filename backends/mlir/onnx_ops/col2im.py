@@ -13,16 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..bindings import arith, ir, linalg, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import constant, dim, filled, generic, i64_constant, index_constant
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
-from .common import attribute, element_type
-from .windows import PARALLEL, REDUCTION, dim, filled, generic, scalar_constant, static_shape
+from .common import attribute, element_type, static_shape
 
 __all__: list[str] = []
-
-
-def _i64(value: int) -> ir.Value:
-    return scalar_constant(ir.IntegerType.get_signless(64), value)
 
 
 @register_lowering("onnx.Col2Im", since=18)
@@ -57,24 +54,30 @@ def _lower_col2im(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     if block_constant is not None:
         if len(block_constant) != rank or int(block_constant.prod()) != taps:
             raise ctx.error(f"block_shape {tuple(block_constant)} does not fit {taps} taps")
-        blocks = [_i64(int(v)) for v in block_constant]
+        blocks = [i64_constant(int(v)) for v in block_constant]
     else:
         if static_shape(ctx, ctx.niro_operands[2], "block_shape") != (rank,):
             raise ctx.error(f"needs block_shape with {rank} values")
         blocks = [
-            tensor.ExtractOp(ctx.operands[2], [ctx.index_constant(a)]).result for a in range(rank)
+            tensor.ExtractOp(ctx.operands[2], [index_constant(a)]).result for a in range(rank)
         ]
     # columns per axis: (image + pads - (d * (block - 1) + 1)) / stride + 1, at run time
     columns = []
     for a in range(rank):
         span = arith.AddIOp(
-            arith.MulIOp(_i64(dilations[a]), arith.SubIOp(blocks[a], _i64(1)).result).result,
-            _i64(1),
+            arith.MulIOp(
+                i64_constant(dilations[a]), arith.SubIOp(blocks[a], i64_constant(1)).result
+            ).result,
+            i64_constant(1),
         ).result
-        room = arith.SubIOp(_i64(image[a] + pads[a] + pads[rank + a]), span).result
-        columns.append(arith.AddIOp(arith.DivSIOp(room, _i64(strides[a])).result, _i64(1)).result)
+        room = arith.SubIOp(i64_constant(image[a] + pads[a] + pads[rank + a]), span).result
+        columns.append(
+            arith.AddIOp(
+                arith.DivSIOp(room, i64_constant(strides[a])).result, i64_constant(1)
+            ).result
+        )
     element = lower_scalar_type(scalar)
-    zero = ctx.zero(element)
+    zero = constant(element, 0)
 
     def body(args):
         index = [linalg.IndexOp(a).result for a in range(3 + rank)]
@@ -84,26 +87,28 @@ def _lower_col2im(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         for a in reversed(range(rank)):
             kernel[a] = arith.RemSIOp(rest, blocks[a]).result
             rest = arith.DivSIOp(rest, blocks[a]).result
-        valid, flat = None, _i64(0)
+        valid, flat = None, i64_constant(0)
         for a in range(rank):
             t = arith.SubIOp(
-                arith.AddIOp(as_i64(index[2 + a]), _i64(pads[a])).result,
-                arith.MulIOp(kernel[a], _i64(dilations[a])).result,
+                arith.AddIOp(as_i64(index[2 + a]), i64_constant(pads[a])).result,
+                arith.MulIOp(kernel[a], i64_constant(dilations[a])).result,
             ).result
-            column = arith.DivSIOp(t, _i64(strides[a])).result
+            column = arith.DivSIOp(t, i64_constant(strides[a])).result
             checks = [
-                arith.CmpIOp(arith.CmpIPredicate.sge, t, _i64(0)).result,
+                arith.CmpIOp(arith.CmpIPredicate.sge, t, i64_constant(0)).result,
                 arith.CmpIOp(
-                    arith.CmpIPredicate.eq, arith.RemSIOp(t, _i64(strides[a])).result, _i64(0)
+                    arith.CmpIPredicate.eq,
+                    arith.RemSIOp(t, i64_constant(strides[a])).result,
+                    i64_constant(0),
                 ).result,
                 arith.CmpIOp(arith.CmpIPredicate.slt, column, columns[a]).result,
             ]
             for check in checks:
                 valid = check if valid is None else arith.AndIOp(valid, check).result
             flat = arith.AddIOp(arith.MulIOp(flat, columns[a]).result, column).result
-        flat = arith.SelectOp(valid, flat, _i64(0)).result
+        flat = arith.SelectOp(valid, flat, i64_constant(0)).result
         channel = arith.AddIOp(
-            arith.MulIOp(as_i64(index[1]), _i64(taps)).result, as_i64(index[2 + rank])
+            arith.MulIOp(as_i64(index[1]), i64_constant(taps)).result, as_i64(index[2 + rank])
         ).result
         to_index = lambda v: arith.IndexCastOp(ir.IndexType.get(), v).result  # noqa: E731
         value = tensor.ExtractOp(x, [index[0], to_index(channel), to_index(flat)]).result
@@ -114,11 +119,10 @@ def _lower_col2im(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     loops = [dim(a) for a in range(2 + rank)]
     return [
         generic(
-            ir.RankedTensorType.get(list(out_shape), element),
-            [window],
-            filled(ctx, out_shape, element, zero),
-            [[dim(2 + rank)], loops],
-            [PARALLEL] * (2 + rank) + [REDUCTION],
-            body,
-        )
+            [(window, [dim(2 + rank)])],
+            [(filled(out_shape, element, zero), loops)],
+            3 + rank,
+            (2 + rank,),
+            lambda args: [body(args)],
+        )[0]
     ]

@@ -20,6 +20,7 @@ from niro.ir import (
     read_imported_op,
 )
 
+from ..bindings import ir
 from ..context import LoweringRuleContext
 
 __all__ = [
@@ -97,3 +98,34 @@ def output_positions(ctx: LoweringRuleContext) -> tuple[int, ...]:
 
 
 __all__.append("output_positions")
+
+
+def ranked_result(ctx: LoweringRuleContext, index: int = 0) -> ir.RankedTensorType:
+    """The MLIR type of result `index`, refused clearly when it is not a ranked tensor (e.g.
+    ONNX shape inference could not find its rank)."""
+    ctx.ranked(ctx.niro_results[index], f"result #{index}")
+    return ir.RankedTensorType(ctx.result_types[index])
+
+
+def static_shape(ctx: LoweringRuleContext, value: Value, what: str) -> tuple[int, ...]:
+    """The shape of a Niro tensor value when fully static, else a clear refusal."""
+    shape = ctx.ranked(value, what).shape
+    if any(size is None for size in shape):
+        raise ctx.error(f"needs a static shape for {what}, got {shape}")
+    return tuple(shape)  # type: ignore[arg-type]
+
+
+def ints_attribute(
+    ctx: LoweringRuleContext, name: str, default: Sequence[int], count: int
+) -> tuple[int, ...]:
+    """An INTS attribute (kernel_shape, strides, pads) of `count` values, or `default`."""
+    value = attribute(ctx, name)
+    if value is None:
+        return tuple(default)
+    value = tuple(int(item) for item in value)
+    if len(value) != count:
+        raise ctx.error(f"attribute '{name}' has {len(value)} values, expected {count}")
+    return value
+
+
+__all__ += ["ranked_result", "static_shape", "ints_attribute"]

@@ -26,8 +26,10 @@ from collections.abc import Callable, Sequence
 from niro.ir import ScalarType, TensorType, Value, write_imported_op
 
 from ..bindings import arith, ir
-from ..context import LoweringRuleContext, lowering_for, register_lowering
-from .common import attribute, element_type, imported_op, input_value
+from ..builders import elementwise
+from ..context import LoweringRuleContext
+from ..registry import lowering_for, register_lowering
+from .common import attribute, element_type, imported_op, input_value, static_shape
 from .elementwise import FloatMath, _leaky_relu, _sigmoid
 from .linalg_ops import integer_matmul
 from .quantization import (
@@ -37,7 +39,6 @@ from .quantization import (
     requantize,
     to_float,
 )
-from .windows import static_shape
 
 __all__: list[str] = []
 
@@ -81,7 +82,7 @@ def _output_scalar(ctx: LoweringRuleContext) -> ScalarType:
 
 def _like(value: Value, element: ScalarType) -> Value:
     """A Niro value standing for an intermediate tensor of `value`'s shape (same id, another
-    element type): what `ctx.elementwise` and the float rules read shapes and types from."""
+    element type): what `elementwise` and the float rules read shapes and types from."""
     assert isinstance(value.type, TensorType)
     return Value(value.id, TensorType(element, value.type.shape))
 
@@ -118,7 +119,7 @@ def _lower_elementwise(
         ]
         return quantize_element(ctx, kernel(ctx, kit, *values), out_scale, out_zero, out_scalar)
 
-    return [ctx.elementwise(body, operands)]
+    return [elementwise(ctx, body, operands)]
 
 
 @register_lowering("com.microsoft.QLinearAdd", since=1)
@@ -158,7 +159,7 @@ def _dequantized(ctx: LoweringRuleContext, position: int, what: str) -> tuple[ir
     def body(elements: Sequence[ir.Value]) -> ir.Value:
         return dequantize_element(elements[0], scalar, scale, zero, _f32())
 
-    return ctx.elementwise(body, [(value, niro_value)], result), result
+    return elementwise(ctx, body, [(value, niro_value)], result), result
 
 
 def _quantized(
@@ -175,7 +176,7 @@ def _quantized(
     def body(elements: Sequence[ir.Value]) -> ir.Value:
         return quantize_element(ctx, elements[0], scale, zero, out_scalar)
 
-    return ctx.elementwise(body, [(value, niro_value)], result)
+    return elementwise(ctx, body, [(value, niro_value)], result)
 
 
 def _float_rule(
@@ -282,7 +283,7 @@ def _lower_qlinear_concat(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             dequantized = dequantize_element(elements[0], scalar, scale, zero, _f32())
             return quantize_element(ctx, dequantized, *output, out_scalar)
 
-        parts.append((ctx.elementwise(body, [(value, niro_value)], result), result))
+        parts.append((elementwise(ctx, body, [(value, niro_value)], result), result))
     return [_float_rule(ctx, "onnx.Concat", parts, ctx.niro_results[0])]
 
 

@@ -31,33 +31,32 @@ import numpy as np
 from niro.ir import ScalarType
 
 from ..bindings import arith, ir, linalg, tensor
-from ..context import LoweringRuleContext, register_lowering
-from ..types import lower_scalar_type
-from .common import attribute, element_type, input_value
-from .structured import (  # f16/bf16 convolutions accumulate in f32
-    accumulator_type,
-    named_op,
-    tensor_size,
-)
-from .windows import (
+from ..builders import (
     DYNAMIC,
-    PARALLEL,
-    REDUCTION,
-    at_run_time,
-    channels_from_filter,
+    accumulator_type,
     collapse_dims,
+    constant,
     dim,
     empty_like,
     expand_dim,
     extract_slice,
     filled,
     generic,
+    index_constant,
+    named_op,
     pad,
-    pad_for_window,
     reassociation,
+    tensor_size,
+)
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
+from ..types import lower_scalar_type
+from .common import attribute, element_type, input_value, static_shape
+from .windows import (
+    at_run_time,
+    channels_from_filter,
+    pad_for_window,
     spatial_shape,
-    static_shape,
-    tensor_type,
     window_geometry,
 )
 
@@ -83,9 +82,9 @@ def integer_mul_add(x: ir.Value, w: ir.Value, acc: ir.Value) -> ir.Value:
 
 
 _NAMED_CONVS = {
-    1: linalg.Conv1DNcwFcwOp,
-    2: linalg.Conv2DNchwFchwOp,
-    3: linalg.Conv3DNcdhwFcdhwOp,
+    1: "linalg.conv_1d_ncw_fcw",
+    2: "linalg.conv_2d_nchw_fchw",
+    3: "linalg.conv_3d_ncdhw_fcdhw",
 }
 
 
@@ -112,13 +111,12 @@ def _finish(ctx: LoweringRuleContext, y: ir.Value, scalar: ScalarType) -> ir.Val
     loops = [dim(axis) for axis in range(len(y_type.shape))]
     init = empty_like(y, element)
     return generic(
-        ir.RankedTensorType.get(list(y_type.shape), element),
-        [y],
-        init,
-        [loops, loops],
-        [PARALLEL] * len(loops),
-        lambda args: arith.TruncFOp(element, args[0]).result,
-    )
+        [(y, loops)],
+        [(init, loops)],
+        len(loops),
+        (),
+        lambda args: [arith.TruncFOp(element, args[0]).result],
+    )[0]
 
 
 def grouped_conv(
@@ -151,14 +149,17 @@ def grouped_conv(
     if named is not None and mul_add in (float_mul_add, integer_mul_add):
         # NOTE: the named op computes the same sum (inputs cast to the accumulator, multiplied,
         # added); IREE's codegen knows it (im2col, tiling) and runs it far faster.
-        init = filled(ctx, [batch, features, *output], accumulator, ctx.zero(accumulator))
+        init = filled([batch, features, *output], accumulator, constant(accumulator, 0))
         return named_op(
-            named, [x, w], init, strides=_i64_vector(strides), dilations=_i64_vector(dilations)
+            named,
+            [x, w],
+            init,
+            {"strides": _i64_vector(strides), "dilations": _i64_vector(dilations)},
         )
     xg = expand_dim(x, 1, (group, group_channels))
     wg = expand_dim(w, 0, (group, group_features))
     out_shape = [batch, group, group_features, *output]
-    init = filled(ctx, out_shape, accumulator, ctx.zero(accumulator))
+    init = filled(out_shape, accumulator, constant(accumulator, 0))
     # loops: n, g, m, o_0..o_{r-1}, c, k_0..k_{r-1}
     n, g, m = dim(0), dim(1), dim(2)
     outs = [dim(3 + axis) for axis in range(rank)]
@@ -167,15 +168,13 @@ def grouped_conv(
     x_map = [n, g, c] + [outs[a] * strides[a] + ks[a] * dilations[a] for a in range(rank)]
     w_map = [g, m, c, *ks]
     o_map = [n, g, m, *outs]
-    iterators = [PARALLEL] * (3 + rank) + [REDUCTION] * (1 + rank)
     result = generic(
-        tensor_type(out_shape, accumulator),
-        [xg, wg],
-        init,
-        [x_map, w_map, o_map],
-        iterators,
-        lambda args: mul_add(args[0], args[1], args[2]),
-    )
+        [(xg, x_map), (wg, w_map)],
+        [(init, o_map)],
+        4 + 2 * rank,
+        range(3 + rank, 4 + 2 * rank),
+        lambda args: [mul_add(args[0], args[1], args[2])],
+    )[0]
     return collapse_dims(result, 1, 2)
 
 
@@ -188,13 +187,12 @@ def add_channel_bias(
     loops = [dim(axis) for axis in range(rank)]
     init = empty_like(y)
     return generic(
-        y_type,
-        [y, bias],
-        init,
-        [loops, [dim(1)], loops],
-        [PARALLEL] * rank,
-        lambda args: add(args[0], args[1]),
-    )
+        [(y, loops), (bias, [dim(1)])],
+        [(init, loops)],
+        rank,
+        (),
+        lambda args: [add(args[0], args[1])],
+    )[0]
 
 
 def _check_output(ctx: LoweringRuleContext, expected: Sequence[int | None]) -> None:
@@ -236,7 +234,7 @@ def _lower_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     element = lower_scalar_type(scalar)
     _check_output(ctx, (x_shape[0], w_shape[0], *geometry.output))
     geometry = at_run_time(ctx, x, geometry)
-    padded = pad_for_window(ctx, x, geometry, ctx.zero(element))
+    padded = pad_for_window(ctx, x, geometry, constant(element, 0))
     padded, strides = _subsample_unit_kernel(padded, geometry)
     if group == 1 and _pointwise(padded, w, strides):
         return [_finish(ctx, _pointwise_conv(ctx, padded, w, accumulator_type(scalar)), scalar)]
@@ -283,8 +281,8 @@ def _pointwise_conv(
     rank = len(x_shape) - 2
     columns = collapse_dims(collapse_dims(x, 2, rank), 0, 2)  # (C, prod S)
     rows = collapse_dims(w, 1, 1 + rank)  # (M, C)
-    init = filled(ctx, [w_shape[0], math.prod(x_shape[2:])], accumulator, ctx.zero(accumulator))
-    product = named_op(linalg.MatmulOp, [rows, columns], init)
+    init = filled([w_shape[0], math.prod(x_shape[2:])], accumulator, constant(accumulator, 0))
+    product = named_op("linalg.matmul", [rows, columns], init)
     return expand_dim(expand_dim(product, 1, x_shape[2:]), 0, (1, w_shape[0]))
 
 
@@ -384,7 +382,7 @@ def _lower_conv_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             ctx, x, output, kernel, strides, dilations, output_padding, begin, end
         )
     element = lower_scalar_type(scalar)
-    zero = ctx.zero(element)
+    zero = constant(element, 0)
     # 1. zeros between the input elements: size * stride, the last stride - 1 zeros taken off
     #    the end padding below
     upsampled = _upsample(ctx, x, strides, zero)
@@ -395,7 +393,7 @@ def _lower_conv_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         for k, d, e, op, s in zip(kernel, dilations, end, output_padding, strides, strict=True)
     ]
     padded = pad(
-        ctx, upsampled, [0, 0, *[max(0, v) for v in low]], [0, 0, *[max(0, v) for v in high]], zero
+        upsampled, [0, 0, *[max(0, v) for v in low]], [0, 0, *[max(0, v) for v in high]], zero
     )
     if any(v < 0 for v in (*low, *high)):
         shape = ir.RankedTensorType(padded.type).shape
@@ -431,8 +429,8 @@ def _transpose_output_at_run_time(
             continue
         s, k, d = strides[axis], kernel[axis], dilations[axis]
         rest = output_padding[axis] + (k - 1) * d + 1 - s - begin[axis] - end[axis]
-        scaled = arith.MulIOp(tensor_size(x, 2 + axis), ctx.index_constant(s)).result
-        sizes.append(arith.AddIOp(scaled, ctx.index_constant(rest)).result)
+        scaled = arith.MulIOp(tensor_size(x, 2 + axis), index_constant(s)).result
+        sizes.append(arith.AddIOp(scaled, index_constant(rest)).result)
     return sizes
 
 
@@ -451,7 +449,7 @@ def _crop_dynamic(ctx, value: ir.Value, offsets, low, high) -> ir.Value:
             sizes.append(size - cut)
             continue
         sizes.append(DYNAMIC)
-        dynamic.append(arith.SubIOp(tensor_size(value, 2 + axis), ctx.index_constant(cut)).result)
+        dynamic.append(arith.SubIOp(tensor_size(value, 2 + axis), index_constant(cut)).result)
     result = ir.RankedTensorType.get(sizes, source.element_type)
     return tensor.ExtractSliceOp(
         result, value, [], dynamic, [], list(offsets), sizes, [1] * len(sizes)
@@ -482,7 +480,7 @@ def _upsample(
         split,
     ).result
     high = [0, 0] + [amount for s in strides for amount in (0, s - 1)]
-    padded = pad(ctx, expanded, [0] * len(split), high, zero)
+    padded = pad(expanded, [0] * len(split), high, zero)
     merged = shape[:2] + [
         DYNAMIC if n == DYNAMIC else n * s for n, s in zip(shape[2:], strides, strict=True)
     ]
@@ -504,10 +502,8 @@ def _flip_filter(ctx, wg: ir.Value, shape: Sequence[int], element: ir.Type) -> i
         index = [linalg.IndexOp(a).result for a in range(rank)]
         read = [index[0], index[2], index[1]]
         for axis in range(3, rank):
-            last = ctx.index_constant(shape[axis] - 1)
+            last = index_constant(shape[axis] - 1)
             read.append(arith.SubIOp(last, index[axis]).result)
         return tensor.ExtractOp(wg, read).result
 
-    return generic(
-        ir.RankedTensorType.get(list(shape), element), [], init, [loops], [PARALLEL] * rank, body
-    )
+    return generic([], [(init, loops)], rank, (), lambda args: [body(args)])[0]

@@ -15,11 +15,12 @@ from collections.abc import Sequence
 from niro.ir import ScalarType
 
 from ..bindings import arith, ir, linalg, math, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import constant, dim, filled, generic
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
-from .common import attribute, element_type, input_value
+from .common import attribute, element_type, input_value, static_shape
 from .conv import add_channel_bias
-from .windows import PARALLEL, REDUCTION, dim, filled, generic, scalar_constant, static_shape
 
 __all__: list[str] = []
 
@@ -59,8 +60,8 @@ def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     element = lower_scalar_type(scalar)
     i64 = ir.IntegerType.get_signless(64)
     index_type = ir.IndexType.get()
-    c = lambda value: scalar_constant(element, value)  # noqa: E731
-    k = lambda value: scalar_constant(i64, value)  # noqa: E731
+    c = lambda value: constant(element, value)  # noqa: E731
+    k = lambda value: constant(i64, value)  # noqa: E731
     features_per_group = features // group
     channels_per_offset_group = channels // offset_group
 
@@ -129,13 +130,12 @@ def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
     loops = [dim(a) for a in range(4)]
     result = generic(
-        ir.RankedTensorType.get(list(out_shape), element),
-        [w],
-        filled(ctx, out_shape, element, c(0.0)),
-        [[dim(1), dim(4), dim(5), dim(6)], loops],
-        [PARALLEL] * 4 + [REDUCTION] * 3,
-        body,
-    )
+        [(w, [dim(1), dim(4), dim(5), dim(6)])],
+        [(filled(out_shape, element, c(0.0)), loops)],
+        7,
+        (4, 5, 6),
+        lambda args: [body(args)],
+    )[0]
     if bias is not None:
         result = add_channel_bias(result, bias[0], lambda a, b: arith.AddFOp(a, b).result)
     return [result]

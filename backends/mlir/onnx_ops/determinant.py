@@ -18,19 +18,21 @@ from collections.abc import Sequence
 from niro.ir import format_type
 
 from ..bindings import arith, ir, linalg, math, tensor
-from ..context import LoweringRuleContext, register_lowering
-from ..types import index_type
-from .indexing import cast_to
-from .structured import (
+from ..builders import (
     accumulator_type,
+    cast_to,
     constant,
     convert,
     empty,
     fill,
     generic,
-    ranked_result,
+    index_constant,
     tensor_sizes,
 )
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
+from ..types import index_type
+from .common import ranked_result
 
 __all__: list[str] = []
 
@@ -90,7 +92,7 @@ def _eliminate(matrices: ir.Value, pivots: ir.Value, batch: int, step: int) -> i
         pivot_row = _index_of(arguments[0])
         positions = [linalg.IndexOp(loop).result for loop in range(loops)]
         batch_position, row, column = positions[:batch], positions[batch], positions[batch + 1]
-        k = arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), step)).result
+        k = index_constant(step)
 
         def read(at_row: ir.Value, at_column: ir.Value) -> ir.Value:
             return tensor.ExtractOp(matrices, [*batch_position, at_row, at_column]).result

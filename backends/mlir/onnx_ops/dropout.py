@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..bindings import ir, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import constant, filled
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type, lower_type
-from .common import attribute, imported_op, input_index, opset
-from .windows import filled, scalar_constant, static_shape
+from .common import attribute, imported_op, input_index, opset, static_shape
 
 __all__: list[str] = []
 
@@ -53,8 +54,8 @@ def _lower_dropout(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         mask_type = ctx.niro_results[1].type
         shape = static_shape(ctx, ctx.niro_operands[0], "input X")
         element = lower_scalar_type(mask_type.element_type)
-        one = scalar_constant(element, 1 if isinstance(element, ir.IntegerType) else 1.0)
-        mask = filled(ctx, shape, element, one)
+        one = constant(element, 1 if isinstance(element, ir.IntegerType) else 1.0)
+        mask = filled(shape, element, one)
         target = lower_type(mask_type)
         if mask.type != target:
             mask = tensor.CastOp(target, mask).result

@@ -18,7 +18,9 @@ from collections.abc import Callable, Sequence
 from niro.ir import ScalarType, Value
 
 from ..bindings import arith, ir, math
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import elementwise
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .cast import convert_element
 from .common import attribute, element_type
@@ -328,7 +330,7 @@ def elementwise_rule(
                 result = kernel(ctx, kit, *(kit.widen(x) for x in elements))
                 return kit.narrow(result) if narrows else result
 
-            return [ctx.elementwise(body)]
+            return [elementwise(ctx, body)]
 
         rule.__name__ = rule.__qualname__ = f"lower_{name}"
         return kernel
@@ -435,7 +437,7 @@ def _lower_shrink(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         shrunk = kit.select(kit.lt(x, kit.neg(lambd)), kit.add(x, bias), above)
         return convert_element(shrunk, compute, scalar)
 
-    return [ctx.elementwise(body)]
+    return [elementwise(ctx, body)]
 
 
 @elementwise_rule("Sigmoid", since=1, allowed=is_float_type, what=FLOATS, operands=1)

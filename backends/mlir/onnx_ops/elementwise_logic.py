@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from niro.ir import ScalarType
 
 from ..bindings import arith, ir
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import elementwise
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from .common import attribute, element_type
 from .elementwise import (
     FLOATS,
@@ -168,5 +170,4 @@ def _lower_where(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     require_element(ctx, ctx.niro_operands[0], _is_bool, BOOLS)
     if element_type(ctx.niro_operands[1]) is not element_type(ctx.niro_operands[2]):
         raise ctx.error("operands 'X' and 'Y' must have the same element type")
-    return [ctx.elementwise(lambda elements: arith.SelectOp(*elements).result)]
-
+    return [elementwise(ctx, lambda elements: arith.SelectOp(*elements).result)]

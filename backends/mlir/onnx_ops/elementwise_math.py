@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from niro.ir import ScalarType
 
 from ..bindings import arith, ir, math
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import elementwise
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from .cast import convert_element
 from .common import attribute, element_type, input_value, opset
 from .elementwise import (
@@ -116,7 +118,7 @@ def _lower_pow(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             y = convert_element(elements[1], exponent, ScalarType.F64)
             return convert_element(_float_pow(wide, x, y), ScalarType.F64, base)
 
-    return [ctx.elementwise(body)]
+    return [elementwise(ctx, body)]
 
 
 def _integer_pow(kit: ElementMath, base: ir.Value, exponent: ir.Value) -> ir.Value:
@@ -228,4 +230,4 @@ def _lower_clip(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             value = kit.minimum(value, limits["max"])
         return kit.narrow(value)
 
-    return [ctx.elementwise(body, inputs=inputs)]
+    return [elementwise(ctx, body, inputs=inputs)]

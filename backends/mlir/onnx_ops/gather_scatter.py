@@ -23,19 +23,18 @@ from collections.abc import Callable, Sequence
 from niro.ir import ScalarType, TensorType, format_type, op_name
 
 from ..bindings import arith, ir, linalg, scf, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import assert_true, constant, dim_size, empty_tensor, fill, generic, index_constant
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import index_type, lower_scalar_type
-from . import structured
 from .common import attribute, normalize_axis
 from .indexing import (
     add,
     clamp,
     cmp,
     collapse,
-    const_index,
     data_size,
     expand,
-    fill,
     floordiv,
     from_index,
     gather_generic,
@@ -47,7 +46,6 @@ from .indexing import (
     sub,
     to_index,
 )
-from .structured import assert_true
 
 __all__: list[str] = []
 
@@ -56,7 +54,7 @@ Mixed = int | ir.Value
 
 def _size(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType, axis: int) -> ir.Value:
     dim = type_.shape[axis]
-    return const_index(dim) if dim is not None else ctx.dim_size(value, axis)
+    return index_constant(dim) if dim is not None else dim_size(value, axis)
 
 
 def _normalized(raw: ir.Value, extent: ir.Value) -> ir.Value:
@@ -79,7 +77,7 @@ def _sizes_from(ctx: LoweringRuleContext, result: TensorType, sources: Sequence[
         elif source is None:
             raise ValueError(f"cannot find the size of a dynamic dim of {format_type(result)}")
         else:
-            sizes.append(ctx.dim_size(*source))
+            sizes.append(dim_size(*source))
     return sizes
 
 
@@ -155,7 +153,10 @@ def _lower_gather_nd(ctx: LoweringRuleContext) -> list[ir.Value]:
         leading = list(position[: q - 1])
         chosen = [
             _normalized(
-                to_index(tensor.ExtractOp(indices, leading + [const_index(j)]).result, indices_type.element_type),
+                to_index(
+                    tensor.ExtractOp(indices, leading + [index_constant(j)]).result,
+                    indices_type.element_type,
+                ),
                 extents[j],
             )
             for j in range(k)
@@ -294,11 +295,13 @@ def _scatter_last_update(ctx, result, data, updates, anchor, rank, is_hit) -> ir
     into one dispatch it cannot distribute ("write affecting operations on global resources
     are restricted to workgroup distributed contexts"). Updates are read only inside the
     reduction, so an empty one (a level without rois) is never read."""
-    sizes = [None if dim is not None else ctx.dim_size(data, a) for a, dim in enumerate(result.shape)]
+    sizes = [None if dim is not None else dim_size(data, a) for a, dim in enumerate(result.shape)]
     flags_type = TensorType(ScalarType.BOOL, result.shape)
-    found = fill(arith.ConstantOp(ir.IntegerType.get_signless(1), 0).result, ctx.empty_tensor(flags_type, sizes))
+    unset = arith.ConstantOp(ir.IntegerType.get_signless(1), 0).result
+    found = fill(empty_tensor(ctx, flags_type, sizes), unset)
     element = lower_scalar_type(result.element_type)
-    nothing = fill(ctx.zero(element), ctx.empty_tensor(result, sizes))
+    zero = constant(element, 0)
+    nothing = fill(empty_tensor(ctx, result, sizes), zero)
     every = list(range(rank))
 
     def last_update(arguments):
@@ -309,12 +312,12 @@ def _scatter_last_update(ctx, result, data, updates, anchor, rank, is_hit) -> ir
         return [arith.OrIOp(was_found, hit).result, arith.SelectOp(hit, update, value).result]
 
     anchor_value = anchor[0]
-    flags, values = structured.generic(
+    flags, values = generic(
         [(anchor_value, [rank])], [(found, every), (nothing, every)], rank + 1, (rank,), last_update
     )
-    return structured.generic(
+    return generic(
         [(flags, every), (values, every), (data, every)],
-        [(ctx.empty_tensor(result, sizes), every)],
+        [(empty_tensor(ctx, result, sizes), every)],
         rank,
         (),
         lambda arguments: [arith.SelectOp(arguments[0], arguments[1], arguments[2]).result],
@@ -348,7 +351,10 @@ def _lower_scatter_nd(ctx: LoweringRuleContext) -> list[ir.Value]:
         target, which, current = position[:rank], list(position[rank:]), elements[-1]
         hit = None
         for j in range(k):
-            raw = to_index(tensor.ExtractOp(indices, which + [const_index(j)]).result, indices_type.element_type)
+            raw = to_index(
+                tensor.ExtractOp(indices, which + [index_constant(j)]).result,
+                indices_type.element_type,
+            )
             same = cmp("eq", _wrapped(raw, extents[j]), target[j])
             hit = same if hit is None else arith.AndIOp(hit, same).result
         update = tensor.ExtractOp(updates, which + list(target[k:])).result
@@ -357,8 +363,15 @@ def _lower_scatter_nd(ctx: LoweringRuleContext) -> list[ir.Value]:
         return arith.SelectOp(hit, combine(current, update), current).result
 
     if q == 1:  # one index tuple: no reduction dims
-        return [_scatter_nd_single(ctx, result, data, indices, indices_type, updates, k, extents, combine)]
-    tuples = [indices_type.shape[a] if indices_type.shape[a] is not None else ctx.dim_size(indices, a) for a in range(q - 1)]
+        return [
+            _scatter_nd_single(
+                ctx, result, data, indices, indices_type, updates, k, extents, combine
+            )
+        ]
+    tuples = [
+        indices_type.shape[a] if indices_type.shape[a] is not None else dim_size(indices, a)
+        for a in range(q - 1)
+    ]
     anchor = _loop_anchor(rank + q - 1, range(rank, rank + q - 1), tuples)
     return [gather_generic(ctx, result, [], body, [anchor], reduction_dims=q - 1, init=data)]
 
@@ -373,7 +386,9 @@ def _scatter_nd_single(ctx, result, data, indices, indices_type, updates, k, ext
         current = elements[0]
         hit = None
         for j in range(k):
-            raw = to_index(tensor.ExtractOp(indices, [const_index(j)]).result, indices_type.element_type)
+            raw = to_index(
+                tensor.ExtractOp(indices, [index_constant(j)]).result, indices_type.element_type
+            )
             same = cmp("eq", _wrapped(raw, extents[j]), position[j])
             hit = same if hit is None else arith.AndIOp(hit, same).result
         update = tensor.ExtractOp(updates, list(position[k:])).result
@@ -381,7 +396,13 @@ def _scatter_nd_single(ctx, result, data, indices, indices_type, updates, k, ext
             return combine(current, update)
         return arith.SelectOp(hit, combine(current, update), current).result
 
-    return gather_generic(ctx, result, [ctx.dim_size(data, a) if d is None else None for a, d in enumerate(result.shape)], body, [(data, identity, element)])
+    return gather_generic(
+        ctx,
+        result,
+        [dim_size(data, a) if d is None else None for a, d in enumerate(result.shape)],
+        body,
+        [(data, identity, element)],
+    )
 
 
 # -- OneHot ---------------------------------------------------------------------------------------
@@ -411,7 +432,7 @@ def _lower_one_hot(ctx: LoweringRuleContext) -> list[ir.Value]:
                 raise ctx.error(f"needs a static depth for a {format_type(depth_type)} depth input")
             sizes.append(data_size(to_index(read_depth(), depth_element)))
         else:
-            sizes.append(ctx.dim_size(*source))
+            sizes.append(dim_size(*source))
     dims = [a for a in range(q + 1) if a != axis]
     index_map = projection(q + 1, dims)
 
@@ -420,8 +441,8 @@ def _lower_one_hot(ctx: LoweringRuleContext) -> list[ir.Value]:
         # Float indices and depth truncate toward zero, as ONNX's reference does.
         raw = to_index(elements[0], indices_type.element_type)
         hot = cmp("eq", _wrapped(raw, depth), position[axis])
-        on = tensor.ExtractOp(values, [const_index(1)]).result
-        off = tensor.ExtractOp(values, [const_index(0)]).result
+        on = tensor.ExtractOp(values, [index_constant(1)]).result
+        off = tensor.ExtractOp(values, [index_constant(0)]).result
         return arith.SelectOp(hot, on, off).result
 
     return [gather_generic(ctx, result, sizes, body, [(indices, index_map, indices_type.element_type)])]
@@ -475,7 +496,7 @@ def _inclusive_sums(ctx: LoweringRuleContext, values: ir.Value, length: ir.Value
 
     def within_blocks(data: ir.Value, count: ir.Value) -> ir.Value:
         """out[i] = sum of data[j] for j from the start of i's block to i."""
-        last = arith.MaxSIOp(sub(count, 1), const_index(0)).result
+        last = arith.MaxSIOp(sub(count, 1), index_constant(0)).result
 
         def body(position, elements):
             i, r = position
@@ -484,13 +505,21 @@ def _inclusive_sums(ctx: LoweringRuleContext, values: ir.Value, length: ir.Value
             summed = arith.AddIOp(elements[1], tensor.ExtractOp(data, [j]).result).result
             return arith.SelectOp(cmp("sle", r, offset), summed, elements[1]).result
 
-        init = fill(zero64, ctx.empty_tensor(vector, [count]))
-        return gather_generic(ctx, vector, [count], body, [(lanes, projection(2, [1]), ScalarType.I64)], reduction_dims=1, init=init)
+        init = fill(empty_tensor(ctx, vector, [count]), zero64)
+        return gather_generic(
+            ctx,
+            vector,
+            [count],
+            body,
+            [(lanes, projection(2, [1]), ScalarType.I64)],
+            reduction_dims=1,
+            init=init,
+        )
 
     def totals(sums: ir.Value, count: ir.Value) -> tuple[ir.Value, ir.Value]:
         """The last within-block sum of each block, and the number of blocks."""
         blocks = floordiv(add(count, block - 1), block)
-        last = arith.MaxSIOp(sub(count, 1), const_index(0)).result
+        last = arith.MaxSIOp(sub(count, 1), index_constant(0)).result
 
         def body(position, _elements):
             end = arith.MinSIOp(add(mul(position[0], block), block - 1), last).result
@@ -507,7 +536,7 @@ def _inclusive_sums(ctx: LoweringRuleContext, values: ir.Value, length: ir.Value
         c, other = position
         return arith.SelectOp(cmp("slt", other, c), arith.AddIOp(elements[1], elements[0]).result, elements[1]).result
 
-    group_init = fill(zero64, ctx.empty_tensor(vector, [groups]))
+    group_init = fill(empty_tensor(ctx, vector, [groups]), zero64)
     earlier = gather_generic(
         ctx, vector, [groups], before_group, [(group_totals, projection(2, [1]), ScalarType.I64)], reduction_dims=1, init=group_init
     )
@@ -515,7 +544,7 @@ def _inclusive_sums(ctx: LoweringRuleContext, values: ir.Value, length: ir.Value
     def combine(position, elements):
         i = position[0]
         b = floordiv(i, block)
-        previous = arith.MaxSIOp(sub(b, 1), const_index(0)).result
+        previous = arith.MaxSIOp(sub(b, 1), index_constant(0)).result
         through = arith.AddIOp(
             tensor.ExtractOp(second, [previous]).result,
             tensor.ExtractOp(earlier, [floordiv(previous, block)]).result,
@@ -538,8 +567,8 @@ def _selected_positions(ctx: LoweringRuleContext, flat: ir.Value, flat_type: Ten
     class scores of an 800x800 image's first FPN level."""
     element = flat_type.element_type
     i64 = ir.IntegerType.get_signless(64)
-    length = flat_type.shape[0] if flat_type.shape[0] is not None else ctx.dim_size(flat, 0)
-    extent = const_index(length) if isinstance(length, int) else length
+    length = flat_type.shape[0] if flat_type.shape[0] is not None else dim_size(flat, 0)
+    extent = index_constant(length) if isinstance(length, int) else length
     identity = projection(1, [0])
 
     def chosen(value, position):
@@ -560,7 +589,7 @@ def _selected_positions(ctx: LoweringRuleContext, flat: ir.Value, flat_type: Ten
     inclusive = _inclusive_sums(ctx, marks, extent)
     # The count: a sum of the marks (0 when empty; no read of counts[n - 1]).
     scalar_type = TensorType(ScalarType.I64, ())
-    count_init = fill(zero64, ctx.empty_tensor(scalar_type, []))
+    count_init = fill(empty_tensor(ctx, scalar_type, []), zero64)
 
     def count_body(position, elements):
         return arith.AddIOp(elements[1], elements[0]).result
@@ -572,14 +601,14 @@ def _selected_positions(ctx: LoweringRuleContext, flat: ir.Value, flat_type: Ten
     def search(position, _elements):
         # The first i with inclusive[i] >= k + 1, in [0, n - 1] (it exists: k < count).
         wanted = arith.AddIOp(from_index(position[0], ScalarType.I64), one).result
-        bisect = scf.WhileOp([index_type(), index_type()], [const_index(0), sub(extent, 1)])
+        bisect = scf.WhileOp([index_type(), index_type()], [index_constant(0), sub(extent, 1)])
         test = bisect.before.blocks.append(index_type(), index_type())
         with ir.InsertionPoint(test):
             scf.ConditionOp(cmp("slt", test.arguments[0], test.arguments[1]), list(test.arguments))
         step = bisect.after.blocks.append(index_type(), index_type())
         with ir.InsertionPoint(step):
             low, high = step.arguments
-            middle = arith.DivUIOp(add(low, high), const_index(2)).result
+            middle = arith.DivUIOp(add(low, high), index_constant(2)).result
             reached = cmp("sge", tensor.ExtractOp(inclusive, [middle]).result, wanted)
             scf.YieldOp([select(reached, low, add(middle, 1)), select(reached, middle, high)])
         return from_index(bisect.results[0], ScalarType.I64)
@@ -603,8 +632,8 @@ def _lower_non_zero(ctx: LoweringRuleContext) -> list[ir.Value]:
     def body(position, elements):
         row, flat_index = position[0], arith.IndexCastOp(index_type(), elements[0]).result
         # The coordinate on axis `row` of a row-major flat index.
-        coordinate = const_index(0)
-        stride = const_index(1)
+        coordinate = index_constant(0)
+        stride = index_constant(1)
         for a in reversed(range(rank)):
             value = mod(floordiv(flat_index, stride), dims[a])
             coordinate = select(cmp("eq", row, a), value, coordinate)
@@ -637,7 +666,10 @@ def _lower_compress(ctx: LoweringRuleContext) -> list[ir.Value]:
     shape = list(source.shape)
     shape[axis] = None
     out_type = TensorType(source.element_type, tuple(shape))
-    sizes = [count if a == axis else (None if dim is not None else ctx.dim_size(data, a)) for a, dim in enumerate(shape)]
+    sizes = [
+        count if a == axis else (None if dim is not None else dim_size(data, a))
+        for a, dim in enumerate(shape)
+    ]
 
     def body(position, elements):
         chosen = arith.IndexCastOp(index_type(), elements[0]).result

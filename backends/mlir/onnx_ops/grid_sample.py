@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from niro.ir import ScalarType
 
 from ..bindings import arith, ir, linalg, math, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import constant, dim, dim_size, generic, i64_constant, index_constant
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type
-from .windows import PARALLEL, dim, generic, scalar_constant, tensor_type
 
 __all__: list[str] = []
 
@@ -45,7 +46,7 @@ class _Float:
         self.type = type_
 
     def v(self, value):
-        return scalar_constant(self.type, value) if isinstance(value, (int, float)) else value
+        return constant(self.type, value) if isinstance(value, (int, float)) else value
 
     def add(self, a, b):
         return arith.AddFOp(self.v(a), self.v(b)).result
@@ -75,7 +76,7 @@ class _Float:
 def _i64(value: int | ir.Value) -> ir.Value:
     if isinstance(value, ir.Value):
         return value
-    return scalar_constant(ir.IntegerType.get_signless(64), value)
+    return i64_constant(value)
 
 
 def _reflect(f64: _Float, x: ir.Value, low: Scalar, high: Scalar) -> ir.Value:
@@ -132,7 +133,7 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
                 f"result dim {len(out_sizes)} is {declared}, the inputs give {shape[axis]}"
             )
         size = shape[axis] if shape[axis] is not None else declared
-        out_sizes.append(size if size is not None else ctx.dim_size(value, axis))
+        out_sizes.append(size if size is not None else dim_size(value, axis))
     element = lower_scalar_type(scalar)
     f32 = _Float(ir.F32Type.get())
     f64 = _Float(ir.F64Type.get())
@@ -144,7 +145,7 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         if x_shape[2 + axis] is not None:
             spatial.append(x_shape[2 + axis])
         else:
-            spatial.append(arith.IndexCastOp(i64, ctx.dim_size(x, 2 + axis)).result)
+            spatial.append(arith.IndexCastOp(i64, dim_size(x, 2 + axis)).result)
 
     def as_float(size, f: _Float) -> Scalar:
         return float(size) if isinstance(size, int) else arith.SIToFPOp(f.type, size).result
@@ -214,7 +215,7 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         grid_prefix = [indices[0], *indices[2:]]
         reads = []  # per spatial axis: [(index, inside flag or None, coefficient or None)]
         for axis in range(rank):
-            component = ctx.index_constant(rank - 1 - axis)
+            component = index_constant(rank - 1 - axis)
             normalized = to32(tensor.ExtractOp(grid, [*grid_prefix, component]).result, grid_scalar)
             size = sizes32[axis]
             if align:
@@ -273,6 +274,4 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
     loops = [dim(axis) for axis in range(len(out_sizes))]
     init = tensor.EmptyOp(out_sizes, element).result
-    return [
-        generic(tensor_type(out_sizes, element), [], init, [loops], [PARALLEL] * len(out_sizes), body)
-    ]
+    return [generic([], [(init, loops)], len(out_sizes), (), lambda args: [body(args)])[0]]

@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from niro.ir import ImportedOp, TensorType, Yield, format_type
 
 from ..bindings import ir, scf, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import index_constant
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..rules import build_scf_if
 from .common import imported_op
 
@@ -86,9 +88,7 @@ def _lower_if(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
                 )
     condition = ctx.operands[0]
     if isinstance(condition.type, ir.RankedTensorType):  # a one-element tensor<i1> or tensor<1xi1>
-        condition = tensor.ExtractOp(
-            condition, [ctx.index_constant(0)] * condition.type.rank
-        ).result
+        condition = tensor.ExtractOp(condition, [index_constant(0)] * condition.type.rank).result
     result_types = list(ctx.result_types)
 
     def cast_yield(yield_ctx: LoweringRuleContext) -> None:

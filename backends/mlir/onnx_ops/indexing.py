@@ -19,15 +19,23 @@ import numpy as np
 from niro.ir import ScalarType, TensorType, Value, format_type, op_name
 
 from ..bindings import arith, ir, linalg, tensor
+from ..builders import (
+    DYNAMIC,
+    assert_true,
+    cast_to,
+    dim_size,
+    empty_tensor,
+    generic,
+    index_constant,
+    reassociation,
+)
 from ..context import LoweringRuleContext
 from ..types import index_type, lower_scalar_type, lower_type
-from . import structured
 from .common import input_index
 
 __all__ = [
     "constant_input",
     "required_constant",
-    "const_index",
     "to_index",
     "from_index",
     "add",
@@ -40,7 +48,6 @@ __all__ = [
     "cmp",
     "select",
     "gather_generic",
-    "cast_to",
     "collapse",
     "expand",
     "reshape",
@@ -49,8 +56,6 @@ __all__ = [
     "static_dims",
 ]
 
-PARALLEL = "#linalg.iterator_type<parallel>"
-REDUCTION = "#linalg.iterator_type<reduction>"
 UNSIGNED = frozenset({ScalarType.U8, ScalarType.U16, ScalarType.U32, ScalarType.U64})
 
 
@@ -87,12 +92,8 @@ def static_dims(ctx: LoweringRuleContext, type_: TensorType, what: str) -> tuple
 # -- index arithmetic ---------------------------------------------------------------------------
 
 
-def const_index(value: int) -> ir.Value:
-    return arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), int(value))).result
-
-
 def _as_index(value: ir.Value | int) -> ir.Value:
-    return const_index(value) if isinstance(value, int) else value
+    return index_constant(value) if isinstance(value, int) else value
 
 
 def add(a: ir.Value | int, b: ir.Value | int) -> ir.Value:
@@ -144,7 +145,7 @@ def data_size(size: ir.Value, high: ir.Value | int | None = None) -> ir.Value:
     fails with "failed to resolve workgroup count hint in terms of workload ordinals".
     `arith.maxsi`/`arith.minsi` are not cloned, so the size stays a host value (onnx.Loop's
     trip count is clamped the same way, by its row bound)."""
-    bounded = arith.MaxSIOp(size, const_index(0)).result
+    bounded = arith.MaxSIOp(size, index_constant(0)).result
     return bounded if high is None else arith.MinSIOp(bounded, _as_index(high)).result
 
 
@@ -172,7 +173,7 @@ def scalar_input(ctx: LoweringRuleContext, value: ir.Value, niro: Value) -> ir.V
         return value
     if type_.shape is None or any(dim != 1 for dim in type_.shape):
         raise ctx.error(f"expected a scalar or one-element tensor, got {format_type(type_)}")
-    return tensor.ExtractOp(value, [const_index(0) for _ in type_.shape]).result
+    return tensor.ExtractOp(value, [index_constant(0) for _ in type_.shape]).result
 
 
 def scalar_reader(ctx: LoweringRuleContext, value: ir.Value, niro: Value) -> Callable[[], ir.Value]:
@@ -187,7 +188,7 @@ def scalar_reader(ctx: LoweringRuleContext, value: ir.Value, niro: Value) -> Cal
     if not isinstance(type_, TensorType):
         return lambda: value
     rank = len(type_.shape)
-    return lambda: tensor.ExtractOp(value, [const_index(0) for _ in range(rank)]).result
+    return lambda: tensor.ExtractOp(value, [index_constant(0) for _ in range(rank)]).result
 
 
 __all__.append("scalar_reader")
@@ -198,14 +199,6 @@ HOST_SCALARS = frozenset(
 """Element types IREE's host VM holds as scalars (a `tensor.extract` outside a dispatch)."""
 
 __all__.append("HOST_SCALARS")
-
-
-def fill(value: ir.Value, init: ir.Value) -> ir.Value:
-    """`structured.fill` with the scalar first, as the callers here read."""
-    return structured.fill(init, value)
-
-
-__all__.append("fill")
 
 
 # -- the gather-form generic --------------------------------------------------------------------
@@ -231,27 +224,20 @@ def gather_generic(
     rank = len(result.shape)
     total = rank + reduction_dims
     if init is None:
-        init = ctx.empty_tensor(result, sizes)
-    out_map = ir.AffineMap.get(total, 0, [ir.AffineDimExpr.get(axis) for axis in range(rank)])
-    maps = [map_ for _, map_, _ in inputs] + [out_map]
-    iterators = [ir.Attribute.parse(PARALLEL)] * rank + [
-        ir.Attribute.parse(REDUCTION)
-    ] * reduction_dims
-    generic = linalg.GenericOp(
-        [lower_type(result)],
-        [value for value, _, _ in inputs],
-        [init],
-        ir.ArrayAttr.get([ir.AffineMapAttr.get(map_) for map_ in maps]),
-        ir.ArrayAttr.get(iterators),
-    )
-    element_types = [lower_scalar_type(element) for _, _, element in inputs]
-    block = generic.regions[0].blocks.append(*element_types, lower_scalar_type(result.element_type))
-    with ir.InsertionPoint(block):
+        init = empty_tensor(ctx, result, sizes)
+
+    def gather(arguments: list[ir.Value]) -> list[ir.Value]:
         indices = [linalg.IndexOp(axis).result for axis in range(total)]
-        arguments = list(block.arguments)
         elements = arguments if reduction_dims else arguments[: len(inputs)]
-        linalg.YieldOp([body(indices, elements)])
-    return generic.result
+        return [body(indices, elements)]
+
+    return generic(
+        [(value, list(map_.results)) for value, map_, _ in inputs],
+        [(init, list(range(rank)))],
+        total,
+        range(rank, total),
+        gather,
+    )[0]
 
 
 def projection(total: int, dims: Sequence[int]) -> ir.AffineMap:
@@ -265,28 +251,13 @@ __all__.append("projection")
 # -- casts and reshapes -------------------------------------------------------------------------
 
 
-def cast_to(value: ir.Value, type_: ir.Type) -> ir.Value:
-    """`value` as `type_` (a `tensor.cast` between compatible shapes) when the types differ."""
-    if value.type == type_:
-        return value
-    return tensor.CastOp(type_, value).result
-
-
-def _reassociation(groups: Sequence[Sequence[int]]) -> ir.ArrayAttr:
-    i64 = ir.IntegerType.get_signless(64)
-    return ir.ArrayAttr.get(
-        [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, axis) for axis in group]) for group in groups]
-    )
-
-
 def _mlir_shape(shape: Sequence[int | None]) -> list[int]:
-    dynamic = ir.ShapedType.get_dynamic_size()
-    return [dynamic if dim is None else dim for dim in shape]
+    return [DYNAMIC if dim is None else dim for dim in shape]
 
 
 def collapse(value: ir.Value, target: TensorType, groups: Sequence[Sequence[int]]) -> ir.Value:
     """`tensor.collapse_shape` of `value` into `target` (each target dim is one group)."""
-    return tensor.CollapseShapeOp(lower_type(target), value, _reassociation(groups)).result
+    return tensor.CollapseShapeOp(lower_type(target), value, reassociation(groups)).result
 
 
 def expand(
@@ -301,7 +272,7 @@ def expand(
     if any(size is None for size in dynamic):
         raise ValueError(f"expand_shape to {format_type(target)} needs every dynamic size")
     return tensor.ExpandShapeOp(
-        lower_type(target), value, _reassociation(groups), dynamic, _mlir_shape(target.shape)
+        lower_type(target), value, reassociation(groups), dynamic, _mlir_shape(target.shape)
     ).result
 
 
@@ -329,16 +300,16 @@ def _reshape_to_vector(
         flat = collapse(value, TensorType(element, (count,)), [list(range(rank))])
     where = f"{ctx.niro_location}: '{op_name(ctx.op)}' op"
     if not target.shape:  # a dynamic source of one element
-        structured.assert_true(
-            arith.CmpIOp(arith.CmpIPredicate.eq, ctx.dim_size(flat, 0), const_index(1)).result,
+        assert_true(
+            arith.CmpIOp(arith.CmpIPredicate.eq, dim_size(flat, 0), index_constant(1)).result,
             f"{where}: a scalar result needs one element",
         )
         one = cast_to(flat, lower_type(TensorType(element, (1,))))
         return collapse(one, target, [])
-    wanted = sizes[0] if target.shape[0] is None else const_index(target.shape[0])
+    wanted = sizes[0] if target.shape[0] is None else index_constant(target.shape[0])
     if wanted is not None and (count is None or target.shape[0] is None):
-        structured.assert_true(
-            arith.CmpIOp(arith.CmpIPredicate.eq, ctx.dim_size(flat, 0), wanted).result,
+        assert_true(
+            arith.CmpIOp(arith.CmpIPredicate.eq, dim_size(flat, 0), wanted).result,
             f"{where}: the requested size differs from the element count",
         )
     return cast_to(flat, lower_type(target))
@@ -396,7 +367,7 @@ def reshape(
     extents = []
     for dim, size in zip(target.shape, sizes, strict=True):
         if dim is not None:
-            extents.append(const_index(dim))
+            extents.append(index_constant(dim))
         elif size is None:
             raise ctx.error(f"cannot find the size of a dynamic dim of {format_type(target)}")
         else:

@@ -16,10 +16,7 @@ from collections.abc import Callable, Sequence
 from niro.ir import ScalarType, Value, format_type, op_name
 
 from ..bindings import arith, ir, linalg, tensor
-from ..context import LoweringRuleContext, register_lowering
-from .common import element_type, input_value
-from .indexing import const_index
-from .structured import (
+from ..builders import (
     MapSpec,
     accumulator_type,
     assert_true,
@@ -28,9 +25,12 @@ from .structured import (
     empty,
     fill,
     generic,
-    ranked_result,
+    index_constant,
     tensor_size,
 )
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
+from .common import element_type, input_value, ranked_result
 
 __all__ = ["contract", "integer_matmul", "matmul_row_column_dims", "parse_einsum"]
 
@@ -129,7 +129,7 @@ def _label_size(operands, label: Label) -> ir.Value:
         for axis, each in enumerate(labels):
             if each == label:
                 dim = tensor_size(value, axis)
-                dim = const_index(dim) if isinstance(dim, int) else dim
+                dim = index_constant(dim) if isinstance(dim, int) else dim
                 size = dim if size is None else arith.MaxSIOp(size, dim).result
     return size
 
@@ -141,7 +141,7 @@ def _assert_label_sizes(ctx: LoweringRuleContext, operands, static, dynamic_sour
     shrink the result. Static shapes have nothing to check."""
     for label in dynamic_source:
         known = static.get(label, 1)
-        expected = const_index(known) if known != 1 else _label_size(operands, label)
+        expected = index_constant(known) if known != 1 else _label_size(operands, label)
         for index, (value, _, labels) in enumerate(operands):
             for axis, (each, dim) in enumerate(
                 zip(labels, ctx.ranked(operands[index][1], "operand").shape, strict=True)
@@ -320,15 +320,15 @@ def _zero_point_per_row(
     the rows is kept; any other length stops the program. The copy has as many elements as the
     rows: the contraction then reads it like a static per-row zero point."""
     rows = tensor_size(matrix, axis)
-    rows = const_index(rows) if isinstance(rows, int) else rows
+    rows = index_constant(rows) if isinstance(rows, int) else rows
     length = tensor_size(value, 0)
-    one = arith.CmpIOp(arith.CmpIPredicate.eq, length, const_index(1)).result
+    one = arith.CmpIOp(arith.CmpIPredicate.eq, length, index_constant(1)).result
     per_row = arith.CmpIOp(arith.CmpIPredicate.eq, length, rows).result
     assert_true(
         arith.OrIOp(one, per_row).result,
         f"{ctx.niro_location}: '{op_name(ctx.op)}' op: {what} has neither 1 entry nor one per row",
     )
-    last = arith.SubIOp(length, const_index(1)).result
+    last = arith.SubIOp(length, index_constant(1)).result
     element = ir.RankedTensorType(value.type).element_type
     out = empty([tensor_size(matrix, axis)], element)
 

@@ -6,7 +6,7 @@ ONNX's Loop runs `for (i = 0; i < M && cond; ++i) { cond, v... = body(i, cond, v
 it runs M times and the body's condition is ignored, without either it never ends (refused).
 The `before` region tests `i < M && cond`; the `after` region binds the body's block arguments
 (i and cond as one-element tensors, the carried values as they are) and lowers the body
-(`lower_single_block`), whose Yield gives the next condition, values and scan-output slices.
+(`ctx.lower_block`), whose Yield gives the next condition, values and scan-output slices.
 
 A loop-carried value keeps the type of its body argument from one iteration to the next: a
 yielded value of another static shape changes type across iterations and is refused; one whose
@@ -39,10 +39,11 @@ from niro.ir import (
 )
 
 from ..bindings import arith, ir, scf, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import DYNAMIC, assert_true, dim_size, empty_tensor, i64_constant, index_constant
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import index_type, lower_type
 from .common import imported_op, input_value
-from .structured import assert_true
 
 __all__ = ["MAX_PREALLOCATED_ELEMENTS"]
 
@@ -66,7 +67,7 @@ def _read_scalar(ctx: LoweringRuleContext, value: ir.Value, niro: Value, what: s
         raise ctx.error(
             f"needs {what} as a one-element {element.spelling} tensor, got {format_type(type_)}"
         )
-    zeros = [ctx.index_constant(0) for _ in type_.shape]
+    zeros = [index_constant(0) for _ in type_.shape]
     return tensor.ExtractOp(value, zeros).result
 
 
@@ -106,7 +107,7 @@ def _checked_cast(
         for axis, (have, want) in enumerate(zip(source.shape, target.shape, strict=True)):
             if have is None and want is not None:
                 equal = arith.CmpIOp(
-                    arith.CmpIPredicate.eq, ctx.dim_size(value, axis), ctx.index_constant(want)
+                    arith.CmpIPredicate.eq, dim_size(value, axis), index_constant(want)
                 ).result
                 assert_true(
                     equal,
@@ -230,11 +231,6 @@ def _results_by_position(ctx: LoweringRuleContext, carried: int):
     return (by_position + [None] * carried)[:carried], by_position[carried:]
 
 
-def _i64(value: int) -> ir.Value:
-    i64 = ir.IntegerType.get_signless(64)
-    return arith.ConstantOp(i64, ir.IntegerAttr.get(i64, value)).result
-
-
 def _stacked_type(rows: int | None, scan: _ScanOutput) -> TensorType:
     """The type of a scan output's buffer: `rows` (None: a run-time count) slices."""
     return TensorType(scan.slice_type.element_type, (rows, *scan.slice_type.shape))
@@ -251,11 +247,13 @@ def _known_elements(slice_type: TensorType) -> int:
 
 def _sizes(ctx: LoweringRuleContext, value: ir.Value, slice_type: TensorType, first: int) -> list[ir.Value]:
     """The sizes of `slice_type`'s dynamic dims, read from `value`'s dims `first`, `first + 1`..."""
-    return [ctx.dim_size(value, first + axis) for axis, dim in enumerate(slice_type.shape) if dim is None]
+    return [
+        dim_size(value, first + axis) for axis, dim in enumerate(slice_type.shape) if dim is None
+    ]
 
 
 def _static_sizes(slice_type: TensorType) -> list[int]:
-    return [ir.ShapedType.get_dynamic_size() if dim is None else dim for dim in slice_type.shape]
+    return [DYNAMIC if dim is None else dim for dim in slice_type.shape]
 
 
 def _insert_row(ctx, piece: ir.Value, buffer: ir.Value, offset: ir.Value, slice_type: TensorType):
@@ -266,7 +264,7 @@ def _insert_row(ctx, piece: ir.Value, buffer: ir.Value, offset: ir.Value, slice_
         [offset],
         _sizes(ctx, piece, slice_type, 0),
         [],
-        [ir.ShapedType.get_dynamic_size()] + [0] * rank,
+        [DYNAMIC] + [0] * rank,
         [1, *_static_sizes(slice_type)],
         [1] * (rank + 1),
     ).result
@@ -279,16 +277,19 @@ def _sized_buffer(ctx, buffer: ir.Value, piece: ir.Value, first: ir.Value, stack
     slice_type = TensorType(stacked.element_type, stacked.shape[1:])
     choice = scf.IfOp(first, [buffer.type], has_else=True)
     with ir.InsertionPoint(choice.then_block):
-        sizes = [ctx.dim_size(buffer, 0) if stacked.shape[0] is None else None]
-        sizes += [ctx.dim_size(piece, axis) if dim is None else None for axis, dim in enumerate(slice_type.shape)]
-        scf.YieldOp([ctx.empty_tensor(stacked, sizes)])
+        sizes = [dim_size(buffer, 0) if stacked.shape[0] is None else None]
+        sizes += [
+            dim_size(piece, axis) if dim is None else None
+            for axis, dim in enumerate(slice_type.shape)
+        ]
+        scf.YieldOp([empty_tensor(ctx, stacked, sizes)])
     with ir.InsertionPoint(choice.else_block):
         scf.YieldOp([buffer])
     sized = choice.results[0]
     for axis, dim in enumerate(slice_type.shape):
         if dim is None:
             same = arith.CmpIOp(
-                arith.CmpIPredicate.eq, ctx.dim_size(piece, axis), ctx.dim_size(sized, axis + 1)
+                arith.CmpIPredicate.eq, dim_size(piece, axis), dim_size(sized, axis + 1)
             ).result
             assert_true(
                 same,
@@ -306,12 +307,12 @@ def _run_time_rows(ctx: LoweringRuleContext, limit: ir.Value, scans) -> ir.Value
     if largest > 0:
         most = MAX_PREALLOCATED_ELEMENTS // largest
         assert_true(
-            arith.CmpIOp(arith.CmpIPredicate.sle, limit, _i64(most)).result,
+            arith.CmpIOp(arith.CmpIPredicate.sle, limit, i64_constant(most)).result,
             f"{ctx.niro_location}: 'onnx.Loop' op max trip count M is more than {most}, too many "
             f"iterations to preallocate its scan outputs (at most {MAX_PREALLOCATED_ELEMENTS} "
             "elements each); declare their leading dim to bound them",
         )
-    rows = arith.MaxSIOp(limit, _i64(0)).result
+    rows = arith.MaxSIOp(limit, i64_constant(0)).result
     return arith.IndexCastOp(index_type(), rows).result
 
 
@@ -322,7 +323,7 @@ def _runs_every_iteration(ctx: LoweringRuleContext, condition, block, yielded) -
         return True
 
     def true(value: Value) -> bool:
-        constant = ctx.lowering.constant_value(value)
+        constant = ctx.constant_value(value)
         return constant is not None and constant.size == 1 and bool(constant.reshape(-1)[0])
 
     return true(condition[1]) and (yielded[0].id == block.arguments[1].id or true(yielded[0]))
@@ -338,7 +339,7 @@ def _first_rows(ctx, buffer: ir.Value, count: ir.Value, slice_type: TensorType) 
         [count, *_sizes(ctx, buffer, slice_type, 1)],
         [],
         [0] * (rank + 1),
-        [ir.ShapedType.get_dynamic_size(), *_static_sizes(slice_type)],
+        [DYNAMIC, *_static_sizes(slice_type)],
         [1] * (rank + 1),
     ).result
 
@@ -412,14 +413,15 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         whole = False
     # NOTE: a slice's dynamic dims are 0 until the first iteration sizes the buffer (_sized_buffer)
     buffers = [
-        ctx.empty_tensor(
+        empty_tensor(
+            ctx,
             _stacked_type(rows, scan),
             [run_time_rows if rows is None else None]
-            + [None if dim is not None else ctx.index_constant(0) for dim in scan.slice_type.shape],
+            + [None if dim is not None else index_constant(0) for dim in scan.slice_type.shape],
         )
         for scan in scans
     ]
-    inits = [_i64(0), go, *starts, *buffers]
+    inits = [i64_constant(0), go, *starts, *buffers]
     types = [value.type for value in inits]
     loop = scf.WhileOp(types, inits)
 
@@ -436,17 +438,14 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     carried_in = list(after.arguments)[2 : 2 + carried]
     buffers_in = list(after.arguments)[2 + carried :]
     with ir.InsertionPoint(after):
-        ctx.lowering.values[block.arguments[0].id] = _as_tensor(
-            ctx, iteration, block.arguments[0], "iteration number", ScalarType.I64
-        )
-        ctx.lowering.values[block.arguments[1].id] = _as_tensor(
-            ctx, current, block.arguments[1], "condition", ScalarType.BOOL
-        )
-        for argument, value in zip(arguments, carried_in, strict=True):
-            ctx.lowering.values[argument.id] = value
+        bound = [
+            _as_tensor(ctx, iteration, block.arguments[0], "iteration number", ScalarType.I64),
+            _as_tensor(ctx, current, block.arguments[1], "condition", ScalarType.BOOL),
+            *carried_in,
+        ]
         if guard_rows:
             assert_true(
-                arith.CmpIOp(arith.CmpIPredicate.slt, iteration, _i64(rows)).result,
+                arith.CmpIOp(arith.CmpIPredicate.slt, iteration, i64_constant(rows)).result,
                 f"{ctx.niro_location}: 'onnx.Loop' op runs more than {rows} iterations, the "
                 "rows of its scan outputs",
             )
@@ -488,15 +487,15 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
                 f"scan output #{scan.index}'s slice",
             )
             if not scan.slice_type.is_static:
-                first = arith.CmpIOp(arith.CmpIPredicate.eq, iteration, _i64(0)).result
-                buffer = _sized_buffer(ctx, buffer, piece, first, _stacked_type(rows, scan), scan.index)
+                first = arith.CmpIOp(arith.CmpIPredicate.eq, iteration, i64_constant(0)).result
+                buffer = _sized_buffer(
+                    ctx, buffer, piece, first, _stacked_type(rows, scan), scan.index
+                )
             stacked.append(_insert_row(ctx, piece, buffer, offset, scan.slice_type))
-        step = arith.AddIOp(iteration, _i64(1)).result
+        step = arith.AddIOp(iteration, i64_constant(1)).result
         scf.YieldOp([step, following, *nexts, *stacked])
 
-    ctx.lowering.lower_single_block(
-        block, after, ctx.niro_location.path + ("region#0", "^bb0"), yield_builder=finish
-    )
+    ctx.lower_block(block, after, bound, yield_builder=finish)
 
     outputs: list[ir.Value | None] = [None] * len(ctx.niro_results)
     finals = list(loop.results)
@@ -516,7 +515,7 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     count = None
     if exact:
         assert_true(
-            arith.CmpIOp(arith.CmpIPredicate.eq, finals[0], _i64(rows)).result,
+            arith.CmpIOp(arith.CmpIPredicate.eq, finals[0], i64_constant(rows)).result,
             f"{ctx.niro_location}: 'onnx.Loop' op stops before {rows} iterations, the rows its "
             "scan outputs are declared with",
         )
@@ -525,7 +524,7 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         # NOTE: no-op clamp (the loop stops by M) that keeps IREE (3.13) from cloning the bare
         # `index_cast` into the dispatch copying the rows out (e.g. for a Concat): it then
         # fails with "failed to resolve workgroup count hint in terms of workload ordinals".
-        bound = run_time_rows if rows is None else arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), rows)).result
+        bound = run_time_rows if rows is None else index_constant(rows)
         count = arith.MinSIOp(count, bound).result
     for scan, buffer in zip(scans, finals[2 + carried :], strict=True):
         stacked_type = TensorType(scan.slice_type.element_type, (rows, *scan.slice_type.shape))

@@ -12,20 +12,11 @@ from collections.abc import Sequence
 from niro.ir import ScalarType
 
 from ..bindings import arith, ir, math, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import constant, dim, empty, filled, generic, pad, tensor_sizes
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
-from . import structured
 from .common import attribute, element_type
-from .windows import (
-    PARALLEL,
-    REDUCTION,
-    dim,
-    filled,
-    generic,
-    pad,
-    scalar_constant,
-    tensor_type,
-)
 
 __all__: list[str] = []
 
@@ -43,7 +34,7 @@ def _lower_lrn(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         raise ctx.error(f"needs an input of rank >= 3 (N, C, spatial...), got {x_niro.type}")
     # NOTE: any dim may be dynamic (a dynamic batch or image size): the channel window is a
     # reduction over a padded channel axis, sized at run time like the rest
-    shape = structured.tensor_sizes(x)
+    shape = tensor_sizes(x)
     size = attribute(ctx, "size")
     if not isinstance(size, int) or size < 1:
         raise ctx.error(f"needs a positive 'size' attribute, got {size!r}")
@@ -52,38 +43,31 @@ def _lower_lrn(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     bias = float(attribute(ctx, "bias", 1.0))
     element = lower_scalar_type(scalar)
     loops = [dim(a) for a in range(rank)]
-    result_type = tensor_type(shape, element)
 
     squares = generic(
-        result_type,
-        [x],
-        structured.empty(shape, element),
-        [loops, loops],
-        [PARALLEL] * rank,
-        lambda args: arith.MulFOp(args[0], args[0]).result,
-    )
+        [(x, loops)],
+        [(empty(shape, element), loops)],
+        rank,
+        (),
+        lambda args: [arith.MulFOp(args[0], args[0]).result],
+    )[0]
     before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
     padded = pad(
-        ctx,
-        squares,
-        [0, before] + [0] * (rank - 2),
-        [0, after] + [0] * (rank - 2),
-        ctx.zero(element),
+        squares, [0, before] + [0] * (rank - 2), [0, after] + [0] * (rank - 2), constant(element, 0)
     )
     window = tensor.EmptyOp([size], element).result
     k = dim(rank)
-    zero = ctx.zero(element)
+    zero = constant(element, 0)
     sums = generic(
-        result_type,
-        [padded, window],
-        filled(ctx, shape, element, zero),
-        [[loops[0], loops[1] + k, *loops[2:]], [k], loops],
-        [PARALLEL] * rank + [REDUCTION],
-        lambda args: arith.AddFOp(args[2], args[0]).result,
-    )
-    scale = scalar_constant(element, alpha / size)
-    offset = scalar_constant(element, bias)
-    power = scalar_constant(element, beta)
+        [(padded, [loops[0], loops[1] + k, *loops[2:]]), (window, [k])],
+        [(filled(shape, element, zero), loops)],
+        rank + 1,
+        (rank,),
+        lambda args: [arith.AddFOp(args[2], args[0]).result],
+    )[0]
+    scale = constant(element, alpha / size)
+    offset = constant(element, bias)
+    power = constant(element, beta)
 
     def body(args):
         base = arith.AddFOp(offset, arith.MulFOp(scale, args[1]).result).result
@@ -91,11 +75,10 @@ def _lower_lrn(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
     return [
         generic(
-            result_type,
-            [x, sums],
-            structured.empty(shape, element),
-            [loops, loops, loops],
-            [PARALLEL] * rank,
-            body,
-        )
+            [(x, loops), (sums, loops)],
+            [(empty(shape, element), loops)],
+            rank,
+            (),
+            lambda args: [body(args)],
+        )[0]
     ]

@@ -24,12 +24,12 @@ import numpy as np
 from niro.ir import ScalarType, TensorType, format_type
 
 from ..bindings import arith, ir, math
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import assert_true, cast_to, dense_constant
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .common import element_type
-from .indexing import cast_to, gather_generic, scalar_input, scalar_reader
-from .structured import assert_true
-from .windows import numpy_constant
+from .indexing import gather_generic, scalar_input, scalar_reader
 
 __all__ = ["mel_weight_matrix"]
 
@@ -103,10 +103,19 @@ def _constant_matrix(ctx: LoweringRuleContext, constants, result: TensorType) ->
     try:
         matrix = mel_weight_matrix(*scalars)
     except IndexError as error:
-        raise ctx.error(f"has a mel bin outside the {int(scalars[1]) // 2 + 1} spectrogram bins ({error})") from None
-    if any(want is not None and want != got for want, got in zip(result.shape, matrix.shape, strict=True)):
-        raise ctx.error(f"result {format_type(result)} differs from the computed shape {matrix.shape[0]}x{matrix.shape[1]}")
-    value = numpy_constant(matrix.astype(np.dtype(result.element_type.numpy_name)), result.element_type)
+        raise ctx.error(
+            f"has a mel bin outside the {int(scalars[1]) // 2 + 1} spectrogram bins ({error})"
+        ) from None
+    if any(
+        want is not None and want != got
+        for want, got in zip(result.shape, matrix.shape, strict=True)
+    ):
+        raise ctx.error(
+            f"result {format_type(result)} differs from the computed shape {matrix.shape[0]}x{matrix.shape[1]}"
+        )
+    value = dense_constant(
+        matrix.astype(np.dtype(result.element_type.numpy_name)), result.element_type
+    )
     return cast_to(value, ctx.result_types[0])
 
 

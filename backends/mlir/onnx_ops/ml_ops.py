@@ -19,11 +19,13 @@ from collections.abc import Sequence
 from niro.ir import ScalarType, TensorType, format_type
 
 from ..bindings import arith, ir, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import dim_size, elementwise, index_constant
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type
 from .gather_scatter import _flatten, _normalized, _size
-from .indexing import const_index, gather_generic, projection, to_index
+from .indexing import gather_generic, projection, to_index
 
 __all__: list[str] = []
 
@@ -58,7 +60,7 @@ def _lower_binarizer(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         above = arith.CmpFOp(arith.CmpFPredicate.OGT, value, limit).result
         return arith.SelectOp(above, one, zero).result
 
-    return [ctx.elementwise(body)]
+    return [elementwise(ctx, body)]
 
 
 @register_lowering("ai.onnx.ml.ArrayFeatureExtractor", since=1)
@@ -85,7 +87,7 @@ def _lower_array_feature_extractor(ctx: LoweringRuleContext) -> Sequence[ir.Valu
     sources = [None] * (out_rank - rank) + [(data, axis) for axis in range(rank - 1)]
     sources.append((flat, 0))
     sizes = [
-        None if dim is not None else const_index(1) if source is None else ctx.dim_size(*source)
+        None if dim is not None else index_constant(1) if source is None else dim_size(*source)
         for dim, source in zip(result.shape, sources, strict=True)
     ]
     picked = projection(out_rank, [out_rank - 1])

@@ -30,12 +30,22 @@ from collections.abc import Sequence
 from niro.ir import ScalarType, format_type
 
 from ..bindings import arith, ir, linalg, scf, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import (
+    DYNAMIC,
+    assert_true,
+    constant,
+    empty,
+    fill,
+    generic,
+    index_constant,
+    tensor_sizes,
+)
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import index_type
 from .common import attribute, input_value
-from .indexing import const_index, scalar_input
+from .indexing import scalar_input
 from .selection import _comes_before
-from .structured import assert_true, constant, empty, fill, generic, tensor_sizes
 
 __all__: list[str] = []
 
@@ -165,14 +175,13 @@ def _mark_suppressed(
     every box that box `chosen` suppresses marked 1: one element-wise generic over the boxes."""
     shaped = ir.RankedTensorType(boxes.type)
     slice_type = ir.RankedTensorType.get([shaped.shape[1], 4], shaped.element_type)
-    dynamic = ir.ShapedType.get_dynamic_size()
     batch_boxes = tensor.ExtractSliceOp(
         slice_type,
         boxes,
         [batch],
         [tensor_sizes(boxes)[1]] if shaped.is_dynamic_dim(1) else [],
         [],
-        [dynamic, 0, 0],
+        [DYNAMIC, 0, 0],
         [1, shaped.shape[1], 4],
         [1, 1, 1],
     ).result
@@ -182,7 +191,7 @@ def _mark_suppressed(
     def body(arguments):
         candidate, marked = arguments[:4], arguments[4]
         selected = [
-            tensor.ExtractOp(batch_boxes, [chosen, const_index(k)]).result for k in range(4)
+            tensor.ExtractOp(batch_boxes, [chosen, index_constant(k)]).result for k in range(4)
         ]
         hit = arith.AndIOp(keep, _suppresses(candidate, selected, center, threshold)).result
         marked = arith.SelectOp(fresh, constant(marked.type, 0), marked).result
@@ -247,12 +256,11 @@ def _lower_non_max_suppression(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     # Rows past the selected count are never read: no fill (IREE 3.x also miscomputes the
     # length of a host-side i64 fill of a 3-column tensor).
     buffer = empty([rows, 3], i64)
-    zero, one = const_index(0), const_index(1)
-    dynamic = ir.ShapedType.get_dynamic_size()
+    zero, one = index_constant(0), index_constant(1)
     i32 = ir.IntegerType.get_signless(32)
 
     # One flat loop over (batch, class, rank): a nest would carry the result buffer through
-    # loops of loops, and IREE (3.x) loses the dynamic size of a tensor carried that way.
+    # loops of loops, and IREE (3.x) loses the DYNAMIC size of a tensor carried that way.
     # The class state (the suppressed mask, the count taken) restarts at rank 0, so the mask
     # starts uninitialized: what it holds at rank 0 is ignored and replaced.
     per_batch = arith.MulIOp(sizes[1], sizes[2]).result
@@ -282,11 +290,11 @@ def _lower_non_max_suppression(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         free = arith.CmpIOp(arith.CmpIPredicate.eq, marked, constant(i32, 0)).result
         keep = arith.AndIOp(keep, arith.OrIOp(fresh, free).result).result
         # NOTE: no scf.if, and every carried tensor is updated by an insert_slice into
-        # itself: then MLIR can tell a carried tensor keeps its (dynamic) size, which IREE
+        # itself: then MLIR can tell a carried tensor keeps its (DYNAMIC) size, which IREE
         # needs. A row written at `total` when the box is not kept is overwritten by the next
         # kept box, or lies past the result's rows.
         row = tensor.InsertSliceOp(
-            _row(batch, klass, box), written, [total], [], [], [dynamic, 0], [1, 3], [1, 1]
+            _row(batch, klass, box), written, [total], [], [], [DYNAMIC, 0], [1, 3], [1, 1]
         ).result
         marks = _mark_suppressed(
             boxes, batch, box, suppressed, fresh, keep, count, bool(center), threshold
@@ -298,7 +306,7 @@ def _lower_non_max_suppression(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             [] if isinstance(count, int) else [count],
             [],
             [0],
-            [count if isinstance(count, int) else dynamic],
+            [count if isinstance(count, int) else DYNAMIC],
             [1],
         ).result
         added = arith.SelectOp(keep, one, zero).result
@@ -307,13 +315,13 @@ def _lower_non_max_suppression(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         )
     written, total = list(loop.results)[:2]
     selected = tensor.ExtractSliceOp(
-        ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size(), 3], i64),
+        ir.RankedTensorType.get([DYNAMIC, 3], i64),
         written,
         [],
         [total],
         [],
         [0, 0],
-        [ir.ShapedType.get_dynamic_size(), 3],
+        [DYNAMIC, 3],
         [1, 1],
     ).result
     return [_fit(ctx, selected, total, result.shape[0])]
@@ -331,10 +339,10 @@ def _row(batch: ir.Value, klass: ir.Value, box: ir.Value) -> ir.Value:
     def body(arguments):
         column = _loop_index(1)
         value = arith.SelectOp(
-            arith.CmpIOp(arith.CmpIPredicate.eq, column, const_index(0)).result,
+            arith.CmpIOp(arith.CmpIPredicate.eq, column, index_constant(0)).result,
             batch,
             arith.SelectOp(
-                arith.CmpIOp(arith.CmpIPredicate.eq, column, const_index(1)).result, klass, box
+                arith.CmpIOp(arith.CmpIPredicate.eq, column, index_constant(1)).result, klass, box
             ).result,
         ).result
         return [arith.IndexCastOp(i64, value).result]
@@ -343,7 +351,7 @@ def _row(batch: ir.Value, klass: ir.Value, box: ir.Value) -> ir.Value:
 
 
 def _index(size: int | ir.Value) -> ir.Value:
-    return const_index(size) if isinstance(size, int) else size
+    return index_constant(size) if isinstance(size, int) else size
 
 
 def _optional_scalar(
@@ -366,7 +374,7 @@ def _fit(ctx: LoweringRuleContext, selected: ir.Value, total: ir.Value, declared
     """The selected rows as the result type: when the model declares a static row count, a
     run-time check that it is the count found, then a `tensor.cast`."""
     if declared is not None:
-        agree = arith.CmpIOp(arith.CmpIPredicate.eq, total, const_index(declared)).result
+        agree = arith.CmpIOp(arith.CmpIPredicate.eq, total, index_constant(declared)).result
         assert_true(
             agree,
             f"{ctx.niro_location}: NonMaxSuppression selected a number of boxes other than the "

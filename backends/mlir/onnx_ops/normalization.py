@@ -18,7 +18,18 @@ from collections.abc import Callable, Sequence
 from niro.ir import TensorType, format_type
 
 from ..bindings import arith, ir, math, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import (
+    DYNAMIC,
+    accumulator_type,
+    constant,
+    convert,
+    empty,
+    generic,
+    reassociation,
+    tensor_sizes,
+)
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from .common import (
     attribute,
     element_type,
@@ -27,17 +38,9 @@ from .common import (
     normalize_axis,
     opset,
     output_positions,
+    ranked_result,
 )
 from .reductions import arg_extreme, linear_index, reduce_into
-from .structured import (
-    accumulator_type,
-    constant,
-    convert,
-    empty,
-    generic,
-    ranked_result,
-    tensor_sizes,
-)
 
 __all__: list[str] = []
 
@@ -509,14 +512,6 @@ def _running_update(ctx, running, batch, momentum: float, compute, result_index:
     )[0]
 
 
-def _reassociation(groups: Sequence[Sequence[int]]) -> ir.ArrayAttr:
-    """The reassociation attribute of tensor.expand_shape/collapse_shape."""
-    i64 = ir.IntegerType.get_signless(64)
-    return ir.ArrayAttr.get(
-        [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, dim) for dim in group]) for group in groups]
-    )
-
-
 @register_lowering("onnx.GroupNormalization", since=21)
 def _lower_group_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     """Statistics per (batch, group) over the group's channels and the spatial dims.
@@ -536,18 +531,17 @@ def _lower_group_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     per_group = channels // groups
     sizes = tensor_sizes(source)
     grouped_sizes = [sizes[0], groups, per_group, *sizes[2:]]
-    dynamic = ir.ShapedType.get_dynamic_size()
     grouped_type = ir.RankedTensorType.get(
-        [size if isinstance(size, int) else dynamic for size in grouped_sizes],
+        [size if isinstance(size, int) else DYNAMIC for size in grouped_sizes],
         ir.RankedTensorType(source.type).element_type,
     )
-    reassociation = [[0], [1, 2], *[[axis + 1] for axis in range(2, rank)]]
+    merged = [[0], [1, 2], *[[axis + 1] for axis in range(2, rank)]]
     grouped = tensor.ExpandShapeOp(
         grouped_type,
         source,
-        _reassociation(reassociation),
+        reassociation(merged),
         [size for size in grouped_sizes if not isinstance(size, int)],
-        [size if isinstance(size, int) else dynamic for size in grouped_sizes],
+        [size if isinstance(size, int) else DYNAMIC for size in grouped_sizes],
     ).result
     axes = tuple(range(2, rank + 1))
     mean, variance = _moments(grouped, axes, compute)
@@ -569,7 +563,7 @@ def _lower_group_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
                 [groups, per_group], ir.RankedTensorType(value.type).element_type
             ),
             value,
-            _reassociation([[0, 1]]),
+            reassociation([[0, 1]]),
             [],
             [groups, per_group],
         ).result
@@ -596,6 +590,6 @@ def _lower_group_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     collapsed = tensor.CollapseShapeOp(
         ctx.result_types[0],
         normalized,
-        _reassociation(reassociation),
+        reassociation(merged),
     )
     return [collapsed.result]

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..bindings import ir, tensor
-from ..context import LoweringRuleContext, register_lowering
-from .structured import constant
+from ..builders import constant
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 
 __all__: list[str] = []
 

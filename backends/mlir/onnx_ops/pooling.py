@@ -21,27 +21,23 @@ import numpy as np
 from niro.ir import ScalarType
 
 from ..bindings import arith, ir, linalg, math, tensor
-from ..context import LoweringRuleContext, register_lowering
-from ..types import lower_scalar_type
-from .common import attribute, element_type
-from .structured import tensor_size, tensor_sizes
-from .windows import (
-    PARALLEL,
-    REDUCTION,
-    WindowGeometry,
-    at_run_time,
+from ..builders import (
+    constant,
+    dense_constant,
     dim,
     empty_like,
     expand_dim,
     filled,
     generic,
-    numpy_constant,
-    pad_for_window,
-    scalar_constant,
-    spatial_shape,
-    tensor_type,
-    window_geometry,
+    index_constant,
+    tensor_size,
+    tensor_sizes,
 )
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
+from ..types import lower_scalar_type
+from .common import attribute, element_type
+from .windows import WindowGeometry, at_run_time, pad_for_window, spatial_shape, window_geometry
 
 __all__: list[str] = []
 
@@ -77,7 +73,7 @@ def _window_reduce(
     padded = pad_for_window(ctx, x, geometry, padding)
     rank = len(geometry.kernel)
     out_shape = [tensor_size(x, 0), shape[1], *geometry.output]
-    init = filled(ctx, out_shape, element, init_value)
+    init = filled(out_shape, element, init_value)
     window = tensor.EmptyOp(list(geometry.kernel), element).result
     outs = [dim(2 + a) for a in range(rank)]
     ks = [dim(2 + rank + a) for a in range(rank)]
@@ -85,13 +81,12 @@ def _window_reduce(
         outs[a] * geometry.strides[a] + ks[a] * geometry.dilations[a] for a in range(rank)
     ]
     return generic(
-        tensor_type(out_shape, element),
-        [padded, window],
-        init,
-        [x_map, ks, [dim(0), dim(1), *outs]],
-        [PARALLEL] * (2 + rank) + [REDUCTION] * rank,
-        lambda args: combine(args[0], args[2]),
-    )
+        [(padded, x_map), (window, ks)],
+        [(init, [dim(0), dim(1), *outs])],
+        2 + 2 * rank,
+        range(2 + rank, 2 + 2 * rank),
+        lambda args: [combine(args[0], args[2])],
+    )[0]
 
 
 def _geometry(ctx: LoweringRuleContext, x: ir.Value, shape) -> WindowGeometry:
@@ -106,11 +101,11 @@ def _geometry(ctx: LoweringRuleContext, x: ir.Value, shape) -> WindowGeometry:
 def _max_parts(scalar: ScalarType, element: ir.Type):
     """(lowest value, max combiner) for a float, signed or unsigned element type."""
     if scalar in FLOATS:
-        return scalar_constant(element, float("-inf")), lambda a, b: arith.MaximumFOp(a, b).result
+        return constant(element, float("-inf")), lambda a, b: arith.MaximumFOp(a, b).result
     width = element.width
     if scalar in UNSIGNED:
-        return scalar_constant(element, 0), lambda a, b: arith.MaxUIOp(a, b).result
-    return scalar_constant(element, -(1 << (width - 1))), lambda a, b: arith.MaxSIOp(a, b).result
+        return constant(element, 0), lambda a, b: arith.MaxUIOp(a, b).result
+    return constant(element, -(1 << (width - 1))), lambda a, b: arith.MaxSIOp(a, b).result
 
 
 def _map_elements(y: ir.Value, body) -> ir.Value:
@@ -118,7 +113,7 @@ def _map_elements(y: ir.Value, body) -> ir.Value:
     y_type = ir.RankedTensorType(y.type)
     loops = [dim(a) for a in range(len(y_type.shape))]
     init = empty_like(y)
-    return generic(y_type, [y], init, [loops, loops], [PARALLEL] * len(loops), lambda a: body(a[0]))
+    return generic([(y, loops)], [(init, loops)], len(loops), (), lambda a: [body(a[0])])[0]
 
 
 @register_lowering("onnx.MaxPool")
@@ -154,9 +149,9 @@ def _max_pool_with_indices(ctx, x, shape, geometry: WindowGeometry, lowest) -> l
     rank = len(geometry.kernel)
     spatial = shape[2:]
     out_shape = [tensor_size(x, 0), shape[1], *geometry.output]
-    values_init = filled(ctx, out_shape, element, lowest)
-    sentinel = scalar_constant(i64, 2**63 - 1)
-    indices_init = filled(ctx, out_shape, i64, sentinel)
+    values_init = filled(out_shape, element, lowest)
+    sentinel = constant(i64, 2**63 - 1)
+    indices_init = filled(out_shape, i64, sentinel)
     window = tensor.EmptyOp(list(geometry.kernel), element).result
     outs = [dim(2 + a) for a in range(rank)]
     ks = [dim(2 + rank + a) for a in range(rank)]
@@ -165,45 +160,30 @@ def _max_pool_with_indices(ctx, x, shape, geometry: WindowGeometry, lowest) -> l
     ]
     loops = 2 + 2 * rank
     out_map = [dim(0), dim(1), *outs]
-    maps = [x_map, ks, out_map, out_map]
-    generic_op = linalg.GenericOp(
-        [tensor_type(out_shape, element), tensor_type(out_shape, i64)],
-        [padded, window],
-        [values_init, indices_init],
-        ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get(loops, 0, list(m))) for m in maps]),
-        ir.ArrayAttr.get(
-            [ir.Attribute.parse(f"#linalg.iterator_type<{PARALLEL}>")] * (2 + rank)
-            + [ir.Attribute.parse(f"#linalg.iterator_type<{REDUCTION}>")] * rank
-        ),
-    )
-    block = generic_op.regions[0].blocks.append(element, element, element, i64)
-    with ir.InsertionPoint(block):
-        value, _, best, best_index = block.arguments
+
+    def body(arguments: list[ir.Value]) -> list[ir.Value]:
+        value, _, best, best_index = arguments
         index = [linalg.IndexOp(a).result for a in range(loops)]
         as_i64 = lambda v: arith.IndexCastOp(i64, v).result  # noqa: E731
         flat = arith.AddIOp(
-            arith.MulIOp(as_i64(index[0]), scalar_constant(i64, shape[1])).result, as_i64(index[1])
+            arith.MulIOp(as_i64(index[0]), constant(i64, shape[1])).result, as_i64(index[1])
         ).result
         inside = None
         for a in range(rank):
             position = arith.AddIOp(
+                arith.MulIOp(as_i64(index[2 + a]), constant(i64, geometry.strides[a])).result,
                 arith.MulIOp(
-                    as_i64(index[2 + a]), scalar_constant(i64, geometry.strides[a])
-                ).result,
-                arith.MulIOp(
-                    as_i64(index[2 + rank + a]), scalar_constant(i64, geometry.dilations[a])
+                    as_i64(index[2 + rank + a]), constant(i64, geometry.dilations[a])
                 ).result,
             ).result
-            position = arith.SubIOp(position, scalar_constant(i64, geometry.pads_begin[a])).result
+            position = arith.SubIOp(position, constant(i64, geometry.pads_begin[a])).result
             valid = arith.AndIOp(
-                arith.CmpIOp(arith.CmpIPredicate.sge, position, scalar_constant(i64, 0)).result,
-                arith.CmpIOp(
-                    arith.CmpIPredicate.slt, position, scalar_constant(i64, spatial[a])
-                ).result,
+                arith.CmpIOp(arith.CmpIPredicate.sge, position, constant(i64, 0)).result,
+                arith.CmpIOp(arith.CmpIPredicate.slt, position, constant(i64, spatial[a])).result,
             ).result
             inside = valid if inside is None else arith.AndIOp(inside, valid).result
             flat = arith.AddIOp(
-                arith.MulIOp(flat, scalar_constant(i64, spatial[a])).result, position
+                arith.MulIOp(flat, constant(i64, spatial[a])).result, position
             ).result
         larger = arith.CmpFOp(arith.CmpFPredicate.OGT, value, best).result
         tie = arith.AndIOp(
@@ -211,13 +191,18 @@ def _max_pool_with_indices(ctx, x, shape, geometry: WindowGeometry, lowest) -> l
             arith.CmpIOp(arith.CmpIPredicate.slt, flat, best_index).result,
         ).result
         wins = arith.AndIOp(inside, arith.OrIOp(larger, tie).result).result
-        linalg.YieldOp(
-            [
-                arith.SelectOp(wins, value, best).result,
-                arith.SelectOp(wins, flat, best_index).result,
-            ]
-        )
-    values, indices = generic_op.results
+        return [
+            arith.SelectOp(wins, value, best).result,
+            arith.SelectOp(wins, flat, best_index).result,
+        ]
+
+    values, indices = generic(
+        [(padded, x_map), (window, ks)],
+        [(values_init, out_map), (indices_init, out_map)],
+        loops,
+        range(2 + rank, loops),
+        body,
+    )
     if storage_order == 1:
         indices = _column_major(indices, shape)
     return [values, indices]
@@ -230,7 +215,7 @@ def _column_major(indices: ir.Value, shape: Sequence[int]) -> ir.Value:
     plane = int(np.prod(spatial))
 
     def body(value):
-        c = lambda v: scalar_constant(i64, v)  # noqa: E731
+        c = lambda v: constant(i64, v)  # noqa: E731
         channel = arith.DivSIOp(value, c(plane)).result
         rest = arith.RemSIOp(value, c(plane)).result
         coordinates = []
@@ -269,7 +254,7 @@ def _lower_average_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     x, shape, scalar = _input(ctx, FLOATS)
     geometry = _geometry(ctx, x, shape)
     element = lower_scalar_type(scalar)
-    zero = ctx.zero(element)
+    zero = constant(element, 0)
     add = lambda a, b: arith.AddFOp(a, b).result  # noqa: E731
     sums = _window_reduce(ctx, x, shape, geometry, zero, zero, add)
     include_pad = bool(attribute(ctx, "count_include_pad", 0))
@@ -284,21 +269,20 @@ def _lower_average_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 def _divide(sums: ir.Value, divisor: np.ndarray, scalar: ScalarType, element: ir.Type) -> ir.Value:
     """sums (N, C, O...) / divisor (O...), a scalar divide when every window counts the same."""
     if (divisor == divisor.flat[0]).all():
-        count = scalar_constant(element, float(divisor.flat[0]))
+        count = constant(element, float(divisor.flat[0]))
         return _map_elements(sums, lambda value: arith.DivFOp(value, count).result)
-    table = numpy_constant(divisor.astype(np.float64), scalar)
+    table = dense_constant(divisor.astype(np.float64), scalar)
     y_type = ir.RankedTensorType(sums.type)
     rank = len(y_type.shape)
     loops = [dim(a) for a in range(rank)]
     init = empty_like(sums, element)
     return generic(
-        y_type,
-        [sums, table],
-        init,
-        [loops, loops[2:], loops],
-        [PARALLEL] * rank,
-        lambda args: arith.DivFOp(args[0], args[1]).result,
-    )
+        [(sums, loops), (table, loops[2:])],
+        [(init, loops)],
+        rank,
+        (),
+        lambda args: [arith.DivFOp(args[0], args[1]).result],
+    )[0]
 
 
 def _divide_at_run_time(
@@ -324,13 +308,13 @@ def _divide_at_run_time(
         for pad_size in (*geometry.pads_begin, *geometry.pads_end)
     )
     if not ceil_mode and (include_pad or unpadded):
-        count = scalar_constant(element, float(np.prod(geometry.kernel)))
+        count = constant(element, float(np.prod(geometry.kernel)))
         return _map_elements(sums, lambda value: arith.DivFOp(value, count).result)
     rank = len(geometry.kernel)
     sizes = tensor_sizes(x)[2:]
 
     def index(value: int | ir.Value) -> ir.Value:
-        return ctx.index_constant(value) if isinstance(value, int) else value
+        return index_constant(value) if isinstance(value, int) else value
 
     def divide(args):
         count = None
@@ -353,11 +337,10 @@ def _divide_at_run_time(
         divisor = arith.SIToFPOp(element, arith.IndexCastOp(i64, count).result).result
         return arith.DivFOp(args[0], divisor).result
 
-    y_type = ir.RankedTensorType(sums.type)
     loops = [dim(a) for a in range(2 + rank)]
     return generic(
-        y_type, [sums], empty_like(sums), [loops, loops], [PARALLEL] * (2 + rank), divide
-    )
+        [(sums, loops)], [(empty_like(sums), loops)], 2 + rank, (), lambda args: [divide(args)]
+    )[0]
 
 
 def _lp_parts(ctx: LoweringRuleContext, element: ir.Type):
@@ -373,7 +356,7 @@ def _lp_parts(ctx: LoweringRuleContext, element: ir.Type):
         elif p == 2:
             term = arith.MulFOp(value, value).result
         else:
-            term = math.PowFOp(magnitude, scalar_constant(element, float(p))).result
+            term = math.PowFOp(magnitude, constant(element, float(p))).result
         return arith.AddFOp(acc, term).result
 
     def root(total):
@@ -381,7 +364,7 @@ def _lp_parts(ctx: LoweringRuleContext, element: ir.Type):
             return total
         if p == 2:
             return math.SqrtOp(total).result
-        return math.PowFOp(total, scalar_constant(element, 1.0 / p)).result
+        return math.PowFOp(total, constant(element, 1.0 / p)).result
 
     return accumulate, root
 
@@ -391,7 +374,7 @@ def _lower_lp_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     x, shape, scalar = _input(ctx, FLOATS)
     geometry = _geometry(ctx, x, shape)
     element = lower_scalar_type(scalar)
-    zero = ctx.zero(element)
+    zero = constant(element, 0)
     accumulate, root = _lp_parts(ctx, element)
     sums = _window_reduce(ctx, x, shape, geometry, zero, zero, accumulate)
     return [_map_elements(sums, root)]
@@ -405,16 +388,15 @@ def _global_reduce(ctx, x, shape, init_value, combine) -> ir.Value:
     element = ir.RankedTensorType(x.type).element_type
     rank = len(shape)
     sizes = [tensor_size(x, 0), shape[1]]
-    init = filled(ctx, sizes, element, init_value)
+    init = filled(sizes, element, init_value)
     loops = [dim(a) for a in range(rank)]
     reduced = generic(
-        tensor_type(sizes, element),
-        [x],
-        init,
-        [loops, loops[:2]],
-        [PARALLEL] * 2 + [REDUCTION] * (rank - 2),
-        lambda args: combine(args[0], args[1]),
-    )
+        [(x, loops)],
+        [(init, loops[:2])],
+        rank,
+        range(2, rank),
+        lambda args: [combine(args[0], args[1])],
+    )[0]
     return expand_dim(reduced, 1, (shape[1],) + (1,) * (rank - 2))
 
 
@@ -429,12 +411,12 @@ def _lower_global_max_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 def _lower_global_average_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     x, shape, scalar = _input(ctx, FLOATS)
     element = lower_scalar_type(scalar)
-    zero = ctx.zero(element)
+    zero = constant(element, 0)
     sums = _global_reduce(ctx, x, shape, zero, lambda a, b: arith.AddFOp(a, b).result)
     if None in shape[2:]:
         count = _element_count(ctx, x, element)
     else:
-        count = scalar_constant(element, float(np.prod(shape[2:])))
+        count = constant(element, float(np.prod(shape[2:])))
     return [_map_elements(sums, lambda value: arith.DivFOp(value, count).result)]
 
 
@@ -443,7 +425,7 @@ def _lower_global_lp_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     x, shape, scalar = _input(ctx, FLOATS)
     element = lower_scalar_type(scalar)
     accumulate, root = _lp_parts(ctx, element)
-    sums = _global_reduce(ctx, x, shape, ctx.zero(element), accumulate)
+    sums = _global_reduce(ctx, x, shape, constant(element, 0), accumulate)
     return [_map_elements(sums, root)]
 
 
@@ -451,7 +433,7 @@ def _element_count(ctx: LoweringRuleContext, x: ir.Value, element: ir.Type) -> i
     """The product of the spatial dims of `x` (N, C, S...) at run time, as an `element` float."""
     count = None
     for size in tensor_sizes(x)[2:]:
-        size = ctx.index_constant(size) if isinstance(size, int) else size
+        size = index_constant(size) if isinstance(size, int) else size
         count = size if count is None else arith.MulIOp(count, size).result
     i64 = ir.IntegerType.get_signless(64)
     return arith.SIToFPOp(element, arith.IndexCastOp(i64, count).result).result

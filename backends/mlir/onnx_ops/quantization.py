@@ -20,26 +20,15 @@ from collections.abc import Sequence
 from niro.ir import ScalarType
 
 from ..bindings import arith, ir, math, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import constant, dim, filled, generic, index_constant, tensor_size
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .cast import convert_element
-from .common import attribute, element_type, input_value, normalize_axis
+from .common import attribute, element_type, input_value, normalize_axis, static_shape
 from .conv import add_channel_bias, grouped_conv, integer_mul_add
 from .linalg_ops import integer_matmul, matmul_row_column_dims
-from .structured import tensor_size
-from .windows import (
-    PARALLEL,
-    REDUCTION,
-    batch_shape,
-    dim,
-    filled,
-    generic,
-    pad_for_window,
-    scalar_constant,
-    static_shape,
-    tensor_type,
-    window_geometry,
-)
+from .windows import batch_shape, pad_for_window, window_geometry
 
 __all__ = [
     "dequantize_element",
@@ -131,8 +120,8 @@ def saturate(ctx: LoweringRuleContext, value: ir.Value, scalar: ScalarType) -> i
     mask of -inf does exactly that)."""
     low, high = _RANGES[scalar]
     float_type = value.type
-    value = arith.MaxNumFOp(value, scalar_constant(float_type, low)).result
-    value = arith.MinNumFOp(value, scalar_constant(float_type, high)).result
+    value = arith.MaxNumFOp(value, constant(float_type, low)).result
+    value = arith.MinNumFOp(value, constant(float_type, high)).result
     target = lower_scalar_type(scalar)
     if scalar.is_unsigned_integer:
         return arith.FPToUIOp(target, value).result
@@ -262,13 +251,8 @@ def _elementwise(out_shape, element, operands, maps, body) -> ir.Value:
     ]
     init = tensor.EmptyOp(sizes, element).result
     return generic(
-        tensor_type(sizes, element),
-        operands,
-        init,
-        [*maps, loops],
-        [PARALLEL] * rank,
-        body,
-    )
+        list(zip(operands, maps, strict=True)), [(init, loops)], rank, (), lambda args: [body(args)]
+    )[0]
 
 
 def _result_shape(ctx: LoweringRuleContext, index: int = 0) -> tuple[int | None, ...]:
@@ -417,7 +401,7 @@ def _integer_conv(ctx, x, x_niro, x_zero, w, w_niro, w_zero) -> ir.Value:
         raise ctx.error(f"computed output shape {expected} but the result type says {result}")
     xs = _shifted(ctx, x, element_type(x_niro), x_shape, x_zero, None)
     ws = _shifted(ctx, w, element_type(w_niro), w_shape, w_zero, 0)
-    padded = pad_for_window(ctx, xs, geometry, ctx.zero(_i32()))
+    padded = pad_for_window(ctx, xs, geometry, constant(_i32(), 0))
     group = int(attribute(ctx, "group", 1))
     return grouped_conv(
         ctx,
@@ -445,7 +429,7 @@ def per_tensor_parameter(ctx, position: int, what: str) -> tuple[ir.Value, Scala
     shape = static_shape(ctx, niro_value, what)
     if len(shape) > 1 or (shape and shape[0] != 1):
         raise ctx.error(f"supports a per-tensor {what} only, got shape {shape}")
-    return tensor.ExtractOp(value, [ctx.index_constant(0)] * len(shape)).result, element_type(
+    return tensor.ExtractOp(value, [index_constant(0)] * len(shape)).result, element_type(
         niro_value
     )
 
@@ -574,22 +558,17 @@ def _lower_dynamic_quantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     rank = len(ctx.ranked(x_niro, "input x").shape)
     loops = [dim(index) for index in range(rank)]
     f32 = _f32()
-    zero = scalar_constant(f32, 0.0)
+    zero = constant(f32, 0.0)
 
     def reduce(combine):
-        init = filled(ctx, [], f32, zero)
+        init = filled([], f32, zero)
         return generic(
-            ir.RankedTensorType.get([], f32),
-            [x],
-            init,
-            [loops, []],
-            [REDUCTION] * rank,
-            lambda args: combine(args[0], args[1]),
-        )
+            [(x, loops)], [(init, [])], rank, range(rank), lambda args: [combine(args[0], args[1])]
+        )[0]
 
     high = tensor.ExtractOp(reduce(lambda a, b: arith.MaximumFOp(a, b).result), []).result
     low = tensor.ExtractOp(reduce(lambda a, b: arith.MinimumFOp(a, b).result), []).result
-    scale = arith.DivFOp(arith.SubFOp(high, low).result, scalar_constant(f32, 255.0)).result
+    scale = arith.DivFOp(arith.SubFOp(high, low).result, constant(f32, 255.0)).result
     zero_point_f = math.RoundEvenOp(
         arith.DivFOp(arith.SubFOp(zero, low).result, scale).result
     ).result

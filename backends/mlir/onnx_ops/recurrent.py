@@ -25,7 +25,9 @@ from collections.abc import Sequence
 from niro.ir import format_type
 
 from ..bindings import arith, ir, scf, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import DYNAMIC, assert_true, empty, fill, generic, index_constant, tensor_sizes
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import index_type
 from .common import attribute, output_positions
 from .recurrent_kit import (
@@ -41,7 +43,6 @@ from .recurrent_kit import (
     state,
     static_size,
 )
-from .structured import assert_true, empty, fill, generic, tensor_sizes
 
 __all__ = ["CELLS"]
 
@@ -49,10 +50,9 @@ __all__ = ["CELLS"]
 
 
 def _slice_spec(rec: Recurrence, direction: int, time: ir.Value | None) -> tuple:
-    """(dynamic offsets, static offsets, dynamic sizes, static sizes) of one direction's
+    """(DYNAMIC offsets, static offsets, DYNAMIC sizes, static sizes) of one direction's
     (batch, hidden) slab of a state tensor (time None: rank 3) or of Y at step `time` (rank 4),
     in the layout."""
-    dynamic = ir.ShapedType.get_dynamic_size()
     batch, hidden = static_size(rec.batch), rec.hidden
     sizes = [] if isinstance(rec.batch, int) else [rec.batch]
     if time is None:
@@ -60,8 +60,8 @@ def _slice_spec(rec: Recurrence, direction: int, time: ir.Value | None) -> tuple
             return [], [direction, 0, 0], sizes, [1, batch, hidden]
         return [], [0, direction, 0], sizes, [batch, 1, hidden]
     if rec.layout == 0:
-        return [time], [dynamic, direction, 0, 0], sizes, [1, 1, batch, hidden]
-    return [time], [0, dynamic, direction, 0], sizes, [batch, 1, 1, hidden]
+        return [time], [DYNAMIC, direction, 0, 0], sizes, [1, 1, batch, hidden]
+    return [time], [0, DYNAMIC, direction, 0], sizes, [batch, 1, 1, hidden]
 
 
 def _extract(rec: Recurrence, source: ir.Value, spec: tuple) -> ir.Value:
@@ -192,7 +192,7 @@ def _run_direction(
             [time],
             [] if isinstance(rec.batch, int) else [rec.batch],
             [],
-            [ir.ShapedType.get_dynamic_size(), 0, 0],
+            [DYNAMIC, 0, 0],
             [1, static_size(rec.batch), rec.rows],
             [1, 1, 1],
         ).result
@@ -252,7 +252,7 @@ def _lower_recurrence(ctx: LoweringRuleContext, cell: Cell) -> list[ir.Value]:
         # a dynamic batch they would be the loop's unread carried values (see
         # `_run_direction`), and zeroing them after the loop (onnxruntime's LSTM answer) makes
         # IREE 3.13's runtime crash on a bidirectional LSTM
-        walks = arith.CmpIOp(arith.CmpIPredicate.sgt, rec.seq, ctx.index_constant(0)).result
+        walks = arith.CmpIOp(arith.CmpIPredicate.sgt, rec.seq, index_constant(0)).result
         assert_true(
             walks,
             f"{ctx.niro_location}: 'onnx.{cell.name}' op: input X has an empty sequence "

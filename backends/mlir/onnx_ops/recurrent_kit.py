@@ -27,11 +27,10 @@ from dataclasses import dataclass
 from niro.ir import ScalarType, format_type
 
 from ..bindings import arith, ir, tensor
+from ..builders import DYNAMIC, dim_size, empty, fill, generic, tensor_sizes
 from ..context import LoweringRuleContext
-from .common import attribute, element_type, input_value
+from .common import attribute, element_type, input_value, static_shape
 from .elementwise import FloatMath
-from .structured import empty, fill, generic, tensor_sizes
-from .windows import static_shape
 
 __all__ = [
     "ACTIVATIONS",
@@ -299,8 +298,8 @@ def parse_recurrence(ctx: LoweringRuleContext, cell: Cell) -> Recurrence:
     activations = _activations(ctx, cell, directions)
     x = ctx.operands[0]
     # NOTE: the dynamic sizes are read here, before any loop: every builder may use them
-    seq_size = ctx.dim_size(x, seq_axis) if seq is None else seq
-    batch_size = ctx.dim_size(x, batch_axis) if batch is None else batch
+    seq_size = dim_size(x, seq_axis) if seq is None else seq
+    batch_size = dim_size(x, batch_axis) if batch is None else batch
     x = _to_compute(x, math.type)
     w = operand(W, "W", (directions, rows, input_size))
     r = operand(R, "R", (directions, rows, hidden))
@@ -358,7 +357,7 @@ def shape_text(shape: Sequence[int | None]) -> str:
 
 def static_size(size: int | ir.Value) -> int:
     """A size as a static dim of an MLIR type: the dynamic marker for an index value."""
-    return size if isinstance(size, int) else ir.ShapedType.get_dynamic_size()
+    return size if isinstance(size, int) else DYNAMIC
 
 
 def _to_compute(value: ir.Value, compute: ir.Type) -> ir.Value:

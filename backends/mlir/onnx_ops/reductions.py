@@ -26,22 +26,30 @@ from dataclasses import dataclass
 from niro.ir import ScalarType, format_type
 
 from ..bindings import arith, ir, linalg, math, scf
-from ..context import LoweringRuleContext, register_lowering
-from ..types import lower_scalar_type
-from .common import attribute, element_type, input_value, normalize_axes, normalize_axis, opset
-from .indexing import cast_to
-from .structured import (
+from ..builders import (
     accumulator_type,
     assert_true,
+    cast_to,
     constant,
     convert,
     empty,
     fill,
     generic,
     identity_value,
-    ranked_result,
     read_int_scalars,
     tensor_sizes,
+)
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
+from ..types import lower_scalar_type
+from .common import (
+    attribute,
+    element_type,
+    input_value,
+    normalize_axes,
+    normalize_axis,
+    opset,
+    ranked_result,
 )
 
 __all__ = [

@@ -31,10 +31,19 @@ from dataclasses import dataclass
 from niro.ir import ScalarType
 
 from ..bindings import arith, ir, linalg, math, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import constant, dim, dim_size, generic, i64_constant, index_constant
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
-from .common import attribute, element_type, input_index, input_value, normalize_axes, opset
-from .windows import PARALLEL, dim, generic, scalar_constant, static_shape, tensor_type
+from .common import (
+    attribute,
+    element_type,
+    input_index,
+    input_value,
+    normalize_axes,
+    opset,
+    static_shape,
+)
 
 __all__: list[str] = []
 
@@ -104,7 +113,7 @@ def _in_coordinates_of_x(lowering):
 
 
 def _c(value: float) -> ir.Value:
-    return scalar_constant(_coordinate_type(), value)
+    return constant(_coordinate_type(), value)
 
 
 def _v(value: Scalar) -> ir.Value:
@@ -139,10 +148,6 @@ def _floor(a):
     return math.FloorOp(_v(a)).result
 
 
-def _i64(value: int) -> ir.Value:
-    return scalar_constant(ir.IntegerType.get_signless(64), value)
-
-
 def _to_i64(a: ir.Value) -> ir.Value:
     return arith.FPToSIOp(ir.IntegerType.get_signless(64), a).result
 
@@ -153,7 +158,7 @@ def _minus(size: int | ir.Value, amount: float):
 
 
 def _size_i64(size: int | ir.Value) -> ir.Value:
-    return _i64(size) if isinstance(size, int) else _to_i64(size)
+    return i64_constant(size) if isinstance(size, int) else _to_i64(size)
 
 
 def _as_coordinate(value: ir.Value) -> ir.Value:
@@ -215,7 +220,7 @@ def _operand_entries(ctx: LoweringRuleContext, position: int, count: int, what: 
     scalar = element_type(niro_value)
     entries = []
     for position_ in range(count):
-        item = tensor.ExtractOp(ctx.operands[index], [ctx.index_constant(position_)]).result
+        item = tensor.ExtractOp(ctx.operands[index], [index_constant(position_)]).result
         if scalar.is_float:
             entries.append(_as_coordinate(item))
         else:
@@ -336,11 +341,9 @@ def _plans(
             ratio = _exact_ratio(scale) if sizes is None else None
             if ratio is not None and not isinstance(in_sizes[axis], int):
                 numerator, denominator = ratio
-                result_size = arith.MulIOp(
-                    _dim_index(ctx, axis), ctx.index_constant(numerator)
-                ).result
+                result_size = arith.MulIOp(_dim_index(ctx, axis), index_constant(numerator)).result
                 if denominator != 1:
-                    result_size = arith.DivUIOp(result_size, ctx.index_constant(denominator)).result
+                    result_size = arith.DivUIOp(result_size, index_constant(denominator)).result
                 out_sizes[axis] = _index_to_coordinate(result_size)
             else:
                 out_sizes[axis] = (
@@ -367,7 +370,7 @@ def _dim_index(ctx: LoweringRuleContext, axis: int) -> ir.Value:
     fails the same way). Result dims kept from the input, or scaled by a constant (`_exact_ratio`),
     are therefore computed in index arithmetic (`tensor.dim`, `arith.muli`, `arith.divui`), which
     IREE traces back to the workload; a run-time scale or `sizes` still goes through f64."""
-    return tensor.DimOp(ctx.operands[0], ctx.index_constant(axis)).result
+    return dim_size(ctx.operands[0], axis)
 
 
 _MAX_RATIO_TERM = 1 << 16
@@ -391,7 +394,7 @@ def _run_time_size(ctx: LoweringRuleContext, size: int | None, axis: int) -> int
     """A static size as it is, a dynamic one (None) as `tensor.dim` of input X in f64."""
     if size is not None:
         return size
-    return _index_to_coordinate(tensor.DimOp(ctx.operands[0], ctx.index_constant(axis)).result)
+    return _index_to_coordinate(dim_size(ctx.operands[0], axis))
 
 
 def _coordinate_size(size: float | int | ir.Value) -> ir.Value:
@@ -490,18 +493,18 @@ def _taps(settings: Settings, plan: AxisPlan, x: ir.Value, count: int) -> list[i
     fraction = _sub(shifted, base)
     if count % 2 == 0:
         exact = _cmp(arith.CmpFPredicate.OEQ, fraction, 0.0)
-        offset = _select(exact, _i64(-(count // 2)), _i64(-(count // 2) + 1))
+        offset = _select(exact, i64_constant(-(count // 2)), i64_constant(-(count // 2) + 1))
     else:
         low = -((count - 1) // 2)
         lower_half = _cmp(arith.CmpFPredicate.OLE, fraction, 0.5)
-        offset = _select(lower_half, _i64(low), _i64(low + 1))
+        offset = _select(lower_half, i64_constant(low), i64_constant(low + 1))
     start = arith.AddIOp(_to_i64(base), offset).result
-    return [arith.AddIOp(start, _i64(tap - pad_width)).result for tap in range(count)]
+    return [arith.AddIOp(start, i64_constant(tap - pad_width)).result for tap in range(count)]
 
 
 def _clamp_index(index: ir.Value, size: int | ir.Value) -> ir.Value:
-    clamped = arith.MaxSIOp(index, _i64(0)).result
-    last = _i64(size - 1) if isinstance(size, int) else _size_i64(_sub(size, 1.0))
+    clamped = arith.MaxSIOp(index, i64_constant(0)).result
+    last = i64_constant(size - 1) if isinstance(size, int) else _size_i64(_sub(size, 1.0))
     clamped = arith.MinSIOp(clamped, last).result
     return arith.IndexCastOp(ir.IndexType.get(), clamped).result
 
@@ -532,7 +535,7 @@ def _axis_reads(settings: Settings, plan: AxisPlan, y_index: ir.Value):
         kept = []
         for tap, coefficient in zip(taps, coefficients, strict=True):
             inside = arith.AndIOp(
-                arith.CmpIOp(arith.CmpIPredicate.sge, tap, _i64(0)).result,
+                arith.CmpIOp(arith.CmpIPredicate.sge, tap, i64_constant(0)).result,
                 arith.CmpIOp(arith.CmpIPredicate.slt, tap, _size_i64(plan.in_size)).result,
             ).result
             kept.append(_select(inside, coefficient, _c(0.0)))
@@ -552,7 +555,6 @@ def _resize(
     element = lower_scalar_type(scalar)
     rank = len(out_shape)
     if all(isinstance(size, int) for size in out_shape):
-        result_type = ir.RankedTensorType.get(list(out_shape), element)
         init = tensor.EmptyOp(list(out_shape), element).result
     else:  # NOTE: a run-time size is a coordinate-type value (a whole number): made an index here
         index = ir.IndexType.get()
@@ -562,7 +564,6 @@ def _resize(
             else arith.IndexCastOp(index, _to_i64(size)).result
             for size in out_shape
         ]
-        result_type = tensor_type(sizes, element)
         init = tensor.EmptyOp(sizes, element).result
     by_axis = {plan.axis: plan for plan in plans}
 
@@ -595,12 +596,12 @@ def _resize(
             outside = flags[0]
             for flag in flags[1:]:
                 outside = arith.OrIOp(outside, flag).result
-            fill = scalar_constant(element, settings.extrapolation_value)
+            fill = constant(element, settings.extrapolation_value)
             value = _select(outside, fill, value)
         return value
 
     loops = [dim(axis) for axis in range(rank)]
-    return generic(result_type, [], init, [loops], [PARALLEL] * rank, body)
+    return generic([], [(init, loops)], rank, (), lambda args: [body(args)])[0]
 
 
 def _data(ctx: LoweringRuleContext, settings: Settings, *, dynamic: bool = False):

@@ -31,11 +31,20 @@ from dataclasses import dataclass
 from niro.ir import ScalarType, format_type, op_name
 
 from ..bindings import arith, ir, linalg, math, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import (
+    assert_true,
+    constant,
+    empty,
+    fill,
+    generic,
+    index_constant,
+    tensor_size,
+    tensor_sizes,
+)
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import index_type, lower_scalar_type
-from . import structured
 from .common import attribute, element_type, opset
-from .windows import scalar_constant
 
 __all__: list[str] = []
 
@@ -119,7 +128,7 @@ def _result_init(ctx: LoweringRuleContext, element: ir.Type, pooled: tuple[int, 
     sources = [(rois, 0, "rois"), (x, 1, "input X")]
     sizes: list[int | ir.Value] = []
     for axis, (source, source_axis, what) in enumerate(sources):
-        size = structured.tensor_size(source, source_axis)
+        size = tensor_size(source, source_axis)
         if result_type.is_dynamic_dim(axis):
             sizes.append(size)
             continue
@@ -127,27 +136,27 @@ def _result_init(ctx: LoweringRuleContext, element: ir.Type, pooled: tuple[int, 
         if isinstance(size, ir.Value):
             _assert_equal(
                 size,
-                ctx.index_constant(result_type.shape[axis]),
+                index_constant(result_type.shape[axis]),
                 f"{where}: {what} has a run-time dim {source_axis} other than the "
                 f"{result_type.shape[axis]} its result type declares at axis {axis}",
             )
     roi_count, index_count = (
-        structured.tensor_size(rois, 0),
-        structured.tensor_size(batch_indices, 0),
+        tensor_size(rois, 0),
+        tensor_size(batch_indices, 0),
     )
     if isinstance(roi_count, ir.Value) or isinstance(index_count, ir.Value):
-        as_value = lambda size: size if isinstance(size, ir.Value) else ctx.index_constant(size)  # noqa: E731
+        as_value = lambda size: size if isinstance(size, ir.Value) else index_constant(size)  # noqa: E731
         _assert_equal(
             as_value(roi_count),
             as_value(index_count),
             f"{where}: rois and batch_indices have different run-time roi counts",
         )
     sizes += list(pooled)
-    return structured.empty(sizes, element)
+    return empty(sizes, element)
 
 
 def _assert_equal(a: ir.Value, b: ir.Value, message: str) -> None:
-    structured.assert_true(arith.CmpIOp(arith.CmpIPredicate.eq, a, b).result, message)
+    assert_true(arith.CmpIOp(arith.CmpIPredicate.eq, a, b).result, message)
 
 
 class _Builder:
@@ -160,15 +169,15 @@ class _Builder:
         self.element = element
         self.i64 = ir.IntegerType.get_signless(64)
         x = ctx.operands[0]
-        self.sizes = [structured.tensor_size(x, axis) for axis in (2, 3)]
+        self.sizes = [tensor_size(x, axis) for axis in (2, 3)]
 
     # -- scalars ----------------------------------------------------------------------------------
 
     def c(self, value: float) -> ir.Value:
-        return scalar_constant(self.element, value)
+        return constant(self.element, value)
 
     def int_(self, value: int) -> ir.Value:
-        return scalar_constant(self.i64, value)
+        return constant(self.i64, value)
 
     def add(self, a, b):
         return arith.AddFOp(a, b).result
@@ -204,9 +213,7 @@ class _Builder:
         computes it: ceil(roi size / output size)."""
         options = self.options
         rois = self.ctx.operands[1]
-        roi = [
-            tensor.ExtractOp(rois, [roi_index, self.ctx.index_constant(k)]).result for k in range(4)
-        ]
+        roi = [tensor.ExtractOp(rois, [roi_index, index_constant(k)]).result for k in range(4)]
         offset = self.c(0.5 if options.half_pixel else 0.0)
         scale = self.c(options.spatial_scale)
         start_w, start_h, end_w, end_h = (self.sub(self.mul(value, scale), offset) for value in roi)
@@ -277,10 +284,10 @@ def _sampling_body(builder: _Builder, accumulator: ir.Value) -> ir.Value:
     batch = tensor.ExtractOp(batch_indices, [index[0]]).result
     batch = arith.IndexCastOp(index_type(), batch).result
     # An out-of-range batch index (an invalid model) reads a valid image rather than memory.
-    images = structured.tensor_size(x, 0)
-    images = images if isinstance(images, ir.Value) else ctx.index_constant(images)
-    last_image = arith.SubIOp(images, ctx.index_constant(1)).result
-    batch = arith.MinSIOp(arith.MaxSIOp(batch, ctx.index_constant(0)).result, last_image).result
+    images = tensor_size(x, 0)
+    images = images if isinstance(images, ir.Value) else index_constant(images)
+    last_image = arith.SubIOp(images, index_constant(1)).result
+    batch = arith.MinSIOp(arith.MaxSIOp(batch, index_constant(0)).result, last_image).result
     read = lambda row, col: tensor.ExtractOp(x, [batch, index[1], row, col]).result  # noqa: E731
     mul = builder.mul
     terms = [
@@ -317,7 +324,7 @@ def _largest_grid(builder: _Builder) -> list[ir.Value]:
     """The largest adaptive grid size (y, x) over all rois, as index values: one reduction over
     the rois (iterated through batch_indices, one element per roi)."""
     i64 = builder.i64
-    init = structured.fill(structured.empty([], i64), builder.int_(0))
+    init = fill(empty([], i64), builder.int_(0))
 
     def body(arguments):
         _, largest_h, largest_w = arguments
@@ -325,14 +332,14 @@ def _largest_grid(builder: _Builder) -> list[ir.Value]:
         return [arith.MaxSIOp(largest_h, grid_h).result, arith.MaxSIOp(largest_w, grid_w).result]
 
     batch_indices = builder.ctx.operands[2]
-    largest = structured.generic([(batch_indices, [0])], [(init, []), (init, [])], 1, (0,), body)
+    largest = generic([(batch_indices, [0])], [(init, []), (init, [])], 1, (0,), body)
     # NOTE: `max(size, 0)` (a no-op here) keeps the size a host value: IREE clones a bare
     # `index_cast(extract(t))` into each dispatch that uses it, where it may fail to resolve
     # the workgroup count (indexing.data_size has the full story).
     return [
         arith.MaxSIOp(
             arith.IndexCastOp(index_type(), tensor.ExtractOp(value, []).result).result,
-            builder.ctx.index_constant(0),
+            index_constant(0),
         ).result
         for value in largest
     ]
@@ -352,11 +359,11 @@ def _finish(builder: _Builder, pooled: ir.Value) -> ir.Value:
         if options.mode == "avg":
             at_least_one = arith.MaxSIOp(count, builder.int_(1)).result
             return [builder.div(value, builder.to_float(at_least_one))]
-        empty = arith.CmpIOp(arith.CmpIPredicate.sle, count, builder.int_(0)).result
-        return [arith.SelectOp(empty, builder.c(0.0), value).result]
+        no_samples = arith.CmpIOp(arith.CmpIPredicate.sle, count, builder.int_(0)).result
+        return [arith.SelectOp(no_samples, builder.c(0.0), value).result]
 
-    init = structured.empty(structured.tensor_sizes(pooled), builder.element)
-    return structured.generic([(pooled, loops)], [(init, loops)], 4, (), body)[0]
+    init = empty(tensor_sizes(pooled), builder.element)
+    return generic([(pooled, loops)], [(init, loops)], 4, (), body)[0]
 
 
 @register_lowering("onnx.RoiAlign", since=10)
@@ -370,10 +377,10 @@ def _lower_roi_align(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     else:
         grid = list(_largest_grid(builder))
     initial = builder.c(0.0 if options.mode == "avg" else float("-inf"))
-    init = structured.fill(_result_init(ctx, element, options.pooled), initial)
-    window = structured.empty(grid, element)
+    init = fill(_result_init(ctx, element, options.pooled), initial)
+    window = empty(grid, element)
     loops = [0, 1, 2, 3]
-    pooled = structured.generic(
+    pooled = generic(
         [(window, [4, 5])],
         [(init, loops)],
         6,

@@ -18,12 +18,21 @@ from dataclasses import dataclass
 from niro.ir import UnknownOp
 
 from ..bindings import arith, ir, scf, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import (
+    DYNAMIC,
+    assert_true,
+    cast_to,
+    dim_size,
+    empty,
+    generic,
+    index_constant,
+    tensor_sizes,
+)
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_type
-from .common import attribute
-from .indexing import cast_to, cmp, sub
-from .structured import assert_true, empty, generic, tensor_sizes
-from .windows import static_shape
+from .common import attribute, static_shape
+from .indexing import cmp, sub
 
 __all__: list[str] = []
 
@@ -90,20 +99,18 @@ def _lower_scan(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         order = _axis_first(axis, len(shape))
         accumulators.append(tensor.EmptyOp([shape[d] for d in order], ranked.element_type).result)
     loop = scf.ForOp(
-        ctx.index_constant(0),
-        ctx.index_constant(length),
-        ctx.index_constant(1),
+        index_constant(0),
+        index_constant(length),
+        index_constant(1),
         [*ctx.operands[:states], *accumulators],
     )
-    dynamic = ir.ShapedType.get_dynamic_size()
     body = loop.body
     with ir.InsertionPoint(body):
         position = loop.induction_variable
-        backwards = arith.SubIOp(ctx.index_constant(length - 1), position).result
+        backwards = arith.SubIOp(index_constant(length - 1), position).result
         carried = list(loop.inner_iter_args)
-        for argument, value in zip(block.arguments[:states], carried[:states], strict=True):
-            ctx.lowering.values[argument.id] = value
-        for index, argument in enumerate(block.arguments[states:]):
+        pieces = []
+        for index in range(len(block.arguments) - states):
             source = sources[index]
             shape = list(ir.RankedTensorType(source.type).shape)
             offset = backwards if input_reverse[index] else position
@@ -113,11 +120,11 @@ def _lower_scan(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
                 [offset],
                 [],
                 [],
-                [dynamic] + [0] * (len(shape) - 1),
+                [DYNAMIC] + [0] * (len(shape) - 1),
                 [1, *shape[1:]],
                 [1] * len(shape),
             ).result
-            ctx.lowering.values[argument.id] = piece
+            pieces.append(piece)
 
     def finish(yield_ctx: LoweringRuleContext) -> None:
         yielded = list(yield_ctx.operands)
@@ -136,7 +143,7 @@ def _lower_scan(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
                     [offset],
                     [],
                     [],
-                    [dynamic] + [0] * (len(shape) - 1),
+                    [DYNAMIC] + [0] * (len(shape) - 1),
                     [1, *shape[1:]],
                     [1] * len(shape),
                 ).result
@@ -144,9 +151,7 @@ def _lower_scan(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         new_states = [cast_to(value, old.type) for value, old in zip(yielded[:states], carried[:states], strict=True)]
         scf.YieldOp([*new_states, *stacked])
 
-    ctx.lowering.lower_single_block(
-        block, body, ctx.niro_location.path + ("region#0", "^bb0"), yield_builder=finish
-    )
+    ctx.lower_block(block, body, [*carried[:states], *pieces], yield_builder=finish)
     results = list(loop.results)
     for index, axis in enumerate(output_axes):
         if axis:
@@ -182,58 +187,64 @@ def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> lis
         _permute(value, _axis_first(axis, ir.RankedTensorType(value.type).rank))
         for value, axis in zip(ctx.operands[states:], layout.input_axes, strict=True)
     ]
-    static_lengths = {ir.RankedTensorType(source.type).shape[0] for source in sources} - {_DYNAMIC}
+    static_lengths = {ir.RankedTensorType(source.type).shape[0] for source in sources} - {DYNAMIC}
     static_lengths |= {
         ctx.ranked(value, f"scan output #{index}").shape[axis]
         for index, (value, axis) in enumerate(zip(ctx.niro_results[states:], layout.output_axes, strict=True))
     } - {None}
     if len(static_lengths) > 1:
-        raise ctx.error(f"scan inputs and outputs disagree on the sequence length: {sorted(static_lengths)}")
-    length = ctx.index_constant(static_lengths.pop()) if static_lengths else ctx.dim_size(sources[0], 0)
+        raise ctx.error(
+            f"scan inputs and outputs disagree on the sequence length: {sorted(static_lengths)}"
+        )
+    length = index_constant(static_lengths.pop()) if static_lengths else dim_size(sources[0], 0)
     valid = cmp("sge", length, 1)
     for source in sources:
-        valid = arith.AndIOp(valid, cmp("eq", ctx.dim_size(source, 0), length)).result
+        valid = arith.AndIOp(valid, cmp("eq", dim_size(source, 0), length)).result
     assert_true(
         valid,
         f"{ctx.niro_location}: 'onnx.Scan' op: the scan inputs must have one sequence length, at least 1",
     )
     last = sub(length, 1)
 
-    def bind(position: ir.Value, carried: Sequence[ir.Value]) -> None:
+    def bind(position: ir.Value, carried: Sequence[ir.Value]) -> list[ir.Value]:
+        """The values of the body's arguments at `position`: the states, then the slices."""
         backwards = sub(last, position)
+        bound = []
         for argument, value in zip(block.arguments[:states], carried, strict=True):
-            ctx.lowering.values[argument.id] = cast_to(value, lower_type(argument.type))
+            bound.append(cast_to(value, lower_type(argument.type)))
         for index, argument in enumerate(block.arguments[states:]):
             offset = backwards if layout.input_reverse[index] else position
             piece = _slice_at(ctx, sources[index], offset)
-            ctx.lowering.values[argument.id] = cast_to(piece, lower_type(argument.type))
+            bound.append(cast_to(piece, lower_type(argument.type)))
+        return bound
 
     yield_types = [lower_type(value.type) for value in _yielded(block)]
     if len(yield_types) != states + layout.scan_outputs:
         raise ctx.error(f"body yields {len(yield_types)} values, expected {states + layout.scan_outputs}")
-    path = ctx.niro_location.path + ("region#0", "^bb0")
     first = scf.ExecuteRegionOp(yield_types)
     entry = first.region.blocks.append()
     with ir.InsertionPoint(entry):
-        bind(ctx.index_constant(0), ctx.operands[:states])
+        bound = bind(index_constant(0), ctx.operands[:states])
 
     def finish_first(yield_ctx: LoweringRuleContext) -> None:
         scf.YieldOp(list(yield_ctx.operands))
 
-    ctx.lowering.lower_single_block(block, entry, path, yield_builder=finish_first)
+    ctx.lower_block(block, entry, bound, yield_builder=finish_first)
     peeled = list(first.results)
     accumulators = []
     for index, piece in enumerate(peeled[states:]):
         sizes = [length, *tensor_sizes(piece)]
         stacked = empty(sizes, ir.RankedTensorType(piece.type).element_type)
-        offset = last if layout.output_reverse[index] else ctx.index_constant(0)
+        offset = last if layout.output_reverse[index] else index_constant(0)
         accumulators.append(_insert_at(piece, stacked, offset))
-    loop = scf.ForOp(ctx.index_constant(1), length, ctx.index_constant(1), [*peeled[:states], *accumulators])
+    loop = scf.ForOp(
+        index_constant(1), length, index_constant(1), [*peeled[:states], *accumulators]
+    )
     body = loop.body
     with ir.InsertionPoint(body):
         position = loop.induction_variable
         carried = list(loop.inner_iter_args)
-        bind(position, carried[:states])
+        bound = bind(position, carried[:states])
 
     def finish(yield_ctx: LoweringRuleContext) -> None:
         yielded = list(yield_ctx.operands)
@@ -243,7 +254,7 @@ def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> lis
             stacked.append(_insert_at(piece, accumulator, offset))
         scf.YieldOp([*yielded[:states], *stacked])
 
-    ctx.lowering.lower_single_block(block, body, path, yield_builder=finish)
+    ctx.lower_block(block, body, bound, yield_builder=finish)
     results = list(loop.results)
     for index, axis in enumerate(layout.output_axes):
         value = results[states + index]
@@ -255,9 +266,6 @@ def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> lis
     return results
 
 
-_DYNAMIC = ir.ShapedType.get_dynamic_size()
-
-
 def _yielded(block) -> list:
     """The values the body block's terminator yields (its operands)."""
     return list(block.operations[-1].operands)
@@ -266,14 +274,14 @@ def _yielded(block) -> list:
 def _slice_at(ctx: LoweringRuleContext, source: ir.Value, offset: ir.Value) -> ir.Value:
     """Slice `offset` of an axis-first tensor, without the axis (dynamic sizes allowed)."""
     shape = list(ir.RankedTensorType(source.type).shape)
-    dynamic_sizes = [ctx.dim_size(source, dim) for dim in range(1, len(shape)) if shape[dim] == _DYNAMIC]
+    dynamic_sizes = [dim_size(source, dim) for dim in range(1, len(shape)) if shape[dim] == DYNAMIC]
     return tensor.ExtractSliceOp(
         _slice_type(source.type),
         source,
         [offset],
         dynamic_sizes,
         [],
-        [_DYNAMIC] + [0] * (len(shape) - 1),
+        [DYNAMIC] + [0] * (len(shape) - 1),
         [1, *shape[1:]],
         [1] * len(shape),
     ).result
@@ -289,7 +297,7 @@ def _insert_at(piece: ir.Value, stacked: ir.Value, offset: ir.Value) -> ir.Value
         [offset],
         dynamic_sizes,
         [],
-        [_DYNAMIC] + [0] * len(shape),
+        [DYNAMIC] + [0] * len(shape),
         [1, *shape],
         [1] * (len(shape) + 1),
     ).result

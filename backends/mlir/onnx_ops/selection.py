@@ -24,12 +24,8 @@ from collections.abc import Sequence
 from niro.ir import ScalarType, format_type, op_name
 
 from ..bindings import arith, ir, linalg, tensor
-from ..context import LoweringRuleContext, register_lowering
-from .bitonic import bitonic_sort
-from .common import attribute, normalize_axis, opset
-from .indexing import data_size
-from .reductions import RuntimeAxes, dispatch
-from .structured import (
+from ..builders import (
+    DYNAMIC,
     accumulator_type,
     assert_true,
     constant,
@@ -37,10 +33,16 @@ from .structured import (
     empty,
     fill,
     generic,
-    ranked_result,
+    index_constant,
     tensor_size,
     tensor_sizes,
 )
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
+from .bitonic import bitonic_sort
+from .common import attribute, normalize_axis, opset, ranked_result
+from .indexing import data_size
+from .reductions import RuntimeAxes, dispatch
 
 __all__: list[str] = []
 
@@ -281,7 +283,7 @@ def _sorted_topk(ctx: LoweringRuleContext, source: ir.Value, axis: int, k, large
     sizes = tensor_sizes(source)
     out_sizes = [k if dim == axis else size for dim, size in enumerate(sizes)]
     dynamic = [size for size in out_sizes if not isinstance(size, int)]
-    static = [size if isinstance(size, int) else ir.ShapedType.get_dynamic_size() for size in out_sizes]
+    static = [size if isinstance(size, int) else DYNAMIC for size in out_sizes]
     sliced = ir.RankedTensorType.get(static, ir.IntegerType.get_signless(64))
     indices = tensor.ExtractSliceOp(sliced, order, [], dynamic, [], [0] * rank, static, [1] * rank).result
     every = list(range(rank))
@@ -317,7 +319,7 @@ def _runtime_k(ctx: LoweringRuleContext, source: ir.Value, axis: int) -> ir.Valu
             raise ctx.error(f"K = {known} is negative")
         if isinstance(length, int) and known > length:
             raise ctx.error(f"K = {known} exceeds the axis size {length}")
-        k = ctx.index_constant(known)
+        k = index_constant(known)
         if isinstance(length, int):
             return k
     else:
@@ -326,9 +328,9 @@ def _runtime_k(ctx: LoweringRuleContext, source: ir.Value, axis: int) -> ir.Valu
             raise ctx.error(f"expects a one-element K, got {format_type(k_type)}")
         (value,) = _first(ctx.operands[1])
         k = arith.IndexCastOp(index, value).result
-    extent = ctx.index_constant(length) if isinstance(length, int) else length
+    extent = index_constant(length) if isinstance(length, int) else length
     in_range = arith.AndIOp(
-        arith.CmpIOp(arith.CmpIPredicate.sge, k, ctx.index_constant(0)).result,
+        arith.CmpIOp(arith.CmpIPredicate.sge, k, index_constant(0)).result,
         arith.CmpIOp(arith.CmpIPredicate.sle, k, extent).result,
     ).result
     assert_true(

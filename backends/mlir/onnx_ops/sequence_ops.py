@@ -19,35 +19,25 @@ from collections.abc import Sequence
 from niro.ir import ScalarType, TensorType, format_type
 
 from ..bindings import arith, ir, scf, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import assert_all, assert_true, constant, dim_size, index_constant
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, input_value, normalize_axis
-from .indexing import (
-    clamp,
-    cmp,
-    const_index,
-    gather_generic,
-    mod,
-    projection,
-    select,
-    sub,
-    to_index,
-)
-from .structured import assert_all, assert_true, constant
+from .indexing import clamp, cmp, gather_generic, mod, projection, select, sub, to_index
 
 __all__: list[str] = []
 
 
 def _size(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType, axis: int) -> ir.Value:
     dim = type_.shape[axis]
-    return const_index(dim) if dim is not None else ctx.dim_size(value, axis)
+    return index_constant(dim) if dim is not None else dim_size(value, axis)
 
 
 def _result_sizes(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType) -> list:
     """The index sizes of the dynamic dims of a result shaped like `value` (None when static)."""
     return [
-        None if dim is not None else ctx.dim_size(value, axis)
-        for axis, dim in enumerate(type_.shape)
+        None if dim is not None else dim_size(value, axis) for axis, dim in enumerate(type_.shape)
     ]
 
 
@@ -151,10 +141,10 @@ def _lower_tensor_scatter(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     element = lower_scalar_type(result.element_type)
 
     def body(position, elements):
-        offset = to_index(elements[1], i64) if indices is not None else const_index(0)
+        offset = to_index(elements[1], i64) if indices is not None else index_constant(0)
         row = sub(position[axis], offset)
         if mode == "circular":
-            row = mod(row, arith.MaxSIOp(max_length, const_index(1)).result)  # 0 only if empty
+            row = mod(row, arith.MaxSIOp(max_length, index_constant(1)).result)  # 0 only if empty
             hit = cmp("slt", row, length)
         else:
             hit = arith.AndIOp(cmp("sge", row, 0), cmp("slt", row, length)).result

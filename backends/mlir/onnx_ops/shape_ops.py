@@ -17,21 +17,29 @@ import numpy as np
 from niro.ir import ScalarType, TensorType, format_type, op_name
 
 from ..bindings import arith, ir, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import (
+    assert_true,
+    cast_to,
+    constant,
+    dim_size,
+    empty_tensor,
+    fill,
+    index_constant,
+    read_int_scalars,
+)
+from ..context import LoweringRuleContext
 from ..literals import scalar_attr
+from ..registry import register_lowering
 from ..types import index_type, lower_scalar_type, lower_type
 from .common import attribute, input_value, normalize_axes, opset
 from .indexing import (
     HOST_SCALARS,
     add,
-    cast_to,
     cmp,
     collapse,
-    const_index,
     constant_input,
     data_size,
     expand,
-    fill,
     floordiv,
     from_index,
     gather_generic,
@@ -47,7 +55,6 @@ from .indexing import (
     to_index,
     unit_groups,
 )
-from .structured import assert_true, read_int_scalars
 
 __all__: list[str] = []
 
@@ -63,11 +70,11 @@ def _source(ctx: LoweringRuleContext, index: int = 0, what: str = "input") -> Te
 def _size(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType, axis: int) -> ir.Value:
     """The size of dim `axis` as an index value (a constant when static)."""
     dim = type_.shape[axis]
-    return const_index(dim) if dim is not None else ctx.dim_size(value, axis)
+    return index_constant(dim) if dim is not None else dim_size(value, axis)
 
 
 def _count(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType) -> ir.Value:
-    total = const_index(1)
+    total = index_constant(1)
     for axis in range(len(type_.shape)):
         total = mul(total, _size(ctx, value, type_, axis))
     return total
@@ -99,12 +106,12 @@ def _reshape_sizes(ctx: LoweringRuleContext, source: TensorType, target: TensorT
     requested = []
     for axis in range(len(target.shape)):
         raw = to_index(
-            tensor.ExtractOp(shape_value, [const_index(axis)]).result, shape_type.element_type
+            tensor.ExtractOp(shape_value, [index_constant(axis)]).result, shape_type.element_type
         )
         if not allowzero and axis < len(source.shape):
             raw = select(cmp("eq", raw, 0), _size(ctx, data, source, axis), raw)
         requested.append(raw)
-    known, none_inferred = const_index(1), None
+    known, none_inferred = index_constant(1), None
     for raw in requested:
         known = mul(known, select(cmp("eq", raw, -1), 1, raw))
         not_inferred = cmp("ne", raw, -1)
@@ -175,7 +182,7 @@ def _lower_flatten(ctx: LoweringRuleContext) -> list[ir.Value]:
     value = collapse(value, flat, [list(range(rank))])
     shape = (1, flat.shape[0]) if axis == 0 else (flat.shape[0], 1)
     target = TensorType(source.element_type, shape)
-    size = ctx.dim_size(value, 0) if flat.shape[0] is None else None
+    size = dim_size(value, 0) if flat.shape[0] is None else None
     sizes = [None, size] if axis == 0 else [size, None]
     return [cast_to(expand(value, target, [[0, 1]], sizes), ctx.result_types[0])]
 
@@ -243,7 +250,7 @@ def _squeeze_run_time(ctx: LoweringRuleContext, source: TensorType, result: Tens
     be 1."""
     rank = len(source.shape)
     units = _run_time_units(ctx, rank, "squeeze")
-    dims = [ctx.dim_size(ctx.operands[0], axis) for axis in range(rank)]
+    dims = [dim_size(ctx.operands[0], axis) for axis in range(rank)]
     ones = arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result
     kept: list[ir.Value] = []  # each source axis's position among the kept ones, -1 if squeezed
     before: ir.Value | int = 0
@@ -254,7 +261,7 @@ def _squeeze_run_time(ctx: LoweringRuleContext, source: TensorType, result: Tens
     assert_true(ones, f"{ctx.niro_location}: 'onnx.Squeeze' op: a squeezed dim is not 1")
     sizes = []
     for position in range(len(result.shape)):
-        size = const_index(1)
+        size = index_constant(1)
         for index, dim in zip(kept, dims, strict=True):
             size = select(cmp("eq", index, position), dim, size)
         sizes.append(size)
@@ -265,11 +272,11 @@ def _unsqueeze_run_time(ctx: LoweringRuleContext, source: TensorType, result: Te
     """Unsqueeze by run-time axes: a reshape with a 1 at each listed axis and the source's
     dims, in order, elsewhere."""
     units = _run_time_units(ctx, len(result.shape), "unsqueeze")
-    dims = [ctx.dim_size(ctx.operands[0], axis) for axis in range(len(source.shape))]
+    dims = [dim_size(ctx.operands[0], axis) for axis in range(len(source.shape))]
     sizes = []
     inserted: ir.Value | int = 0
     for position, unit in enumerate(units):
-        dim = const_index(1)
+        dim = index_constant(1)
         taken = sub(position, inserted)  # the source axis this position shows, if not listed
         for axis, extent in enumerate(dims):
             dim = select(cmp("eq", taken, axis), extent, dim)
@@ -336,7 +343,7 @@ def _lower_unsqueeze(ctx: LoweringRuleContext) -> list[ir.Value]:
         else:
             index, dim = next(dims)
             shape.append(dim)
-            sizes.append(None if dim is not None else ctx.dim_size(ctx.operands[0], index))
+            sizes.append(None if dim is not None else dim_size(ctx.operands[0], index))
     target = TensorType(source.element_type, tuple(shape))
     return [
         cast_to(
@@ -372,9 +379,7 @@ def _lower_shape(ctx: LoweringRuleContext) -> list[ir.Value]:
     start = min(max(start + rank if start < 0 else start, 0), rank)
     end = min(max(end + rank if end < 0 else end, 0), rank)
     dims = [
-        source.shape[axis]
-        if source.shape[axis] is not None
-        else ctx.dim_size(ctx.operands[0], axis)
+        source.shape[axis] if source.shape[axis] is not None else dim_size(ctx.operands[0], axis)
         for axis in range(start, max(start, end))
     ]
     return [_i64_tensor(ctx, dims, ctx.result_types[0])]
@@ -411,8 +416,8 @@ def _attribute_scalar(ctx: LoweringRuleContext, name: str, element: ScalarType):
 
 
 def _fill(ctx: LoweringRuleContext, result: TensorType, sizes, scalar: ir.Value) -> ir.Value:
-    init = ctx.empty_tensor(result, sizes)
-    return fill(scalar, init)
+    init = empty_tensor(ctx, result, sizes)
+    return fill(init, scalar)
 
 
 @register_lowering("onnx.ConstantOfShape", since=9)
@@ -431,7 +436,7 @@ def _lower_constant_of_shape(ctx: LoweringRuleContext) -> list[ir.Value]:
             ctx,
             axis,
             to_index(
-                tensor.ExtractOp(ctx.operands[0], [const_index(axis)]).result,
+                tensor.ExtractOp(ctx.operands[0], [index_constant(axis)]).result,
                 shape_type.element_type,
             ),
         )
@@ -501,7 +506,7 @@ def _lower_eye_like(ctx: LoweringRuleContext) -> list[ir.Value]:
         raise ctx.error(f"needs a 2-D input, got {format_type(result)}")
     k = attribute(ctx, "k", 0)
     sizes = [
-        None if dim is not None else ctx.dim_size(ctx.operands[0], axis)
+        None if dim is not None else dim_size(ctx.operands[0], axis)
         for axis, dim in enumerate(result.shape)
     ]
     element = lower_scalar_type(result.element_type)
@@ -534,7 +539,7 @@ def _lower_expand(ctx: LoweringRuleContext) -> list[ir.Value]:
             if dim is not None:
                 continue
             requested = to_index(
-                tensor.ExtractOp(ctx.operands[1], [const_index(axis)]).result,
+                tensor.ExtractOp(ctx.operands[1], [index_constant(axis)]).result,
                 shape_type.element_type,
             )
             if axis >= offset:
@@ -562,14 +567,14 @@ def _lower_expand(ctx: LoweringRuleContext) -> list[ir.Value]:
             )
         ]
     # A dynamic input dim may be 1 at run time and broadcast: read index 0 there.
-    extents = {axis: ctx.dim_size(data, axis) for axis in dynamic}
+    extents = {axis: dim_size(data, axis) for axis in dynamic}
 
     def body(indices, _):
         position = []
         for axis, dim in enumerate(source.shape):
             index = indices[axis + offset]
             if dim == 1:
-                index = const_index(0)
+                index = index_constant(0)
             elif dim is None:
                 index = select(cmp("eq", extents[axis], 1), 0, index)
             position.append(index)
@@ -594,7 +599,7 @@ def _lower_tile(ctx: LoweringRuleContext) -> list[ir.Value]:
             repeats = given.reshape(-1).tolist()
             for axis, dim in enumerate(result.shape):
                 if dim is None:
-                    sizes[axis] = mul(ctx.dim_size(data, axis), int(repeats[axis]))
+                    sizes[axis] = mul(dim_size(data, axis), int(repeats[axis]))
         else:
             sizes = _runtime_tile_sizes(ctx, source, result)
     extents = [_size(ctx, data, source, axis) for axis in range(rank)]
@@ -622,7 +627,7 @@ def _runtime_tile_sizes(
     for axis, dim in enumerate(result.shape):
         if dim is not None:
             continue
-        read = tensor.ExtractOp(ctx.operands[1], [const_index(axis)]).result
+        read = tensor.ExtractOp(ctx.operands[1], [index_constant(axis)]).result
         count = to_index(read, repeats_type.element_type)
         assert_true(
             cmp("sge", count, 0),
@@ -645,10 +650,9 @@ def _lower_trilu(ctx: LoweringRuleContext) -> list[ir.Value]:
         k = to_index(scalar_input(ctx, *k_input), k_input[1].type.element_type)  # type: ignore[union-attr]
     data = ctx.operands[0]
     sizes = [
-        None if dim is not None else ctx.dim_size(data, axis)
-        for axis, dim in enumerate(result.shape)
+        None if dim is not None else dim_size(data, axis) for axis, dim in enumerate(result.shape)
     ]
-    zero = ctx.zero(lower_scalar_type(result.element_type))
+    zero = constant(lower_scalar_type(result.element_type), 0)
     identity = projection(rank, range(rank))
 
     def body(indices, elements):
@@ -680,7 +684,7 @@ def _lower_depth_to_space(ctx: LoweringRuleContext) -> list[ir.Value]:
     source, result, b, mode = _blocks(ctx)
     data = ctx.operands[0]
     channels = (
-        _size(ctx, data, source, 1) if result.shape[1] is None else const_index(result.shape[1])
+        _size(ctx, data, source, 1) if result.shape[1] is None else index_constant(result.shape[1])
     )
     if result.shape[1] is None:
         channels = floordiv(channels, b * b)
@@ -688,11 +692,11 @@ def _lower_depth_to_space(ctx: LoweringRuleContext) -> list[ir.Value]:
         None
         if dim is not None
         else (
-            mul(ctx.dim_size(data, axis), b)
+            mul(dim_size(data, axis), b)
             if axis >= 2
             else channels
             if axis == 1
-            else ctx.dim_size(data, 0)
+            else dim_size(data, 0)
         )
         for axis, dim in enumerate(result.shape)
     ]
@@ -718,11 +722,11 @@ def _lower_space_to_depth(ctx: LoweringRuleContext) -> list[ir.Value]:
         None
         if dim is not None
         else (
-            floordiv(ctx.dim_size(data, axis), b)
+            floordiv(dim_size(data, axis), b)
             if axis >= 2
             else mul(channels, b * b)
             if axis == 1
-            else ctx.dim_size(data, 0)
+            else dim_size(data, 0)
         )
         for axis, dim in enumerate(result.shape)
     ]

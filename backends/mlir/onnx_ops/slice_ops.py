@@ -18,18 +18,18 @@ import numpy as np
 from niro.ir import TensorType, format_type, op_name
 
 from ..bindings import arith, ir, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import DYNAMIC, assert_true, cast_to, dim_size, empty_tensor, index_constant
+from ..context import LoweringRuleContext
 from ..literals import scalar_attr
+from ..registry import register_lowering
 from ..types import index_type, lower_scalar_type, lower_type
-from . import structured
 from .common import attribute, imported_op, input_value, normalize_axes, normalize_axis, opset
 from .indexing import (
     add,
-    cast_to,
     clamp,
     cmp,
-    const_index,
     constant_input,
+    data_size,
     floordiv,
     gather_generic,
     mod,
@@ -49,9 +49,8 @@ INT64_MAX = np.iinfo(np.int64).max
 
 def _mixed(values: list[Mixed]) -> tuple[list[ir.Value], list[int]]:
     """Split offsets/sizes into MLIR's dynamic operands and static array (kDynamic marks)."""
-    dynamic_mark = ir.ShapedType.get_dynamic_size()
     dynamic = [value for value in values if not isinstance(value, int)]
-    static = [value if isinstance(value, int) else dynamic_mark for value in values]
+    static = [value if isinstance(value, int) else DYNAMIC for value in values]
     return dynamic, static
 
 
@@ -67,8 +66,7 @@ def extract_slice(
     An empty slice is a `tensor.empty` (MLIR rejects even offset 0 into an empty dim)."""
     if any(isinstance(size, int) and size == 0 for size in sizes):
         return tensor.EmptyOp(list(sizes), element).result
-    dynamic_mark = ir.ShapedType.get_dynamic_size()
-    shape = [size if isinstance(size, int) else dynamic_mark for size in sizes]
+    shape = [size if isinstance(size, int) else DYNAMIC for size in sizes]
     result = ir.RankedTensorType.get(shape, element)
     dyn_offsets, static_offsets = _offset_mark(offsets)
     dyn_sizes, static_sizes = _mixed(sizes)
@@ -79,11 +77,11 @@ def extract_slice(
 
 def _dim(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType, axis: int) -> Mixed:
     dim = type_.shape[axis]
-    return dim if dim is not None else ctx.dim_size(value, axis)
+    return dim if dim is not None else dim_size(value, axis)
 
 
 def _as_value(value: Mixed) -> ir.Value:
-    return const_index(value) if isinstance(value, int) else value
+    return index_constant(value) if isinstance(value, int) else value
 
 
 # -- Concat ---------------------------------------------------------------------------------------
@@ -102,10 +100,13 @@ def _lower_concat(ctx: LoweringRuleContext) -> list[ir.Value]:
         inputs.append((value, type_))
     parts = [value for value, type_ in inputs if type_.shape[axis] != 0]
     if not parts:
-        sizes = [None if dim is not None else ctx.dim_size(inputs[0][0], dim_axis) for dim_axis, dim in enumerate(result.shape)]
-        return [ctx.empty_tensor(result, sizes)]
+        sizes = [
+            None if dim is not None else dim_size(inputs[0][0], dim_axis)
+            for dim_axis, dim in enumerate(result.shape)
+        ]
+        return [empty_tensor(ctx, result, sizes)]
     # NOTE: `tensor.concat`, not insert_slices into a `tensor.empty`: IREE (3.13) failed to
-    # compile the latter for a dynamic 1-D Concat in one of several Loops' results ("streamable
+    # compile the latter for a DYNAMIC 1-D Concat in one of several Loops' results ("streamable
     # op expected to be in an execution region", PyTorch dynamo's EmbeddingBag). Each operand
     # is first cast to the result's dims off the axis, so the concat's type is the one MLIR
     # infers from its operands up to the axis length: IREE's rewrites of a concat typed more
@@ -119,9 +120,10 @@ def _lower_concat(ctx: LoweringRuleContext) -> list[ir.Value]:
         aligned.append(cast_to(part, ir.RankedTensorType.get(shape, result_type.element_type)))
     lengths = [ir.RankedTensorType(part.type).shape[axis] for part in aligned]
     sizes = list(result_type.shape)
-    dynamic = ir.ShapedType.get_dynamic_size()
-    sizes[axis] = dynamic if dynamic in lengths else sum(lengths)
-    joined = tensor.ConcatOp(ir.RankedTensorType.get(sizes, result_type.element_type), axis, aligned).result
+    sizes[axis] = DYNAMIC if DYNAMIC in lengths else sum(lengths)
+    joined = tensor.ConcatOp(
+        ir.RankedTensorType.get(sizes, result_type.element_type), axis, aligned
+    ).result
     return [cast_to(joined, result_type)]
 
 
@@ -136,7 +138,7 @@ def _split_sizes(ctx: LoweringRuleContext, source: TensorType, axis: int, count:
     dim = source.shape[axis]
 
     def whole() -> ir.Value:
-        return const_index(dim) if dim is not None else ctx.dim_size(ctx.operands[0], axis)
+        return index_constant(dim) if dim is not None else dim_size(ctx.operands[0], axis)
 
     if opset(ctx) < 13:
         split = attribute(ctx, "split")
@@ -167,11 +169,16 @@ def _run_time_split(ctx: LoweringRuleContext, whole: ir.Value, count: int) -> li
     valid = cmp("eq", functools.reduce(add, sizes), whole)
     for size in sizes:
         valid = arith.AndIOp(valid, cmp("sge", size, 0)).result
-    structured.assert_true(
+    assert_true(
         valid,
         f"{ctx.niro_location}: 'onnx.Split' op: the split sizes must be non-negative and add up to the split dim",
     )
-    return sizes
+    # NOTE: each size through `indexing.data_size` (a no-op `max(size, 0)`, the check above
+    # holds): IREE 3.13 clones a bare `index_cast(tensor.extract)` size into the dispatch that
+    # concatenates the split parts back (RotaryEmbedding's rotated half beside the rest, head
+    # size dynamic) and fails there with "'iree_codegen.workgroup_count_hint' op failed to
+    # resolve workgroup count hint in terms of workload ordinals".
+    return [data_size(size) for size in sizes]  # type: ignore[arg-type]
 
 
 @register_lowering("onnx.Split", since=2)
@@ -236,10 +243,10 @@ def _run_time_length_parameters(ctx: LoweringRuleContext, rank: int):
     run time."""
     starts_value, starts_niro = input_value(ctx, 1)  # type: ignore[misc]
     ends_value, ends_niro = input_value(ctx, 2)  # type: ignore[misc]
-    length = ctx.dim_size(starts_value, 0)
+    length = dim_size(starts_value, 0)
     valid = arith.AndIOp(cmp("sge", length, 1), cmp("sle", length, rank)).result
-    valid = arith.AndIOp(valid, cmp("eq", ctx.dim_size(ends_value, 0), length)).result
-    structured.assert_true(
+    valid = arith.AndIOp(valid, cmp("eq", dim_size(ends_value, 0), length)).result
+    assert_true(
         valid,
         f"{ctx.niro_location}: 'onnx.Slice' op: starts and ends must have one length, from 1 to "
         f"the data's rank {rank}",
@@ -250,13 +257,15 @@ def _run_time_length_parameters(ctx: LoweringRuleContext, rank: int):
     ends: list[Mixed] = []
     for axis in range(rank):
         present = cmp("slt", axis, length)
-        position = const_index(0) if axis == 0 else arith.MinSIOp(const_index(axis), last).result
+        position = (
+            index_constant(0) if axis == 0 else arith.MinSIOp(index_constant(axis), last).result
+        )
         start, end = (
             to_index(tensor.ExtractOp(value, [position]).result, niro.type.element_type)
             for value, niro in ((starts_value, starts_niro), (ends_value, ends_niro))
         )
         starts.append(select(present, start, 0))
-        ends.append(select(present, end, ctx.dim_size(data, axis)))
+        ends.append(select(present, end, dim_size(data, axis)))
     return list(range(rank)), starts, ends, [1] * rank
 
 
@@ -271,7 +280,7 @@ def _int_list(ctx: LoweringRuleContext, position: int) -> list[Mixed]:
     if type_.shape is None or len(type_.shape) != 1 or type_.shape[0] is None:
         raise ctx.error(f"needs a static 1-D input #{position}, got {format_type(type_)}")
     return [
-        to_index(tensor.ExtractOp(value, [const_index(index)]).result, type_.element_type)
+        to_index(tensor.ExtractOp(value, [index_constant(index)]).result, type_.element_type)
         for index in range(type_.shape[0])
     ]
 
@@ -302,7 +311,7 @@ def _runtime_bounds(start: Mixed, end: Mixed, step: Mixed, dim: ir.Value) -> tup
     span = select(forward, sub(end_v, start_v), sub(start_v, end_v))
     magnitude = select(forward, step_v, sub(0, step_v))
     count = floordiv(add(span, sub(magnitude, 1)), magnitude)
-    return start_v, arith.MaxSIOp(count, const_index(0)).result
+    return start_v, arith.MaxSIOp(count, index_constant(0)).result
 
 
 @register_lowering("onnx.Slice", since=1)
@@ -323,7 +332,7 @@ def _lower_slice(ctx: LoweringRuleContext) -> list[ir.Value]:
         if len(entries) == 1 and isinstance(axes[entries[0]], int):
             start, end, step = starts[entries[0]], ends[entries[0]], steps[entries[0]]
         else:  # axes known at run time: pick this axis' entry with selects
-            start, end, step = const_index(0), _as_value(counts[axis]), const_index(1)
+            start, end, step = index_constant(0), _as_value(counts[axis]), index_constant(1)
             for j in entries:
                 given = _as_value(axes[j])
                 given = select(cmp("slt", given, 0), add(given, rank), given)
@@ -345,14 +354,23 @@ def _lower_slice(ctx: LoweringRuleContext) -> list[ir.Value]:
             if not isinstance(counts[axis], int):
                 # NOTE: the import may type a fixed-length cut of a dynamic axis (`x[:, -1:]`)
                 # as static, taking the axis to be long enough (symbolic_dims): checked here.
-                structured.assert_true(
+                assert_true(
                     cmp("eq", _as_value(counts[axis]), dim),
                     f"{ctx.niro_location}: '{op_name(ctx.op)}' op: axis {axis} of the input is shorter"
                     f" at run time than the {dim} elements its result type takes",
                 )
             counts[axis] = dim
     if 0 in result.shape:
-        return [ctx.empty_tensor(result, [None if dim is not None else _as_value(counts[axis]) for axis, dim in enumerate(result.shape)])]
+        return [
+            empty_tensor(
+                ctx,
+                result,
+                [
+                    None if dim is not None else _as_value(counts[axis])
+                    for axis, dim in enumerate(result.shape)
+                ],
+            )
+        ]
     if all(isinstance(step, int) and step > 0 for step in strides):
         element = lower_scalar_type(source.element_type)
         return [cast_to(extract_slice(data, element, offsets, counts, strides), ctx.result_types[0])]  # type: ignore[arg-type]
@@ -447,20 +465,22 @@ def _lower_pad(ctx: LoweringRuleContext) -> list[ir.Value]:
             axes.append(None)
             continue
         dim = _as_value(_dim(ctx, data, source, axis))
-        crop_low = arith.MaxSIOp(sub(0, _as_value(low)), const_index(0)).result
-        crop_high = arith.MaxSIOp(sub(0, _as_value(high)), const_index(0)).result
+        crop_low = arith.MaxSIOp(sub(0, _as_value(low)), index_constant(0)).result
+        crop_high = arith.MaxSIOp(sub(0, _as_value(high)), index_constant(0)).result
         kept = sub(sub(dim, crop_low), crop_high)
-        shift = arith.MaxSIOp(_as_value(low), const_index(0)).result
+        shift = arith.MaxSIOp(_as_value(low), index_constant(0)).result
         axes.append((crop_low, kept, shift))
     sizes = []
     for axis, dim in enumerate(result.shape):
         if dim is not None:
             sizes.append(None)
         elif axes[axis] is None:
-            sizes.append(ctx.dim_size(data, axis))
+            sizes.append(dim_size(data, axis))
         else:
             _, kept, shift = axes[axis]
-            sizes.append(add(add(kept, shift), arith.MaxSIOp(_as_value(end[axis]), const_index(0)).result))
+            sizes.append(
+                add(add(kept, shift), arith.MaxSIOp(_as_value(end[axis]), index_constant(0)).result)
+            )
 
     def body(indices, _):
         position = []
@@ -480,7 +500,7 @@ def _lower_pad(ctx: LoweringRuleContext) -> list[ir.Value]:
             elif mode == "wrap":
                 local = mod(local, kept)
             else:  # reflect: period 2(d-1), mirrored in its second half; d == 1 repeats
-                period = arith.MaxSIOp(mul(sub(kept, 1), 2), const_index(1)).result
+                period = arith.MaxSIOp(mul(sub(kept, 1), 2), index_constant(1)).result
                 folded = mod(local, period)
                 local = select(cmp("slt", folded, kept), folded, sub(period, folded))
             position.append(add(local, crop_low))

@@ -34,22 +34,24 @@ import numpy as np
 from niro.ir import Value, format_type, op_name
 
 from ..bindings import arith, ir, linalg, tensor
-from ..context import LoweringRuleContext, register_lowering
-from ..types import index_type, lower_scalar_type
-from .common import attribute, element_type, input_index, opset
-from .reductions import RuntimeAxes, dispatch
-from .structured import (
+from ..builders import (
     assert_true,
     constant,
     convert,
+    crop,
     empty,
     fill,
     generic,
+    index_constant,
     read_int_scalars,
     tensor_size,
     tensor_sizes,
 )
-from .windows import crop, static_shape
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
+from ..types import index_type, lower_scalar_type
+from .common import attribute, element_type, input_index, opset, static_shape
+from .reductions import RuntimeAxes, dispatch
 
 __all__: list[str] = []
 
@@ -133,16 +135,12 @@ def _transform(
             if imag is not None:
                 imaginary = arith.AddFOp(imaginary, arith.MulFOp(imag, cos_j).result).result
             component = linalg.IndexOp(rank - 1).result
-            is_real = arith.CmpIOp(arith.CmpIPredicate.eq, component, _index(0)).result
+            is_real = arith.CmpIOp(arith.CmpIPredicate.eq, component, index_constant(0)).result
             value = arith.SelectOp(is_real, value, imaginary).result
         return [arith.AddFOp(accumulated, value).result]
 
     (result,) = generic(inputs, [(init, list(range(rank)))], rank + 1, [row], body)
     return _narrow(result, result_element)
-
-
-def _index(value: int) -> ir.Value:
-    return arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), value)).result
 
 
 def _narrow(value: ir.Value, element: ir.Type) -> ir.Value:
@@ -381,7 +379,7 @@ def _frames(
 
 def _as_index(value: int | ir.Value) -> ir.Value:
     if isinstance(value, int):
-        return _index(value)
+        return index_constant(value)
     if isinstance(value.type, ir.IndexType):
         return value
     return arith.IndexCastOp(index_type(), value).result
@@ -394,10 +392,10 @@ def _frame_count(samples: int | ir.Value, step: int | ir.Value, n: int) -> int |
         return (samples - n) // step + 1
     divisor = _as_index(step)
     if not isinstance(step, int):
-        positive = arith.CmpIOp(arith.CmpIPredicate.sgt, divisor, _index(0)).result
-        divisor = arith.SelectOp(positive, divisor, _index(1)).result
-    room = arith.SubIOp(_as_index(samples), _index(n)).result
-    return arith.AddIOp(arith.FloorDivSIOp(room, divisor).result, _index(1)).result
+        positive = arith.CmpIOp(arith.CmpIPredicate.sgt, divisor, index_constant(0)).result
+        divisor = arith.SelectOp(positive, divisor, index_constant(1)).result
+    room = arith.SubIOp(_as_index(samples), index_constant(n)).result
+    return arith.AddIOp(arith.FloorDivSIOp(room, divisor).result, index_constant(1)).result
 
 
 def _index_compare(predicate, left: int | ir.Value, right: int | ir.Value) -> ir.Value:

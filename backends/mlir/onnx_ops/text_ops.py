@@ -22,10 +22,11 @@ import numpy as np
 from niro.ir import ScalarType, TensorType, format_type
 
 from ..bindings import arith, ir, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import constant, dense_constant, dim_size, empty_tensor, fill, index_constant
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from .common import attribute, element_type
-from .indexing import add, clamp, cmp, const_index, fill, gather_generic, mul, projection, to_index
-from .windows import numpy_constant
+from .indexing import add, clamp, cmp, gather_generic, mul, projection, to_index
 
 __all__: list[str] = []
 
@@ -120,10 +121,11 @@ def _lower_tfidf_vectorizer(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         raise ctx.error(f"has more n-grams than the {len(indexes)} ngram_indexes")
 
     batched = len(source.shape) == 2
-    sizes = [ctx.dim_size(ctx.operands[0], 0) if batched and result.shape[0] is None else None]
+    sizes = [dim_size(ctx.operands[0], 0) if batched and result.shape[0] is None else None]
     sizes = sizes[:1] if batched else []
     count_type = TensorType(ScalarType.I64, result.shape)
-    counts_init = fill(ctx.zero(ir.IntegerType.get_signless(64)), ctx.empty_tensor(count_type, [*sizes, None]))
+    zero64 = constant(ir.IntegerType.get_signless(64), 0)
+    counts_init = fill(empty_tensor(ctx, count_type, [*sizes, None]), zero64)
     if grams and width > 0:
         frequencies = _count_grams(ctx, grams, indexes, outputs, skips, width, batched, count_type, sizes, counts_init)
     else:  # an empty row or no n-gram to look for: every frequency is 0 (as the reference)
@@ -148,9 +150,9 @@ def _count_grams(ctx, grams, indexes, outputs, skips, width, batched, count_type
         gram_table[number, : len(gram)] = gram
         lengths[number] = len(gram)
     distances = skips + 1 if longest > 1 else 1
-    columns = numpy_constant(column_table, ScalarType.I64)
-    gram_values = numpy_constant(gram_table, ScalarType.I64)
-    gram_lengths = numpy_constant(lengths, ScalarType.I64)
+    columns = dense_constant(column_table, ScalarType.I64)
+    gram_values = dense_constant(gram_table, ScalarType.I64)
+    gram_lengths = dense_constant(lengths, ScalarType.I64)
     data, scalar = ctx.operands[0], element_type(ctx.niro_operands[0])
     rank = 2 if batched else 1
     i64 = ir.IntegerType.get_signless(64)
@@ -174,9 +176,9 @@ def _count_grams(ctx, grams, indexes, outputs, skips, width, batched, count_type
             value = tensor.ExtractOp(data, [*row, place]).result
             if scalar is ScalarType.I32:
                 value = arith.ExtSIOp(i64, value).result
-            wanted = tensor.ExtractOp(gram_values, [number, const_index(item)]).result
+            wanted = tensor.ExtractOp(gram_values, [number, index_constant(item)]).result
             same = arith.CmpIOp(arith.CmpIPredicate.eq, value, wanted).result
-            beyond = cmp("sge", const_index(item), length)
+            beyond = cmp("sge", index_constant(item), length)
             valid = arith.AndIOp(valid, arith.OrIOp(same, beyond).result).result
         one = arith.ExtUIOp(i64, valid).result
         return arith.AddIOp(elements[-1], one).result
@@ -191,7 +193,7 @@ def _weigh(ctx, frequencies, count_type, result, sizes, mode, weights) -> ir.Val
     TFIDF the weight times the count (or the count), in f32."""
     f32 = ir.F32Type.get()
     output = TensorType(ScalarType.F32, result.shape)
-    table = numpy_constant(np.asarray(weights, np.float32), ScalarType.F32) if weights else None
+    table = dense_constant(np.asarray(weights, np.float32), ScalarType.F32) if weights else None
     rank = len(result.shape)
 
     def body(position, elements):
@@ -205,8 +207,8 @@ def _weigh(ctx, frequencies, count_type, result, sizes, mode, weights) -> ir.Val
         if mode == "TF":
             return as_float
         if mode == "IDF":
-            present = arith.CmpIOp(arith.CmpIPredicate.sgt, count, ctx.zero(count.type)).result
-            return arith.SelectOp(present, weight, ctx.zero(f32)).result
+            present = arith.CmpIOp(arith.CmpIPredicate.sgt, count, constant(count.type, 0)).result
+            return arith.SelectOp(present, weight, constant(f32, 0)).result
         if table is None:
             return as_float
         return arith.MulFOp(weight, as_float).result

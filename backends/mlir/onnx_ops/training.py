@@ -19,8 +19,9 @@ from collections.abc import Callable, Sequence
 from niro.ir import ScalarType, format_type
 
 from ..bindings import arith, ir, math, tensor
-from ..context import LoweringRuleContext, register_lowering
-from ..types import index_type
+from ..builders import elementwise, index_constant
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from .cast import convert_element
 from .common import attribute, element_type
 from .elementwise import ElementMath, element_math
@@ -39,7 +40,7 @@ def _scalar(ctx: LoweringRuleContext, index: int, what: str, target: ScalarType)
     type_ = ctx.ranked(value, what)
     if any(dim != 1 for dim in type_.shape):
         raise ctx.error(f"expects a scalar {what}, got {format_type(type_)}")
-    zero = arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), 0)).result
+    zero = index_constant(0)
     element = tensor.ExtractOp(ctx.operands[index], [zero] * len(type_.shape)).result
     return convert_element(element, type_.element_type, target)
 
@@ -100,7 +101,8 @@ def _update(
             result = ctx.niro_results[kind * count + tensor_index]
             scalar = element_type(result)
             outputs.append(
-                ctx.elementwise(
+                elementwise(
+                    ctx,
                     lambda elements, body=body, scalar=scalar: body(element_math(scalar), elements),
                     inputs,
                     result,

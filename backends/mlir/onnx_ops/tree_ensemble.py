@@ -26,11 +26,12 @@ import numpy as np
 from niro.ir import ScalarType, TensorType, format_type
 
 from ..bindings import arith, ir, scf, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import dense_constant, dim_size, empty_tensor, fill, i64_constant, index_constant
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import index_type, lower_scalar_type
 from .common import attribute, element_type
-from .indexing import clamp, const_index, fill, gather_generic, projection, to_index
-from .windows import numpy_constant
+from .indexing import clamp, gather_generic, projection, to_index
 
 __all__: list[str] = []
 
@@ -214,7 +215,7 @@ def _lower_tree_ensemble(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         raise ctx.error(f"has a leaf_targetids entry outside the {targets} targets")
     if not ensemble.starts:
         raise ctx.error("has no trees (tree_roots is empty)")
-    rows = [ctx.dim_size(ctx.operands[0], 0) if result.shape[0] is None else None]
+    rows = [dim_size(ctx.operands[0], 0) if result.shape[0] is None else None]
     leaves = _walk_trees(ctx, ensemble, scalar, result.shape[0], rows)
     return [_aggregate(ctx, ensemble, leaves, scalar, result, rows, aggregate)]
 
@@ -225,18 +226,22 @@ def _walk_trees(ctx, ensemble: _Ensemble, scalar: ScalarType, batch, rows) -> ir
     element = lower_scalar_type(scalar)
     i64 = ir.IntegerType.get_signless(64)
     index = index_type()
-    starts = numpy_constant(np.asarray([start for start, _ in ensemble.starts], np.int64), ScalarType.I64)
-    start_leaf = numpy_constant(np.asarray([int(leaf) for _, leaf in ensemble.starts], np.int64), ScalarType.I64)
-    modes = numpy_constant(ensemble.modes, ScalarType.I64)
-    features = numpy_constant(ensemble.features, ScalarType.I64)
-    splits = numpy_constant(ensemble.splits, scalar)
-    missing = numpy_constant(ensemble.missing, ScalarType.I64)
-    children = numpy_constant(ensemble.children, ScalarType.I64)
-    to_leaf = numpy_constant(ensemble.to_leaf, ScalarType.I64)
-    members = numpy_constant(ensemble.members, scalar)
-    member_rows = numpy_constant(ensemble.member_rows, ScalarType.I64)
+    starts = dense_constant(
+        np.asarray([start for start, _ in ensemble.starts], np.int64), ScalarType.I64
+    )
+    start_leaf = dense_constant(
+        np.asarray([int(leaf) for _, leaf in ensemble.starts], np.int64), ScalarType.I64
+    )
+    modes = dense_constant(ensemble.modes, ScalarType.I64)
+    features = dense_constant(ensemble.features, ScalarType.I64)
+    splits = dense_constant(ensemble.splits, scalar)
+    missing = dense_constant(ensemble.missing, ScalarType.I64)
+    children = dense_constant(ensemble.children, ScalarType.I64)
+    to_leaf = dense_constant(ensemble.to_leaf, ScalarType.I64)
+    members = dense_constant(ensemble.members, scalar)
+    member_rows = dense_constant(ensemble.member_rows, ScalarType.I64)
     width = ensemble.members.shape[1]
-    feature_count = ctx.dim_size(data, 1)
+    feature_count = dim_size(data, 1)
     trees = len(ensemble.starts)
     leaves_type = TensorType(ScalarType.I64, (batch, trees))
 
@@ -246,7 +251,7 @@ def _walk_trees(ctx, ensemble: _Ensemble, scalar: ScalarType, batch, rows) -> ir
     def body(position, _elements):
         row, tree = position
         node = to_index(read(starts, tree), ScalarType.I64)
-        done = arith.CmpIOp(arith.CmpIPredicate.ne, read(start_leaf, tree), _i64(0)).result
+        done = arith.CmpIOp(arith.CmpIPredicate.ne, read(start_leaf, tree), i64_constant(0)).result
         loop = scf.WhileOp([index, done.type], [node, done])
         before = loop.before.blocks.append(index, done.type)
         with ir.InsertionPoint(before):
@@ -255,15 +260,23 @@ def _walk_trees(ctx, ensemble: _Ensemble, scalar: ScalarType, batch, rows) -> ir
         after = loop.after.blocks.append(index, done.type)
         with ir.InsertionPoint(after):
             current = after.arguments[0]
-            feature = clamp(to_index(read(features, current), ScalarType.I64), 0, arith.SubIOp(feature_count, const_index(1)).result)
+            feature = clamp(
+                to_index(read(features, current), ScalarType.I64),
+                0,
+                arith.SubIOp(feature_count, index_constant(1)).result,
+            )
             value = read(data, row, feature)
             taken = _branch(value, read(modes, current), read(splits, current), members, read(member_rows, current), width, element)
             nan = arith.CmpFOp(arith.CmpFPredicate.UNO, value, value).result
-            tracks = arith.CmpIOp(arith.CmpIPredicate.ne, read(missing, current), _i64(0)).result
+            tracks = arith.CmpIOp(
+                arith.CmpIPredicate.ne, read(missing, current), i64_constant(0)
+            ).result
             taken = arith.OrIOp(taken, arith.AndIOp(nan, tracks).result).result
-            side = arith.SelectOp(taken, const_index(0), const_index(1)).result
+            side = arith.SelectOp(taken, index_constant(0), index_constant(1)).result
             following = to_index(read(children, current, side), ScalarType.I64)
-            leaf = arith.CmpIOp(arith.CmpIPredicate.ne, read(to_leaf, current, side), _i64(0)).result
+            leaf = arith.CmpIOp(
+                arith.CmpIPredicate.ne, read(to_leaf, current, side), i64_constant(0)
+            ).result
             scf.YieldOp([following, leaf])
         return arith.IndexCastOp(i64, loop.results[0]).result
 
@@ -279,20 +292,15 @@ def _branch(value, mode, split, members, member_row, width, element) -> ir.Value
     row = to_index(member_row, ScalarType.I64)
     found = _bool(False)
     for slot in range(width):  # NaN padding equals nothing
-        candidate = tensor.ExtractOp(members, [row, const_index(slot)]).result
+        candidate = tensor.ExtractOp(members, [row, index_constant(slot)]).result
         same = arith.CmpFOp(arith.CmpFPredicate.OEQ, value, candidate).result
         found = arith.OrIOp(found, same).result
     taken = found  # mode MEMBER
     for mode_number, predicate in predicates.items():
-        is_mode = arith.CmpIOp(arith.CmpIPredicate.eq, mode, _i64(mode_number)).result
+        is_mode = arith.CmpIOp(arith.CmpIPredicate.eq, mode, i64_constant(mode_number)).result
         outcome = arith.CmpFOp(predicate, value, split).result
         taken = arith.SelectOp(is_mode, outcome, taken).result
     return taken
-
-
-def _i64(value: int) -> ir.Value:
-    i64 = ir.IntegerType.get_signless(64)
-    return arith.ConstantOp(i64, ir.IntegerAttr.get(i64, value)).result
 
 
 def _bool(value: bool) -> ir.Value:
@@ -307,9 +315,9 @@ def _aggregate(ctx, ensemble: _Ensemble, leaves, scalar, result, rows, aggregate
     start = {_MIN: float(info.max), _MAX: float(info.min)}.get(aggregate, 0.0)
     output = TensorType(scalar, result.shape)
     initial = arith.ConstantOp(element, ir.FloatAttr.get(element, start)).result
-    init = fill(initial, ctx.empty_tensor(output, [*rows, None]))
-    weights = numpy_constant(ensemble.weights, scalar)
-    targets = numpy_constant(ensemble.targets, ScalarType.I64)
+    init = fill(empty_tensor(ctx, output, [*rows, None]), initial)
+    weights = dense_constant(ensemble.weights, scalar)
+    targets = dense_constant(ensemble.targets, ScalarType.I64)
     count = arith.ConstantOp(element, ir.FloatAttr.get(element, float(len(ensemble.starts)))).result
     read_leaves = projection(3, [0, 2])
 

@@ -28,12 +28,22 @@ from collections.abc import Callable, Sequence
 from niro.ir import ScalarType, format_type
 
 from ..bindings import arith, ir, linalg, tensor
-from ..context import LoweringRuleContext, register_lowering
+from ..builders import (
+    MapSpec,
+    assert_true,
+    constant,
+    dim_size,
+    empty,
+    fill,
+    generic,
+    index_constant,
+    tensor_sizes,
+)
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
 from ..types import index_type, lower_scalar_type
 from .common import attribute, normalize_axis, output_positions
 from .gather_scatter import _flatten
-from .indexing import const_index
-from .structured import MapSpec, assert_true, constant, empty, fill, generic, tensor_sizes
 
 __all__: list[str] = []
 
@@ -165,7 +175,7 @@ def _multiply(a: int | ir.Value, b: int | ir.Value) -> int | ir.Value:
 
 
 def _as_index(size: int | ir.Value) -> ir.Value:
-    return const_index(size) if isinstance(size, int) else size
+    return index_constant(size) if isinstance(size, int) else size
 
 
 def _as_i64(size: int | ir.Value) -> ir.Value:
@@ -314,8 +324,8 @@ def _fit(ctx: LoweringRuleContext, index: int, value: ir.Value) -> ir.Value:
         if size is None:
             continue
         if computed.is_dynamic_dim(dim):
-            actual = tensor.DimOp(value, const_index(dim)).result
-            agree = arith.CmpIOp(arith.CmpIPredicate.eq, actual, const_index(size)).result
+            actual = dim_size(value, dim)
+            agree = arith.CmpIOp(arith.CmpIPredicate.eq, actual, index_constant(size)).result
             assert_true(
                 agree,
                 f"{ctx.niro_location}: Unique found a size other than the {size} that result "

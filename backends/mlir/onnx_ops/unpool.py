@@ -23,11 +23,21 @@ from collections.abc import Sequence
 from niro.ir import ScalarType, format_type
 
 from ..bindings import arith, ir, linalg, tensor
-from ..context import LoweringRuleContext, register_lowering
-from .common import element_type, input_index, input_value
-from .indexing import cast_to, clamp, cmp, const_index, floordiv
-from .structured import assert_all, assert_true, constant, empty, fill, generic, read_int_scalars
-from .windows import ints_attribute, static_shape
+from ..builders import (
+    assert_all,
+    assert_true,
+    cast_to,
+    constant,
+    empty,
+    fill,
+    generic,
+    index_constant,
+    read_int_scalars,
+)
+from ..context import LoweringRuleContext
+from ..registry import register_lowering
+from .common import element_type, input_index, input_value, ints_attribute, static_shape
+from .indexing import clamp, cmp, floordiv
 
 __all__: list[str] = []
 
@@ -192,11 +202,11 @@ def _unpool(x, indices, x_shape, inferred, result_shape, kernel, strides, pads_b
                 arith.MulIOp(flat, constant(i64, inferred[axis])).result, _as_i64(out[axis])
             ).result
         source = [clamp(out[axis], 0, x_shape[axis] - 1) for axis in range(2)]
-        order = const_index(0)
+        order = index_constant(0)
         for a in range(spatial):
-            shifted = arith.AddIOp(out[2 + a], const_index(pads_begin[a])).result
+            shifted = arith.AddIOp(out[2 + a], index_constant(pads_begin[a])).result
             window = arith.SubIOp(floordiv(shifted, strides[a]), steps[a]).result
-            start = arith.MulIOp(window, const_index(strides[a])).result
+            start = arith.MulIOp(window, index_constant(strides[a])).result
             valid += [
                 cmp("sge", window, 0),
                 cmp("slt", window, x_shape[2 + a]),
@@ -205,7 +215,7 @@ def _unpool(x, indices, x_shape, inferred, result_shape, kernel, strides, pads_b
             clamped = clamp(window, 0, x_shape[2 + a] - 1)
             source.append(clamped)
             order = arith.AddIOp(
-                arith.MulIOp(order, const_index(x_shape[2 + a])).result, clamped
+                arith.MulIOp(order, index_constant(x_shape[2 + a])).result, clamped
             ).result
         named = tensor.ExtractOp(indices, source).result
         valid.append(arith.CmpIOp(arith.CmpIPredicate.eq, named, flat).result)

@@ -15,6 +15,7 @@ from niro.backends.mlir import (
     register_lowering,
     unregister_lowering,
 )
+from niro.backends.mlir.builders import index_constant
 from niro.frontends.onnx import import_model
 from niro.ir import (
     Add,
@@ -45,7 +46,7 @@ def refusing_rules():
 
     @register_lowering("test.Fragile")
     def lower_fragile(ctx: LoweringRuleContext):
-        ctx.index_constant(7)
+        index_constant(7)
         raise ValueError("the binding gave up")
 
     yield

@@ -15,6 +15,7 @@ from niro.backends.mlir import (
     unregister_lowering,
 )
 from niro.backends.mlir.bindings import arith
+from niro.backends.mlir.builders import constant, elementwise, index_constant
 from niro.ir import (
     Add,
     Block,
@@ -147,8 +148,8 @@ def relu_registered():
     @register_lowering("onnx.Relu")
     def lower_relu(ctx: LoweringRuleContext):
         return [
-            ctx.elementwise(
-                lambda elements: arith.maximumf(elements[0], ctx.zero(elements[0].type))
+            elementwise(
+                ctx, lambda elements: arith.maximumf(elements[0], constant(elements[0].type, 0))
             )
         ]
 
@@ -185,7 +186,7 @@ def test_registering_twice_is_an_error(relu_registered):
 def test_registered_rule_returning_a_wrong_type_is_reported():
     @register_lowering("test.Wrong")
     def lower_wrong(ctx: LoweringRuleContext):
-        return [ctx.index_constant(0)]
+        return [index_constant(0)]
 
     ids = Ids()
     x, y = ids(F32), ids(F32)

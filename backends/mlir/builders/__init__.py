@@ -1,0 +1,74 @@
+"""The MLIR builders every lowering rule uses: one vocabulary, one argument order.
+
+- `constants`: scalar constants (integers wrap to their width), index and i64 constants,
+  small dense tensors, identity values of max/min.
+- `shapes`: mixed sizes (an int, or an index value at run time), `tensor.empty`, expand,
+  collapse, pad, slice, cast.
+- `structured`: linalg `generic` with explicit maps, `fill` (init, then the value), the named
+  ops; all by the generic operation builder (the generated classes are 2-3x slower).
+- `broadcast`: element-wise ops with NumPy broadcasting (`elementwise`).
+- `checks`: run-time checks (`assert_true`, `assert_all`).
+- `elements`: element types (accumulators, float conversions) and reading integer scalars.
+
+Rules import the names from here (`from ..builders import fill, generic`).
+"""
+
+from .broadcast import elementwise
+from .checks import assert_all, assert_true
+from .constants import constant, dense_constant, i64_constant, identity_value, index_constant
+from .elements import accumulator_type, convert, is_float, read_int_scalars
+from .shapes import (
+    DYNAMIC,
+    cast_to,
+    collapse_dims,
+    crop,
+    dim_size,
+    empty,
+    empty_like,
+    empty_tensor,
+    expand_dim,
+    extract_slice,
+    pad,
+    reassociation,
+    tensor_size,
+    tensor_sizes,
+    tensor_type,
+)
+from .structured import MapSpec, affine_map, dim, fill, filled, generic, named_op
+
+__all__ = [
+    "DYNAMIC",
+    "MapSpec",
+    "accumulator_type",
+    "affine_map",
+    "assert_all",
+    "assert_true",
+    "cast_to",
+    "collapse_dims",
+    "constant",
+    "convert",
+    "crop",
+    "dense_constant",
+    "dim",
+    "dim_size",
+    "elementwise",
+    "empty",
+    "empty_like",
+    "empty_tensor",
+    "expand_dim",
+    "extract_slice",
+    "fill",
+    "filled",
+    "generic",
+    "i64_constant",
+    "identity_value",
+    "index_constant",
+    "is_float",
+    "named_op",
+    "pad",
+    "read_int_scalars",
+    "reassociation",
+    "tensor_size",
+    "tensor_sizes",
+    "tensor_type",
+]

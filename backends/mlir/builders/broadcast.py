@@ -1,0 +1,294 @@
+"""Element-wise ops with NumPy broadcasting: one `linalg.generic` over the result.
+
+ONNX broadcasts its element-wise operands as NumPy does (right-aligned, a size-1 dim stretched);
+`elementwise` builds that from the Niro types of the operands and the result, checks at run
+time what only the run time knows (a dynamic dim), and takes the per-type parts (maps,
+iterators, block types) from a plan made once per type signature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from niro.ir import TensorType, Value, format_type, op_name
+
+from ..bindings import arith, ir, linalg, tensor
+from ..types import type_key
+from .checks import assert_true
+from .constants import index_constant
+from .shapes import dim_size, empty_tensor
+
+if TYPE_CHECKING:
+    from ..context import LoweringRuleContext
+
+__all__ = ["elementwise"]
+
+
+def elementwise(
+    ctx: LoweringRuleContext,
+    body: Callable[[Sequence[ir.Value]], ir.Value],
+    inputs: Sequence[tuple[ir.Value, Value]] | None = None,
+    result: Value | None = None,
+) -> ir.Value:
+    """A broadcasting element-wise `linalg.generic`: `body(elements)` computes one element.
+
+    `inputs` pairs each MLIR value with its Niro value (default: the op's operands); `result`
+    is the Niro result (default: the op's only result). Shapes broadcast as in NumPy,
+    right-aligned; a static size-1 dim against a larger result dim reads index 0.
+
+    NOTE: a *dynamic* operand dim against a dynamic result dim is assumed to equal it: a
+    dynamic dim that is 1 at run time is not broadcast there (as in most MLIR frontends; it
+    would need a run-time select of the indexing in every dynamic model). A `cf.assert`
+    checks that assumption at run time, so a dynamic 1 stops the program with a message
+    naming the op instead of reading out of bounds and computing a wrong number. Against a
+    result dim known to be a static N > 1 (the result's type, or another operand's static
+    dim) the dynamic dim is 1 or N, and ONNX broadcasts a 1: such an operand is read by a
+    clamped `tensor.extract` (`_extract_broadcast`: index min(i, size - 1) is 0 for a 1),
+    checked to be 1 or N. Static shapes never take this path.
+
+    NOTE: an outer-product-like op (operands broadcast along different dims, as in
+    `s[:, :, None] - s[:, None, :]`) reads all its operands but the first with
+    `tensor.extract` in the body, not as `ins`: IREE (3.13) fuses such an op into the
+    dispatch of a reduction that produces both operands (a ReduceSum, a CumSum) and then
+    computes only the elements where the two reads coincide, the rest wrong.
+    """
+    if inputs is None:
+        inputs = tuple(zip(ctx.operands, ctx.niro_operands, strict=True))
+    result = ctx.niro_results[0] if result is None else result
+    plan = ctx.shared_object(
+        ("broadcast", type_key(result.type), *[type_key(niro.type) for _, niro in inputs]),
+        lambda: _broadcast_plan(ctx, inputs, result),
+    )
+    if plan.is_static:
+        init = ir.Operation.create("tensor.empty", results=[plan.result_type]).result
+    else:
+        result_type: TensorType = result.type
+        sizes = [
+            None if dim is not None else _broadcast_size(axis, inputs, plan.shapes)
+            for axis, dim in enumerate(result_type.shape)
+        ]
+        init = empty_tensor(ctx, result_type, sizes)
+        _assert_dynamic_dims_match(ctx, inputs, plan.shapes, result_type, sizes)
+    lasts = {
+        index: _last_indices(inputs[index][0], plan.shapes[index][1]) for index in plan.extracted
+    }
+    # NOTE: the generic builder (see structured.py) with the plan's attributes, made once.
+    generic = ir.Operation.create(
+        "linalg.generic",
+        results=[plan.result_type],
+        operands=[
+            *[value for index, (value, _) in enumerate(inputs) if index not in plan.extracted],
+            init,
+        ],
+        attributes=plan.attributes,
+        regions=1,
+    )
+    block = generic.regions[0].blocks.append(*plan.block_types)
+    with ir.InsertionPoint(block):
+        arguments = iter(block.arguments)
+        elements = [
+            _extract_broadcast(value, plan, index, lasts[index])
+            if index in plan.extracted
+            else next(arguments)
+            for index, (value, _) in enumerate(inputs)
+        ]
+        element = body(elements)
+        ir.Operation.create("linalg.yield", operands=[element])
+    return generic.result
+
+
+def _extract_broadcast(
+    value: ir.Value, plan: _BroadcastPlan, index: int, lasts: list[ir.Value]
+) -> ir.Value:
+    """Operand `index`'s element at the current position, read by `tensor.extract` (inside
+    the body) with the indices its broadcasting map would give, each clamped to the dim's
+    last index (`lasts`, made outside the body).
+
+    NOTE: the clamp (a no-op) keeps IREE from raising the read back into an `ins` operand
+    with an indexing map, which would bring back the miscompile `elementwise` avoids."""
+    offset, shape = plan.shapes[index]
+    result_shape = ir.RankedTensorType(plan.result_type).shape
+    indices = []
+    for axis, dim in enumerate(shape):
+        if dim == 1 and result_shape[offset + axis] != 1:
+            indices.append(index_constant(0))
+            continue
+        position = linalg.IndexOp(offset + axis).result
+        indices.append(arith.MinUIOp(position, lasts[axis]).result)
+    return tensor.ExtractOp(value, indices).result
+
+
+def _last_indices(value: ir.Value, shape: tuple) -> list[ir.Value]:
+    """Per dim of `value`, its last index (size - 1) as an index value."""
+    lasts = []
+    for axis, dim in enumerate(shape):
+        if dim is not None:
+            lasts.append(index_constant(max(dim - 1, 0)))
+        else:
+            one = index_constant(1)
+            lasts.append(arith.SubIOp(dim_size(value, axis), one).result)
+    return lasts
+
+
+def _broadcast_plan(
+    ctx: LoweringRuleContext, inputs: Sequence[tuple[ir.Value, Value]], result: Value
+) -> _BroadcastPlan:
+    """What `elementwise` builds from the Niro types alone (checked here, once per type
+    signature per lowering; the errors name the operand)."""
+    result_type = ctx.ranked(result, "result")
+    rank = len(result_type.shape)
+    shapes = []
+    for index, (_, niro_value) in enumerate(inputs):
+        shape = ctx.ranked(niro_value, f"operand #{index}").shape
+        if len(shape) > rank:
+            raise ctx.error(
+                f"operand #{index} {format_type(niro_value.type)} has a higher rank than the "
+                f"result {format_type(result_type)}"
+            )
+        shapes.append((rank - len(shape), shape))
+    parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+    extents = _static_extents(result_type.shape, shapes)
+    extracted = _outer_operands(result_type.shape, shapes) | {
+        index
+        for index, (offset, shape) in enumerate(shapes)
+        if any(
+            dim is None and extents[offset + axis] not in (None, 1)
+            for axis, dim in enumerate(shape)
+        )
+    }
+    kept = [index for index in range(len(inputs)) if index not in extracted]
+    return _BroadcastPlan(
+        shapes=tuple(shapes),
+        result_type=ctx.mlir_type(result_type),
+        block_types=(
+            *[ctx.mlir_type(inputs[index][1].type.element_type) for index in kept],
+            ctx.mlir_type(result_type.element_type),
+        ),
+        attributes={
+            "indexing_maps": _broadcast_maps(result_type.shape, [shapes[index] for index in kept]),
+            "iterator_types": ir.ArrayAttr.get([parallel] * rank),
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(kept), 1]),
+        },
+        extracted=extracted,
+        is_static=result_type.is_static and all(None not in shape for _, shape in shapes),
+    )
+
+
+def _assert_dynamic_dims_match(
+    ctx: LoweringRuleContext, inputs, shapes, result_type, sizes
+) -> None:
+    """A run-time check per dynamic operand dim that it equals the result dim it maps to,
+    or is 1 where that dim is a static N > 1 (broadcast, see `elementwise`)."""
+    extents = _static_extents(result_type.shape, shapes)
+    for index, ((value, _), (offset, shape)) in enumerate(zip(inputs, shapes, strict=True)):
+        for axis, dim in enumerate(shape):
+            if dim is not None:
+                continue
+            result_axis = offset + axis
+            expected = sizes[result_axis]
+            if expected is None:
+                expected = index_constant(result_type.shape[result_axis])
+            size = dim_size(value, axis)
+            equal = arith.CmpIOp(arith.CmpIPredicate.eq, size, expected).result
+            extent = extents[result_axis]
+            if extent is not None and extent != 1:
+                one = arith.CmpIOp(arith.CmpIPredicate.eq, size, index_constant(1)).result
+                assert_true(
+                    arith.OrIOp(equal, one).result,
+                    f"{ctx.niro_location}: '{op_name(ctx.op)}' op: dynamic dim {axis} of "
+                    f"operand #{index} is neither 1 nor the result dim {extent}",
+                )
+                continue
+            assert_true(
+                equal,
+                f"{ctx.niro_location}: '{op_name(ctx.op)}' op: dynamic dim {axis} of operand "
+                f"#{index} differs from the result dim (a run-time size 1 is not broadcast)",
+            )
+
+
+def _broadcast_size(axis, inputs, shapes) -> ir.Value | None:
+    """The index value of dynamic result dim `axis`: a static non-1 operand size, else a
+    `tensor.dim` of the first operand that is dynamic there."""
+    dynamic_source = None
+    for (value, _), (offset, shape) in zip(inputs, shapes, strict=True):
+        if axis < offset:
+            continue
+        dim = shape[axis - offset]
+        if dim is not None and dim != 1:
+            return index_constant(dim)
+        if dim is None and dynamic_source is None:
+            dynamic_source = (value, axis - offset)
+    if dynamic_source is None:
+        return None
+    return dim_size(*dynamic_source)
+
+
+def _static_extents(result_shape: tuple, shapes) -> list[int | None]:
+    """Per result dim, its size when the types fix it: the result's static dim, else a static
+    non-1 operand dim there (ONNX's broadcast makes every other operand 1 or that size)."""
+    extents = list(result_shape)
+    for offset, shape in shapes:
+        for axis, dim in enumerate(shape):
+            if extents[offset + axis] is None and dim is not None and dim != 1:
+                extents[offset + axis] = dim
+    return extents
+
+
+def _outer_operands(result_shape: tuple, shapes: list[tuple[int, tuple]]) -> frozenset[int]:
+    """The operands an element-wise op reads by `tensor.extract` (see `elementwise`): when two
+    operands broadcast along different dims (each lacks a result dim the other has), all but
+    the first; else none."""
+    rank = len(result_shape)
+    missing = [
+        frozenset(
+            axis
+            for axis in range(rank)
+            if result_shape[axis] != 1 and (axis < offset or shape[axis - offset] == 1)
+        )
+        for offset, shape in shapes
+    ]
+    outer = any(
+        missing[i] - missing[j] and missing[j] - missing[i]
+        for i in range(len(missing))
+        for j in range(i + 1, len(missing))
+    )
+    return frozenset(range(1, len(shapes))) if outer else frozenset()
+
+
+def _broadcast_maps(result_shape: tuple, shapes: list[tuple[int, tuple]]) -> ir.ArrayAttr:
+    """The indexing maps of a broadcasting `linalg.generic`: per operand (right-aligned at
+    `offset`), a dim that is a static 1 against a larger result dim reads index 0; then the
+    result's identity map."""
+    rank = len(result_shape)
+    maps = []
+    for offset, shape in shapes:
+        exprs = [
+            ir.AffineConstantExpr.get(0)
+            if dim == 1 and result_shape[offset + axis] != 1
+            else ir.AffineDimExpr.get(offset + axis)
+            for axis, dim in enumerate(shape)
+        ]
+        maps.append(ir.AffineMap.get(rank, 0, exprs))
+    maps.append(ir.AffineMap.get_identity(rank))
+    return ir.ArrayAttr.get([ir.AffineMapAttr.get(map_) for map_ in maps])
+
+
+@dataclass(frozen=True, slots=True)
+class _BroadcastPlan:
+    """The parts of an element-wise `linalg.generic` that depend only on the Niro types of its
+    operands and result, made once per type signature: a 20,000-node model has a handful.
+
+    `shapes` is (offset, shape) per operand, right-aligned against the result; `block_types`
+    the body's argument types (operand elements, then the result's); `attributes` the op's
+    indexing maps, parallel iterators and operand segments; `is_static` says no dim anywhere is
+    dynamic (no sizes to compute, nothing to check at run time); `extracted` the operands read
+    by `tensor.extract` in the body instead of as `ins` (no map, no block argument)."""
+
+    shapes: tuple[tuple[int, tuple[int | None, ...]], ...]
+    result_type: ir.Type
+    block_types: tuple[ir.Type, ...]
+    attributes: dict[str, ir.Attribute]
+    is_static: bool
+    extracted: frozenset[int]

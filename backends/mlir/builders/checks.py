@@ -1,0 +1,41 @@
+"""Run-time checks: `cf.assert`, which stops the program with a message when a condition the
+compiler could not prove (a dynamic size, an index read from data) is false."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ..bindings import arith, cf, ir, tensor
+from .constants import constant
+from .shapes import empty
+from .structured import MapSpec, fill, generic
+
+__all__ = ["assert_true", "assert_all"]
+
+
+def assert_true(condition: ir.Value, message: str) -> None:
+    """A run-time check (`cf.assert`): the program fails with `message` when it is false."""
+    cf.AssertOp(condition, message)
+
+
+def assert_all(
+    inputs: Sequence[tuple[ir.Value, MapSpec]],
+    loops: int,
+    holds: Callable[[list[ir.Value]], ir.Value],
+    message: str,
+) -> None:
+    """A run-time check over every element: `holds(elements)` (an i1) must be true for all of
+    them (counted by one reduction over all `loops`), else the program fails with `message`."""
+    i64 = ir.IntegerType.get_signless(64)
+
+    def count(arguments: list[ir.Value]) -> list[ir.Value]:
+        *elements, failures = arguments
+        more = arith.AddIOp(failures, constant(i64, 1)).result
+        return [arith.SelectOp(holds(elements), failures, more).result]
+
+    init = fill(empty([], i64), constant(i64, 0))
+    failures = generic(inputs, [(init, [])], loops, tuple(range(loops)), count)[0]
+    none = arith.CmpIOp(
+        arith.CmpIPredicate.eq, tensor.ExtractOp(failures, []).result, constant(i64, 0)
+    )
+    assert_true(none.result, message)
