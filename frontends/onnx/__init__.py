@@ -39,8 +39,9 @@ from . import oplib  # noqa: E402,F401  (registers the ONNX ops' type rules with
 from .contrib_types import register_contrib_type_rules  # noqa: E402
 from .converters import CONVERTERS  # noqa: E402
 from .errors import OnnxImportError  # noqa: E402
-from .importer import ImportedModel, import_model, import_model_with_info, load_onnx_text  # noqa: E402
+from .importer import ImportedModel, import_model, import_model_with_info  # noqa: E402
 from .input_shapes import InputShapeError, parse_dim_assignment, parse_input_shape  # noqa: E402
+from .loading import load_onnx_text  # noqa: E402
 
 register_contrib_type_rules()  # and those of the com.microsoft ops niroc types (contrib_types.py)
 

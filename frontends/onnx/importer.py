@@ -1,6 +1,8 @@
-"""ONNX model -> Niro Module: the graph walk that ties the frontend together.
+"""ONNX model -> Niro Module: the driver of the import steps and the graph walk that converts.
 
-The main graph becomes a Function named after the graph; initializers (of any graph) become
+The steps: load (`loading`: the ModelProto and its weights' bytes, then onnx_ir's model), check
+(`validation`), rewrite (`sequences`: sequence values into tensor ops), type (`inference`: ONNX
+shape inference, folding and symbolic dims), convert (here). The main graph becomes a Function named after the graph; initializers (of any graph) become
 Globals read through GetGlobal where used; each node goes to its converter in `CONVERTERS`, to a
 Call of a specialised model-local function, or else to an UnknownOp named `onnx.<OpType>`
 (`<domain>.<OpType>` for other domains) whose graph attributes become regions. Types come from
@@ -14,12 +16,8 @@ OnnxImportError naming the node, value or initializer.
 from __future__ import annotations
 
 import gc
-import logging
 import math
-import mmap
 import os
-import re
-import stat
 from collections.abc import Container, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -62,6 +60,7 @@ from .folding import FOLD_LIMIT, fold_node, may_fold
 from .functions import FunctionKey, specialization_key, specialize
 from .inference import GraphTypes, InferenceFailure, infer_types
 from .input_shapes import InputShapes, declared_types_rewritten
+from .loading import LoadedModel, deserialize_model, load_model
 from .onnx_types import type_proto_from_niro
 from .region_types import (
     if_result_types,
@@ -80,9 +79,8 @@ from .sequences import SequenceRewriteError, eliminate_sequences, has_sequences
 from .symbols import SymbolTable
 from .tensors import TensorDataError, pack_tensor_proto, scalar_type_for
 from .validation import StructureError, check_graph, check_ir_version, check_opsets, check_text
-from .wire import split_raw_data
 
-__all__ = ["ImportedModel", "import_model", "import_model_with_info", "load_onnx_text"]
+__all__ = ["ImportedModel", "import_model", "import_model_with_info"]
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -104,187 +102,6 @@ class ImportedModel:
     notes: tuple[str, ...] = ()
     """What the user should know about how the model was read (e.g. a negative declared dim
     read as unknown): not errors; the CLI prints them as notes unless --quiet."""
-
-
-def load_onnx_text(path: str | os.PathLike, *, filename: str | None = None) -> onnx.ModelProto:
-    """Parse a model written in ONNX's text syntax (`.onnxtxt`)."""
-    display = filename or os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as error:
-        raise OnnxImportError(f"cannot read model: {first_line(error)}", filename=display) from error
-    return _parse_text(text, display)
-
-
-_PARSE_ERROR = re.compile(
-    r"\[ParseError at position \(line: (\d+) column: (\d+)\)\]\s*Error context:(.*?)\n(.*)", re.DOTALL
-)
-
-
-def _parse_error_text(error: Exception) -> str:
-    """onnx's parser error as one line: `line 4, column 1: Expected character ) not found
-    (at '}')`. onnx raises it with bytes as its argument, a three-line report inside."""
-    argument = error.args[0] if error.args else str(error)
-    text = argument.decode("utf-8", "replace") if isinstance(argument, bytes) else str(argument)
-    match = _PARSE_ERROR.match(text.strip())
-    if match is None:
-        return first_line(RuntimeError(text))
-    line, column, context, message = match.groups()
-    message = " ".join(message.split())
-    context = " ".join(context.split())
-    return f"line {line}, column {column}: {message}" + (f" (at '{context}')" if context else "")
-
-
-MAX_TEXT_NESTING = 200
-"""Deepest bracket nesting of ONNX text handed to onnx's parser. Its C++ recursive descent
-overflows the stack (a segfault) somewhere past a few thousand levels; protobuf refuses a model
-nested past 100 messages anyway (each graph in a graph costs three), so no model it could load
-nests anywhere near this."""
-
-
-def _text_nesting(text: str) -> int:
-    """The deepest nesting of `{`, `(` and `[` in ONNX text, outside string literals."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{([":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "})]":
-            depth -= 1
-    return deepest
-
-
-def _parse_text(text: str, display: str) -> onnx.ModelProto:
-    nesting = _text_nesting(text)
-    if nesting > MAX_TEXT_NESTING:
-        raise OnnxImportError(
-            f"cannot parse ONNX text: brackets nest {nesting} deep, more than the {MAX_TEXT_NESTING} "
-            "niroc hands to onnx's parser (protobuf takes at most 100 nested messages)",
-            filename=display,
-        )
-    try:
-        return onnx.parser.parse_model(text)
-    except Exception as error:  # onnx.parser.ParseError and friends
-        raise OnnxImportError(f"cannot parse ONNX text: {_parse_error_text(error)}", filename=display) from error
-
-
-def _load_binary(path: str, display: str) -> tuple[onnx.ModelProto, dict[str, memoryview]]:
-    """The model in a `.onnx` file, and its main-graph initializers' raw_data as views into the
-    mapped file (see `wire`): inline weights are then never copied."""
-    try:
-        with open(path, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            data: bytes | mmap.mmap
-            if stat.S_ISREG(info.st_mode) and info.st_size:
-                data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-            else:  # empty, or a pipe such as /dev/stdin: read what comes
-                data = handle.read()
-    except OSError as error:
-        raise OnnxImportError(f"cannot read model: {first_line(error)}", filename=display) from error
-    split = split_raw_data(data)
-    remainder, spans = split if split is not None else (bytes(data), {})
-    model = onnx.ModelProto()
-    try:
-        model.ParseFromString(remainder)
-    except Exception as error:  # google.protobuf.message.DecodeError
-        message = first_line(error)
-        if "MaxDepth" in message or "recursion" in message.lower():
-            # NOTE: protobuf (upb and C++ alike) stops at 100 nested messages; each nested graph
-            # (an If in an If...) costs three (graph, node, attribute)
-            message = "it nests messages deeper than protobuf's limit of 100 (graphs nested ~30 deep)"
-        raise OnnxImportError(f"not an ONNX model: {message}", filename=display) from error
-    whole = memoryview(data)
-    return model, {name: whole[start:end] for name, (start, end) in spans.items()}
-
-
-@dataclass
-class _Source:
-    """A loaded model: the message, its name for messages, the folder its external data lives
-    in, and (for a binary file) its main-graph initializers' raw_data, split out of the message
-    as views into the mapped file."""
-
-    model: onnx.ModelProto
-    display: str
-    base_dir: str | None
-    raw_views: dict[str, memoryview] = field(default_factory=dict)
-
-
-def _load(source, filename: str | None) -> _Source:
-    if isinstance(source, onnx.ModelProto):
-        base_dir = os.path.dirname(os.path.abspath(filename)) if filename else None
-        return _Source(source, filename or "<model>", base_dir)
-    if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        display = filename or path
-        base_dir = os.path.dirname(os.path.abspath(path))
-        if path.endswith(".onnxtxt"):
-            return _Source(load_onnx_text(path, filename=display), display, base_dir)
-        model, raw_views = _load_binary(path, display)
-        return _Source(model, display, base_dir, raw_views)
-    raise TypeError(f"import_model takes a path or an onnx.ModelProto, got {type(source).__name__}")
-
-
-@contextmanager
-def _quiet_onnx_ir() -> Iterator[None]:
-    """onnx_ir logs a warning per dangling name; we report those ourselves, as errors."""
-    logger = logging.getLogger("onnx_ir")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-def _deserialize(model: onnx.ModelProto, display: str) -> onnx_ir.Model:
-    try:
-        with _quiet_onnx_ir():
-            return onnx_ir.serde.deserialize_model(model)
-    except Exception as error:
-        # onnx_ir wraps the root cause in one "Error calling ..." layer per nesting level
-        root: BaseException = error
-        while root.__cause__ is not None:
-            root = root.__cause__
-        message = first_line(root)
-        if "Map types are not supported" in message:
-            raise OnnxImportError(_describe_map_value(model), filename=display) from error
-        raise OnnxImportError(f"cannot read model: {message}", filename=display) from error
-
-
-def _describe_map_value(model: onnx.ModelProto) -> str:
-    """Names the first declared map-typed value (onnx_ir refuses maps before we see values)."""
-    graphs = [model.graph]
-    while graphs:
-        graph = graphs.pop()
-        producers = {
-            output: describe_node(node, index)
-            for index, node in enumerate(graph.node)
-            for output in node.output
-        }
-        for value in (*graph.input, *graph.output, *graph.value_info):
-            if value.type.WhichOneof("value") == "map_type":
-                where = producers.get(value.name)
-                if where is None:
-                    role = "input" if value in graph.input else "value"
-                    return f"value '{value.name}' ({role} of graph '{graph.name}'): map types are not supported"
-                return f"value '{value.name}' (output of {where}): map types are not supported"
-        for node in graph.node:
-            for attribute in node.attribute:
-                graphs.extend(attribute.graphs)
-                if attribute.HasField("g"):
-                    graphs.append(attribute.g)
-    return "map types are not supported"
 
 
 def _node_proto(node: onnx_ir.Node) -> onnx.NodeProto | None:
@@ -338,7 +155,7 @@ class _Importer:
 
     def __init__(
         self,
-        source: _Source,
+        source: LoadedModel,
         expand_functions: ExpandPredicate | None = None,
         input_shapes: InputShapes | None = None,
     ) -> None:
@@ -386,14 +203,14 @@ class _Importer:
 
     def _run(self) -> ImportedModel:
         self._check(self.model, f"graph '{self.model.graph.name}'", self.raw_views)
-        ir_model = _deserialize(self.model, self.filename)
+        ir_model = deserialize_model(self.model, self.filename)
         graph = self.main_graph = ir_model.graph
         for declared, value in zip(self.model.graph.input, graph.inputs, strict=True):
             # before shape inference: ONNX's C++ code is not robust to every odd input type
             resolve_type(declared.type, value, f"input of graph '{graph.name}'", self.filename)
         if has_sequences(self.model):
             self.model = self._without_sequences(self.model, self.raw_views, self.error)
-            ir_model = _deserialize(self.model, self.filename)
+            ir_model = deserialize_model(self.model, self.filename)
             graph = self.main_graph = ir_model.graph
         types = self._infer(self.model)
         main = self.symbols.claim(graph.name or "main", fallback="main")
@@ -890,7 +707,7 @@ class _Importer:
             types = infer_types(model)
         except InferenceFailure as error:
             raise ctx.error(f"shape inference of function '{key[1]}' failed: {first_line(error)}") from error
-        ir_model = _deserialize(model, self.filename)
+        ir_model = deserialize_model(model, self.filename)
         symbol = self.symbols.claim(function_proto.name, fallback="function")
         present = tuple(name for name, type_ in zip(function_proto.input, input_types, strict=False) if type_ is not None)
         return self._import_function(
@@ -945,7 +762,7 @@ def import_model_with_info(
     does not fit the model raises InputShapeError, a ValueError a malformed one (a negative
     size). The caller's ModelProto is left as it was."""
     request = InputShapes.of(dims, input_shapes)
-    loaded = _load(source, filename)
+    loaded = load_model(source, filename)
     try:
         with _collector_paused():
             return _Importer(loaded, expand_functions, request).run()
