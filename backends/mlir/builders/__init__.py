@@ -6,14 +6,15 @@
   collapse, pad, slice, cast.
 - `structured`: linalg `generic` with explicit maps, `fill` (init, then the value), the named
   ops; all by the generic operation builder (the generated classes are 2-3x slower).
-- `broadcast`: element-wise ops with NumPy broadcasting (`elementwise`).
+- `broadcast`: element-wise ops with NumPy broadcasting (`elementwise`), and ONNX's broadcast
+  of a dynamic dim that is 1 at run time (`broadcast_size`, `is_one_or`, `broadcast_ones`).
 - `checks`: run-time checks (`assert_true`, `assert_all`).
 - `elements`: element types (accumulators, float conversions) and reading integer scalars.
 
 Rules import the names from here (`from ..builders import fill, generic`).
 """
 
-from .broadcast import elementwise
+from .broadcast import broadcast_ones, broadcast_size, elementwise, is_one_or
 from .checks import assert_all, assert_true
 from .constants import constant, dense_constant, i64_constant, identity_value, index_constant
 from .elements import accumulator_type, convert, is_float, read_int_scalars
@@ -28,6 +29,7 @@ from .shapes import (
     empty_tensor,
     expand_dim,
     extract_slice,
+    index_value,
     pad,
     reassociation,
     tensor_size,
@@ -43,6 +45,8 @@ __all__ = [
     "affine_map",
     "assert_all",
     "assert_true",
+    "broadcast_ones",
+    "broadcast_size",
     "cast_to",
     "collapse_dims",
     "constant",
@@ -63,7 +67,9 @@ __all__ = [
     "i64_constant",
     "identity_value",
     "index_constant",
+    "index_value",
     "is_float",
+    "is_one_or",
     "named_op",
     "pad",
     "read_int_scalars",

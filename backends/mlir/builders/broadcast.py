@@ -8,7 +8,7 @@ iterators, block types) from a plan made once per type signature.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,7 +23,7 @@ from .shapes import dim_size, empty_tensor
 if TYPE_CHECKING:
     from ..context import LoweringRuleContext
 
-__all__ = ["elementwise"]
+__all__ = ["broadcast_ones", "broadcast_size", "elementwise", "is_one_or"]
 
 
 def elementwise(
@@ -38,15 +38,15 @@ def elementwise(
     is the Niro result (default: the op's only result). Shapes broadcast as in NumPy,
     right-aligned; a static size-1 dim against a larger result dim reads index 0.
 
-    NOTE: a *dynamic* operand dim against a dynamic result dim is assumed to equal it: a
-    dynamic dim that is 1 at run time is not broadcast there (as in most MLIR frontends; it
-    would need a run-time select of the indexing in every dynamic model). A `cf.assert`
-    checks that assumption at run time, so a dynamic 1 stops the program with a message
-    naming the op instead of reading out of bounds and computing a wrong number. Against a
-    result dim known to be a static N > 1 (the result's type, or another operand's static
-    dim) the dynamic dim is 1 or N, and ONNX broadcasts a 1: such an operand is read by a
-    clamped `tensor.extract` (`_extract_broadcast`: index min(i, size - 1) is 0 for a 1),
-    checked to be 1 or N. Static shapes never take this path.
+    A *dynamic* operand dim is 1 or the result dim at run time (a run-time check says so, so
+    a mismatch stops the program with a message naming the op instead of reading out of
+    bounds), and ONNX broadcasts a 1. Against a result dim known to be a static N > 1 (the
+    result's type, or another operand's static dim) such an operand is read by a clamped
+    `tensor.extract` (`_extract_broadcast`: index min(i, size - 1) is 0 for a 1). Where two or
+    more operands are dynamic on a dim no static size fixes (`_run_time_axes`), the result's
+    size there is ONNX's broadcast of theirs (`broadcast_size`) and those operands are read
+    the same clamped way. A dim only one operand has dynamic is the result's. Static shapes
+    never take these paths: their MLIR is the same.
 
     NOTE: an outer-product-like op (operands broadcast along different dims, as in
     `s[:, :, None] - s[:, None, :]`) reads all its operands but the first with
@@ -150,11 +150,13 @@ def _broadcast_plan(
         shapes.append((rank - len(shape), shape))
     parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
     extents = _static_extents(result_type.shape, shapes)
+    run_time_axes = _run_time_axes(result_type.shape, shapes)
     extracted = _outer_operands(result_type.shape, shapes) | {
         index
         for index, (offset, shape) in enumerate(shapes)
         if any(
-            dim is None and extents[offset + axis] not in (None, 1)
+            dim is None
+            and (extents[offset + axis] not in (None, 1) or offset + axis in run_time_axes)
             for axis, dim in enumerate(shape)
         )
     }
@@ -180,8 +182,10 @@ def _assert_dynamic_dims_match(
     ctx: LoweringRuleContext, inputs, shapes, result_type, sizes
 ) -> None:
     """A run-time check per dynamic operand dim that it equals the result dim it maps to,
-    or is 1 where that dim is a static N > 1 (broadcast, see `elementwise`)."""
+    or is 1 where that dim is a static N > 1 or a `_run_time_axes` dim (broadcast, see
+    `elementwise`)."""
     extents = _static_extents(result_type.shape, shapes)
+    run_time_axes = _run_time_axes(result_type.shape, shapes)
     for index, ((value, _), (offset, shape)) in enumerate(zip(inputs, shapes, strict=True)):
         for axis, dim in enumerate(shape):
             if dim is not None:
@@ -191,6 +195,13 @@ def _assert_dynamic_dims_match(
             if expected is None:
                 expected = index_constant(result_type.shape[result_axis])
             size = dim_size(value, axis)
+            if result_axis in run_time_axes:
+                assert_true(
+                    is_one_or(size, expected),
+                    f"{ctx.niro_location}: '{op_name(ctx.op)}' op: dynamic dim {axis} of "
+                    f"operand #{index} is neither 1 nor the result dim",
+                )
+                continue
             equal = arith.CmpIOp(arith.CmpIPredicate.eq, size, expected).result
             extent = extents[result_axis]
             if extent is not None and extent != 1:
@@ -204,25 +215,100 @@ def _assert_dynamic_dims_match(
             assert_true(
                 equal,
                 f"{ctx.niro_location}: '{op_name(ctx.op)}' op: dynamic dim {axis} of operand "
-                f"#{index} differs from the result dim (a run-time size 1 is not broadcast)",
+                f"#{index} differs from the result dim",
             )
 
 
 def _broadcast_size(axis, inputs, shapes) -> ir.Value | None:
-    """The index value of dynamic result dim `axis`: a static non-1 operand size, else a
-    `tensor.dim` of the first operand that is dynamic there."""
-    dynamic_source = None
+    """The index value of dynamic result dim `axis`: a static non-1 operand size, else
+    that of the one operand dynamic there, else (`_run_time_axes`) ONNX's broadcast of the
+    operands' run-time sizes there."""
+    dynamic_sources = []
     for (value, _), (offset, shape) in zip(inputs, shapes, strict=True):
         if axis < offset:
             continue
         dim = shape[axis - offset]
         if dim is not None and dim != 1:
             return index_constant(dim)
-        if dim is None and dynamic_source is None:
-            dynamic_source = (value, axis - offset)
-    if dynamic_source is None:
+        if dim is None:
+            dynamic_sources.append((value, axis - offset))
+    if not dynamic_sources:
         return None
-    return dim_size(*dynamic_source)
+    if len(dynamic_sources) == 1:
+        return dim_size(*dynamic_sources[0])
+    return broadcast_size([dim_size(*source) for source in dynamic_sources])
+
+
+def broadcast_size(sizes: Sequence[ir.Value]) -> ir.Value:
+    """The size ONNX gives an axis whose dims are all dynamic, `sizes` (index values, each 1
+    or the size): the last that is not 1, else 1. A 0 against a 1 gives 0, as in ONNX."""
+    size = sizes[0]
+    for each in sizes[1:]:
+        is_one = arith.CmpIOp(arith.CmpIPredicate.eq, each, index_constant(1)).result
+        size = arith.SelectOp(is_one, size, each).result
+    return size
+
+
+def is_one_or(dim: ir.Value, size: ir.Value) -> ir.Value:
+    """The i1 `dim == 1 or dim == size`: a dim ONNX can broadcast to `size`."""
+    one = arith.CmpIOp(arith.CmpIPredicate.eq, dim, index_constant(1)).result
+    return arith.OrIOp(one, arith.CmpIOp(arith.CmpIPredicate.eq, dim, size).result).result
+
+
+def broadcast_ones(value: ir.Value, sizes: Mapping[int, ir.Value]) -> ir.Value:
+    """`value` with each dynamic dim `axis` of `sizes` (1 or `sizes[axis]` at run time, checked
+    by the caller) made `sizes[axis]`: a copy that reads element min(i, dim - 1) there (the
+    identity where the dim already is the size, index 0 for a 1). Same type as `value`. For
+    ops that read their operands through indexing maps (a contraction's batch dims).
+
+    NOTE: always a copy, not an `scf.if` that copies only when a dim is 1: IREE 3.13 cannot
+    resolve the dims of such an `scf.if` result in the dispatches that read it ("'tensor.dim'
+    op unexpected during shape cleanup; dynamic dimensions must have been resolved prior to
+    leaving the flow dialect"). The copy is an element-wise producer IREE can fuse into its
+    consumer's dispatch."""
+    type_ = ir.RankedTensorType(value.type)
+    rank = type_.rank
+    lasts = {axis: arith.SubIOp(dim_size(value, axis), index_constant(1)).result for axis in sizes}
+    extents = [
+        sizes[axis]
+        if axis in sizes
+        else (dim_size(value, axis) if type_.is_dynamic_dim(axis) else type_.shape[axis])
+        for axis in range(rank)
+    ]
+    init = tensor.EmptyOp(extents, type_.element_type).result
+    parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+    copy = linalg.GenericOp(
+        [init.type],
+        [],
+        [init],
+        ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))]),
+        ir.ArrayAttr.get([parallel] * rank),
+    )
+    block = copy.regions[0].blocks.append(type_.element_type)
+    with ir.InsertionPoint(block):
+        indices = []
+        for axis in range(rank):
+            position = linalg.IndexOp(axis).result
+            if axis in sizes:
+                position = arith.MinUIOp(position, lasts[axis]).result
+            indices.append(position)
+        linalg.YieldOp([tensor.ExtractOp(value, indices).result])
+    return copy.result
+
+
+def _run_time_axes(result_shape: tuple, shapes) -> frozenset[int]:
+    """The result dims whose size only the run decides between operands: no static size
+    other than 1 there (in the result or an operand) and two or more operands dynamic there.
+    Each of those is 1 or the result's size, and a 1 is broadcast (see `elementwise`)."""
+    extents = _static_extents(result_shape, shapes)
+    counts = [0] * len(result_shape)
+    for offset, shape in shapes:
+        for axis, dim in enumerate(shape):
+            if dim is None:
+                counts[offset + axis] += 1
+    return frozenset(
+        axis for axis, count in enumerate(counts) if count >= 2 and extents[axis] is None
+    )
 
 
 def _static_extents(result_shape: tuple, shapes) -> list[int | None]:

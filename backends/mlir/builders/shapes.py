@@ -24,6 +24,7 @@ __all__ = [
     "DYNAMIC",
     "tensor_type",
     "dim_size",
+    "index_value",
     "tensor_size",
     "tensor_sizes",
     "empty",
@@ -46,6 +47,11 @@ def tensor_type(sizes: Sequence[int | ir.Value], element: ir.Type) -> ir.RankedT
     """The ranked tensor type of mixed `sizes` (an index value is a dynamic `?` dim)."""
     shape = [size if isinstance(size, int) else DYNAMIC for size in sizes]
     return ir.RankedTensorType.get(shape, element)
+
+
+def index_value(size: int | ir.Value) -> ir.Value:
+    """A mixed size (or position) as an index value: an int becomes an index constant."""
+    return index_constant(size) if isinstance(size, int) else size
 
 
 def dim_size(value: ir.Value, axis: int) -> ir.Value:

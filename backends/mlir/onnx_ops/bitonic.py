@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..bindings import arith, ir, linalg, math, scf, tensor
-from ..builders import constant, empty, generic, index_constant, tensor_sizes
+from ..builders import constant, empty, generic, index_constant, index_value, tensor_sizes
 from ..types import index_type
 
 __all__ = ["bitonic_sort"]
@@ -55,7 +55,7 @@ def bitonic_sort(source: ir.Value, axis: int, before: Before) -> tuple[ir.Value,
     i64 = ir.IntegerType.get_signless(64)
     sizes = tensor_sizes(source)
     length = sizes[axis]
-    extent = index_constant(length) if isinstance(length, int) else length
+    extent = index_value(length)
     padded_length = _power_of_two_at_least(length)
     padded_sizes = list(sizes)
     padded_sizes[axis] = padded_length
@@ -68,7 +68,7 @@ def bitonic_sort(source: ir.Value, axis: int, before: Before) -> tuple[ir.Value,
         lambda _: [arith.IndexCastOp(i64, linalg.IndexOp(axis).result).result],
     )[0]
     length64 = arith.IndexCastOp(i64, extent).result
-    total = index_constant(padded_length) if isinstance(padded_length, int) else padded_length
+    total = index_value(padded_length)
 
     def ordered(a, a_index, b, b_index) -> ir.Value:
         """a before b, the padding (index >= length) last, in index order among itself."""

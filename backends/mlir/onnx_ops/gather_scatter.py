@@ -23,7 +23,16 @@ from collections.abc import Callable, Sequence
 from niro.ir import ScalarType, TensorType, format_type, op_name
 
 from ..bindings import arith, ir, linalg, scf, tensor
-from ..builders import assert_true, constant, dim_size, empty_tensor, fill, generic, index_constant
+from ..builders import (
+    assert_true,
+    constant,
+    dim_size,
+    empty_tensor,
+    fill,
+    generic,
+    index_constant,
+    index_value,
+)
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import index_type, lower_scalar_type
@@ -568,7 +577,7 @@ def _selected_positions(ctx: LoweringRuleContext, flat: ir.Value, flat_type: Ten
     element = flat_type.element_type
     i64 = ir.IntegerType.get_signless(64)
     length = flat_type.shape[0] if flat_type.shape[0] is not None else dim_size(flat, 0)
-    extent = index_constant(length) if isinstance(length, int) else length
+    extent = index_value(length)
     identity = projection(1, [0])
 
     def chosen(value, position):

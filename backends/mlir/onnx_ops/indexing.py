@@ -27,6 +27,7 @@ from ..builders import (
     empty_tensor,
     generic,
     index_constant,
+    index_value,
     reassociation,
 )
 from ..context import LoweringRuleContext
@@ -92,24 +93,21 @@ def static_dims(ctx: LoweringRuleContext, type_: TensorType, what: str) -> tuple
 # -- index arithmetic ---------------------------------------------------------------------------
 
 
-def _as_index(value: ir.Value | int) -> ir.Value:
-    return index_constant(value) if isinstance(value, int) else value
-
 
 def add(a: ir.Value | int, b: ir.Value | int) -> ir.Value:
-    return arith.AddIOp(_as_index(a), _as_index(b)).result
+    return arith.AddIOp(index_value(a), index_value(b)).result
 
 
 def sub(a: ir.Value | int, b: ir.Value | int) -> ir.Value:
-    return arith.SubIOp(_as_index(a), _as_index(b)).result
+    return arith.SubIOp(index_value(a), index_value(b)).result
 
 
 def mul(a: ir.Value | int, b: ir.Value | int) -> ir.Value:
-    return arith.MulIOp(_as_index(a), _as_index(b)).result
+    return arith.MulIOp(index_value(a), index_value(b)).result
 
 
 def floordiv(a: ir.Value | int, b: ir.Value | int) -> ir.Value:
-    return arith.FloorDivSIOp(_as_index(a), _as_index(b)).result
+    return arith.FloorDivSIOp(index_value(a), index_value(b)).result
 
 
 def mod(a: ir.Value | int, b: ir.Value | int) -> ir.Value:
@@ -119,18 +117,18 @@ def mod(a: ir.Value | int, b: ir.Value | int) -> ir.Value:
 
 def cmp(predicate: str, a: ir.Value | int, b: ir.Value | int) -> ir.Value:
     """`arith.cmpi` with a predicate name (`slt`, `eq`, ...) on two index or integer values."""
-    return arith.CmpIOp(getattr(arith.CmpIPredicate, predicate), _as_index(a), _as_index(b)).result
+    return arith.CmpIOp(getattr(arith.CmpIPredicate, predicate), index_value(a), index_value(b)).result
 
 
 def select(
     condition: ir.Value, true_value: ir.Value | int, false_value: ir.Value | int
 ) -> ir.Value:
-    return arith.SelectOp(condition, _as_index(true_value), _as_index(false_value)).result
+    return arith.SelectOp(condition, index_value(true_value), index_value(false_value)).result
 
 
 def clamp(value: ir.Value, low: ir.Value | int, high: ir.Value | int) -> ir.Value:
     """`min(max(value, low), high)` on index values (signed)."""
-    return arith.MinSIOp(arith.MaxSIOp(value, _as_index(low)).result, _as_index(high)).result
+    return arith.MinSIOp(arith.MaxSIOp(value, index_value(low)).result, index_value(high)).result
 
 
 def data_size(size: ir.Value, high: ir.Value | int | None = None) -> ir.Value:
@@ -146,7 +144,7 @@ def data_size(size: ir.Value, high: ir.Value | int | None = None) -> ir.Value:
     `arith.maxsi`/`arith.minsi` are not cloned, so the size stays a host value (onnx.Loop's
     trip count is clamped the same way, by its row bound)."""
     bounded = arith.MaxSIOp(size, index_constant(0)).result
-    return bounded if high is None else arith.MinSIOp(bounded, _as_index(high)).result
+    return bounded if high is None else arith.MinSIOp(bounded, index_value(high)).result
 
 
 def to_index(value: ir.Value, element: ScalarType) -> ir.Value:

@@ -38,6 +38,7 @@ from ..builders import (
     fill,
     generic,
     index_constant,
+    index_value,
     tensor_sizes,
 )
 from ..context import LoweringRuleContext
@@ -228,11 +229,11 @@ def _lower_non_max_suppression(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     boxes, scores = ctx.operands[0], ctx.operands[1]
     batches, count, _ = tensor_sizes(boxes)
     _, classes, _ = tensor_sizes(scores)
-    sizes = [_index(batches), _index(classes), _index(count)]
+    sizes = [index_value(batches), index_value(classes), index_value(count)]
     # The box counts of boxes and scores must agree (the spec's shapes).
-    same = arith.CmpIOp(arith.CmpIPredicate.eq, sizes[2], _index(tensor_sizes(scores)[2])).result
+    same = arith.CmpIOp(arith.CmpIPredicate.eq, sizes[2], index_value(tensor_sizes(scores)[2])).result
     batches_agree = arith.CmpIOp(
-        arith.CmpIPredicate.eq, sizes[0], _index(tensor_sizes(scores)[0])
+        arith.CmpIPredicate.eq, sizes[0], index_value(tensor_sizes(scores)[0])
     ).result
     assert_true(
         arith.AndIOp(same, batches_agree).result,
@@ -349,9 +350,6 @@ def _row(batch: ir.Value, klass: ir.Value, box: ir.Value) -> ir.Value:
 
     return generic([], [(init, [0, 1])], 2, (), body)[0]
 
-
-def _index(size: int | ir.Value) -> ir.Value:
-    return index_constant(size) if isinstance(size, int) else size
 
 
 def _optional_scalar(

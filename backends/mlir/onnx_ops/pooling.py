@@ -29,7 +29,7 @@ from ..builders import (
     expand_dim,
     filled,
     generic,
-    index_constant,
+    index_value,
     tensor_size,
     tensor_sizes,
 )
@@ -313,25 +313,22 @@ def _divide_at_run_time(
     rank = len(geometry.kernel)
     sizes = tensor_sizes(x)[2:]
 
-    def index(value: int | ir.Value) -> ir.Value:
-        return index_constant(value) if isinstance(value, int) else value
-
     def divide(args):
         count = None
         for axis in range(rank):
-            begin, end = index(geometry.pads_begin[axis]), index(geometry.pads_end[axis])
-            low = arith.SubIOp(index(0), begin).result if include_pad else index(0)
-            high = arith.AddIOp(index(sizes[axis]), end).result if include_pad else sizes[axis]
-            stride = index(geometry.strides[axis])
+            begin, end = index_value(geometry.pads_begin[axis]), index_value(geometry.pads_end[axis])
+            low = arith.SubIOp(index_value(0), begin).result if include_pad else index_value(0)
+            high = arith.AddIOp(index_value(sizes[axis]), end).result if include_pad else sizes[axis]
+            stride = index_value(geometry.strides[axis])
             start = arith.SubIOp(
                 arith.MulIOp(linalg.IndexOp(2 + axis).result, stride).result, begin
             ).result
-            dilation = index(geometry.dilations[axis])
+            dilation = index_value(geometry.dilations[axis])
             first = arith.CeilDivSIOp(arith.SubIOp(low, start).result, dilation).result
-            first = arith.MaxSIOp(first, index(0)).result
-            stop = arith.CeilDivSIOp(arith.SubIOp(index(high), start).result, dilation).result
-            stop = arith.MinSIOp(stop, index(geometry.kernel[axis])).result
-            taps = arith.MaxSIOp(arith.SubIOp(stop, first).result, index(0)).result
+            first = arith.MaxSIOp(first, index_value(0)).result
+            stop = arith.CeilDivSIOp(arith.SubIOp(index_value(high), start).result, dilation).result
+            stop = arith.MinSIOp(stop, index_value(geometry.kernel[axis])).result
+            taps = arith.MaxSIOp(arith.SubIOp(stop, first).result, index_value(0)).result
             count = taps if count is None else arith.MulIOp(count, taps).result
         i64 = ir.IntegerType.get_signless(64)
         divisor = arith.SIToFPOp(element, arith.IndexCastOp(i64, count).result).result
@@ -433,7 +430,7 @@ def _element_count(ctx: LoweringRuleContext, x: ir.Value, element: ir.Type) -> i
     """The product of the spatial dims of `x` (N, C, S...) at run time, as an `element` float."""
     count = None
     for size in tensor_sizes(x)[2:]:
-        size = index_constant(size) if isinstance(size, int) else size
+        size = index_value(size)
         count = size if count is None else arith.MulIOp(count, size).result
     i64 = ir.IntegerType.get_signless(64)
     return arith.SIToFPOp(element, arith.IndexCastOp(i64, count).result).result

@@ -486,11 +486,15 @@ def _coefficients(settings: Settings, plan: AxisPlan, ratio: ir.Value) -> list[i
 
 
 def _taps(settings: Settings, plan: AxisPlan, x: ir.Value, count: int) -> list[ir.Value]:
-    """The i64 indices (unclamped) of the `count` taps nearest x, ties to the smaller index."""
-    pad_width = (count + 1) // 2
-    shifted = _add(x, float(pad_width))
-    base = _floor(shifted)
-    fraction = _sub(shifted, base)
+    """The i64 indices (unclamped) of the `count` taps nearest x, ties to the smaller index.
+
+    The taps start from floor(x), the floor the coefficients' ratio is taken from (`_axis_reads`):
+    the spec's reference shifts x by the pad width first, but in f32 floor(x + 1) can round to
+    floor(x) + 2 (x = 7.0000005 gives x + 1 = 8.0, a tie to even), and the taps then sat one
+    index left of the coefficients (Mask R-CNN's mask paste, 30 -> 78 columns, read column 6
+    for 7)."""
+    base = _floor(x)
+    fraction = _sub(x, base)
     if count % 2 == 0:
         exact = _cmp(arith.CmpFPredicate.OEQ, fraction, 0.0)
         offset = _select(exact, i64_constant(-(count // 2)), i64_constant(-(count // 2) + 1))
@@ -499,7 +503,7 @@ def _taps(settings: Settings, plan: AxisPlan, x: ir.Value, count: int) -> list[i
         lower_half = _cmp(arith.CmpFPredicate.OLE, fraction, 0.5)
         offset = _select(lower_half, i64_constant(low), i64_constant(low + 1))
     start = arith.AddIOp(_to_i64(base), offset).result
-    return [arith.AddIOp(start, i64_constant(tap - pad_width)).result for tap in range(count)]
+    return [arith.AddIOp(start, i64_constant(tap)).result for tap in range(count)]
 
 
 def _clamp_index(index: ir.Value, size: int | ir.Value) -> ir.Value:

@@ -38,6 +38,7 @@ from ..builders import (
     fill,
     generic,
     index_constant,
+    index_value,
     tensor_size,
     tensor_sizes,
 )
@@ -145,10 +146,9 @@ def _result_init(ctx: LoweringRuleContext, element: ir.Type, pooled: tuple[int, 
         tensor_size(batch_indices, 0),
     )
     if isinstance(roi_count, ir.Value) or isinstance(index_count, ir.Value):
-        as_value = lambda size: size if isinstance(size, ir.Value) else index_constant(size)  # noqa: E731
         _assert_equal(
-            as_value(roi_count),
-            as_value(index_count),
+            index_value(roi_count),
+            index_value(index_count),
             f"{where}: rois and batch_indices have different run-time roi counts",
         )
     sizes += list(pooled)
@@ -285,7 +285,7 @@ def _sampling_body(builder: _Builder, accumulator: ir.Value) -> ir.Value:
     batch = arith.IndexCastOp(index_type(), batch).result
     # An out-of-range batch index (an invalid model) reads a valid image rather than memory.
     images = tensor_size(x, 0)
-    images = images if isinstance(images, ir.Value) else index_constant(images)
+    images = index_value(images)
     last_image = arith.SubIOp(images, index_constant(1)).result
     batch = arith.MinSIOp(arith.MaxSIOp(batch, index_constant(0)).result, last_image).result
     read = lambda row, col: tensor.ExtractOp(x, [batch, index[1], row, col]).result  # noqa: E731

@@ -34,6 +34,7 @@ from ..builders import (
     fill,
     generic,
     index_constant,
+    index_value,
     tensor_size,
     tensor_sizes,
 )
@@ -328,7 +329,7 @@ def _runtime_k(ctx: LoweringRuleContext, source: ir.Value, axis: int) -> ir.Valu
             raise ctx.error(f"expects a one-element K, got {format_type(k_type)}")
         (value,) = _first(ctx.operands[1])
         k = arith.IndexCastOp(index, value).result
-    extent = index_constant(length) if isinstance(length, int) else length
+    extent = index_value(length)
     in_range = arith.AndIOp(
         arith.CmpIOp(arith.CmpIPredicate.sge, k, index_constant(0)).result,
         arith.CmpIOp(arith.CmpIPredicate.sle, k, extent).result,

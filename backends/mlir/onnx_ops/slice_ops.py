@@ -18,7 +18,15 @@ import numpy as np
 from niro.ir import TensorType, format_type, op_name
 
 from ..bindings import arith, ir, tensor
-from ..builders import DYNAMIC, assert_true, cast_to, dim_size, empty_tensor, index_constant
+from ..builders import (
+    DYNAMIC,
+    assert_true,
+    cast_to,
+    dim_size,
+    empty_tensor,
+    index_constant,
+    index_value,
+)
 from ..context import LoweringRuleContext
 from ..literals import scalar_attr
 from ..registry import register_lowering
@@ -79,9 +87,6 @@ def _dim(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType, axis: int
     dim = type_.shape[axis]
     return dim if dim is not None else dim_size(value, axis)
 
-
-def _as_value(value: Mixed) -> ir.Value:
-    return index_constant(value) if isinstance(value, int) else value
 
 
 # -- Concat ---------------------------------------------------------------------------------------
@@ -200,7 +205,7 @@ def _lower_split(ctx: LoweringRuleContext) -> list[ir.Value]:
         offsets: list[Mixed] = [0] * rank
         offsets[axis] = offset
         outputs.append(cast_to(extract_slice(data, element, offsets, extent, [1] * rank), expected))
-        offset = offset + size if isinstance(offset, int) and isinstance(size, int) else add(_as_value(offset), _as_value(size))
+        offset = offset + size if isinstance(offset, int) and isinstance(size, int) else add(index_value(offset), index_value(size))
     return outputs
 
 
@@ -301,7 +306,7 @@ def _static_bounds(start: int, end: int, step: int, dim: int) -> tuple[int, int]
 def _runtime_bounds(start: Mixed, end: Mixed, step: Mixed, dim: ir.Value) -> tuple[ir.Value, ir.Value]:
     """The same clamping as `_static_bounds` in `arith` (start, end or step known at run time;
     a run-time step's sign is selected on)."""
-    start_v, end_v, step_v = _as_value(start), _as_value(end), _as_value(step)
+    start_v, end_v, step_v = index_value(start), index_value(end), index_value(step)
     start_v = select(cmp("slt", start_v, 0), add(start_v, dim), start_v)
     end_v = select(cmp("slt", end_v, 0), add(end_v, dim), end_v)
     last = sub(dim, 1)
@@ -332,21 +337,21 @@ def _lower_slice(ctx: LoweringRuleContext) -> list[ir.Value]:
         if len(entries) == 1 and isinstance(axes[entries[0]], int):
             start, end, step = starts[entries[0]], ends[entries[0]], steps[entries[0]]
         else:  # axes known at run time: pick this axis' entry with selects
-            start, end, step = index_constant(0), _as_value(counts[axis]), index_constant(1)
+            start, end, step = index_constant(0), index_value(counts[axis]), index_constant(1)
             for j in entries:
-                given = _as_value(axes[j])
+                given = index_value(axes[j])
                 given = select(cmp("slt", given, 0), add(given, rank), given)
                 hit = cmp("eq", given, axis)
-                start = select(hit, _as_value(starts[j]), start)
-                end = select(hit, _as_value(ends[j]), end)
-                step = select(hit, _as_value(steps[j]), step)
+                start = select(hit, index_value(starts[j]), start)
+                end = select(hit, index_value(ends[j]), end)
+                step = select(hit, index_value(steps[j]), step)
         if isinstance(step, int) and step == 0:
             raise ctx.error("has a zero step")
         strides[axis] = step
         if dim is not None and isinstance(start, int) and isinstance(end, int) and isinstance(step, int):
             offsets[axis], counts[axis] = _static_bounds(start, min(end, INT64_MAX), step, dim)
         else:
-            offsets[axis], counts[axis] = _runtime_bounds(start, end, step, _as_value(_dim(ctx, data, source, axis)))
+            offsets[axis], counts[axis] = _runtime_bounds(start, end, step, index_value(_dim(ctx, data, source, axis)))
     for axis, dim in enumerate(result.shape):
         if dim is not None:
             if isinstance(counts[axis], int) and counts[axis] != dim:
@@ -355,7 +360,7 @@ def _lower_slice(ctx: LoweringRuleContext) -> list[ir.Value]:
                 # NOTE: the import may type a fixed-length cut of a dynamic axis (`x[:, -1:]`)
                 # as static, taking the axis to be long enough (symbolic_dims): checked here.
                 assert_true(
-                    cmp("eq", _as_value(counts[axis]), dim),
+                    cmp("eq", index_value(counts[axis]), dim),
                     f"{ctx.niro_location}: '{op_name(ctx.op)}' op: axis {axis} of the input is shorter"
                     f" at run time than the {dim} elements its result type takes",
                 )
@@ -366,7 +371,7 @@ def _lower_slice(ctx: LoweringRuleContext) -> list[ir.Value]:
                 ctx,
                 result,
                 [
-                    None if dim is not None else _as_value(counts[axis])
+                    None if dim is not None else index_value(counts[axis])
                     for axis, dim in enumerate(result.shape)
                 ],
             )
@@ -374,12 +379,12 @@ def _lower_slice(ctx: LoweringRuleContext) -> list[ir.Value]:
     if all(isinstance(step, int) and step > 0 for step in strides):
         element = lower_scalar_type(source.element_type)
         return [cast_to(extract_slice(data, element, offsets, counts, strides), ctx.result_types[0])]  # type: ignore[arg-type]
-    sizes = [None if dim is not None else _as_value(counts[axis]) for axis, dim in enumerate(result.shape)]
+    sizes = [None if dim is not None else index_value(counts[axis]) for axis, dim in enumerate(result.shape)]
 
     def body(indices, _):
         position = [
             index if isinstance(strides[axis], int) and strides[axis] == 1 and isinstance(offsets[axis], int) and offsets[axis] == 0
-            else add(_as_value(offsets[axis]), mul(index, strides[axis]))
+            else add(index_value(offsets[axis]), mul(index, strides[axis]))
             for axis, index in enumerate(indices)
         ]
         return tensor.ExtractOp(data, position).result
@@ -413,8 +418,8 @@ def _pad_parameters(ctx: LoweringRuleContext, rank: int) -> tuple[list[Mixed], l
         given = select(cmp("slt", axis, 0), add(axis, rank), axis)
         for target in range(rank):  # axes known at run time: select this axis' pads
             hit = cmp("eq", given, target)
-            begin[target] = select(hit, _as_value(low), _as_value(begin[target]))
-            end[target] = select(hit, _as_value(high), _as_value(end[target]))
+            begin[target] = select(hit, index_value(low), index_value(begin[target]))
+            end[target] = select(hit, index_value(high), index_value(end[target]))
     return begin, end, mode
 
 
@@ -464,11 +469,11 @@ def _lower_pad(ctx: LoweringRuleContext) -> list[ir.Value]:
         if isinstance(low, int) and isinstance(high, int) and low == high == 0:
             axes.append(None)
             continue
-        dim = _as_value(_dim(ctx, data, source, axis))
-        crop_low = arith.MaxSIOp(sub(0, _as_value(low)), index_constant(0)).result
-        crop_high = arith.MaxSIOp(sub(0, _as_value(high)), index_constant(0)).result
+        dim = index_value(_dim(ctx, data, source, axis))
+        crop_low = arith.MaxSIOp(sub(0, index_value(low)), index_constant(0)).result
+        crop_high = arith.MaxSIOp(sub(0, index_value(high)), index_constant(0)).result
         kept = sub(sub(dim, crop_low), crop_high)
-        shift = arith.MaxSIOp(_as_value(low), index_constant(0)).result
+        shift = arith.MaxSIOp(index_value(low), index_constant(0)).result
         axes.append((crop_low, kept, shift))
     sizes = []
     for axis, dim in enumerate(result.shape):
@@ -479,7 +484,7 @@ def _lower_pad(ctx: LoweringRuleContext) -> list[ir.Value]:
         else:
             _, kept, shift = axes[axis]
             sizes.append(
-                add(add(kept, shift), arith.MaxSIOp(_as_value(end[axis]), index_constant(0)).result)
+                add(add(kept, shift), arith.MaxSIOp(index_value(end[axis]), index_constant(0)).result)
             )
 
     def body(indices, _):

@@ -37,6 +37,7 @@ from ..builders import (
     fill,
     generic,
     index_constant,
+    index_value,
     tensor_sizes,
 )
 from ..context import LoweringRuleContext
@@ -171,11 +172,8 @@ def _slice_table(
 def _multiply(a: int | ir.Value, b: int | ir.Value) -> int | ir.Value:
     if isinstance(a, int) and isinstance(b, int):
         return a * b
-    return arith.MulIOp(_as_index(a), _as_index(b)).result
+    return arith.MulIOp(index_value(a), index_value(b)).result
 
-
-def _as_index(size: int | ir.Value) -> ir.Value:
-    return index_constant(size) if isinstance(size, int) else size
 
 
 def _as_i64(size: int | ir.Value) -> ir.Value:

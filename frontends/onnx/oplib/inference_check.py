@@ -110,7 +110,27 @@ _INFERRED: dict[tuple, Inferred] = {}
 _INFERRED_LIMIT = 1 << 14
 
 
+def _misread_by_onnx(signature: OpSignature, inputs: list[Binding]) -> bool:
+    """Whether ONNX's inference function would reject this valid op for a dynamic operand
+    length it cannot see.
+
+    NOTE: ONNX (1.23) Resize's inference reads a `sizes` input (#3) whose length it does not
+    know (a graph input `int64[n]`, not an initializer) as 0 elements and rejects the op
+    ("Number of elements of input 'sizes' (0) must be same as rank of input 'X'"), while
+    onnxruntime runs it. Such an op is not checked here (the MLIR lowering refuses a `sizes`
+    of unknown length, naming it)."""
+    if signature.domain not in ("", "ai.onnx") or signature.schema.name != "Resize":
+        return False
+    for position, _, value in inputs:
+        if position == 3:
+            shape = value.type.shape  # type: ignore[union-attr]
+            return shape is None or len(shape) != 1 or shape[0] is None
+    return False
+
+
 def _infer(signature: OpSignature, op: UnknownOp, inputs: Bound, outputs: Bound) -> Inferred:
+    if _misread_by_onnx(signature, inputs.bindings):
+        return {}
     node = _node_proto(signature, op, inputs, outputs)
     if node is None:
         return {}

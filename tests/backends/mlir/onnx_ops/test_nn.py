@@ -154,6 +154,16 @@ MODEL_CASES = {
         mode="linear",
         antialias=1,
     ),
+    # a scale of 2.6: output column 19 maps to x = 19.5 / 2.6 - 0.5 = 7.0000005 in f32, where
+    # x + 1 rounds to 8.0; the taps must start from floor(x), as the coefficients do (Mask
+    # R-CNN's mask paste)
+    "resize_linear_f32_rounding": lambda: one_node_case(
+        "resize_linear_f32_rounding",
+        "Resize",
+        {"x": _normal(1, 1, 30, 30), "": None},
+        initializers={"scales": np.array([1, 1, 2, 2.6], dtype=np.float32)},
+        mode="linear",
+    ),
     "resize_nearest_int32": lambda: one_node_case(
         "resize_nearest_int32",
         "Resize",
