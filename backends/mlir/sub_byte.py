@@ -7,6 +7,14 @@ reads it, one `linalg.generic` unpacks it into the i8-per-element form the sub-b
 to (backends/mlir/types.py): element i is bits [(i mod k) * w, +w) of byte i div k (k elements of
 w bits a byte, i the row-major index), sign-extended for I4/I2. Tensors of one element or none
 need no unpacking and stay ordinary constants.
+
+BF16 tensor constants of two or more elements are stored the same way, as their 16-bit words
+(`tensor<...xi16>`, same shape) and read back by one `arith.bitcast`.
+NOTE: IREE 3.13 folds a bf16 `dense_resource` global widened to f32 by itself (what an fp16/bf16
+model's f32 compute makes of every bf16 weight, frontends/onnx/half_precision.py) into an
+`arith.constant` whose value stays bf16 and whose type is f32, and iree-compile fails ("'arith.
+constant' op failed to verify that all of {value, result} have same type"); an i16 blob bitcast
+after the load compiles (tests/backends/mlir/test_half_precision_models.py).
 """
 
 from __future__ import annotations
@@ -15,18 +23,17 @@ from niro.ir import ScalarType, TensorType
 
 from .bindings import arith, ir, linalg, tensor
 from .builders import constant, generic, index_constant
+from .types import lower_type
 
 __all__ = ["is_packed", "packed_type", "unpack"]
 
 
 def is_packed(type_: object) -> bool:
-    """Whether a constant of `type_` is stored as packed bytes (a static sub-byte tensor of two
-    or more elements)."""
-    if (
-        not isinstance(type_, TensorType)
-        or not type_.element_type.is_sub_byte
-        or not type_.is_static
-    ):
+    """Whether a constant of `type_` is stored in another form (a static sub-byte or BF16 tensor
+    of two or more elements)."""
+    if not isinstance(type_, TensorType) or not type_.is_static:
+        return False
+    if not type_.element_type.is_sub_byte and type_.element_type is not ScalarType.BF16:
         return False
     count = 1
     for dim in type_.shape:  # type: ignore[union-attr]
@@ -35,7 +42,10 @@ def is_packed(type_: object) -> bool:
 
 
 def packed_type(type_: TensorType) -> TensorType:
-    """The `tensor<Bxui8>` holding `type_`'s packed bytes."""
+    """The `tensor<Bxui8>` holding `type_`'s packed bytes (BF16: the `tensor<...xi16>` of its
+    words)."""
+    if type_.element_type is ScalarType.BF16:
+        return TensorType(ScalarType.I16, type_.shape)
     count = 1
     for dim in type_.shape:  # type: ignore[union-attr]
         count *= dim  # type: ignore[operator]
@@ -43,7 +53,10 @@ def packed_type(type_: TensorType) -> TensorType:
 
 
 def unpack(packed: ir.Value, type_: TensorType) -> ir.Value:
-    """The packed bytes `packed` (a `tensor<Bxi8>`) as a tensor of `type_`, one element an i8."""
+    """The packed bytes `packed` (a `tensor<Bxi8>`) as a tensor of `type_`, one element an i8
+    (BF16: its words reinterpreted)."""
+    if type_.element_type is ScalarType.BF16:
+        return arith.BitcastOp(lower_type(type_), packed).result
     shape = list(type_.shape)  # type: ignore[arg-type]
     rank = len(shape)
     element = type_.element_type

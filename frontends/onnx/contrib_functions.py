@@ -260,16 +260,28 @@ def _skip_layer_normalization(site: _Site) -> onnx.FunctionProto:
 
 
 def _unpacked(body: _Body, packed: str, bits: int) -> str:
-    """uint8 `packed` [..., n] -> its values [..., n * 8 / bits] (4 bits: low nibble first)."""
+    """uint8 `packed` [..., n] -> its values [..., n * 8 / bits], the lowest bits first (a byte
+    holds two 4-bit values low nibble first, or four 2-bit values)."""
     if bits == 8:
         return packed
-    low = body.op("BitwiseAnd", packed, body.const(15, np.uint8))
-    high = body.op("BitShift", packed, body.const(4, np.uint8), direction="RIGHT")
+    mask = body.const((1 << bits) - 1, np.uint8)
     axis = body.const([-1])
-    pairs = body.op(
-        "Concat", body.op("Unsqueeze", low, axis), body.op("Unsqueeze", high, axis), axis=-1
-    )
-    return body.op("Reshape", pairs, _merge_last(body, pairs))
+    parts = [
+        body.op(
+            "Unsqueeze",
+            body.op(
+                "BitwiseAnd",
+                body.op("BitShift", packed, body.const(shift, np.uint8), direction="RIGHT")
+                if shift
+                else packed,
+                mask,
+            ),
+            axis,
+        )
+        for shift in range(0, 8, bits)
+    ]
+    grouped = body.op("Concat", *parts, axis=-1)
+    return body.op("Reshape", grouped, _merge_last(body, grouped))
 
 
 def _merge_last(body: _Body, name: str) -> str:
@@ -365,6 +377,130 @@ def _matmul_nbits(site: _Site) -> onnx.FunctionProto:
     if site.has(5):
         product = body.op("Add", product, body.f32("bias", site.type(5, "bias").element_type))
     return body.function(site.op_type, [body.back(product, scalar)])
+
+
+def _gather_block_quantized(site: _Site) -> onnx.FunctionProto:
+    """Gather(data, indices, gather_axis) dequantized per block of `block_size` along
+    quantize_axis as (q - zero_point) * scale, in f32, of the scales' type, as onnxruntime's
+    CPU kernel: data is uint8 holding `bits` (4 or 8; 2) values a byte along its last axis,
+    which must be quantize_axis, with gather_axis 0, zero points packed the same way (default
+    2^(bits-1)); or int4 / uint4 with any two axes and zero points of its type (default 0).
+    Indices may be negative; an index out of range gives a row of zeros. The rows are gathered
+    while still quantized (a table is never dequantized whole)."""
+    data_type = site.type(0, "data")
+    rank = len(site.shape(0, "data"))
+    gather_axis, quantize_axis = site.int("gather_axis", 0), site.int("quantize_axis", 1)
+    if not (-rank <= gather_axis < rank and -rank <= quantize_axis < rank):
+        raise ContribFunctionError(
+            f"gather_axis {gather_axis} or quantize_axis {quantize_axis} is out of range for rank {rank}"
+        )
+    gather_axis, quantize_axis = gather_axis % rank, quantize_axis % rank
+    block_size = site.int("block_size", 128)
+    if block_size < 16 or block_size & (block_size - 1):
+        raise ContribFunctionError(
+            f"needs a block_size that is a power of 2 >= 16, got {block_size}"
+        )
+    bits = site.int("bits", 4)
+    packed = data_type.element_type is ScalarType.U8
+    if packed:
+        if bits not in (2, 4, 8):
+            raise ContribFunctionError(f"supports bits=2, 4 or 8 for uint8 data, got {bits}")
+        if gather_axis != 0 or quantize_axis != rank - 1:
+            raise ContribFunctionError(
+                "needs gather_axis 0 and quantize_axis the last axis for uint8 data, got "
+                f"{gather_axis} and {quantize_axis}"
+            )
+    elif data_type.element_type in (ScalarType.I4, ScalarType.U4):
+        if bits != 4:
+            raise ContribFunctionError(f"needs bits=4 for {data_type.element_type.spelling} data")
+    else:
+        raise ContribFunctionError(
+            f"supports uint8, int4 or uint4 data, got {data_type.element_type.spelling}"
+        )
+    scale_type = _float_input(site, 2, "scales")
+    if len(site.shape(2, "scales")) != rank:
+        raise ContribFunctionError(f"needs rank-{rank} scales like data")
+    indices_rank = len(site.shape(1, "indices"))
+    body = _Body(["data", "indices", "scales", "zero_points"])
+    axis_size = body.dim("data", gather_axis)
+    indices = body.op("Cast", "indices", to=onnx.TensorProto.INT64)
+    valid = body.op(
+        "And",
+        body.op("GreaterOrEqual", indices, body.op("Neg", axis_size)),
+        body.op("Less", indices, axis_size),
+    )
+    indices = body.op("Where", valid, indices, body.const(0))
+    indices = body.op(
+        "Where",
+        body.op("Less", indices, body.const(0)),
+        body.op("Add", indices, axis_size),
+        indices,
+    )
+    # the output's axes: data's before gather_axis, the indices', data's after gather_axis
+    out_axis = quantize_axis if quantize_axis < gather_axis else quantize_axis + indices_rank - 1
+    if packed:
+        rows = _unpacked(body, body.op("Gather", "data", indices, axis=0), bits)
+    else:
+        rows = body.op(
+            "Gather", body.op("Cast", "data", to=onnx.TensorProto.INT8), indices, axis=gather_axis
+        )
+    length = body.dim(rows, out_axis)
+    values = body.op("Cast", rows, to=onnx.TensorProto.FLOAT)
+
+    def per_value(name: str) -> str:
+        """`name` (one entry a block) gathered as data is, then spread to one entry a value."""
+        if gather_axis == quantize_axis:
+            return body.op(
+                "Gather", name, body.op("Div", indices, body.const(block_size)), axis=gather_axis
+            )
+        gathered = body.op("Gather", name, indices, axis=gather_axis)
+        spread = body.op("Unsqueeze", gathered, body.const([out_axis + 1]))
+        grown = body.op(
+            "Expand",
+            spread,
+            body.op(
+                "Concat",
+                body.op("Shape", spread, end=out_axis + 1),
+                body.const([block_size]),
+                body.op("Shape", spread, start=out_axis + 2),
+                axis=0,
+            ),
+        )
+        merged = body.op(
+            "Concat",
+            body.op("Shape", gathered, end=out_axis),
+            body.const([-1]),
+            body.op("Shape", gathered, start=out_axis + 1),
+            axis=0,
+        )
+        return body.slice(body.op("Reshape", grown, merged), 0, length, out_axis)
+
+    scales = per_value(body.f32("scales", scale_type))
+    if site.has(3):
+        zero_type = site.type(3, "zero_points").element_type
+        if zero_type is not data_type.element_type:
+            raise ContribFunctionError(
+                f"needs zero_points of data's type {data_type.element_type.spelling}, got "
+                f"{zero_type.spelling}"
+            )
+        if packed:
+            blocks = body.dim("scales", rank - 1)
+            zeros = body.slice(_unpacked(body, "zero_points", bits), 0, blocks, rank - 1)
+        else:
+            zeros = body.op("Cast", "zero_points", to=onnx.TensorProto.INT8)
+        zeros = per_value(body.op("Cast", zeros, to=onnx.TensorProto.FLOAT))
+        values = body.op("Sub", values, zeros)
+    elif packed:
+        values = body.op("Sub", values, body.const(float(1 << (bits - 1)), np.float32))
+    dequantized = body.op("Mul", values, scales)
+    trailing = rank - 1 - gather_axis  # data's axes after gather_axis: broadcast over them
+    shown = valid
+    if trailing:
+        shown = body.op(
+            "Unsqueeze", valid, body.const(list(range(indices_rank, indices_rank + trailing)))
+        )
+    output = body.op("Where", shown, dequantized, body.const(0.0, np.float32))
+    return body.function(site.op_type, [body.back(output, scale_type)])
 
 
 # -- rotary embeddings and attention ----------------------------------------------------------------
@@ -470,6 +606,38 @@ def _heads(body: _Body, x: str, heads: int, head: int) -> str:
     )
 
 
+_GQA_INPUTS = (
+    "query",
+    "key",
+    "value",
+    "past_key",
+    "past_value",
+    "seqlens_k",
+    "total_sequence_length",
+    "cos_cache",
+    "sin_cache",
+    "position_ids",
+    "attention_bias",
+    "head_sink",
+    "k_scale",
+    "v_scale",
+    "q_norm_weight",
+    "k_norm_weight",
+    "query_seqlens",
+)
+
+
+@dataclass
+class _Keys:
+    """The keys and values an attention step reads, [B, KV, Tk, H], and each key column's
+    absolute position ([B or 1, Tk]) and, where some columns hold no token, which do."""
+
+    keys: str
+    values: str
+    position: str
+    valid: str | None
+
+
 def _group_query_attention(site: _Site) -> onnx.FunctionProto:
     """com.microsoft.GroupQueryAttention with the CPU kernel's KV-cache and masking semantics
     (module docstring)."""
@@ -482,33 +650,42 @@ def _group_query_attention(site: _Site) -> onnx.FunctionProto:
     if site.int("qk_output", 0):
         raise ContribFunctionError("supports qk_output=0 only")
     site.refuse_outputs((3,), "(output_qk) is not computed")
-    if site.has(10):
-        raise ContribFunctionError("does not implement attention_bias")
-    if site.has(9):
-        raise ContribFunctionError("does not implement position_ids")
+    for position, why in (
+        (9, "position_ids"),
+        (12, "k_scale (a quantized KV cache)"),
+        (13, "v_scale (a quantized KV cache)"),
+        (14, "q_norm_weight"),
+        (15, "k_norm_weight"),
+        (16, "query_seqlens"),
+    ):
+        if site.has(position):
+            raise ContribFunctionError(f"does not implement {why}")
+    for name in ("k_quant_type", "v_quant_type"):
+        found = site.attributes.get(name, "NONE")
+        if found not in ("NONE", b"NONE"):
+            raise ContribFunctionError(
+                f"does not implement {name} {found!r} (a quantized KV cache)"
+            )
+    causal = site.int("causal", 1)
+    window = site.int("local_window_size", -1)
+    windowed = bool(site.int("sliding_window_cache", 0))
+    if causal not in (0, 1) or (not causal and window >= 0):
+        raise ContribFunctionError(
+            f"needs causal 0 or 1, and local_window_size -1 when causal is 0; got {causal}, {window}"
+        )
     packed = not site.has(1)
     if packed == site.has(2):
         raise ContribFunctionError("needs both key and value, or neither (packed QKV)")
     if site.has(3) != site.has(4):
         raise ContribFunctionError("needs both past_key and past_value, or neither")
+    if windowed and (window <= 0 or not site.has(3)):
+        raise ContribFunctionError(
+            "needs local_window_size > 0 and past_key / past_value (the cache's capacity) "
+            "with sliding_window_cache"
+        )
     width = site.static(0, "query", 2)
     head = width // (heads + 2 * kv_heads) if packed else width // heads
-    body = _Body(
-        [
-            "query",
-            "key",
-            "value",
-            "past_key",
-            "past_value",
-            "seqlens_k",
-            "total_sequence_length",
-            "cos_cache",
-            "sin_cache",
-            "position_ids",
-            "attention_bias",
-            "head_sink",
-        ]
-    )
+    body = _Body(list(_GQA_INPUTS))
     query = body.f32("query", scalar)
     if packed:
         q = body.slice(query, 0, heads * head, 2)
@@ -543,82 +720,42 @@ def _group_query_attention(site: _Site) -> onnx.FunctionProto:
         interleaved = bool(site.int("rotary_interleaved", 0))
         q = _rotate(body, q, cos, sin, 2 * half, head, interleaved)
         k = _rotate(body, k, cos, sin, 2 * half, head, interleaved)
-    if site.has(3):
-        past_length = body.scalar_dim("past_key", 2)
-        past_key, past_value = body.f32("past_key", scalar), body.f32("past_value", scalar)
+    if windowed:
+        cache = _windowed_cache(body, k, v, past_column, window)
     else:
-        past_length = body.const(0)
-    length = body.op("Max", total, past_length)
-    columns = body.op("Range", body.const(0), length, body.const(1))  # [T]
-    column_row = body.op("Unsqueeze", columns, body.const([0]))  # [1, T]
-    # present[b, :, t]: the past at t < past_b, new token t - past_b, else 0
-    in_past = body.op("Less", column_row, past_column)
-    new_end = body.op("Add", past_column, sequence)
-    in_new = body.op("And", body.op("Not", in_past), body.op("Less", column_row, new_end))
-    keep = body.op("Unsqueeze", body.op("Or", in_past, in_new), body.const([1, 3]))  # [B, 1, T, 1]
-
-    def present(past: str | None, new: str) -> str:
-        if past is None:
-            joined, offset = new, body.const(0)
-        else:
-            joined, offset = body.op("Concat", past, new, axis=2), past_length
-        source = body.op(
-            "Where",
-            in_past,
-            column_row,
-            body.op("Add", offset, body.op("Sub", column_row, past_column)),
-        )
-        last = body.op("Sub", body.scalar_dim(joined, 2), body.const(1))
-        source = body.op("Max", body.op("Min", source, last), body.const(0))
-        index = body.op(
-            "Expand", body.op("Unsqueeze", source, body.const([1, 3])), body.op("Shape", joined)
-        )
-        index = body.op(
-            "Expand",
-            index,
-            body.op(
-                "Concat",
-                body.dim(joined, 0),
-                body.dim(joined, 1),
-                body.op("Shape", source, start=1),
-                body.const([head]),
-                axis=0,
-            ),
-        )
-        gathered = body.op("GatherElements", joined, index, axis=2)
-        return body.op("Where", keep, gathered, body.const(0.0, np.float32))
-
-    present_key = present(past_key if site.has(3) else None, k)
-    present_value = present(past_value if site.has(3) else None, v)
+        cache = _full_cache(body, site, k, v, total, past_column, head)
+    present_key, present_value, keys = cache
     grouped = body.op("Reshape", q, body.const([0, kv_heads, -1, head]))  # [B, KV, G*S, H]
-    scores = body.op("MatMul", grouped, body.op("Transpose", present_key, perm=[0, 1, 3, 2]))
+    scores = body.op("MatMul", grouped, body.op("Transpose", keys.keys, perm=[0, 1, 3, 2]))
     scores = body.op(
         "Reshape",
         scores,
         body.op(
             "Concat", body.dim(q, 0), body.const([heads]), body.dim(q, 2), body.const([-1]), axis=0
         ),
-    )
+    )  # [B, N, S, Tk]
     scale = site.float("scale", 0.0) or 1.0 / float(np.sqrt(head))
     scores = body.op("Mul", scores, body.const(scale, np.float32))
     softcap = site.float("softcap", 0.0)
     if softcap > 0:
         capped = body.op("Tanh", body.op("Div", scores, body.const(softcap, np.float32)))
         scores = body.op("Mul", capped, body.const(softcap, np.float32))
-    # key t is seen by query s of row b when t < past_b + s + 1 (and within the local window)
-    causal = body.op(
-        "Add",
-        body.op("Add", past_column, body.op("Unsqueeze", steps, body.const([0]))),
-        body.const(1),
-    )
-    causal = body.op("Unsqueeze", causal, body.const([2]))  # [B, S, 1]
-    key_index = body.op("Unsqueeze", columns, body.const([0, 1]))  # [1, 1, T]
-    visible = body.op("Less", key_index, causal)
-    window = site.int("local_window_size", -1)
+    key_position = body.op("Unsqueeze", keys.position, body.const([1]))  # [B or 1, 1, Tk]
+    if site.has(10):
+        scores = body.op("Add", scores, _bias_at(body, site, keys.position, scores))
+    # key t is seen by query s of row b when t < past_b + s + 1 (and within the local window);
+    # without `causal`, every key of the row's past and new tokens
+    causal_end = body.op("Add", positions, body.const(1)) if causal else None
+    if causal_end is None:
+        causal_end = body.op("Add", past_column, sequence)
+    limit = body.op("Unsqueeze", causal_end, body.const([2]))  # [B, S or 1, 1]
+    visible = body.op("Less", key_position, limit)
     if window > 0:
-        start = body.op("Sub", causal, body.const(window))
-        visible = body.op("And", visible, body.op("GreaterOrEqual", key_index, start))
-    visible = body.op("Unsqueeze", visible, body.const([1]))  # [B, 1, S, T]
+        start = body.op("Sub", limit, body.const(window))
+        visible = body.op("And", visible, body.op("GreaterOrEqual", key_position, start))
+    if keys.valid is not None:
+        visible = body.op("And", visible, body.op("Unsqueeze", keys.valid, body.const([1])))
+    visible = body.op("Unsqueeze", visible, body.const([1]))  # [B, 1, S, Tk]
     masked = body.op("Where", visible, scores, body.const(_LOWEST, np.float32))
     sink = None
     if site.has(11):
@@ -646,7 +783,7 @@ def _group_query_attention(site: _Site) -> onnx.FunctionProto:
         )
         probabilities = body.op("Div", exps, denominator)
     probabilities = body.op("Reshape", probabilities, body.const([0, kv_heads, -1, 0]))
-    context = body.op("MatMul", probabilities, present_value)  # [B, KV, G*S, H]
+    context = body.op("MatMul", probabilities, keys.values)  # [B, KV, G*S, H]
     context = body.op("Reshape", context, body.const([0, heads, -1, head]))
     output = body.op(
         "Reshape",
@@ -661,6 +798,155 @@ def _group_query_attention(site: _Site) -> onnx.FunctionProto:
             body.back(present_value, scalar),
         ],
     )
+
+
+def _full_cache(
+    body: _Body, site: _Site, k: str, v: str, total: str, past_column: str, head: int
+) -> tuple[str, str, _Keys]:
+    """The present KV cache as the CPU kernel writes a full-length one: row b's past, its new
+    keys right after, zeros beyond, max(total_sequence_length, past length) long; attention
+    reads it, key t at position t."""
+    if site.has(3):
+        past_length = body.scalar_dim("past_key", 2)
+        past_key = body.f32("past_key", site.type(3, "past_key").element_type)
+        past_value = body.f32("past_value", site.type(4, "past_value").element_type)
+    else:
+        past_length = body.const(0)
+    sequence = body.scalar_dim(k, 2)
+    length = body.op("Max", total, past_length)
+    columns = body.op("Range", body.const(0), length, body.const(1))  # [T]
+    column_row = body.op("Unsqueeze", columns, body.const([0]))  # [1, T]
+    # present[b, :, t]: the past at t < past_b, new token t - past_b, else 0
+    in_past = body.op("Less", column_row, past_column)
+    new_end = body.op("Add", past_column, sequence)
+    in_new = body.op("And", body.op("Not", in_past), body.op("Less", column_row, new_end))
+    keep = body.op("Or", in_past, in_new)
+
+    def present(past: str | None, new: str) -> str:
+        if past is None:
+            joined, offset = new, body.const(0)
+        else:
+            joined, offset = body.op("Concat", past, new, axis=2), past_length
+        source = body.op(
+            "Where",
+            in_past,
+            column_row,
+            body.op("Add", offset, body.op("Sub", column_row, past_column)),
+        )
+        return _rows_of(body, joined, source, keep)
+
+    present_key = present(past_key if site.has(3) else None, k)
+    present_value = present(past_value if site.has(3) else None, v)
+    return present_key, present_value, _Keys(present_key, present_value, column_row, None)
+
+
+def _windowed_cache(
+    body: _Body, k: str, v: str, past_column: str, window: int
+) -> tuple[str, str, _Keys]:
+    """A window-sized cache (sliding_window_cache): past and present hold C rows (C: the
+    past's dim 2, at least the window); after T tokens rows [0, L(T)) hold positions
+    T - L(T) .. T - 1, L(T) = T up to C, else T - G * ceil((T - C) / G) with G = C - W + 1
+    (eviction frees G rows at once), and the rows beyond are zeros (onnxruntime leaves them
+    unspecified). Attention reads the past's resident rows and the new keys, so a step never
+    misses a key its own tokens evicted."""
+    capacity = body.scalar_dim("past_key", 2)
+    freed = body.op("Max", body.op("Sub", capacity, body.const(window - 1)), body.const(1))
+    sequence = body.scalar_dim(k, 2)
+
+    def resident(count: str) -> str:
+        over = body.op("Sub", count, capacity)
+        evicted = body.op(
+            "Mul",
+            freed,
+            body.op("Div", body.op("Add", over, body.op("Sub", freed, body.const(1))), freed),
+        )
+        return body.op(
+            "Where", body.op("Greater", count, capacity), body.op("Sub", count, evicted), count
+        )
+
+    past_resident = resident(past_column)  # [B, 1]
+    end = body.op("Add", past_column, sequence)
+    present_resident = resident(end)
+    joined_key = body.op("Concat", body.f32("past_key", ScalarType.F32), k, axis=2)
+    joined_value = body.op("Concat", body.f32("past_value", ScalarType.F32), v, axis=2)
+    # the joined columns: past row i (position past - resident + i, held when i < resident),
+    # then new token j at C + j (position past + j)
+    columns = body.op(
+        "Unsqueeze",
+        body.op("Range", body.const(0), body.op("Add", capacity, sequence), body.const(1)),
+        body.const([0]),
+    )  # [1, C + S]
+    from_past = body.op("Less", columns, capacity)
+    position = body.op(
+        "Where",
+        from_past,
+        body.op("Add", body.op("Sub", past_column, past_resident), columns),
+        body.op("Sub", body.op("Add", past_column, columns), capacity),
+    )
+    valid = body.op("Or", body.op("Not", from_past), body.op("Less", columns, past_resident))
+    # present row r holds position end - resident(end) + r
+    rows = body.op(
+        "Unsqueeze", body.op("Range", body.const(0), capacity, body.const(1)), body.const([0])
+    )  # [1, C]
+    held = body.op("Add", body.op("Sub", end, present_resident), rows)
+    source = body.op(
+        "Where",
+        body.op("Less", held, past_column),
+        body.op("Add", body.op("Sub", held, past_column), past_resident),
+        body.op("Add", capacity, body.op("Sub", held, past_column)),
+    )
+    keep = body.op("Less", rows, present_resident)
+    present_key = _rows_of(body, joined_key, source, keep)
+    present_value = _rows_of(body, joined_value, source, keep)
+    return present_key, present_value, _Keys(joined_key, joined_value, position, valid)
+
+
+def _rows_of(body: _Body, joined: str, source: str, keep: str) -> str:
+    """Rows `source` [B, R] of `joined` [B, KV, J, H] along its axis 2 (clamped into range),
+    zero where `keep` [B, R] is false: [B, KV, R, H]."""
+    last = body.op("Sub", body.scalar_dim(joined, 2), body.const(1))
+    source = body.op("Max", body.op("Min", source, last), body.const(0))
+    index = body.op(
+        "Expand",
+        body.op("Unsqueeze", source, body.const([1, 3])),
+        body.op(
+            "Concat",
+            body.dim(joined, 0),
+            body.dim(joined, 1),
+            body.op("Shape", source, start=1),
+            body.dim(joined, 3),
+            axis=0,
+        ),
+    )
+    gathered = body.op("GatherElements", joined, index, axis=2)
+    keep = body.op("Unsqueeze", keep, body.const([1, 3]))
+    return body.op("Where", keep, gathered, body.const(0.0, np.float32))
+
+
+def _bias_at(body: _Body, site: _Site, position: str, scores: str) -> str:
+    """attention_bias [B or 1, N or 1, S, total] read at each key column's absolute position
+    `position` [B or 1, Tk] (clamped; masked columns do not matter): [B, N or 1, S, Tk]."""
+    bias = body.f32("attention_bias", site.type(10, "attention_bias").element_type)
+    last = body.op("Sub", body.scalar_dim(bias, 3), body.const(1))
+    clamped = body.op("Max", body.op("Min", position, last), body.const(0))
+    batch = body.dim(scores, 0)
+    bias = body.op(
+        "Expand",
+        bias,
+        body.op("Concat", batch, body.op("Shape", bias, start=1), axis=0),
+    )
+    index = body.op(
+        "Expand",
+        body.op("Unsqueeze", clamped, body.const([1, 2])),
+        body.op(
+            "Concat",
+            batch,
+            body.op("Shape", bias, start=1, end=3),
+            body.op("Shape", clamped, start=1),
+            axis=0,
+        ),
+    )
+    return body.op("GatherElements", bias, index, axis=3)
 
 
 def _embed_layer_normalization(site: _Site) -> onnx.FunctionProto:
@@ -976,6 +1262,7 @@ _BODIES: dict[tuple[str, str], Callable[[_Site], onnx.FunctionProto]] = {
     (_MS, "SkipSimplifiedLayerNormalization"): _skip_simplified_layer_normalization,
     (_MS, "SkipLayerNormalization"): _skip_layer_normalization,
     (_MS, "MatMulNBits"): _matmul_nbits,
+    (_MS, "GatherBlockQuantized"): _gather_block_quantized,
     (_MS, "RotaryEmbedding"): _rotary_embedding,
     (_MS, "GroupQueryAttention"): _group_query_attention,
     (_MS, "EmbedLayerNormalization"): _embed_layer_normalization,

@@ -58,6 +58,7 @@ from .errors import OnnxImportError, first_line
 from .external_data import ExternalDataError, ExternalDataReader
 from .folding import FOLD_LIMIT, fold_node, may_fold
 from .functions import FunctionKey, specialization_key, specialize
+from .half_precision import plan_half_precision
 from .inference import GraphTypes, InferenceFailure, infer_types
 from .input_shapes import InputShapes, declared_types_rewritten
 from .loading import LoadedModel, deserialize_model, load_model
@@ -213,6 +214,12 @@ class _Importer:
             ir_model = deserialize_model(self.model, self.filename)
             graph = self.main_graph = ir_model.graph
         types = self._infer(self.model)
+        planned = plan_half_precision(self.model, types)
+        if planned is not None:
+            self.model = planned
+            ir_model = deserialize_model(self.model, self.filename)
+            graph = self.main_graph = ir_model.graph
+            types = self._infer(self.model)
         main = self.symbols.claim(graph.name or "main", fallback="main")
         opsets = dict(ir_model.opset_imports)
         function = self._import_function(graph, types, opsets, main, f"graph '{graph.name}'")

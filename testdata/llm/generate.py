@@ -23,7 +23,67 @@ import tempfile
 from pathlib import Path
 
 VOCAB_SIZE = 256
-FAMILIES = ("llama",)
+_COMMON = {
+    "vocab_size": VOCAB_SIZE,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 128,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
+FAMILIES = {
+    # family: (transformers config class, model class, what the family adds to the common config)
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {"tie_word_embeddings": False}),
+    # attention bias on Q/K/V; tied embeddings (int4: GatherBlockQuantized reads the LM head's
+    # packed weights), larger random weights (else greedy decoding repeats the prompt's token)
+    "qwen2": (
+        "Qwen2Config",
+        "Qwen2ForCausalLM",
+        {"tie_word_embeddings": True, "initializer_range": 0.2},
+    ),
+    # fused QKV and gate/up projections; half the head rotated (partial rotary: onnxruntime
+    # wants a multiple of 16 rotated, so heads of 32)
+    "phi3": (
+        "Phi3Config",
+        "Phi3ForCausalLM",
+        {
+            "hidden_size": 128,
+            "num_key_value_heads": 4,
+            "pad_token_id": 0,
+            "original_max_position_embeddings": 128,
+            "tie_word_embeddings": False,
+            "rope_parameters": {
+                "rope_theta": 10000.0,
+                "rope_type": "default",
+                "partial_rotary_factor": 0.5,
+            },
+        },
+    ),
+    # embeddings scaled by sqrt(hidden), (1 + weight) RMS norms, tanh-Gelu MLP (untied: tied,
+    # the scaled embedding makes greedy decoding repeat the prompt's last token)
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", {"head_dim": 16, "tie_word_embeddings": False}),
+    # a sliding window in its config, which the builder does not apply (no layer_types)
+    "mistral": (
+        "MistralConfig",
+        "MistralForCausalLM",
+        {"head_dim": 16, "sliding_window": 8, "tie_word_embeddings": False},
+    ),
+    # alternating sliding-window (local_window_size, windowed KV cache) and global layers,
+    # attention and final logit softcapping
+    "gemma2": (
+        "Gemma2Config",
+        "Gemma2ForCausalLM",
+        {
+            "head_dim": 16,
+            "query_pre_attn_scalar": 16,
+            "sliding_window": 8,
+            "tie_word_embeddings": False,
+        },
+    ),
+}
 
 
 def _tokenizer():
@@ -43,24 +103,21 @@ def _tokenizer():
 
 def _model(family: str):
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import transformers
 
+    if family not in FAMILIES:
+        raise ValueError(f"unknown family {family!r}, expected one of {sorted(FAMILIES)}")
+    config_class, model_class, extra = FAMILIES[family]
     torch.manual_seed(0)
-    if family == "llama":
-        config = LlamaConfig(
-            vocab_size=VOCAB_SIZE,
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=128,
-            bos_token_id=1,
-            eos_token_id=2,
-            tie_word_embeddings=False,
-        )
-        return LlamaForCausalLM(config).eval()
-    raise ValueError(f"unknown family {family!r}, expected one of {FAMILIES}")
+    config = getattr(transformers, config_class)(**{**_COMMON, **extra})
+    model = getattr(transformers, model_class)(config).eval()
+    with torch.no_grad():
+        # transformers initialises biases to 0 (which the builder then leaves out) and norm
+        # weights to 1 or 0: random ones make them count
+        for parameter in model.parameters():
+            if parameter.dim() == 1:
+                parameter.add_(torch.randn_like(parameter) * 0.1)
+    return model
 
 
 def generate(out: Path, family: str = "llama", precision: str = "fp32") -> Path:
@@ -96,15 +153,23 @@ def generate(out: Path, family: str = "llama", precision: str = "fp32") -> Path:
     return model_path
 
 
-FUSED = ("bert", "gpt2")
+FUSED = ("bert", "gpt2", "vit")
 
 
 def export_fused(out: Path, kind: str) -> Path:
-    """A tiny random BERT (2 layers, hidden 32, 4 heads) or GPT-2 exported by torch (dynamic
-    batch and sequence), fused by onnxruntime's transformer optimizer: out/<kind>-fused.onnx."""
+    """A tiny random BERT (2 layers, hidden 32, 4 heads), GPT-2 (dynamic batch and sequence)
+    or ViT (32x32 images in 8x8 patches, dynamic batch) exported by torch, fused by
+    onnxruntime's transformer optimizer: out/<kind>-fused.onnx."""
     import torch
     from onnxruntime.transformers.optimizer import optimize_model
-    from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel
+    from transformers import (
+        BertConfig,
+        BertModel,
+        GPT2Config,
+        GPT2LMHeadModel,
+        ViTConfig,
+        ViTModel,
+    )
 
     torch.manual_seed(0)
     common = {"attn_implementation": "eager"}  # the form the optimizer's fusions match
@@ -138,6 +203,17 @@ def export_fused(out: Path, kind: str) -> Path:
             ["input_ids", "attention_mask"],
             ["logits"],
         )
+    elif kind == "vit":
+        config = ViTConfig(
+            image_size=32,
+            patch_size=8,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            **common,
+        )
+        model, inputs, outputs = ViTModel(config), ["pixel_values"], ["last_hidden_state"]
     else:
         raise ValueError(f"unknown model {kind!r}, expected one of {FUSED}")
     model.eval()
@@ -153,8 +229,13 @@ def export_fused(out: Path, kind: str) -> Path:
             found = self.model(**dict(zip(inputs, values, strict=True)), return_dict=True)
             return tuple(found[name] for name in outputs)
 
-    ids = torch.randint(0, 128, (1, 8))
-    example = (ids, torch.ones_like(ids), torch.zeros_like(ids))[: len(inputs)]
+    if kind == "vit":
+        example = (torch.randn(1, 3, 32, 32),)
+        dynamic_axes = {"pixel_values": {0: "batch"}}
+    else:
+        ids = torch.randint(0, 128, (1, 8))
+        example = (ids, torch.ones_like(ids), torch.zeros_like(ids))[: len(inputs)]
+        dynamic_axes = {name: {0: "batch", 1: "sequence"} for name in inputs}
     out.mkdir(parents=True, exist_ok=True)
     exported = out / f"{kind}.onnx"
     torch.onnx.export(
@@ -163,7 +244,7 @@ def export_fused(out: Path, kind: str) -> Path:
         str(exported),
         input_names=inputs,
         output_names=outputs,
-        dynamic_axes={name: {0: "batch", 1: "sequence"} for name in inputs},
+        dynamic_axes=dynamic_axes,
         opset_version=17,
         dynamo=False,
     )

@@ -18,7 +18,8 @@ from ..bindings import arith, ir, linalg, tensor
 from ..types import type_key
 from .checks import assert_true
 from .constants import index_constant
-from .shapes import dim_size, empty_tensor
+from .shapes import dim_size, empty, empty_tensor, tensor_size
+from .structured import generic
 
 if TYPE_CHECKING:
     from ..context import LoweringRuleContext
@@ -269,31 +270,19 @@ def broadcast_ones(value: ir.Value, sizes: Mapping[int, ir.Value]) -> ir.Value:
     type_ = ir.RankedTensorType(value.type)
     rank = type_.rank
     lasts = {axis: arith.SubIOp(dim_size(value, axis), index_constant(1)).result for axis in sizes}
-    extents = [
-        sizes[axis]
-        if axis in sizes
-        else (dim_size(value, axis) if type_.is_dynamic_dim(axis) else type_.shape[axis])
-        for axis in range(rank)
-    ]
-    init = tensor.EmptyOp(extents, type_.element_type).result
-    parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-    copy = linalg.GenericOp(
-        [init.type],
-        [],
-        [init],
-        ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))]),
-        ir.ArrayAttr.get([parallel] * rank),
-    )
-    block = copy.regions[0].blocks.append(type_.element_type)
-    with ir.InsertionPoint(block):
+    extents = [sizes[axis] if axis in sizes else tensor_size(value, axis) for axis in range(rank)]
+    init = empty(extents, type_.element_type)
+
+    def read(arguments: list[ir.Value]) -> list[ir.Value]:
         indices = []
         for axis in range(rank):
             position = linalg.IndexOp(axis).result
             if axis in sizes:
                 position = arith.MinUIOp(position, lasts[axis]).result
             indices.append(position)
-        linalg.YieldOp([tensor.ExtractOp(value, indices).result])
-    return copy.result
+        return [tensor.ExtractOp(value, indices).result]
+
+    return generic([], [(init, list(range(rank)))], rank, (), read)[0]
 
 
 def _run_time_axes(result_shape: tuple, shapes) -> frozenset[int]:

@@ -84,6 +84,16 @@ def generic(
     return list(op.results)
 
 
+_DEFAULT_MAPS = {"linalg.matmul": (3, ((0, 2), (2, 1), (0, 1)))}
+"""Named ops whose `indexing_maps` attribute has a default, and that default (loops, maps).
+
+NOTE: IREE 3.13's iree-compile crashes (a null attribute in `MatmulTransposeAOp::
+isDefaultIndexingMaps`, from its PropagateLinalgTranspose pass) on a `linalg.matmul` with a
+transposed operand read from bytecode without `indexing_maps`: the text parser fills the
+default in, the bytecode reader does not, so `niroc check` and `-o x.mlirbc` of a Gemm with
+transB failed where the text compiled. The maps are therefore always written."""
+
+
 def named_op(
     name: str,
     inputs: Sequence[ir.Value],
@@ -92,11 +102,20 @@ def named_op(
 ) -> ir.Value:
     """The linalg named op `name` ("linalg.matmul", "linalg.conv_2d_nchw_fchw"...) of `inputs`
     writing into `init`, with `attributes` (strides, dilations...)."""
+    defaults = {}
+    if name in _DEFAULT_MAPS:
+        loops, specs = _DEFAULT_MAPS[name]
+        maps = [ir.AffineMapAttr.get(affine_map(loops, spec)) for spec in specs]
+        defaults["indexing_maps"] = ir.ArrayAttr.get(maps)
     op = ir.Operation.create(
         name,
         results=[init.type],
         operands=[*inputs, init],
-        attributes={**(attributes or {}), "operandSegmentSizes": _segments(len(inputs), 1)},
+        attributes={
+            **defaults,
+            **(attributes or {}),
+            "operandSegmentSizes": _segments(len(inputs), 1),
+        },
         regions=1,
     )
     fill_builtin_region(op)

@@ -1,4 +1,5 @@
-"""`onnx.If` whose branches yield values of different shapes: an `scf.if` whose arms cast.
+"""`onnx.If` whose branches yield values of different shapes: its ONNX form checked, then
+lowered by the one If lowering (`rules.lower_if`), whose arms cast.
 
 The frontend turns an If whose branches yield the same types into Niro's own If; ONNX also
 lets the branches' shapes differ (torchvision's `batched_nms` yields an empty `tensor<0xi64>`
@@ -13,11 +14,10 @@ from collections.abc import Sequence
 
 from niro.ir import ImportedOp, TensorType, Yield, format_type
 
-from ..bindings import ir, scf, tensor
-from ..builders import index_constant
+from ..bindings import ir
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from ..rules import build_scf_if
+from ..rules import lower_if
 from .common import imported_op
 
 __all__: list[str] = []
@@ -86,16 +86,4 @@ def _lower_if(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
                     f"{name} yields {format_type(yielded)} for result #{index} of type {format_type(result)}: "
                     "only shapes of the same rank can be joined"
                 )
-    condition = ctx.operands[0]
-    if isinstance(condition.type, ir.RankedTensorType):  # a one-element tensor<i1> or tensor<1xi1>
-        condition = tensor.ExtractOp(condition, [index_constant(0)] * condition.type.rank).result
-    result_types = list(ctx.result_types)
-
-    def cast_yield(yield_ctx: LoweringRuleContext) -> None:
-        values = [
-            value if value.type == wanted else tensor.CastOp(wanted, value).result
-            for value, wanted in zip(yield_ctx.operands, result_types, strict=True)
-        ]
-        scf.YieldOp(values)
-
-    return build_scf_if(ctx, condition, (branches[0], branches[1]), cast_yield)
+    return lower_if(ctx, ctx.operands[0], (branches[0], branches[1]))

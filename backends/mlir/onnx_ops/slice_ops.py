@@ -376,7 +376,16 @@ def _lower_slice(ctx: LoweringRuleContext) -> list[ir.Value]:
                 ],
             )
         ]
-    if all(isinstance(step, int) and step > 0 for step in strides):
+    # NOTE: a strided `tensor.extract_slice` (a step > 1) of a tensor with dynamic dims is a
+    # gather instead: IREE 3.13 fuses such a slice into a consumer that reads it with
+    # `tensor.extract` (an element-wise op broadcasting a dynamic dim) and then fails in
+    # iree-compile with "LLVM Translation failed for operation:
+    # builtin.unrealized_conversion_cast" (RotaryEmbedding's interleaved halves `x[..., 0::2]`
+    # at a dynamic sequence length). Static shapes keep the strided slice.
+    strided_dynamic = source.shape is not None and None in source.shape and any(
+        isinstance(step, int) and step > 1 for step in strides
+    )
+    if all(isinstance(step, int) and step > 0 for step in strides) and not strided_dynamic:
         element = lower_scalar_type(source.element_type)
         return [cast_to(extract_slice(data, element, offsets, counts, strides), ctx.result_types[0])]  # type: ignore[arg-type]
     sizes = [None if dim is not None else index_value(counts[axis]) for axis, dim in enumerate(result.shape)]

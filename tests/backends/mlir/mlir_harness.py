@@ -217,3 +217,37 @@ def assert_matches_onnxruntime(
             outputs.append(actual)
         results.append(outputs)
     return results
+
+
+def ulp_distance(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """How many representable values of their (common) float type lie between each pair of
+    elements: 0 when equal (and for +0 / -0), 1 for neighbours. Both arrays are mapped to
+    their bit patterns, ordered so that consecutive floats get consecutive integers."""
+    expected = np.asarray(expected)
+    actual = np.asarray(actual).astype(expected.dtype, copy=False)
+    width = expected.dtype.itemsize * 8
+    unsigned = np.dtype(f"u{expected.dtype.itemsize}")
+    sign = 1 << (width - 1)
+
+    def ordered(values: np.ndarray) -> np.ndarray:
+        bits = values.view(unsigned).astype(np.int64)
+        return np.where(bits >= sign, sign - bits, bits)
+
+    return np.abs(ordered(actual) - ordered(expected))
+
+
+def assert_within_ulps(actual: np.ndarray, expected: np.ndarray, ulps: int, context: str) -> None:
+    """Every element of `actual` within `ulps` units in the last place of `expected`'s float
+    type (fp16, bf16, f32...). Why ulps: a relative tolerance is far too loose for an output
+    near 1 and far too tight for one that cancels to near 0; the number of representable values
+    between two results is what differs when two programs round at other points."""
+    expected = np.asarray(expected)
+    assert np.shape(actual) == expected.shape, (
+        f"{context}: shape {np.shape(actual)}, expected {expected.shape}"
+    )
+    distance = ulp_distance(actual, expected)
+    worst = int(distance.max()) if distance.size else 0
+    assert worst <= ulps, (
+        f"{context}: {int((distance > ulps).sum())} of {distance.size} elements more than {ulps} ulp"
+        f" from the reference (worst {worst} ulp)"
+    )

@@ -476,3 +476,36 @@ def test_mlirs_own_output_is_refused_as_not_placeholders():
 def test_varints_are_mlirs_prefix_varints(value, encoded):
     assert encode_varint(value) == encoded
     assert _varint(encoded, 0) == (value, len(encoded))
+
+
+def test_bytecode_of_a_matmul_with_a_transposed_operand_compiles(tmp_path):
+    """`linalg.matmul` carries its default `indexing_maps` in bytecode: without them iree-compile
+    3.13 crashed on a MatMul fed by a Transpose (Gemm with transB), which the text form hid (its
+    parser fills the default in)."""
+    from niro.frontends.onnx import import_model
+    from onnx import TensorProto, helper
+
+    weights = rng_array(np.float32, 8, 16)
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w"], ["y"], transB=1)],
+        "gemm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])],
+        [helper.make_tensor("w", TensorProto.FLOAT, [8, 16], weights.reshape(-1))],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    source, output = tmp_path / "gemm.mlirbc", tmp_path / "gemm.vmfb"
+    with open(source, "wb") as stream:
+        lower_to_mlir(import_model(model)).write_bytecode(stream)
+    tool = find_tool("iree-compile")
+    assert tool is not None, "iree-compile not found"
+    completed = subprocess.run(
+        [tool, *IREE_COMPILE_FLAGS, str(source), "-o", str(output)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    x = rng_array(np.float32, 3, 16, seed=2)
+    (result,) = call(load_vmfb(output), "gemm", x)
+    np.testing.assert_allclose(result.to_host(), x @ weights.T, rtol=1e-5, atol=1e-5)

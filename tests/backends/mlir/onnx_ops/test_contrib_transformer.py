@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import re
 
+import ml_dtypes
 import numpy as np
 import onnx
+import onnxruntime
 import pytest
 from niro.frontends.onnx import OnnxImportError, import_model
 from onnx import TensorProto, helper, numpy_helper
 
-from ..mlir_harness import assert_matches_onnxruntime, compile_onnx
+from ..mlir_harness import assert_matches_onnxruntime, call, compile_onnx, from_abi
 
 RNG = np.random.default_rng(23)
 F32, U8, I32, I64 = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT32, TensorProto.INT64
@@ -102,7 +104,7 @@ def test_matmul_nbits_keeps_weights_packed():
 # -- GroupQueryAttention -----------------------------------------------------------------------------
 
 
-def _gqa(packed=False, rotary=True, interleaved=False, **attributes):
+def _gqa(packed=False, rotary=True, interleaved=False, bias=False, **attributes):
     heads, kv_heads, head = 4, 2, 16
     inputs = [("query", F32, ["b", "s", (heads + 2 * kv_heads) * head if packed else heads * head])]
     names = ["query", "", ""]
@@ -127,6 +129,9 @@ def _gqa(packed=False, rotary=True, interleaved=False, **attributes):
             "sin": np.sin(angles).astype(np.float32),
         }
         names += ["cos", "sin"]
+    if bias:  # per head, shared by the batch
+        inputs.append(("attention_bias", F32, [1, heads, "s", "t"]))
+        names += [""] * (9 - len(names)) + ["", "attention_bias"]
     node = helper.make_node(
         "GroupQueryAttention",
         names,
@@ -143,7 +148,7 @@ def _gqa(packed=False, rotary=True, interleaved=False, **attributes):
     return _model([node], inputs, outputs, weights), packed
 
 
-def _gqa_feeds(packed, batch, sequence, past, seqlens):
+def _gqa_feeds(packed, batch, sequence, past, seqlens, bias=False):
     heads, kv_heads, head = 4, 2, 16
     feeds = {
         "query": _f(batch, sequence, (heads + 2 * kv_heads) * head if packed else heads * head)
@@ -155,38 +160,88 @@ def _gqa_feeds(packed, batch, sequence, past, seqlens):
     feeds["past_value"] = _f(batch, kv_heads, past, head)
     feeds["seqlens_k"] = np.array(seqlens, np.int32)
     feeds["total_sequence_length"] = np.array([max(seqlens) + 1], np.int32)
+    if bias:
+        feeds["attention_bias"] = _f(1, heads, sequence, max(seqlens) + 1)
     return feeds
 
 
 @pytest.mark.parametrize(
-    "packed, rotary, interleaved, attributes",
+    "packed, rotary, interleaved, bias, attributes",
     [
-        (True, True, False, {}),
-        (False, True, True, {"softcap": 5.0, "scale": 0.3}),
-        (False, False, False, {"local_window_size": 2}),
-        (True, True, False, {"smooth_softmax": 1}),
+        (True, True, False, False, {}),
+        (False, True, True, False, {"softcap": 5.0, "scale": 0.3}),
+        (False, False, False, False, {"local_window_size": 2}),
+        (True, True, False, False, {"smooth_softmax": 1}),
+        # attention bias added after softcap, before the causal mask (as the CPU kernel)
+        (False, True, False, True, {"softcap": 3.0}),
+        (True, False, False, False, {"causal": 0}),
     ],
 )
 def test_group_query_attention_matches_onnxruntime(
-    tmp_path, packed, rotary, interleaved, attributes
+    tmp_path, packed, rotary, interleaved, bias, attributes
 ):
     """A prompt (empty past), decode steps on a past, and a batch whose second row is shorter
     (its new token written right after its own past): output and present KV."""
-    model, packed = _gqa(packed, rotary, interleaved, **attributes)
+    model, packed = _gqa(packed, rotary, interleaved, bias, **attributes)
     module = compile_onnx(model, tmp_path)
     feeds = [
-        _gqa_feeds(packed, 1, 5, 0, [4]),
-        _gqa_feeds(packed, 2, 1, 5, [5, 5]),
-        _gqa_feeds(packed, 2, 1, 6, [6, 3]),
-        _gqa_feeds(packed, 1, 3, 4, [6]),
+        _gqa_feeds(packed, 1, 5, 0, [4], bias),
+        _gqa_feeds(packed, 2, 1, 5, [5, 5], bias),
+        _gqa_feeds(packed, 2, 1, 6, [6, 3], bias),
+        _gqa_feeds(packed, 1, 3, 4, [6], bias),
     ]
     assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-4, atol=1e-5)
+
+
+def test_group_query_attention_windowed_cache_matches_onnxruntime(tmp_path):
+    """sliding_window_cache (Gemma 2's local layers): window 4 in a cache of capacity 6, so
+    eviction frees 3 rows at once. A prompt longer than the window, decode steps past several
+    evictions, a multi-token step, a batch at different lengths: the output and the resident
+    rows of the present KV (onnxruntime leaves the others unspecified)."""
+    window, capacity = 4, 6
+    model, _ = _gqa(False, True, False, local_window_size=window, sliding_window_cache=1)
+    module = compile_onnx(model, tmp_path)
+
+    def resident(total):
+        if total <= capacity:
+            return total
+        freed = capacity - window + 1
+        return total - freed * -(-(total - capacity) // freed)
+
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    steps = [(1, 5, [4]), (1, 1, [5]), (1, 1, [6]), (1, 1, [8]), (1, 3, [11]), (2, 1, [9, 12])]
+    for batch, sequence, seqlens in steps:
+        feeds = _gqa_feeds(False, batch, sequence, capacity, seqlens)
+        expected = session.run(None, feeds)
+        got = [
+            from_abi(value, wanted)
+            for value, wanted in zip(call(module, "g", *feeds.values()), expected, strict=True)
+        ]
+        np.testing.assert_allclose(got[0], expected[0], rtol=1e-4, atol=1e-5)
+        for row, total in enumerate(length + 1 for length in seqlens):
+            rows = slice(0, resident(total))
+            for index in (1, 2):
+                np.testing.assert_allclose(
+                    got[index][row, :, rows], expected[index][row, :, rows], rtol=1e-6, atol=1e-6
+                )
+            assert not got[1][row, :, resident(total) :].any()
 
 
 @pytest.mark.parametrize(
     "attributes, reason",
     [
         ({"qk_output": 1}, "supports qk_output=0 only"),
+        (
+            {"sliding_window_cache": 1},
+            "needs local_window_size > 0 and past_key / past_value (the cache's capacity) "
+            "with sliding_window_cache",
+        ),
+        (
+            {"causal": 0, "local_window_size": 4},
+            "needs causal 0 or 1, and local_window_size -1 when causal is 0; got 0, 4",
+        ),
         ({"num_heads": 3}, "needs num_heads a positive multiple of kv_num_heads, got 3, 2"),
     ],
 )
@@ -392,3 +447,155 @@ def test_multi_head_attention_matches_onnxruntime(tmp_path, past):
 
     cases = [feeds(1, 4, 4, 2 if past else 0), feeds(2, 1, 1 if past else 6, 5 if past else 0)]
     assert_matches_onnxruntime(module, model, cases, function="g", rtol=1e-4, atol=1e-5)
+
+
+# -- GatherBlockQuantized ----------------------------------------------------------------------------
+
+
+def _gather_block_quantized(element, shape, zero_points, bits=4, block=32, **axes):
+    """A table of `shape` values ([rows, packed bytes] for uint8) gathered by graph input
+    `ids`, scales of one entry a block along quantize_axis, zero points of `element` (packed
+    along the last axis for uint8) or absent."""
+    quantize_axis = axes.get("quantize_axis", 1)
+    values = (8 // bits) if element == "uint8" else 1
+    scale_shape = list(shape)
+    scale_shape[quantize_axis] = -(-shape[quantize_axis] * values // block)
+    weights = {"scales": (RNG.random(scale_shape) * 0.1 + 0.01).astype(np.float32)}
+    if element == "uint8":
+        weights["data"] = RNG.integers(0, 256, shape, dtype=np.uint8)
+        zero_shape = scale_shape[:-1] + [-(-scale_shape[-1] * bits // 8)]
+        zeros = RNG.integers(0, 256, zero_shape, dtype=np.uint8)
+    else:
+        dtype = ml_dtypes.int4 if element == "int4" else ml_dtypes.uint4
+        low, high = (-8, 8) if element == "int4" else (0, 16)
+        weights["data"] = RNG.integers(low, high, shape).astype(dtype)
+        zeros = RNG.integers(low, high, scale_shape).astype(dtype)
+    names = ["data", "ids", "scales"]
+    if zero_points:
+        weights["zero_points"] = zeros
+        names.append("zero_points")
+    node = helper.make_node(
+        "GatherBlockQuantized",
+        names,
+        ["y"],
+        domain=MS,
+        name="gbq",
+        bits=bits,
+        block_size=block,
+        **axes,
+    )
+    return _model([node], [("ids", I64, ["b", "s"])], [("y", F32)], weights)
+
+
+@pytest.mark.parametrize(
+    "element, shape, zero_points, bits, block, axes",
+    [
+        # the model builder's tied embeddings: uint8 rows of packed 4-bit values
+        ("uint8", [20, 40], False, 4, 32, {"gather_axis": 0, "quantize_axis": 1}),
+        ("uint8", [20, 40], True, 4, 16, {}),
+        ("uint8", [12, 48], True, 8, 32, {}),
+        ("uint8", [12, 20], True, 2, 16, {}),
+        # onnxruntime's quantizer (op_types_to_quantize Gather): int4 / uint4 tables
+        ("int4", [20, 48], False, 4, 16, {}),
+        ("uint4", [20, 48], True, 4, 32, {}),
+        ("uint4", [40, 20], True, 4, 16, {"gather_axis": 1, "quantize_axis": 0}),
+        ("int4", [3, 40, 6], True, 4, 16, {"gather_axis": 1, "quantize_axis": 1}),
+    ],
+)
+def test_gather_block_quantized_matches_onnxruntime(
+    tmp_path, element, shape, zero_points, bits, block, axes
+):
+    """Indices negative and out of range (a row of zeros, as onnxruntime's kernel gives) too."""
+    model = _gather_block_quantized(element, shape, zero_points, bits, block, **axes)
+    module = compile_onnx(model, tmp_path)
+    rows = shape[axes.get("gather_axis", 0)]
+    feeds = [
+        {"ids": np.array([[0, rows - 1, -1, -rows]], np.int64)},
+        {"ids": RNG.integers(-rows - 2, rows + 2, (2, 5)).astype(np.int64)},
+    ]
+    assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-6, atol=1e-6)
+
+
+def test_gather_block_quantized_keeps_the_table_packed():
+    """The module holds the uint8 table as its packed bytes: no f32 copy of the table."""
+    from niro.backends.mlir import lower_to_mlir
+
+    model = _gather_block_quantized("uint8", [20, 40], True, 4, 16)
+    text = lower_to_mlir(import_model(model)).to_text(elide_weights=True)
+    globals_ = re.findall(r"ml_program.global private @(\w+)\(.*?: (tensor<[^>]*>)", text)
+    assert ("data", "tensor<20x40xi8>") in globals_, globals_
+    assert not any("f32" in type_ and "20x80" in type_ for _, type_ in globals_), globals_
+
+
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"bits": 3}, "supports bits=2, 4 or 8 for uint8 data, got 3"),
+        ({"block_size": 24}, "needs a block_size that is a power of 2 >= 16, got 24"),
+        (
+            {"gather_axis": 1, "quantize_axis": 0},
+            "needs gather_axis 0 and quantize_axis the last axis for uint8 data, got 1 and 0",
+        ),
+    ],
+)
+def test_gather_block_quantized_refusals(change, reason):
+    model = _gather_block_quantized("uint8", [20, 40], False, 4, 32)
+    (node,) = model.graph.node
+    kept = [attribute for attribute in node.attribute if attribute.name not in change]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    node.attribute.extend(helper.make_attribute(name, value) for name, value in change.items())
+    with pytest.raises(
+        OnnxImportError,
+        match=re.escape(
+            f"'gbq' (com.microsoft.GatherBlockQuantized): cannot be compiled: {reason}"
+        ),
+    ):
+        import_model(model)
+
+
+@pytest.mark.parametrize("segments, positions", [(True, False), (False, True)])
+def test_embed_layer_normalization_matches_onnxruntime(tmp_path, segments, positions):
+    """Word + position (+ segment) embeddings normalized, with both optional outputs: the
+    mask's count of ones per row (mask_index) and the sum before normalizing."""
+    hidden = 16
+    names = [
+        "ids",
+        "segment_ids" if segments else "",
+        "word",
+        "position",
+        "segment" if segments else "",
+        "gamma",
+        "beta",
+        "mask",
+        "position_ids" if positions else "",
+    ]
+    while not names[-1]:
+        names.pop()
+    node = helper.make_node(
+        "EmbedLayerNormalization", names, ["y", "mask_index", "sum"], domain=MS, epsilon=1e-5
+    )
+    weights = {"word": _f(30, hidden), "position": _f(12, hidden)}
+    weights |= {"gamma": _f(hidden), "beta": _f(hidden)}
+    inputs = [("ids", I32, ["b", "s"]), ("mask", I32, ["b", "s"])]
+    if segments:
+        weights["segment"] = _f(2, hidden)
+        inputs.append(("segment_ids", I32, ["b", "s"]))
+    if positions:
+        inputs.append(("position_ids", I32, ["b", "s"]))
+    outputs = [("y", F32), ("mask_index", I32), ("sum", F32)]
+    model = _model([node], inputs, outputs, weights)
+    module = compile_onnx(model, tmp_path)
+
+    def feeds(batch, sequence):
+        given = {
+            "ids": RNG.integers(0, 30, (batch, sequence)).astype(np.int32),
+            "mask": (RNG.random((batch, sequence)) > 0.3).astype(np.int32),
+            "segment_ids": RNG.integers(0, 2, (batch, sequence)).astype(np.int32),
+            "position_ids": RNG.integers(0, 12, (batch, sequence)).astype(np.int32),
+        }
+        return {name: given[name] for name, _, _ in inputs}
+
+    assert_matches_onnxruntime(
+        module, model, [feeds(1, 4), feeds(3, 7)], function="g", rtol=1e-4, atol=1e-5
+    )

@@ -1,0 +1,372 @@
+"""Where an fp16/bf16 model is computed in f32 and where it is rounded: onnxruntime's CPU plan.
+
+ONNX gives every op of an fp16 graph an fp16 result, but the runtime users compare against does
+not round there. onnxruntime's CPU execution provider has fp16 kernels for only a few ops (data
+movement, LayerNormalization, Clip/Max/Min...); every other node with an fp16 input runs its f32
+kernel between inserted Casts (`InsertCastTransformer`), a Cast pair between two such nodes is
+removed (`RemoveDuplicateCastTransformer`), and an fp16-capable node whose neighbours all run in
+f32 is run in f32 too ("isolated" nodes). So a LeNet exported in fp16 is computed in f32 from
+its input to its output, and a transformer block is rounded to fp16 only around its
+LayerNormalizations and its reshape/split/transpose chains. Rounding per op instead differs by
+tens of ulps on outputs that cancel.
+
+`plan_half_precision` rewrites the main graph the same way before niroc types it: a node that
+onnxruntime would run in f32 reads f32 values (a Cast from the fp16/bf16 value, or its f32
+producer's result directly) and yields f32; a Cast back to fp16/bf16 is written only where a
+node that keeps its half type, a graph output or a subgraph reads the value. A user's Cast to
+f32 of such a value reads the f32 value (onnxruntime removes that Cast pair too), and an f32
+node reading a user's Cast of an f32 value to fp16 reads the f32 value. onnxruntime's
+MatMul+Add fusion (level basic, the default runs it) reads a rank-3 MatMul input through an fp16
+Reshape, which keeps that input's fp16 producer from being isolated: modelled in
+`_fused_reshape_reader`. Every op is then lowered as before: with no half operand it computes in
+f32; LayerNormalization and the data-movement ops keep fp16 and round once.
+
+bf16: onnxruntime's Cast insertion handles fp16 only, and its CPU provider has no bf16 Conv,
+MatMul or Gemm. The same rule is applied with its bf16 kernels (`BF16_KERNELS`), so a bf16
+model is computed as its fp16 twin would be.
+
+The kernel tables are onnxruntime 1.32's CPU registrations (ai.onnx and com.microsoft domains;
+tests/frontends/onnx/test_half_precision.py checks them against the installed onnxruntime).
+A model with no fp16/bf16 value is returned as None: f32 models are never copied or changed.
+Subgraph bodies (If/Loop/Scan) and calls of model-local functions keep per-op rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import onnx
+from onnx import TensorProto
+
+from .inference import GraphTypes, all_graphs, copy_fields
+
+__all__ = ["BF16_KERNELS", "F16_KERNELS", "HALF_TYPES", "plan_half_precision"]
+
+HALF_TYPES = frozenset({TensorProto.FLOAT16, TensorProto.BFLOAT16})
+
+_Ranges = tuple[tuple[int, int | None], ...]
+_ALWAYS: _Ranges = ((1, None),)
+
+_SHARED: dict[tuple[str, str], _Ranges] = {
+    **{
+        ("", op): _ALWAYS
+        for op in (
+            "DynamicSlice", "Flatten", "Gather", "Identity", "If", "LayerNormalization", "Loop",
+            "MemcpyFromHost", "MemcpyToHost", "RandomNormalLike", "RandomUniformLike", "Reshape",
+            "Shape", "SimplifiedLayerNormalization", "Slice", "Squeeze", "Transpose", "Unsqueeze",
+        )
+    },
+    ("", "BitCast"): ((26, None),), ("", "Cast"): ((6, None),), ("", "Celu"): ((28, None),),
+    ("", "Compress"): ((9, None),), ("", "Concat"): ((4, None),), ("", "ConstantOfShape"): ((9, None),),
+    ("", "GatherElements"): ((11, None),), ("", "GatherND"): ((11, None),), ("", "IsInf"): ((20, None),),
+    ("", "Optional"): ((15, None),), ("", "OptionalGetElement"): ((15, None),),
+    ("", "OptionalHasElement"): ((18, None),), ("", "ReverseSequence"): ((10, None),),
+    ("", "Scan"): ((8, None),), ("", "Scatter"): ((9, 10),), ("", "ScatterElements"): ((11, None),),
+    ("", "ScatterND"): ((11, None),), ("", "SequenceAt"): ((11, None),),
+    ("", "SequenceConstruct"): ((11, None),), ("", "Shrink"): ((9, None),), ("", "Sign"): ((9, None),),
+    ("", "Split"): ((2, None),), ("", "TensorScatter"): ((24, None),),
+    **{
+        ("com.microsoft", op): _ALWAYS
+        for op in (
+            "BranchwiseRMSNorm", "ExpandDims", "GatedDeltaNet", "GatedRMSNorm", "GatherND",
+            "GatherPacked", "HyperConnectionPostMix", "HyperConnectionPreMix", "LinearAttentionGate",
+            "MoEGroupRouter", "QMoE", "ScaledSiLU", "SkipLayerNormalization",
+            "SkipSimplifiedLayerNormalization", "UnfoldTensor", "VarlenCausalConvWithState",
+        )
+    },
+}  # fmt: skip
+"""The kernels onnxruntime's CPU provider has for both fp16 and bf16 (mostly data movement)."""
+
+F16_KERNELS: Mapping[tuple[str, str], _Ranges] = {
+    **_SHARED,
+    ("", "Attention"): ((23, None),), ("", "Clip"): ((12, None),), ("", "DequantizeLinear"): ((19, None),),
+    ("", "Dropout"): ((7, 11),), ("", "Expand"): ((8, None),), ("", "IsNaN"): ((9, None),),
+    ("", "Max"): ((12, None),), ("", "Min"): ((12, None),), ("", "Mod"): ((10, None),),
+    ("", "QuantizeLinear"): ((19, None),), ("", "RMSNormalization"): ((23, None),),
+    ("", "RotaryEmbedding"): ((23, None),), ("", "Round"): ((11, None),),
+    ("", "SplitToSequence"): ((11, None),),
+    **{
+        ("com.microsoft", op): _ALWAYS
+        for op in (
+            "EngramGate", "GatedAdd", "GatherBlockQuantized", "GroupQueryAttention", "Inverse",
+            "MRotaryEmbedding", "MatMulNBits", "RotaryEmbedding", "SparseAttention",
+        )
+    },
+}  # fmt: skip
+"""(domain, op type) -> the opset ranges (last None: open) onnxruntime's CPU provider has an
+fp16 kernel for."""
+
+BF16_KERNELS: Mapping[tuple[str, str], _Ranges] = {
+    **_SHARED,
+    ("", "Einsum"): ((28, None),), ("", "IsNaN"): ((20, None),), ("", "OneHot"): ((28, None),),
+    ("", "Pad"): ((21, None),), ("", "Unique"): ((28, None),),
+}  # fmt: skip
+"""(domain, op type) -> the opset ranges onnxruntime's CPU provider has a bf16 kernel for."""
+
+_KERNELS = {TensorProto.FLOAT16: F16_KERNELS, TensorProto.BFLOAT16: BF16_KERNELS}
+_DEFAULT_DOMAINS = frozenset({"", "ai.onnx"})
+_KNOWN_DOMAINS = _DEFAULT_DOMAINS | {"com.microsoft"}
+_CAST_LIKE = frozenset({"Cast", "CastLike"})
+"""CastLike has no kernel; onnxruntime inlines its body, a Cast, which has one."""
+
+
+def plan_half_precision(model: onnx.ModelProto, types: GraphTypes) -> onnx.ModelProto | None:
+    """A copy of `model` whose main graph computes in f32 where onnxruntime's CPU provider does
+    (module docstring), or None when the main graph has no fp16/bf16 value or nothing to change.
+    `types` are the model's inferred types; initializers are shared, never copied."""
+    plan = _Plan(model, types)
+    if not plan.half or not any(plan.in_f32):
+        return None
+    rewritten = onnx.ModelProto()
+    copy_fields(model, rewritten, frozenset({"graph"}))
+    copy_fields(model.graph, rewritten.graph, frozenset({"node"}))
+    rewritten.graph.node.extend(plan.nodes())
+    return rewritten
+
+
+class _Plan:
+    """The per-node decision (`in_f32`) and the rewrite of one main graph."""
+
+    def __init__(self, model: onnx.ModelProto, types: GraphTypes) -> None:
+        graph = model.graph
+        self.graph = graph
+        self.opsets = {
+            ("" if entry.domain in _DEFAULT_DOMAINS else entry.domain): entry.version
+            for entry in model.opset_import
+        }
+        self.elements = self._element_types(graph, types)
+        self.dims = {name: _dims(type_) for name, type_ in types.values.items()}
+        self.dims.update({tensor.name: list(tensor.dims) for tensor in graph.initializer})
+        self.half = {name for name, element in self.elements.items() if element in HALF_TYPES}
+        self.constants = {tensor.name for tensor in graph.initializer}
+        self.producer: dict[str, int] = {}
+        self.consumers: dict[str, list[int]] = {}
+        for index, node in enumerate(graph.node):
+            if node.op_type == "Constant" and node.domain in _DEFAULT_DOMAINS:
+                self.constants.update(node.output)  # onnxruntime makes them initializers
+            for name in node.output:
+                self.producer[name] = index
+            for name in node.input:
+                if name:
+                    self.consumers.setdefault(name, []).append(index)
+        self.graph_outputs = {output.name for output in graph.output}
+        self.read_by_subgraphs = {
+            name
+            for node in graph.node
+            for attribute in node.attribute
+            for body in _bodies(attribute)
+            for sub in all_graphs(body)
+            for inner in sub.node
+            for name in inner.input
+        }
+        self.no_kernel = [self._lacks_kernel(node) for node in graph.node]
+        self.in_f32 = list(self.no_kernel)
+        for index in range(len(graph.node)):
+            if not self.in_f32[index] and self._isolated(index):
+                self.in_f32[index] = True
+
+    @staticmethod
+    def _element_types(graph: onnx.GraphProto, types: GraphTypes) -> dict[str, int]:
+        elements = {
+            name: type_.tensor_type.elem_type
+            for name, type_ in types.values.items()
+            if type_.HasField("tensor_type")
+        }
+        for tensor in graph.initializer:
+            elements.setdefault(tensor.name, tensor.data_type)
+        for value in graph.input:
+            if value.type.HasField("tensor_type"):
+                elements.setdefault(value.name, value.type.tensor_type.elem_type)
+        return elements
+
+    def _half_inputs(self, node: onnx.NodeProto) -> list[str]:
+        return [name for name in node.input if name in self.half]
+
+    def _lacks_kernel(self, node: onnx.NodeProto) -> bool:
+        """onnxruntime runs `node` in f32 whatever its neighbours: it reads an fp16/bf16 value
+        and has no CPU kernel for that type at the model's opset."""
+        domain = "" if node.domain in _DEFAULT_DOMAINS else node.domain
+        if domain not in _KNOWN_DOMAINS or _bodies_of(node):
+            return False  # model-local functions, other runtimes' ops, control flow: kept
+        if domain == "" and node.op_type in _CAST_LIKE:
+            return False
+        version = self.opsets.get(domain, 1)
+        for element in {self.elements[name] for name in self._half_inputs(node)}:
+            ranges = _KERNELS[element].get((domain, node.op_type), ())
+            if not any(
+                first <= version and (last is None or version <= last) for first, last in ranges
+            ):
+                return True
+        return False
+
+    def _isolated(self, index: int) -> bool:
+        """onnxruntime's isolated-node rule: a node with a half kernel still runs in f32 when its
+        half inputs all come from f32 nodes or initializers and all readers of its half results
+        run in f32 (decided in node order, as onnxruntime does)."""
+        node = self.graph.node[index]
+        if _bodies_of(node) or any(name in self.graph_outputs for name in node.output):
+            return False
+        if not any(name in self.producer for name in node.input if name):
+            return False
+        inputs = self._half_inputs(node)
+        if not inputs or node.op_type in _CAST_LIKE:
+            return False
+        for name in inputs:
+            if name in self.constants:
+                continue
+            if name not in self.producer or not self.in_f32[self.producer[name]]:
+                return False
+        readers = [
+            (name, reader)
+            for name in node.output
+            if name in self.half
+            for reader in self.consumers.get(name, ())
+        ]
+        if not readers or any(name in self.read_by_subgraphs for name in node.output):
+            return False
+        return all(
+            self.no_kernel[reader] and not self._fused_reshape_reader(reader, name)
+            for name, reader in readers
+        )
+
+    def _fused_reshape_reader(self, index: int, name: str) -> bool:
+        """Whether onnxruntime's MatMul+Add fusion turns MatMul `index` into Reshape -> Gemm ->
+        Reshape, so that `name`, its first input, is read by an fp16 Reshape: a MatMul whose
+        only reader is an Add of a 1-D bias, with a static first input of rank other than 2
+        and a static rank-2 second input."""
+        node = self.graph.node[index]
+        if node.op_type != "MatMul" or node.domain not in _DEFAULT_DOMAINS or node.input[0] != name:
+            return False
+        result = node.output[0]
+        readers = self.consumers.get(result, [])
+        if len(readers) != 1 or result in self.graph_outputs:
+            return False
+        add = self.graph.node[readers[0]]
+        if add.op_type != "Add" or add.domain not in _DEFAULT_DOMAINS:
+            return False
+        a, b = (_static(self.dims.get(operand)) for operand in node.input[:2])
+        bias = [operand for operand in add.input if operand != result]
+        if a is None or b is None or len(a) == 2 or len(b) != 2 or len(bias) != 1:
+            return False
+        if self.elements.get(bias[0]) != self.elements.get(name):
+            return False
+        bias_dims = self.dims.get(bias[0])
+        return bias_dims is not None and len(bias_dims) == 1 and bias_dims[0] == b[1]
+
+    def nodes(self) -> Iterable[onnx.NodeProto]:
+        """The main graph's nodes, rewritten: Casts to f32 before the nodes that read them, f32
+        nodes with renamed half results, and Casts back where a half reader needs them."""
+        taken = {
+            name
+            for sub in all_graphs(self.graph)
+            for node in sub.node
+            for name in (*node.input, *node.output)
+        }
+        taken |= {value.name for value in (*self.graph.input, *self.graph.output)}
+        taken |= self.constants
+        wide: dict[str, str] = {}
+        """half value -> the name of its f32 value, once there is one."""
+
+        def fresh(name: str) -> str:
+            candidate, number = f"{name}_f32", 0
+            while candidate in taken:
+                number += 1
+                candidate = f"{name}_f32_{number}"
+            taken.add(candidate)
+            return candidate
+
+        for index, node in enumerate(self.graph.node):
+            if not self.in_f32[index]:
+                yield from self._kept(node, wide)
+                continue
+            inputs = []
+            for name in node.input:
+                if name in self.half and name not in wide:
+                    wide[name] = fresh(name)
+                    yield _cast(name, wide[name], TensorProto.FLOAT, node.name)
+                inputs.append(wide.get(name, name) if name in self.half else name)
+            outputs, narrowed = [], []
+            for name in node.output:
+                if name in self.half:
+                    wide[name] = fresh(name)
+                    outputs.append(wide[name])
+                    if self._needs_half(name):
+                        narrowed.append(_cast(wide[name], name, self.elements[name], node.name))
+                else:
+                    outputs.append(name)
+            computed = onnx.NodeProto()
+            computed.CopyFrom(node)
+            computed.ClearField("input")
+            computed.input.extend(inputs)
+            computed.ClearField("output")
+            computed.output.extend(outputs)
+            for attribute in computed.attribute:
+                if attribute.name == "dtype" and attribute.i in HALF_TYPES:
+                    attribute.i = TensorProto.FLOAT
+            yield computed
+            yield from narrowed
+
+    def _kept(self, node: onnx.NodeProto, wide: dict[str, str]) -> Iterable[onnx.NodeProto]:
+        """A node that keeps its types; the two Cast pairs onnxruntime removes become direct
+        reads of the f32 value."""
+        if node.op_type == "Cast" and node.domain in _DEFAULT_DOMAINS and len(node.input) == 1:
+            to = next((attribute.i for attribute in node.attribute if attribute.name == "to"), None)
+            source, result = node.input[0], node.output[0]
+            if to == TensorProto.FLOAT and source in wide and result not in self.graph_outputs:
+                yield onnx.helper.make_node("Identity", [wide[source]], [result], name=node.name)
+                return
+            if to in HALF_TYPES and self.elements.get(source) == TensorProto.FLOAT:
+                wide[result] = source
+        yield node
+
+    def _needs_half(self, name: str) -> bool:
+        """Whether something reads the half value of `name` (an f32 node's result)."""
+        if name in self.graph_outputs or name in self.read_by_subgraphs:
+            return True
+        return any(
+            not self.in_f32[reader] and not self._reads_wide(reader)
+            for reader in self.consumers.get(name, ())
+        )
+
+    def _reads_wide(self, index: int) -> bool:
+        """A user's Cast to f32 that `_kept` turns into a read of the f32 value."""
+        node = self.graph.node[index]
+        return (
+            node.op_type == "Cast"
+            and node.domain in _DEFAULT_DOMAINS
+            and node.output[0] not in self.graph_outputs
+            and any(
+                attribute.name == "to" and attribute.i == TensorProto.FLOAT
+                for attribute in node.attribute
+            )
+        )
+
+
+def _cast(source: str, result: str, to: int, at: str) -> onnx.NodeProto:
+    return onnx.helper.make_node(
+        "Cast", [source], [result], to=to, name=f"{at}/{result}" if at else result
+    )
+
+
+def _bodies(attribute: onnx.AttributeProto) -> list[onnx.GraphProto]:
+    return [attribute.g, *attribute.graphs] if attribute.HasField("g") else list(attribute.graphs)
+
+
+def _bodies_of(node: onnx.NodeProto) -> bool:
+    return any(_bodies(attribute) for attribute in node.attribute)
+
+
+def _dims(type_: onnx.TypeProto | None) -> list[int | None] | None:
+    if (
+        type_ is None
+        or not type_.HasField("tensor_type")
+        or not type_.tensor_type.HasField("shape")
+    ):
+        return None
+    return [
+        dim.dim_value if dim.HasField("dim_value") else None for dim in type_.tensor_type.shape.dim
+    ]
+
+
+def _static(dims: list[int | None] | None) -> list[int | None] | None:
+    return None if dims is None or None in dims else dims
