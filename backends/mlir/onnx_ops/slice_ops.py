@@ -26,6 +26,7 @@ from ..builders import (
     empty_tensor,
     index_constant,
     index_value,
+    small_elements,
 )
 from ..context import LoweringRuleContext
 from ..literals import scalar_attr
@@ -104,6 +105,15 @@ def _lower_concat(ctx: LoweringRuleContext) -> list[ir.Value]:
             raise ctx.error(f"input #{index} {format_type(type_)} does not have the rank of {format_type(result)}")
         inputs.append((value, type_))
     parts = [value for value, type_ in inputs if type_.shape[axis] != 0]
+    small = [
+        small_elements(value, ctx.constant_operand(index))
+        for index, (value, type_) in enumerate(inputs)
+        if type_.shape[axis] != 0
+    ]
+    if rank == 1 and parts and all(elements is not None for elements in small) and result.is_static:
+        # A shape vector joined on the host (`small_elements` says why), not a device concat.
+        joined = [element for elements in small for element in elements or ()]
+        return [tensor.FromElementsOp(ctx.result_types[0], joined).result]
     if not parts:
         sizes = [
             None if dim is not None else dim_size(inputs[0][0], dim_axis)
