@@ -32,7 +32,7 @@ from ..context import LoweringRuleContext
 from ..literals import scalar_attr
 from ..registry import register_lowering
 from ..types import index_type, lower_scalar_type, lower_type
-from .common import attribute, input_value, normalize_axes, normalize_axis, opset
+from .common import attribute, imported_op, input_value, normalize_axes, normalize_axis, opset
 from .indexing import (
     add,
     clamp,
@@ -201,7 +201,7 @@ def _lower_split(ctx: LoweringRuleContext) -> list[ir.Value]:
     source = ctx.ranked(ctx.niro_operands[0], "input")
     rank = len(source.shape)
     axis = normalize_axis(ctx, attribute(ctx, "axis", 0), rank)
-    if attribute(ctx, "absent_outputs"):
+    if imported_op(ctx).absent_outputs:
         raise ctx.error("does not support unnamed outputs")
     count = len(ctx.niro_results)
     sizes = _split_sizes(ctx, source, axis, count)
