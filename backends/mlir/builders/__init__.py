@@ -17,7 +17,7 @@ Rules import the names from here (`from ..builders import fill, generic`).
 from .broadcast import broadcast_size, elementwise, is_one_or
 from .checks import assert_all, assert_true
 from .constants import constant, dense_constant, i64_constant, identity_value, index_constant
-from .elements import accumulator_type, convert, is_float, read_int_scalars
+from .elements import accumulator_type, convert, is_float, read_int_scalars, small_elements
 from .shapes import (
     DYNAMIC,
     cast_to,
@@ -72,6 +72,7 @@ __all__ = [
     "named_op",
     "pad",
     "read_int_scalars",
+    "small_elements",
     "reassociation",
     "tensor_size",
     "tensor_sizes",
