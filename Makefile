@@ -5,9 +5,11 @@ BIN := $(VENV)/bin
 JOBS ?= 2
 CONSTRAINTS := constraints.txt
 LATEST := .venv-latest
+TORCHVISION := .venv-tv
+DETECTION := testdata/generated/detection
 MODE ?= none
 
-.PHONY: help install test test-latest zoo llm lint format bench bench-run conformance conformance-dynamic fuzz clean mlir-snapshot
+.PHONY: help install test test-latest zoo llm detection lint format bench bench-run conformance conformance-dynamic fuzz clean mlir-snapshot
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -19,7 +21,7 @@ install: ## create .venv, install niroc editable with its dev and llm extras at 
 	$(BIN)/python -m compileall -q ir frontends backends niroc
 
 test: ## run the whole test suite (unit, property, golden lit tests); `make zoo` runs the model zoo, `make llm` the LLM builder models
-	$(BIN)/python -m pytest -n $(JOBS) tests --ignore=tests/backends/mlir/onnx_ops/test_model_zoo.py --ignore=tests/backends/mlir/test_real_models_zoo.py --ignore=tests/backends/mlir/onnx_ops/test_llm_builder.py
+	$(BIN)/python -m pytest -n $(JOBS) tests --ignore=tests/backends/mlir/onnx_ops/test_model_zoo.py --ignore=tests/backends/mlir/test_real_models_zoo.py --ignore=tests/backends/mlir/onnx_ops/test_llm_builder.py --ignore=tests/backends/mlir/test_detection_models.py
 
 llm: ## transformers models vs onnxruntime: the genai builder's tiny Llama (fp32, int4: prompt, decode, greedy generation), optimizer-fused BERT and GPT-2 (~6 min)
 	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/onnx_ops/test_llm_builder.py
@@ -33,6 +35,13 @@ test-latest: ## `make test` against the newest releases of every dependency (no 
 
 zoo: ## the onnx wheel's model-zoo nets with random weights and whole generated real-model forms (YOLOv8n), niroc+IREE vs onnxruntime (slow: ~18 min)
 	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/onnx_ops/test_model_zoo.py tests/backends/mlir/test_real_models_zoo.py
+
+detection: ## torchvision's detection models (Faster R-CNN, Mask R-CNN, Keypoint R-CNN, RetinaNet, SSDlite; random weights, 3x320x320), niroc+IREE vs onnxruntime; exports them with torch 2.14.1 + torchvision 0.29.1 in .venv-tv (slow: ~45 min; report in testdata/generated/detection/report.md)
+	test -x $(TORCHVISION)/bin/python || $(PYTHON) -m venv $(TORCHVISION)
+	$(TORCHVISION)/bin/pip install --quiet torch==2.14.1 torchvision==0.29.1 onnx==1.23.2 onnxscript==0.7.2
+	$(TORCHVISION)/bin/python testdata/detection/export.py $(DETECTION)
+	rm -f $(DETECTION)/report.md
+	$(BIN)/python -m pytest -n 1 tests/backends/mlir/test_detection_models.py
 
 bench-run: ## run-time benchmark (slow, not in `make test`): niroc's compiled code vs iree-import-onnx's and onnxruntime (report in testdata/generated/bench/run-report.md and docs/performance.md); ARGS="--only resnet50_17 --runs 5"
 	$(BIN)/python tests/bench/bench_run.py $(ARGS)
@@ -48,7 +57,7 @@ mlir-snapshot: ## hash the MLIR of every node test and test model into SNAPSHOT 
 	$(BIN)/python -m tests.tools.mlir_snapshot write $${SNAPSHOT:-testdata/generated/mlir-snapshot.json} --jobs $(JOBS)
 
 clean: ## remove the venv and generated files
-	rm -rf $(VENV) $(LATEST) build *.egg-info .pytest_cache testdata/generated
+	rm -rf $(VENV) $(LATEST) $(TORCHVISION) build *.egg-info .pytest_cache testdata/generated
 
 bench: ## benchmarks (slow, not in `make test`): niroc vs the floors and iree-import-onnx on generated models (report in testdata/generated/bench/report.md), then import/lower memory and verifier speed
 	$(BIN)/python tests/bench/bench_models.py

@@ -9,11 +9,24 @@ from .attributes import Attribute, Buffer, Literal, as_memoryview, buffer_nbytes
 from .diagnostics import Diagnostic, Location
 from .equality import structurally_equal
 from .errors import NirocError, ParseError, VerifyError
+from .imported import (
+    ABSENT_INPUTS_ATTRIBUTE,
+    ABSENT_OUTPUTS_ATTRIBUTE,
+    BOOKKEEPING_ATTRIBUTES,
+    GENERIC_REASON_ATTRIBUTE,
+    OPSET_ATTRIBUTE,
+    REGIONS_ATTRIBUTE,
+    ImportedOp,
+    ImportedOpError,
+    absent_positions,
+    by_position,
+    read_imported_op,
+    region_names,
+    write_imported_op,
+)
 from .literals import literal_problem
 from .ops import (
-    GENERIC_REASON_ATTRIBUTE,
     OP_KINDS,
-    OPSET_ATTRIBUTE,
     Add,
     Branch,
     Call,
@@ -63,8 +76,12 @@ from .walk import walk_blocks, walk_ops
 
 __all__ = [
     "OP_KINDS",
+    "ABSENT_INPUTS_ATTRIBUTE",
+    "ABSENT_OUTPUTS_ATTRIBUTE",
+    "BOOKKEEPING_ATTRIBUTES",
     "GENERIC_REASON_ATTRIBUTE",
     "OPSET_ATTRIBUTE",
+    "REGIONS_ATTRIBUTE",
     "VERIFIER_RULES",
     "VerifierRule",
     "broadcast_shapes",
@@ -87,6 +104,8 @@ __all__ = [
     "GetGlobal",
     "Global",
     "If",
+    "ImportedOp",
+    "ImportedOpError",
     "Literal",
     "Location",
     "MatMul",
@@ -109,8 +128,10 @@ __all__ = [
     "ValueId",
     "VerifyError",
     "Yield",
+    "absent_positions",
     "as_memoryview",
     "buffer_nbytes",
+    "by_position",
     "element_type_of",
     "format_tree",
     "format_type",
@@ -119,6 +140,8 @@ __all__ = [
     "op_name",
     "parse_module",
     "print_module",
+    "read_imported_op",
+    "region_names",
     "operands_of",
     "regions_of",
     "results_of",
@@ -128,6 +151,7 @@ __all__ = [
     "verify",
     "walk_blocks",
     "walk_ops",
+    "write_imported_op",
     "write_module",
 ]
 

@@ -39,8 +39,6 @@ __all__ = [
     "UnknownOp",
     "Op",
     "OP_KINDS",
-    "GENERIC_REASON_ATTRIBUTE",
-    "OPSET_ATTRIBUTE",
     "op_name",
     "operands_of",
     "results_of",
@@ -233,16 +231,6 @@ class UnknownOp:
         self.successors = _tuple(self.successors)
         if self.attributes is None:
             self.attributes = {}
-
-
-OPSET_ATTRIBUTE = "niro.opset"
-"""UnknownOp attribute: the version of the op set (e.g. the ONNX opset of the op's domain) whose
-semantics the op has, so a registered lowering can refuse versions it does not implement."""
-
-GENERIC_REASON_ATTRIBUTE = "niro.generic_reason"
-"""UnknownOp attribute (optional str): why a frontend kept as an UnknownOp an op it usually
-turns into Niro's own ops (an ONNX Transpose of unknown rank), for the backend's message when
-no lowering takes it."""
 
 
 Op = Union[

@@ -13,10 +13,10 @@ from pathlib import Path
 import click
 from niro.ir import NirocError
 
+from .command_steps import progress_for
 from .dims import parse_dims
 from .inputs import detect_format
 from .output import open_output
-from .pipeline import progress_for
 from .render import error_record, make_console, print_block, print_error, write_json_line
 from .session import current_session, format_option, session_options
 

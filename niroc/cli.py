@@ -49,7 +49,7 @@ Examples:
   iree-compile model.mlir --iree-hal-target-device=local \\
       --iree-hal-local-target-device-backends=llvm-cpu \\
       --iree-llvmcpu-target-cpu=host -o model.vmfb
-  (add --iree-global-opt-use-im2col-for-convs for faster convolutions)
+  (add --iree-opt-data-tiling for faster matrix products and convolutions)
 
 \b
 Exit codes: 0 ok, 1 invalid input / failed verification / failed lowering,

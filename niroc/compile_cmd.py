@@ -17,9 +17,9 @@ from typing import BinaryIO
 import click
 from niro.ir import Module, NirocError
 
+from .command_steps import attributed_to, check, load, progress_for, write_niro_text
 from .inputs import InputShapeRequest
 from .output import check_output_path, is_stdout, open_output
-from .pipeline import attributed_to, check, load, progress_for, write_niro_text
 from .progress import CountingWriter, Progress
 from .render import make_console, print_error
 from .session import current_session, session_options

@@ -14,8 +14,8 @@ from pathlib import Path
 import click
 from niro.ir import Module
 
+from .command_steps import attributed_to, load, progress_for, write_niro_text
 from .output import check_output_path, is_stdout, open_output
-from .pipeline import attributed_to, load, progress_for, write_niro_text
 from .render import make_console, print_block
 from .session import current_session, session_options
 

@@ -1,10 +1,10 @@
 """`--dim NAME=SIZE` and `--input-shape INPUT=DIMS`: static sizes for a model's input dims.
 
 One decorator (`input_shape_options`) adds both options to any command that loads a model; it
-hands the command one parsed `InputShapeRequest` as `shapes`, which `pipeline.load` passes to
+hands the command one parsed `InputShapeRequest` as `shapes`, which `command_steps.load` passes to
 the importer. A malformed value (`batch`, `x=1xa`, a negative size, one name given two sizes) is
 click's usage error here; a value that does not fit the model (no such dim or input, a rank or
-a static dim it contradicts) is found by the importer and reported by `pipeline.load` as a usage
+a static dim it contradicts) is found by the importer and reported by `command_steps.load` as a usage
 error of the same option. Both exit with 2.
 """
 

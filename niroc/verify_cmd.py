@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 from niro.ir import Diagnostic, NirocError, verify
 
-from .pipeline import errors_in, load, progress_for
+from .command_steps import errors_in, load, progress_for
 from .render import (
     diagnostic_record,
     error_record,

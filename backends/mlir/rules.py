@@ -34,7 +34,7 @@ from niro.ir import (
 
 from . import sub_byte
 from .bindings import arith, cf, func, ir, scf, tensor
-from .builders import constant, dim_size, elementwise, empty_tensor, fill, named_op
+from .builders import constant, dim_size, elementwise, empty_tensor, fill, index_constant, named_op
 from .context import LoweringRuleContext
 from .literals import scalar_attr, tensor_data_attr
 from .registry import KNOWN_LOWERINGS, lowering, registered_lowering
@@ -240,29 +240,37 @@ def _lower_yield(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 @lowering(If)
 def _lower_if(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     op: If = ctx.op  # type: ignore[assignment]
-    return build_scf_if(ctx, ctx.operands[0], (op.then_region, op.else_region))
+    return lower_if(ctx, ctx.operands[0], (op.then_region, op.else_region))
 
 
-def _build_scf_yield(ctx: LoweringRuleContext) -> None:
-    scf.YieldOp(list(ctx.operands))
-
-
-def build_scf_if(
-    ctx: LoweringRuleContext,
-    condition: ir.Value,
-    arms: tuple[Region, Region],
-    yield_builder=_build_scf_yield,
+def lower_if(
+    ctx: LoweringRuleContext, condition: ir.Value, arms: tuple[Region, Region]
 ) -> list[ir.Value]:
-    """An `scf.if` on the i1 `condition` with the op's result types, its then/else arms the
-    lowered single blocks of `arms`, each Yield built by `yield_builder` (Niro's If and an
-    `onnx.If` whose arms need casts share this)."""
-    if_op = scf.IfOp(condition, list(ctx.result_types), has_else=True)
+    """The one lowering of an If (Niro's, and `onnx.If` once its ONNX form is checked): an
+    `scf.if` with the op's result types, its arms the lowered single blocks of `arms`.
+
+    `condition` is an i1, or a one-element tensor of i1 (read with `tensor.extract`). A yielded
+    value whose type differs from the result's (an `onnx.If` whose arms yield different shapes
+    of one rank) is `tensor.cast` to it; Niro's If yields the result types exactly."""
+    if isinstance(condition.type, ir.RankedTensorType):
+        rank = ir.RankedTensorType(condition.type).rank
+        condition = tensor.ExtractOp(condition, [index_constant(0)] * rank).result
+    result_types = list(ctx.result_types)
+
+    def build_yield(yield_ctx: LoweringRuleContext) -> None:
+        values = [
+            value if value.type == wanted else tensor.CastOp(wanted, value).result
+            for value, wanted in zip(yield_ctx.operands, result_types, strict=True)
+        ]
+        scf.YieldOp(values)
+
+    if_op = scf.IfOp(condition, result_types, has_else=True)
     for index, (niro_region, block) in enumerate(
         zip(arms, (if_op.then_block, if_op.else_block), strict=True)
     ):
         if len(niro_region.blocks) != 1 or niro_region.blocks[0].arguments:
             raise ctx.error("expects each region to hold one argument-free block")
-        ctx.lower_block(niro_region.blocks[0], block, region=index, yield_builder=yield_builder)
+        ctx.lower_block(niro_region.blocks[0], block, region=index, yield_builder=build_yield)
     return list(if_op.results)
 
 

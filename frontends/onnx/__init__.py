@@ -19,11 +19,10 @@ Mapping (each rule has a golden test in tests/frontends/onnx/test_mapping.py):
 - model-local functions -> one Niro Function per distinct (input types, attribute values),
   called with Call. NOTE: never inlined, even when called once: one rule, and the function
   boundary is kept for diagnostics;
-- everything else -> UnknownOp `onnx.<OpType>` (`<domain>.<OpType>`), attributes as generic
-  attributes (tensors as {"dtype", "shape", "data"}), graph attributes as regions (attribute
-  names in the `regions` attribute, `name#i` for a list of graphs), absent optional inputs and
-  outputs as their positions in `absent_inputs` / `absent_outputs`, and the opset of the
-  node's domain in `niro.opset`;
+- everything else -> UnknownOp `onnx.<OpType>` (`<domain>.<OpType>`) written from a
+  `niro.ir.ImportedOp`: attributes as generic attributes (tensors as {"dtype", "shape",
+  "data"}), graph attributes as regions named by attribute (`name#i` for a list of graphs),
+  absent optional inputs and outputs by position, and the opset of the node's domain;
 - every op's `loc` is its node's name, or `OpType_index` (position in its graph) if unnamed.
 
 Types come from ONNX shape inference on a copy of the model without its weights (inference.py);
@@ -40,8 +39,9 @@ from . import oplib  # noqa: E402,F401  (registers the ONNX ops' type rules with
 from .contrib_types import register_contrib_type_rules  # noqa: E402
 from .converters import CONVERTERS  # noqa: E402
 from .errors import OnnxImportError  # noqa: E402
-from .importer import ImportedModel, import_model, import_model_with_info, load_onnx_text  # noqa: E402
+from .importer import ImportedModel, import_model, import_model_with_info  # noqa: E402
 from .input_shapes import InputShapeError, parse_dim_assignment, parse_input_shape  # noqa: E402
+from .loading import load_onnx_text  # noqa: E402
 
 register_contrib_type_rules()  # and those of the com.microsoft ops niroc types (contrib_types.py)
 

@@ -11,24 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import onnx_ir as ir
+import onnx_ir
 from niro.ir import Attribute, Buffer, TensorType
 
 __all__ = ["AttributeConversionError", "generic_attribute"]
 
-ReadTensor = Callable[[ir.TensorProtocol, str], tuple[TensorType, Buffer]]
+ReadTensor = Callable[[onnx_ir.TensorProtocol, str], tuple[TensorType, Buffer]]
 
 
 class AttributeConversionError(ValueError):
     """An attribute with no generic-attribute form."""
 
 
-def _tensor(tensor: ir.TensorProtocol, read_tensor: ReadTensor, what: str) -> dict[str, Attribute]:
+def _tensor(tensor: onnx_ir.TensorProtocol, read_tensor: ReadTensor, what: str) -> dict[str, Attribute]:
     tensor_type, data = read_tensor(tensor, what)
     return {"dtype": tensor_type.element_type.spelling, "shape": tensor_type.shape, "data": data}
 
 
-def generic_attribute(name: str, attribute: ir.Attr, read_tensor: ReadTensor) -> Attribute:
+def generic_attribute(name: str, attribute: onnx_ir.Attr, read_tensor: ReadTensor) -> Attribute:
     """The generic attribute for a non-graph ONNX attribute."""
     if attribute.is_ref():
         raise AttributeConversionError(
@@ -38,29 +38,29 @@ def generic_attribute(name: str, attribute: ir.Attr, read_tensor: ReadTensor) ->
     value = attribute.value
     what = f"attribute '{name}'"
     match kind:
-        case ir.AttributeType.INT:
+        case onnx_ir.AttributeType.INT:
             return int(value)
-        case ir.AttributeType.FLOAT:
+        case onnx_ir.AttributeType.FLOAT:
             return float(value)
-        case ir.AttributeType.STRING:
+        case onnx_ir.AttributeType.STRING:
             return str(value)
-        case ir.AttributeType.INTS:
+        case onnx_ir.AttributeType.INTS:
             return tuple(int(item) for item in value)
-        case ir.AttributeType.FLOATS:
+        case onnx_ir.AttributeType.FLOATS:
             return tuple(float(item) for item in value)
-        case ir.AttributeType.STRINGS:
+        case onnx_ir.AttributeType.STRINGS:
             return tuple(str(item) for item in value)
-        case ir.AttributeType.TENSOR:
+        case onnx_ir.AttributeType.TENSOR:
             return _tensor(value, read_tensor, what)
-        case ir.AttributeType.TENSORS:
+        case onnx_ir.AttributeType.TENSORS:
             return tuple(
                 _tensor(item, read_tensor, f"{what} #{position}") for position, item in enumerate(value)
             )
-        case ir.AttributeType.TYPE_PROTO:
+        case onnx_ir.AttributeType.TYPE_PROTO:
             return str(value)
-        case ir.AttributeType.TYPE_PROTOS:
+        case onnx_ir.AttributeType.TYPE_PROTOS:
             return tuple(str(item) for item in value)
-        case ir.AttributeType.SPARSE_TENSOR | ir.AttributeType.SPARSE_TENSORS:
+        case onnx_ir.AttributeType.SPARSE_TENSOR | onnx_ir.AttributeType.SPARSE_TENSORS:
             raise AttributeConversionError(f"{what}: sparse tensors are not supported")
         case _:
             raise AttributeConversionError(f"{what}: attribute kind {kind.name} is not supported")

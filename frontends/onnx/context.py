@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import onnx
-import onnx_ir as ir
+import onnx_ir
 from niro.ir import Block, Buffer, Const, Op, Region, ScalarType, TensorType, Type, Value, ValueId
 from niro.ir.shapes import shape_refines
 
@@ -54,9 +54,9 @@ class Scope:
 
     block: Block
     parent: Scope | None = None
-    values: dict[ir.Value, Value] = field(default_factory=dict)
+    values: dict[onnx_ir.Value, Value] = field(default_factory=dict)
 
-    def lookup(self, onnx_value: ir.Value) -> Value | None:
+    def lookup(self, onnx_value: onnx_ir.Value) -> Value | None:
         scope: Scope | None = self
         while scope is not None:
             found = scope.values.get(onnx_value)
@@ -65,29 +65,29 @@ class Scope:
             scope = scope.parent
         return None
 
-    def bind(self, onnx_value: ir.Value, value: Value) -> None:
+    def bind(self, onnx_value: onnx_ir.Value, value: Value) -> None:
         self.values[onnx_value] = value
 
 
-def op_type_label(node: ir.Node | onnx.NodeProto) -> str:
+def op_type_label(node: onnx_ir.Node | onnx.NodeProto) -> str:
     """`Conv` for the default domain, `com.microsoft.FusedMatMul` otherwise."""
     if node.domain in ("", "ai.onnx"):
         return node.op_type
     return f"{node.domain}.{node.op_type}"
 
 
-def node_label(node: ir.Node | onnx.NodeProto, index: int) -> str:
+def node_label(node: onnx_ir.Node | onnx.NodeProto, index: int) -> str:
     """The node's name, or `OpType_index` (its position in its graph) when it has none."""
     return node.name or f"{node.op_type}_{index}"
 
 
-def describe_node(node: ir.Node | onnx.NodeProto, index: int) -> str:
+def describe_node(node: onnx_ir.Node | onnx.NodeProto, index: int) -> str:
     return f"node '{node_label(node, index)}' ({op_type_label(node)})"
 
 
 def resolve_type(
     type_proto,
-    onnx_value: ir.Value,
+    onnx_value: onnx_ir.Value,
     what: str,
     filename: str,
     fallback_element: Callable[[], ScalarType | None] | None = None,
@@ -107,7 +107,7 @@ def resolve_type(
         raise OnnxImportError(f"{prefix}: {error}", filename=filename) from None
     if found is None and onnx_value.type is not None:
         try:
-            declared = ir.serde.serialize_type(onnx_value.type)
+            declared = onnx_ir.serde.serialize_type(onnx_value.type)
             found = niro_type_from_proto(declared)
         except UnsupportedTypeError as error:
             raise OnnxImportError(f"{prefix}: {error}", filename=filename) from None
@@ -131,7 +131,7 @@ def resolve_type(
 class NodeContext:
     """One ONNX node being converted: its resolved inputs (None where absent) and where to emit."""
 
-    node: ir.Node
+    node: onnx_ir.Node
     index: int
     inputs: tuple[Value | None, ...]
     builder: FunctionBuilder
@@ -139,7 +139,7 @@ class NodeContext:
     types: GraphTypes
     opsets: dict[str, int]
     filename: str
-    read_tensor: Callable[[ir.TensorProtocol, str], tuple[TensorType, Buffer]]
+    read_tensor: Callable[[onnx_ir.TensorProtocol, str], tuple[TensorType, Buffer]]
     """(tensor, what) -> its Niro type and packed bytes; `what` names it in errors."""
     build_region: Callable[[NodeContext, str, int], tuple[Region, tuple[Value, ...]]]
     """(ctx, graph attribute name, position) -> the subgraph as a Region and its yielded values."""
@@ -287,19 +287,19 @@ class NodeContext:
             return self.opsets.get("", self.opsets.get("ai.onnx", 1))
         return self.opsets.get(domain, 1)
 
-    def read_node_tensor(self, tensor: ir.TensorProtocol, what: str) -> tuple[TensorType, Buffer]:
+    def read_node_tensor(self, tensor: onnx_ir.TensorProtocol, what: str) -> tuple[TensorType, Buffer]:
         """`read_tensor` for a tensor of this node (`what`: `attribute 'value'`): errors name
         the node."""
         return self.read_tensor(tensor, f"{describe_node(self.node, self.index)}: {what}")
 
-    def attribute(self, name: str) -> ir.Attr | None:
+    def attribute(self, name: str) -> onnx_ir.Attr | None:
         return self.node.attributes.get(name)
 
     def int_attribute(self, name: str, default: int) -> int:
         found = self.attribute(name)
         if found is None:
             return default
-        if found.type is not ir.AttributeType.INT:
+        if found.type is not onnx_ir.AttributeType.INT:
             raise self.error(f"attribute '{name}' must be an int, got {found.type.name}")
         return int(found.value)
 
@@ -307,7 +307,7 @@ class NodeContext:
         found = self.attribute(name)
         if found is None:
             return default
-        if found.type is not ir.AttributeType.FLOAT:
+        if found.type is not onnx_ir.AttributeType.FLOAT:
             raise self.error(f"attribute '{name}' must be a float, got {found.type.name}")
         return float(found.value)
 
@@ -315,6 +315,6 @@ class NodeContext:
         found = self.attribute(name)
         if found is None:
             return None
-        if found.type is not ir.AttributeType.INTS:
+        if found.type is not onnx_ir.AttributeType.INTS:
             raise self.error(f"attribute '{name}' must be a list of ints, got {found.type.name}")
         return tuple(int(item) for item in found.value)

@@ -23,10 +23,13 @@ from dataclasses import dataclass
 import onnx
 import onnx.shape_inference
 from niro.ir import (
+    ABSENT_INPUTS_ATTRIBUTE,
     ScalarType,
     TensorType,
     UnknownOp,
     Value,
+    absent_positions,
+    by_position,
     format_type,
     register_op_type_rule_source,
 )
@@ -214,13 +217,8 @@ def _contrib_rule_for(name: str):
     def contrib_type_rule(op: UnknownOp, report) -> None:
         """`contrib-operands`: the operands make no well-typed op; `contrib-result-type`: the
         result contradicts the type its operands give."""
-        absent = op.attributes.get("absent_inputs", ())
-        absent = absent if isinstance(absent, tuple) else ()
-        operands = iter(op.operands)
-        inputs = [
-            None if position in absent else next(operands, None)
-            for position in range(len(op.operands) + len(absent))
-        ]
+        absent = absent_positions(op.attributes.get(ABSENT_INPUTS_ATTRIBUTE, ()), len(op.operands))
+        inputs = list(by_position(op.operands, absent or ()))
         try:
             types = contrib_result_types(domain, op_type, inputs, op.attributes) or {}
         except ContribTypeError as error:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import onnx
-import onnx_ir as ir
+import onnx_ir
 from niro.ir import (
     Add,
     Const,
@@ -72,14 +72,14 @@ _CONSTANT_LISTS = {
 
 
 _CONSTANT_KINDS = {
-    "value": ir.AttributeType.TENSOR,
-    "value_float": ir.AttributeType.FLOAT,
-    "value_floats": ir.AttributeType.FLOATS,
-    "value_int": ir.AttributeType.INT,
-    "value_ints": ir.AttributeType.INTS,
-    "value_string": ir.AttributeType.STRING,
-    "value_strings": ir.AttributeType.STRINGS,
-    "sparse_value": ir.AttributeType.SPARSE_TENSOR,
+    "value": onnx_ir.AttributeType.TENSOR,
+    "value_float": onnx_ir.AttributeType.FLOAT,
+    "value_floats": onnx_ir.AttributeType.FLOATS,
+    "value_int": onnx_ir.AttributeType.INT,
+    "value_ints": onnx_ir.AttributeType.INTS,
+    "value_string": onnx_ir.AttributeType.STRING,
+    "value_strings": onnx_ir.AttributeType.STRINGS,
+    "sparse_value": onnx_ir.AttributeType.SPARSE_TENSOR,
 }
 """The kind ONNX gives each `value*` attribute of Constant (a mutated model may lie)."""
 
@@ -308,7 +308,7 @@ def _inline_taken_branch(ctx: NodeContext, condition: bool) -> None:
         ctx.bind(position, value)
 
 
-def _constant_ints(ctx: NodeContext, onnx_value: ir.Value) -> list[int] | None:
+def _constant_ints(ctx: NodeContext, onnx_value: onnx_ir.Value) -> list[int] | None:
     """An ONNX value's data as ints if the importer holds it as a constant."""
     value = ctx.scope.lookup(onnx_value)
     data = None if value is None else ctx.builder.constant_data(value)
@@ -342,7 +342,7 @@ def convert_if(ctx: NodeContext) -> bool:
         raise ctx.error(f"condition must hold one element, got {format_type(condition.type)}")
     for name in ("then_branch", "else_branch"):
         found = ctx.attribute(name)
-        if found is None or found.type is not ir.AttributeType.GRAPH:
+        if found is None or found.type is not onnx_ir.AttributeType.GRAPH:
             raise ctx.error(f"missing graph attribute '{name}'")
     known = ctx.builder.constant_data(condition)
     if known is not None:

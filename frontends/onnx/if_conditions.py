@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import onnx_ir as ir
+import onnx_ir
 
 __all__ = ["describe_condition_origin"]
 
@@ -22,26 +22,26 @@ _MAX_NODES = 10_000
 """How many producer nodes a trace visits at most (a refusal message must stay cheap)."""
 
 
-def _dims_text(value: ir.Value) -> str:
+def _dims_text(value: onnx_ir.Value) -> str:
     if value.shape is None:
         return "of unknown shape"
     return (
         "["
         + ", ".join(
-            str(dim.value if isinstance(dim, ir.SymbolicDim) else dim) for dim in value.shape
+            str(dim.value if isinstance(dim, onnx_ir.SymbolicDim) else dim) for dim in value.shape
         )
         + "]"
     )
 
 
-def _name(value: ir.Value) -> str:
+def _name(value: onnx_ir.Value) -> str:
     producer = value.producer()
     if producer is None:
         return f"'{value.name}'"
     return f"'{value.name}' (output of node '{producer.name or producer.op_type}')"
 
 
-ConstantInts = Callable[[ir.Value], "list[int] | None"]
+ConstantInts = Callable[[onnx_ir.Value], "list[int] | None"]
 """An ONNX value's data as ints when the importer knows it (a constant), else None.
 
 NOTE: asked of the importer rather than read from onnx_ir: a `.onnx` file's inline weights are
@@ -49,12 +49,12 @@ split out of the message before onnx_ir sees it (see `wire`), so its tensors rea
 
 
 def _shape_reads(
-    condition: ir.Value, constant_ints: ConstantInts
-) -> tuple[list[str], list[ir.Value]]:
+    condition: onnx_ir.Value, constant_ints: ConstantInts
+) -> tuple[list[str], list[onnx_ir.Value]]:
     """The dims the condition reads through Shape ops, as text, and those Shape ops' sources."""
     reads: list[str] = []
-    sources: list[ir.Value] = []
-    stack: list[tuple[ir.Value, list[int] | None]] = [(condition, None)]
+    sources: list[onnx_ir.Value] = []
+    stack: list[tuple[onnx_ir.Value, list[int] | None]] = [(condition, None)]
     seen: set[int] = set()
     while stack and len(seen) < _MAX_NODES:
         value, picked = stack.pop()
@@ -85,9 +85,9 @@ def _shape_reads(
     return reads, sources
 
 
-def _dynamic_inputs(sources: list[ir.Value]) -> list[ir.Value]:
+def _dynamic_inputs(sources: list[onnx_ir.Value]) -> list[onnx_ir.Value]:
     """The graph inputs with a dynamic dim that `sources` are computed from."""
-    found: dict[int, ir.Value] = {}
+    found: dict[int, onnx_ir.Value] = {}
     stack = list(sources)
     seen: set[int] = set()
     while stack and len(seen) < _MAX_NODES:
@@ -104,7 +104,7 @@ def _dynamic_inputs(sources: list[ir.Value]) -> list[ir.Value]:
     return list(found.values())
 
 
-def describe_condition_origin(node: ir.Node, constant_ints: ConstantInts) -> str:
+def describe_condition_origin(node: onnx_ir.Node, constant_ints: ConstantInts) -> str:
     """`its condition reads dim -1 of 'features' (output of node 'conv'), which follows from
     the dynamic dims of graph input 'input' [batch, samples]`, or '' when nothing is found."""
     if not node.inputs or node.inputs[0] is None:

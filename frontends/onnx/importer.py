@@ -1,6 +1,8 @@
-"""ONNX model -> Niro Module: the graph walk that ties the frontend together.
+"""ONNX model -> Niro Module: the driver of the import steps and the graph walk that converts.
 
-The main graph becomes a Function named after the graph; initializers (of any graph) become
+The steps: load (`loading`: the ModelProto and its weights' bytes, then onnx_ir's model), check
+(`validation`), rewrite (`sequences`: sequence values into tensor ops), type (`inference`: ONNX
+shape inference, folding and symbolic dims), convert (here). The main graph becomes a Function named after the graph; initializers (of any graph) become
 Globals read through GetGlobal where used; each node goes to its converter in `CONVERTERS`, to a
 Call of a specialised model-local function, or else to an UnknownOp named `onnx.<OpType>`
 (`<domain>.<OpType>` for other domains) whose graph attributes become regions. Types come from
@@ -15,22 +17,16 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import logging
 import math
-import mmap
 import os
-import re
-import stat
 from collections.abc import Container, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
-import onnx_ir as ir
+import onnx_ir
 from niro.ir import (
-    GENERIC_REASON_ATTRIBUTE,
-    OPSET_ATTRIBUTE,
     Block,
     Buffer,
     Call,
@@ -39,16 +35,18 @@ from niro.ir import (
     FunctionType,
     GetGlobal,
     Global,
+    ImportedOp,
+    ImportedOpError,
     Module,
     Region,
     Return,
     ScalarType,
     TensorType,
     Type,
-    UnknownOp,
     Value,
     Yield,
     format_type,
+    write_imported_op,
 )
 from niro.ir.shapes import shape_refines
 from onnx import numpy_helper
@@ -64,6 +62,7 @@ from .functions import FunctionKey, specialization_key, specialize
 from .half_precision import plan_half_precision
 from .inference import GraphTypes, InferenceFailure, infer_types
 from .input_shapes import InputShapes, declared_types_rewritten
+from .loading import LoadedModel, deserialize_model, load_model
 from .onnx_types import type_proto_from_niro
 from .region_types import (
     if_result_types,
@@ -82,9 +81,8 @@ from .sequences import SequenceRewriteError, eliminate_sequences, has_sequences
 from .symbols import SymbolTable
 from .tensors import TensorDataError, pack_tensor_proto, scalar_type_for
 from .validation import StructureError, check_graph, check_ir_version, check_opsets, check_text
-from .wire import split_raw_data
 
-__all__ = ["ImportedModel", "import_model", "import_model_with_info", "load_onnx_text"]
+__all__ = ["ImportedModel", "import_model", "import_model_with_info"]
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -108,192 +106,11 @@ class ImportedModel:
     read as unknown): not errors; the CLI prints them as notes unless --quiet."""
 
 
-def load_onnx_text(path: str | os.PathLike, *, filename: str | None = None) -> onnx.ModelProto:
-    """Parse a model written in ONNX's text syntax (`.onnxtxt`)."""
-    display = filename or os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as error:
-        raise OnnxImportError(f"cannot read model: {first_line(error)}", filename=display) from error
-    return _parse_text(text, display)
-
-
-_PARSE_ERROR = re.compile(
-    r"\[ParseError at position \(line: (\d+) column: (\d+)\)\]\s*Error context:(.*?)\n(.*)", re.DOTALL
-)
-
-
-def _parse_error_text(error: Exception) -> str:
-    """onnx's parser error as one line: `line 4, column 1: Expected character ) not found
-    (at '}')`. onnx raises it with bytes as its argument, a three-line report inside."""
-    argument = error.args[0] if error.args else str(error)
-    text = argument.decode("utf-8", "replace") if isinstance(argument, bytes) else str(argument)
-    match = _PARSE_ERROR.match(text.strip())
-    if match is None:
-        return first_line(RuntimeError(text))
-    line, column, context, message = match.groups()
-    message = " ".join(message.split())
-    context = " ".join(context.split())
-    return f"line {line}, column {column}: {message}" + (f" (at '{context}')" if context else "")
-
-
-MAX_TEXT_NESTING = 200
-"""Deepest bracket nesting of ONNX text handed to onnx's parser. Its C++ recursive descent
-overflows the stack (a segfault) somewhere past a few thousand levels; protobuf refuses a model
-nested past 100 messages anyway (each graph in a graph costs three), so no model it could load
-nests anywhere near this."""
-
-
-def _text_nesting(text: str) -> int:
-    """The deepest nesting of `{`, `(` and `[` in ONNX text, outside string literals."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{([":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "})]":
-            depth -= 1
-    return deepest
-
-
-def _parse_text(text: str, display: str) -> onnx.ModelProto:
-    nesting = _text_nesting(text)
-    if nesting > MAX_TEXT_NESTING:
-        raise OnnxImportError(
-            f"cannot parse ONNX text: brackets nest {nesting} deep, more than the {MAX_TEXT_NESTING} "
-            "niroc hands to onnx's parser (protobuf takes at most 100 nested messages)",
-            filename=display,
-        )
-    try:
-        return onnx.parser.parse_model(text)
-    except Exception as error:  # onnx.parser.ParseError and friends
-        raise OnnxImportError(f"cannot parse ONNX text: {_parse_error_text(error)}", filename=display) from error
-
-
-def _load_binary(path: str, display: str) -> tuple[onnx.ModelProto, dict[str, memoryview]]:
-    """The model in a `.onnx` file, and its main-graph initializers' raw_data as views into the
-    mapped file (see `wire`): inline weights are then never copied."""
-    try:
-        with open(path, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            data: bytes | mmap.mmap
-            if stat.S_ISREG(info.st_mode) and info.st_size:
-                data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-            else:  # empty, or a pipe such as /dev/stdin: read what comes
-                data = handle.read()
-    except OSError as error:
-        raise OnnxImportError(f"cannot read model: {first_line(error)}", filename=display) from error
-    split = split_raw_data(data)
-    remainder, spans = split if split is not None else (bytes(data), {})
-    model = onnx.ModelProto()
-    try:
-        model.ParseFromString(remainder)
-    except Exception as error:  # google.protobuf.message.DecodeError
-        message = first_line(error)
-        if "MaxDepth" in message or "recursion" in message.lower():
-            # NOTE: protobuf (upb and C++ alike) stops at 100 nested messages; each nested graph
-            # (an If in an If...) costs three (graph, node, attribute)
-            message = "it nests messages deeper than protobuf's limit of 100 (graphs nested ~30 deep)"
-        raise OnnxImportError(f"not an ONNX model: {message}", filename=display) from error
-    whole = memoryview(data)
-    return model, {name: whole[start:end] for name, (start, end) in spans.items()}
-
-
-@dataclass
-class _Source:
-    """A loaded model: the message, its name for messages, the folder its external data lives
-    in, and (for a binary file) its main-graph initializers' raw_data, split out of the message
-    as views into the mapped file."""
-
-    model: onnx.ModelProto
-    display: str
-    base_dir: str | None
-    raw_views: dict[str, memoryview] = field(default_factory=dict)
-
-
-def _load(source, filename: str | None) -> _Source:
-    if isinstance(source, onnx.ModelProto):
-        base_dir = os.path.dirname(os.path.abspath(filename)) if filename else None
-        return _Source(source, filename or "<model>", base_dir)
-    if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        display = filename or path
-        base_dir = os.path.dirname(os.path.abspath(path))
-        if path.endswith(".onnxtxt"):
-            return _Source(load_onnx_text(path, filename=display), display, base_dir)
-        model, raw_views = _load_binary(path, display)
-        return _Source(model, display, base_dir, raw_views)
-    raise TypeError(f"import_model takes a path or an onnx.ModelProto, got {type(source).__name__}")
-
-
-@contextmanager
-def _quiet_onnx_ir() -> Iterator[None]:
-    """onnx_ir logs a warning per dangling name; we report those ourselves, as errors."""
-    logger = logging.getLogger("onnx_ir")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-def _deserialize(model: onnx.ModelProto, display: str) -> ir.Model:
-    try:
-        with _quiet_onnx_ir():
-            return ir.serde.deserialize_model(model)
-    except Exception as error:
-        # onnx_ir wraps the root cause in one "Error calling ..." layer per nesting level
-        root: BaseException = error
-        while root.__cause__ is not None:
-            root = root.__cause__
-        message = first_line(root)
-        if "Map types are not supported" in message:
-            raise OnnxImportError(_describe_map_value(model), filename=display) from error
-        raise OnnxImportError(f"cannot read model: {message}", filename=display) from error
-
-
-def _describe_map_value(model: onnx.ModelProto) -> str:
-    """Names the first declared map-typed value (onnx_ir refuses maps before we see values)."""
-    graphs = [model.graph]
-    while graphs:
-        graph = graphs.pop()
-        producers = {
-            output: describe_node(node, index)
-            for index, node in enumerate(graph.node)
-            for output in node.output
-        }
-        for value in (*graph.input, *graph.output, *graph.value_info):
-            if value.type.WhichOneof("value") == "map_type":
-                where = producers.get(value.name)
-                if where is None:
-                    role = "input" if value in graph.input else "value"
-                    return f"value '{value.name}' ({role} of graph '{graph.name}'): map types are not supported"
-                return f"value '{value.name}' (output of {where}): map types are not supported"
-        for node in graph.node:
-            for attribute in node.attribute:
-                graphs.extend(attribute.graphs)
-                if attribute.HasField("g"):
-                    graphs.append(attribute.g)
-    return "map types are not supported"
-
-
-def _node_proto(node: ir.Node) -> onnx.NodeProto | None:
+def _node_proto(node: onnx_ir.Node) -> onnx.NodeProto | None:
     """The node as a NodeProto again, or None when onnx_ir cannot write one of its attributes
     back (an attribute of type UNDEFINED in a malformed model)."""
     try:
-        return ir.serde.serialize_node(node)
+        return onnx_ir.serde.serialize_node(node)
     except Exception:  # noqa: BLE001 - onnx_ir raises TypeError/ValueError wrapped in its own
         return None
 
@@ -324,7 +141,7 @@ def _opsets(model: onnx.ModelProto) -> dict[str, int]:
     return {("" if entry.domain == "ai.onnx" else entry.domain): entry.version for entry in model.opset_import}
 
 
-def _op_name(node: ir.Node) -> str:
+def _op_name(node: onnx_ir.Node) -> str:
     domain = "onnx" if node.domain in _DEFAULT_DOMAINS else node.domain
     return f"{domain}.{node.op_type}"
 
@@ -340,7 +157,7 @@ class _Importer:
 
     def __init__(
         self,
-        source: _Source,
+        source: LoadedModel,
         expand_functions: ExpandPredicate | None = None,
         input_shapes: InputShapes | None = None,
     ) -> None:
@@ -352,14 +169,14 @@ class _Importer:
         self.raw_views = source.raw_views
         self.symbols = SymbolTable()
         self.module = Module()
-        self.global_for: dict[ir.Value, Global] = {}
+        self.global_for: dict[onnx_ir.Value, Global] = {}
         self.input_defaults: dict[str, str] = {}
         self.function_protos: dict[FunctionKey, onnx.FunctionProto] = {
             (function.domain, function.name, function.overload): function for function in model.functions
         }
         self.specializations: dict[tuple, Function] = {}
         self.in_progress: list[FunctionKey] = []
-        self.main_graph: ir.Graph | None = None
+        self.main_graph: onnx_ir.Graph | None = None
 
     def error(self, message: str) -> OnnxImportError:
         return OnnxImportError(message, filename=self.filename)
@@ -388,20 +205,20 @@ class _Importer:
 
     def _run(self) -> ImportedModel:
         self._check(self.model, f"graph '{self.model.graph.name}'", self.raw_views)
-        ir_model = _deserialize(self.model, self.filename)
+        ir_model = deserialize_model(self.model, self.filename)
         graph = self.main_graph = ir_model.graph
         for declared, value in zip(self.model.graph.input, graph.inputs, strict=True):
             # before shape inference: ONNX's C++ code is not robust to every odd input type
             resolve_type(declared.type, value, f"input of graph '{graph.name}'", self.filename)
         if has_sequences(self.model):
             self.model = self._without_sequences(self.model, self.raw_views, self.error)
-            ir_model = _deserialize(self.model, self.filename)
+            ir_model = deserialize_model(self.model, self.filename)
             graph = self.main_graph = ir_model.graph
         types = self._infer(self.model)
         planned = plan_half_precision(self.model, types)
         if planned is not None:
             self.model = planned
-            ir_model = _deserialize(self.model, self.filename)
+            ir_model = deserialize_model(self.model, self.filename)
             graph = self.main_graph = ir_model.graph
             types = self._infer(self.model)
         main = self.symbols.claim(graph.name or "main", fallback="main")
@@ -430,7 +247,7 @@ class _Importer:
     # -- tensors and globals -------------------------------------------------------------------
 
     def read_tensor(
-        self, tensor: ir.TensorProtocol | None, what: str, raw_view: memoryview | None = None
+        self, tensor: onnx_ir.TensorProtocol | None, what: str, raw_view: memoryview | None = None
     ) -> tuple[TensorType, Buffer]:
         """A tensor's Niro type and bytes: inline data as views, external data mapped.
 
@@ -438,9 +255,9 @@ class _Importer:
         if tensor is None:
             raise self.error(f"{what} has no data")
         try:
-            if isinstance(tensor, ir.ExternalTensor):
+            if isinstance(tensor, onnx_ir.ExternalTensor):
                 return self._read_external(tensor)
-            if isinstance(tensor, ir.serde.TensorProtoTensor):
+            if isinstance(tensor, onnx_ir.serde.TensorProtoTensor):
                 return pack_tensor_proto(tensor.raw, raw_view)
             scalar = scalar_type_for(int(tensor.dtype))
             dims = tuple(int(dim) for dim in tensor.shape.dims)
@@ -449,7 +266,7 @@ class _Importer:
         except (TensorDataError, ExternalDataError) as error:
             raise self.error(f"{what}: {error}") from None
 
-    def _read_external(self, tensor: ir.ExternalTensor) -> tuple[TensorType, Buffer]:
+    def _read_external(self, tensor: onnx_ir.ExternalTensor) -> tuple[TensorType, Buffer]:
         scalar = scalar_type_for(int(tensor.dtype))
         dims = tuple(tensor.shape.dims)
         if any(not isinstance(dim, int) or dim < 0 for dim in dims):
@@ -461,7 +278,7 @@ class _Importer:
         data = self.reader.view(os.fspath(tensor.location), tensor.offset, tensor.length, scalar.buffer_size(count))
         return tensor_type, data
 
-    def _register_initializers(self, graph: ir.Graph, *, main: bool = False) -> None:
+    def _register_initializers(self, graph: onnx_ir.Graph, *, main: bool = False) -> None:
         for name, value in graph.initializers.items():
             raw_view = self.raw_views.get(name) if main else None
             tensor_type, data = self.read_tensor(value.const_value, f"initializer '{name}'", raw_view)
@@ -477,7 +294,7 @@ class _Importer:
 
     def _typed_inputs(
         self,
-        graph: ir.Graph,
+        graph: onnx_ir.Graph,
         types: GraphTypes,
         builder: FunctionBuilder,
         scope: Scope,
@@ -498,7 +315,7 @@ class _Importer:
 
     def _import_function(
         self,
-        graph: ir.Graph,
+        graph: onnx_ir.Graph,
         types: GraphTypes,
         opsets: dict[str, int],
         symbol: str,
@@ -531,7 +348,7 @@ class _Importer:
         subgraph uses from outside resolve through the scope chain and stay captures.
         """
         found = ctx.node.attributes[attribute]
-        graph = found.value if found.type is ir.AttributeType.GRAPH else found.value[position]
+        graph = found.value if found.type is onnx_ir.AttributeType.GRAPH else found.value[position]
         types = ctx.types.subgraph(ctx.index, attribute, position)
         block = Block()
         scope = Scope(block, parent=ctx.scope)
@@ -544,7 +361,7 @@ class _Importer:
         block.operations.append(Yield(yielded, loc=ctx.loc))
         return Region([block]), yielded
 
-    def _lookup(self, scope: Scope, builder: FunctionBuilder, onnx_value: ir.Value, loc: str | None) -> Value | None:
+    def _lookup(self, scope: Scope, builder: FunctionBuilder, onnx_value: onnx_ir.Value, loc: str | None) -> Value | None:
         found = scope.lookup(onnx_value)
         if found is not None:
             return found
@@ -557,14 +374,14 @@ class _Importer:
         scope.bind(onnx_value, value)
         return value
 
-    def _resolve_output(self, scope: Scope, builder: FunctionBuilder, onnx_value: ir.Value, what: str) -> Value:
+    def _resolve_output(self, scope: Scope, builder: FunctionBuilder, onnx_value: onnx_ir.Value, what: str) -> Value:
         found = self._lookup(scope, builder, onnx_value, None)
         if found is None:
             raise self.error(f"{what}: output '{onnx_value.name}' is not produced by any node, input or initializer")
         self._check_declared_output(onnx_value, found, what)
         return found
 
-    def _check_declared_output(self, onnx_value: ir.Value, found: Value, what: str) -> None:
+    def _check_declared_output(self, onnx_value: onnx_ir.Value, found: Value, what: str) -> None:
         """Refuse a graph output whose declared type contradicts the type its producer computes
         (another element type or rank, or another size of a static dim): ONNX's checker does not
         compare them, and non-strict shape inference keeps the declaration, so the model's
@@ -593,7 +410,7 @@ class _Importer:
             )
 
     def _convert_nodes(
-        self, graph: ir.Graph, types: GraphTypes, scope: Scope, builder: FunctionBuilder, opsets: dict[str, int]
+        self, graph: onnx_ir.Graph, types: GraphTypes, scope: Scope, builder: FunctionBuilder, opsets: dict[str, int]
     ) -> None:
         for index, node in enumerate(graph):
             inputs = []
@@ -627,7 +444,7 @@ class _Importer:
             self._convert_node(ctx)
 
     def _emit_folded(
-        self, node: ir.Node, index: int, tensors: tuple[onnx.TensorProto, ...], scope: Scope, builder: FunctionBuilder
+        self, node: onnx_ir.Node, index: int, tensors: tuple[onnx.TensorProto, ...], scope: Scope, builder: FunctionBuilder
     ) -> None:
         """A node whose outputs shape inference's folding computed (see `folding`): one Const
         per output, located at the node."""
@@ -764,52 +581,51 @@ class _Importer:
 
     def _convert_generic(self, ctx: NodeContext) -> None:
         """An UnknownOp keeping the node's operands, attributes, subgraphs (as regions) and
-        typed results; absent optional inputs/outputs are listed in `absent_inputs` /
-        `absent_outputs` (positions in the node's input/output lists)."""
+        typed results, by the contract of `niro.ir.ImportedOp` (absent inputs and outputs,
+        region names, the opset of the node's domain)."""
         node = ctx.node
         attributes: dict = {}
-        regions: list[Region] = []
-        region_names: list[str] = []
+        regions: dict[str, Region] = {}
         for name, attribute in node.attributes.items():
-            if attribute.type is ir.AttributeType.GRAPH and not attribute.is_ref():
-                regions.append(self.build_region(ctx, name, 0)[0])
-                region_names.append(name)
-            elif attribute.type is ir.AttributeType.GRAPHS and not attribute.is_ref():
+            if attribute.type is onnx_ir.AttributeType.GRAPH and not attribute.is_ref():
+                regions[name] = self.build_region(ctx, name, 0)[0]
+            elif attribute.type is onnx_ir.AttributeType.GRAPHS and not attribute.is_ref():
                 for position in range(len(attribute.value)):
-                    regions.append(self.build_region(ctx, name, position)[0])
-                    region_names.append(f"{name}#{position}")
+                    regions[f"{name}#{position}"] = self.build_region(ctx, name, position)[0]
             else:
                 try:
                     attributes[name] = generic_attribute(name, attribute, ctx.read_node_tensor)
                 except AttributeConversionError as error:
                     raise ctx.error(str(error)) from None
-        if region_names:
-            attributes["regions"] = tuple(region_names)
-        absent_inputs = tuple(position for position, value in enumerate(ctx.inputs) if value is None)
-        if absent_inputs:
-            attributes["absent_inputs"] = absent_inputs
-        from_body = self._body_result_types(ctx, regions)
-        results = []
-        absent_outputs = []
+        from_body = self._body_result_types(ctx, list(regions.values()))
+        outputs: list[Value | None] = []
         for position, output in enumerate(node.outputs):
             if not output.name:
-                absent_outputs.append(position)
+                outputs.append(None)
                 continue
             type_ = ctx.result_type(position)
             if type_.shape is None and position in from_body:
                 type_ = from_body[position]
             result = ctx.new_value(type_)
-            results.append(result)
+            outputs.append(result)
             ctx.bind(position, result)
-        if absent_outputs:
-            attributes["absent_outputs"] = tuple(absent_outputs)
-        if ctx.generic_reason is not None:
-            attributes[GENERIC_REASON_ATTRIBUTE] = ctx.generic_reason
-        # NOTE: the opset in effect for the node's domain travels with the op, so an operator
-        # library can pick the semantics of that version (e.g. Softmax before and after 13).
-        attributes[OPSET_ATTRIBUTE] = ctx.opset(node.domain)
-        operands = tuple(value for value in ctx.inputs if value is not None)
-        ctx.emit(UnknownOp(_op_name(node), operands, tuple(results), attributes, tuple(regions), loc=ctx.loc))
+        imported = ImportedOp(
+            name=_op_name(node),
+            inputs=tuple(ctx.inputs),
+            outputs=tuple(outputs),
+            attributes=attributes,
+            regions=regions,
+            # NOTE: the opset in effect for the node's domain travels with the op, so an
+            # operator library can pick the semantics of that version (e.g. Softmax before and
+            # after 13).
+            opset=ctx.opset(node.domain),
+            generic_reason=ctx.generic_reason,
+            loc=ctx.loc,
+        )
+        try:
+            ctx.emit(write_imported_op(imported))
+        except ImportedOpError as error:
+            raise ctx.error(str(error)) from None
 
     @staticmethod
     def _body_result_types(ctx: NodeContext, regions: list[Region]) -> dict[int, TensorType]:
@@ -841,7 +657,7 @@ class _Importer:
             if attribute.is_ref():
                 raise ctx.error(f"attribute '{name}' refers to a function attribute outside a function")
             try:
-                call_attributes[name] = ir.serde.serialize_attribute(attribute)
+                call_attributes[name] = onnx_ir.serde.serialize_attribute(attribute)
             except Exception:  # noqa: BLE001 - onnx_ir raises TypeError/ValueError for odd attributes
                 raise ctx.error(
                     f"attribute '{name}' of kind {attribute.type.name} cannot be passed to the function"
@@ -902,7 +718,7 @@ class _Importer:
             types = infer_types(model)
         except InferenceFailure as error:
             raise ctx.error(f"shape inference of function '{key[1]}' failed: {first_line(error)}") from error
-        ir_model = _deserialize(model, self.filename)
+        ir_model = deserialize_model(model, self.filename)
         symbol = self.symbols.claim(function_proto.name, fallback="function")
         present = tuple(name for name, type_ in zip(function_proto.input, input_types, strict=False) if type_ is not None)
         return self._import_function(
@@ -957,7 +773,7 @@ def import_model_with_info(
     does not fit the model raises InputShapeError, a ValueError a malformed one (a negative
     size). The caller's ModelProto is left as it was."""
     request = InputShapes.of(dims, input_shapes)
-    loaded = _load(source, filename)
+    loaded = load_model(source, filename)
     try:
         with _collector_paused():
             return _Importer(loaded, expand_functions, request).run()

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx
 import onnx.shape_inference
-import onnx_ir as ir
+import onnx_ir
 from niro.ir import TensorType, Value
 from onnx import numpy_helper
 
@@ -38,7 +38,7 @@ def constant_proto(tensor_type: TensorType, literal) -> onnx.TensorProto | None:
 
 
 def infer_node(
-    node: ir.Node,
+    node: onnx_ir.Node,
     inputs: Sequence[Value | None],
     constant_data: Callable[[Value], onnx.TensorProto | None],
     opset: int,
@@ -70,10 +70,10 @@ def infer_node(
             input_data[name] = data
     node_proto.output.extend(f"out{position}" if output.name else "" for position, output in enumerate(node.outputs))
     for attribute in node.attributes.values():
-        if attribute.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) or attribute.is_ref():
+        if attribute.type in (onnx_ir.AttributeType.GRAPH, onnx_ir.AttributeType.GRAPHS) or attribute.is_ref():
             return {}
         try:
-            node_proto.attribute.append(ir.serde.serialize_attribute(attribute))
+            node_proto.attribute.append(onnx_ir.serde.serialize_attribute(attribute))
         except Exception:  # noqa: BLE001 - an attribute onnx_ir cannot write back: no retyping
             return {}
     try:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import onnx
 import onnx.defs
-import onnx_ir as ir
+import onnx_ir
 from niro.ir import ScalarType, TensorType, Value
 
 from .tensors import SCALAR_TYPES, TensorDataError, scalar_type_for
@@ -107,7 +107,7 @@ _SCHEMA_TYPE_STRINGS = {
 
 
 def schema_element_type(
-    node: ir.Node, output_index: int, inputs: Sequence[Value | None], opset: int
+    node: onnx_ir.Node, output_index: int, inputs: Sequence[Value | None], opset: int
 ) -> ScalarType | None:
     """The element type of a node output by the op's schema, when shape inference has none.
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import onnx_ir as ir
+import onnx_ir
 from niro.ir import ScalarType, TensorType, Type, Value
 
 __all__ = ["if_result_types", "loop_body_input_types", "loop_result_types", "refine_type", "scan_result_types"]
@@ -100,7 +100,7 @@ def if_result_types(then_yielded: Sequence[Value], else_yielded: Sequence[Value]
 
 
 def loop_body_input_types(
-    node: ir.Node, attribute: str, inputs: Sequence[Value | None]
+    node: onnx_ir.Node, attribute: str, inputs: Sequence[Value | None]
 ) -> tuple[Type | None, ...]:
     """The first-iteration types of the inputs of `node`'s graph attribute `attribute`, by
     position, when it is a Loop body; empty for any other node or graph attribute."""

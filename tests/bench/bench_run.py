@@ -247,8 +247,10 @@ def bench(name: str, runs: int, extra_flags: list[str]) -> Result:
     folder = OUT / "run" / name
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "model.onnx"
-    if not path.exists():
+    stamp = folder / "model.what"  # a model made for another spec (renamed entry) is remade
+    if not path.exists() or not stamp.exists() or stamp.read_text() != spec.what:
         spec.make(path)
+        stamp.write_text(spec.what)
     model = onnx.load(path)
     feeds = _feeds(model, spec, np.random.default_rng(1))
     arrays = list(feeds.values())

@@ -8,7 +8,7 @@ iterators, block types) from a plan made once per type signature.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,7 +23,7 @@ from .shapes import dim_size, empty_tensor
 if TYPE_CHECKING:
     from ..context import LoweringRuleContext
 
-__all__ = ["broadcast_ones", "broadcast_size", "elementwise", "is_one_or"]
+__all__ = ["broadcast_size", "elementwise", "is_one_or"]
 
 
 def elementwise(
@@ -253,47 +253,6 @@ def is_one_or(dim: ir.Value, size: ir.Value) -> ir.Value:
     """The i1 `dim == 1 or dim == size`: a dim ONNX can broadcast to `size`."""
     one = arith.CmpIOp(arith.CmpIPredicate.eq, dim, index_constant(1)).result
     return arith.OrIOp(one, arith.CmpIOp(arith.CmpIPredicate.eq, dim, size).result).result
-
-
-def broadcast_ones(value: ir.Value, sizes: Mapping[int, ir.Value]) -> ir.Value:
-    """`value` with each dynamic dim `axis` of `sizes` (1 or `sizes[axis]` at run time, checked
-    by the caller) made `sizes[axis]`: a copy that reads element min(i, dim - 1) there (the
-    identity where the dim already is the size, index 0 for a 1). Same type as `value`. For
-    ops that read their operands through indexing maps (a contraction's batch dims).
-
-    NOTE: always a copy, not an `scf.if` that copies only when a dim is 1: IREE 3.13 cannot
-    resolve the dims of such an `scf.if` result in the dispatches that read it ("'tensor.dim'
-    op unexpected during shape cleanup; dynamic dimensions must have been resolved prior to
-    leaving the flow dialect"). The copy is an element-wise producer IREE can fuse into its
-    consumer's dispatch."""
-    type_ = ir.RankedTensorType(value.type)
-    rank = type_.rank
-    lasts = {axis: arith.SubIOp(dim_size(value, axis), index_constant(1)).result for axis in sizes}
-    extents = [
-        sizes[axis]
-        if axis in sizes
-        else (dim_size(value, axis) if type_.is_dynamic_dim(axis) else type_.shape[axis])
-        for axis in range(rank)
-    ]
-    init = tensor.EmptyOp(extents, type_.element_type).result
-    parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-    copy = linalg.GenericOp(
-        [init.type],
-        [],
-        [init],
-        ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))]),
-        ir.ArrayAttr.get([parallel] * rank),
-    )
-    block = copy.regions[0].blocks.append(type_.element_type)
-    with ir.InsertionPoint(block):
-        indices = []
-        for axis in range(rank):
-            position = linalg.IndexOp(axis).result
-            if axis in sizes:
-                position = arith.MinUIOp(position, lasts[axis]).result
-            indices.append(position)
-        linalg.YieldOp([tensor.ExtractOp(value, indices).result])
-    return copy.result
 
 
 def _run_time_axes(result_shape: tuple, shapes) -> frozenset[int]:

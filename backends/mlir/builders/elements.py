@@ -1,5 +1,5 @@
 """Element types and scalars: where to accumulate, float conversions, reading small integer
-tensors as scalars (ONNX inputs such as `axes` that are graph inputs)."""
+tensors as scalars (ONNX inputs such as `axes` that are graph inputs, shape vectors)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ..bindings import arith, ir, tensor
 from ..types import lower_scalar_type
 from .constants import index_constant
 
-__all__ = ["is_float", "accumulator_type", "convert", "read_int_scalars"]
+__all__ = ["is_float", "accumulator_type", "convert", "read_int_scalars", "small_elements"]
 
 
 def is_float(element: ir.Type) -> bool:
@@ -38,11 +38,69 @@ def read_int_scalars(value: ir.Value, count: int) -> list[ir.Value]:
     """The `count` elements of a rank-0 or rank-1 integer tensor, as i64 scalars (sign-extended)."""
     shaped = ir.RankedTensorType(value.type)
     i64 = ir.IntegerType.get_signless(64)
+    small = small_elements(value)
     scalars = []
     for position in range(count):
-        indices = [] if shaped.rank == 0 else [index_constant(position)]
-        element = tensor.ExtractOp(value, indices).result
+        if small is not None:
+            element = small[position]
+        else:
+            indices = [] if shaped.rank == 0 else [index_constant(position)]
+            element = tensor.ExtractOp(value, indices).result
         if ir.IntegerType(element.type).width < 64:
             element = arith.ExtSIOp(i64, element).result
         scalars.append(element)
     return scalars
+
+
+SMALL_VECTOR = 16  # elements: shape vectors, axes, the operands of shape arithmetic
+
+
+def small_elements(value: ir.Value, known=None) -> list[ir.Value] | None:
+    """The elements of a static integer tensor of rank <= 1 with at most SMALL_VECTOR elements,
+    as scalars read through the `tensor.from_elements`, reshapes, slices and constants that
+    made it (`known`: its contents when the caller knows them at compile time, e.g.
+    `ctx.constant_operand`, for initializers); None for any other tensor.
+
+    Why: exporters compute shapes as tensors (Shape, Gather, Unsqueeze, Concat, then Reshape).
+    Kept as scalars, that arithmetic stays on IREE's host side; as tensors, each Gather or
+    Concat of them is a device dispatch whose result the host then reads back, one wait for
+    the device (a submission) each."""
+    try:
+        shaped = ir.RankedTensorType(value.type)
+    except ValueError:
+        return None
+    count = 1 if shaped.rank == 0 else shaped.shape[0] if shaped.rank == 1 else -1
+    if (
+        not shaped.has_static_shape
+        or not 0 <= count <= SMALL_VECTOR
+        or not isinstance(shaped.element_type, ir.IntegerType)
+    ):
+        return None
+    element = shaped.element_type
+    if known is not None:
+        return [
+            arith.ConstantOp(element, ir.IntegerAttr.get(element, int(n))).result
+            for n in known.reshape(-1)
+        ]
+    owner = value.owner
+    name = owner.name if isinstance(owner, (ir.Operation, ir.OpView)) else ""
+    if name == "tensor.from_elements":
+        return list(owner.operands)
+    if name in ("tensor.expand_shape", "tensor.collapse_shape"):
+        inner = small_elements(owner.operands[0])
+        if inner is not None and len(inner) == count:
+            return inner
+    if name == "tensor.extract_slice" and len(owner.operands) == 1 and shaped.rank == 1:
+        inner = small_elements(owner.operands[0])
+        offset = list(ir.DenseI64ArrayAttr(owner.attributes["static_offsets"]))
+        stride = list(ir.DenseI64ArrayAttr(owner.attributes["static_strides"]))
+        if inner is not None and len(offset) == 1:
+            return [inner[offset[0] + position * stride[0]] for position in range(count)]
+    if name == "arith.constant" and isinstance(owner.attributes["value"], ir.DenseIntElementsAttr):
+        data = ir.DenseIntElementsAttr(owner.attributes["value"])
+        numbers = [data.get_splat_value().value] * count if data.is_splat else list(data)
+        return [arith.ConstantOp(element, ir.IntegerAttr.get(element, n)).result for n in numbers]
+    return [
+        tensor.ExtractOp(value, [] if shaped.rank == 0 else [index_constant(position)]).result
+        for position in range(count)
+    ]

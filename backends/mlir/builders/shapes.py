@@ -112,19 +112,26 @@ def reassociation(groups: Sequence[Sequence[int]]) -> ir.ArrayAttr:
     )
 
 
-def expand_dim(value: ir.Value, axis: int, sizes: Sequence[int]) -> ir.Value:
-    """Split static dim `axis` of `value` into `sizes` (tensor.expand_shape); the other dims
-    may be dynamic (their sizes are passed on from `tensor.dim`)."""
+def expand_dim(value: ir.Value, axis: int, sizes: Sequence[int | ir.Value]) -> ir.Value:
+    """Split dim `axis` of `value` into `sizes` (tensor.expand_shape); a size may be an index
+    value (a run-time size: `axis` is then dynamic), and the other dims may be dynamic (their
+    sizes are passed on from `tensor.dim`)."""
     source = ir.RankedTensorType(value.type)
     shape = list(source.shape)
-    new_shape = shape[:axis] + list(sizes) + shape[axis + 1 :]
+    split = [size if isinstance(size, int) else DYNAMIC for size in sizes]
+    new_shape = shape[:axis] + split + shape[axis + 1 :]
     groups, position = [], 0
     for index in range(len(shape)):
         width = len(sizes) if index == axis else 1
         groups.append(list(range(position, position + width)))
         position += width
     result = ir.RankedTensorType.get(new_shape, source.element_type)
-    dynamic = [tensor_size(value, index) for index, size in enumerate(shape) if size == DYNAMIC]
+    dynamic: list[ir.Value] = []
+    for index, size in enumerate(shape):
+        if index == axis:
+            dynamic += [part for part in sizes if not isinstance(part, int)]
+        elif size == DYNAMIC:
+            dynamic.append(tensor_size(value, index))
     return tensor.ExpandShapeOp(result, value, reassociation(groups), dynamic, new_shape).result
 
 

@@ -8,6 +8,7 @@ from . import (  # noqa: F401
     conv,  # noqa: F401
     deform_conv,
     determinant,
+    dropout,
     elementwise,
     elementwise_logic,
     elementwise_math,
@@ -16,10 +17,10 @@ from . import (  # noqa: F401
     if_shapes,
     linalg_ops,  # noqa: F401
     loop,
+    lrn,
     mel,
     ml_ops,
     nms,
-    nn,  # noqa: F401
     normalization,  # noqa: F401
     optional,
     pooling,  # noqa: F401

@@ -303,6 +303,8 @@ def _lower_conversion(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     round_mode = attribute(ctx, "round_mode", "up")
     if round_mode not in ("up", "nearest", "down"):
         raise ctx.error(f"round_mode must be 'up', 'nearest' or 'down', got {round_mode!r}")
+    if source is target and ctx.operands[0].type == ctx.result_types[0]:
+        return [ctx.operands[0]]  # a cast to its own type: no copy (a device dispatch)
     inputs = [(ctx.operands[0], ctx.niro_operands[0])]
     return [
         elementwise(

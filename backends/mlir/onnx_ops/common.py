@@ -1,29 +1,47 @@
 """Helpers shared by the ONNX operator lowerings (one place for each idea; add here, don't copy).
 
 Every family module (`elementwise.py`, `shape_ops.py`, ...) registers its rules with
-`@register_lowering("onnx.<Op>", since=...)` and uses these to read attributes and operands the
-way the ONNX frontend encodes them (see frontends/onnx/importer.py `_convert_generic`): generic
-attributes by ONNX name, `absent_inputs` listing the positions of empty optional inputs (the
-operand tuple skips them), `niro.opset` the op-set version.
+`@register_lowering("onnx.<Op>", since=...)` and reads the op through these, as the frontend
+wrote it (`niro.ir.ImportedOp`: inputs and outputs by ONNX position, absent ones None, the
+op-set version, the node's attributes by ONNX name, regions by graph attribute name).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from niro.ir import OPSET_ATTRIBUTE, ScalarType, TensorType, UnknownOp, Value
+from niro.ir import (
+    ImportedOp,
+    ImportedOpError,
+    ScalarType,
+    TensorType,
+    UnknownOp,
+    Value,
+    read_imported_op,
+)
 
 from ..bindings import ir
 from ..context import LoweringRuleContext
 
 __all__ = [
     "attribute",
+    "imported_op",
     "opset",
     "input_value",
     "input_index",
     "normalize_axis",
     "element_type",
 ]
+
+
+def imported_op(ctx: LoweringRuleContext) -> ImportedOp:
+    """The op being lowered, read by ONNX positions (its bookkeeping broken: a LoweringError)."""
+    op = ctx.op
+    assert isinstance(op, UnknownOp), op
+    try:
+        return read_imported_op(op)
+    except ImportedOpError as error:
+        raise ctx.error(str(error)) from None
 
 
 def attribute(ctx: LoweringRuleContext, name: str, default=None):
@@ -34,18 +52,13 @@ def attribute(ctx: LoweringRuleContext, name: str, default=None):
 
 def opset(ctx: LoweringRuleContext) -> int:
     """The op-set version the op was imported at (1 when unknown)."""
-    version = attribute(ctx, OPSET_ATTRIBUTE, 1)
-    return version if isinstance(version, int) else 1
+    return imported_op(ctx).opset or 1
 
 
 def input_index(ctx: LoweringRuleContext, position: int) -> int | None:
     """Index into the operand tuple of ONNX input `position`, or None when that input is absent
     (an empty name in the model, or past the end of the node's inputs)."""
-    absent = attribute(ctx, "absent_inputs", ())
-    if position in absent:
-        return None
-    index = position - sum(1 for missing in absent if missing < position)
-    return index if index < len(ctx.operands) else None
+    return imported_op(ctx).operand_index(position)
 
 
 def input_value(ctx: LoweringRuleContext, position: int) -> tuple[object, Value] | None:
@@ -79,16 +92,9 @@ def normalize_axes(ctx: LoweringRuleContext, axes: Sequence[int], rank: int) -> 
 __all__.append("normalize_axes")
 
 
-def output_positions(ctx: LoweringRuleContext) -> list[int]:
-    """The ONNX output positions the op has results for, in result order: absent outputs (in
-    `absent_outputs`) have no result, and trailing omitted outputs none either."""
-    absent = attribute(ctx, "absent_outputs", ())
-    positions, position = [], 0
-    while len(positions) < len(ctx.niro_results):
-        if position not in absent:
-            positions.append(position)
-        position += 1
-    return positions
+def output_positions(ctx: LoweringRuleContext) -> tuple[int, ...]:
+    """The ONNX output positions the op has results for, in result order."""
+    return imported_op(ctx).output_positions
 
 
 __all__.append("output_positions")

@@ -23,13 +23,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from niro.ir import OPSET_ATTRIBUTE, ScalarType, TensorType, UnknownOp, Value
+from niro.ir import ScalarType, TensorType, Value, write_imported_op
 
 from ..bindings import arith, ir
 from ..builders import elementwise
 from ..context import LoweringRuleContext
 from ..registry import lowering_for, register_lowering
-from .common import attribute, element_type, input_value, static_shape
+from .common import attribute, element_type, imported_op, input_value, static_shape
 from .elementwise import FloatMath, _leaky_relu, _sigmoid
 from .linalg_ops import integer_matmul
 from .quantization import (
@@ -185,15 +185,22 @@ def _float_rule(
     inputs: Sequence[tuple[ir.Value, Value]],
     result: Value,
     attributes: dict | None = None,
+    opset: int | None = None,
 ) -> ir.Value:
     """The lowering of ONNX op `name` run on `inputs` for `result`, with this op's attributes
-    updated by `attributes` (its errors name this op)."""
+    updated by `attributes` and its opset replaced by `opset` (its errors name this op)."""
     rule = lowering_for(name)
     assert rule is not None, name
-    op = ctx.op
-    if attributes:
-        assert isinstance(op, UnknownOp)
-        op = dataclasses.replace(op, attributes={**op.attributes, **attributes})
+    outer = imported_op(ctx)
+    op = write_imported_op(
+        dataclasses.replace(
+            outer,
+            inputs=tuple(niro for _, niro in inputs),
+            outputs=(result,),
+            attributes={**outer.attributes, **(attributes or {})},
+            opset=outer.opset if opset is None else opset,
+        )
+    )
     inner = dataclasses.replace(
         ctx,
         op=op,
@@ -212,13 +219,16 @@ def _channels_first(ctx: LoweringRuleContext) -> None:
 
 
 def _lower_through_float(
-    ctx: LoweringRuleContext, float_op: str, attributes: dict | None = None
+    ctx: LoweringRuleContext,
+    float_op: str,
+    attributes: dict | None = None,
+    opset: int | None = None,
 ) -> list[ir.Value]:
     """Input 0 dequantized, `float_op` on it, quantized by the parameters at 3 and 4."""
     _output_scalar(ctx)
     x, x_niro = _dequantized(ctx, 0, "X")
     float_niro = _like(ctx.niro_results[0], ScalarType.F32)
-    computed = _float_rule(ctx, float_op, [(x, x_niro)], float_niro, attributes)
+    computed = _float_rule(ctx, float_op, [(x, x_niro)], float_niro, attributes, opset)
     return [_quantized(ctx, computed, float_niro, _parameters(ctx, 3, "y"), ctx.niro_results[0])]
 
 
@@ -245,7 +255,7 @@ def _lower_qlinear_softmax(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     if not isinstance(version, int):
         raise ctx.error("needs the int attribute 'opset' (the Softmax semantics it follows)")
     axis = attribute(ctx, "axis", -1)
-    return _lower_through_float(ctx, "onnx.Softmax", {OPSET_ATTRIBUTE: version, "axis": axis})
+    return _lower_through_float(ctx, "onnx.Softmax", {"axis": axis}, opset=version)
 
 
 @register_lowering("com.microsoft.QLinearConcat", since=1)
@@ -254,7 +264,7 @@ def _lower_qlinear_concat(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     when its parameters are the output's), then concatenated as onnx.Concat does."""
     out_scalar = _output_scalar(ctx)
     count = len(ctx.niro_operands)
-    if len(attribute(ctx, "absent_inputs", ())) or count < 5 or (count - 2) % 3:
+    if imported_op(ctx).absent_inputs or count < 5 or (count - 2) % 3:
         raise ctx.error("expects Y_scale, Y_zero_point and (tensor, scale, zero point) triples")
     output = _parameters(ctx, 0, "Y")
     parts = []

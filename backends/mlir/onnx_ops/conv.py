@@ -3,14 +3,14 @@ convolution.
 
 Every convolution here is the same computation after its inputs are prepared: the input padded
 (`tensor.pad`, cut to exactly what the windows read) and a sum of input[n, g, c, o*s + k*d] *
-filter[g, m, c, k] over (c, k). Group 1 uses linalg's named conv_1d_ncw_fcw /
-conv_2d_nchw_fchw / conv_3d_ncdhw_fcdhw (IREE compiles those better: one ResNet50 run
-here went from 15.6 s to 8.2 s); grouped and depthwise convolutions split the channels into
-(N, G, C/G, ...) and (G, M/G, C/G, ...) and use one `linalg.generic`, so one builder
-(`grouped_conv`) has to be right once. f16/bf16 accumulate in f32. ConvTranspose is the classic rewrite: zeros inserted
-between input elements (stride), padded by the dilated kernel extent minus the pads (negative
-amounts crop), then a stride-1 convolution with the filter flipped and its channel axes
-swapped.
+filter[g, m, c, k] over (c, k), built once by `grouped_conv`. It is a matrix product per image
+and group (im2col: the windows gathered into columns by one copy, then a contraction
+`linalg.generic` that IREE compiles as a matmul), because IREE 3.13 runs its direct
+convolutions several times slower; a depthwise convolution (one input channel per output) stays
+one direct `linalg.generic`. f16/bf16 accumulate in f32. ConvTranspose is the classic rewrite:
+zeros inserted between input elements (stride), padded by the dilated kernel extent minus the
+pads (negative amounts crop), then a stride-1 convolution with the filter flipped and its
+channel axes swapped.
 
 The batch dim N may be dynamic (a model exported with a dynamic batch): N only passes through
 (`tensor.dim` of the input sizes the `tensor.empty`s; `tensor.pad`, the slices and the reshapes
@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-import numpy as np
 from niro.ir import ScalarType
 
 from ..bindings import arith, ir, linalg, tensor
@@ -37,13 +36,13 @@ from ..builders import (
     collapse_dims,
     constant,
     dim,
+    empty,
     empty_like,
     expand_dim,
     extract_slice,
     filled,
     generic,
     index_constant,
-    named_op,
     pad,
     reassociation,
     tensor_size,
@@ -81,17 +80,6 @@ def integer_mul_add(x: ir.Value, w: ir.Value, acc: ir.Value) -> ir.Value:
     return arith.AddIOp(acc, arith.MulIOp(x, w).result).result
 
 
-_NAMED_CONVS = {
-    1: "linalg.conv_1d_ncw_fcw",
-    2: "linalg.conv_2d_nchw_fchw",
-    3: "linalg.conv_3d_ncdhw_fcdhw",
-}
-
-
-def _i64_vector(values: Sequence[int]) -> ir.DenseIntElementsAttr:
-    return ir.DenseIntElementsAttr.get(np.asarray(list(values), dtype=np.int64))
-
-
 def _finish(ctx: LoweringRuleContext, y: ir.Value, scalar: ScalarType) -> ir.Value:
     """Bias added (in the accumulator type), then the result narrowed to the element type."""
     bias = input_value(ctx, 2)
@@ -119,6 +107,12 @@ def _finish(ctx: LoweringRuleContext, y: ir.Value, scalar: ScalarType) -> ir.Val
     )[0]
 
 
+IM2COL_LIMIT = 1 << 26
+"""The most elements (per image, static dims) the gathered windows of one convolution may take
+before it is computed in place instead (256 MiB of f32): the matrix-product form copies every
+input element once per kernel tap it meets."""
+
+
 def grouped_conv(
     ctx: LoweringRuleContext,
     x: ir.Value,
@@ -126,39 +120,112 @@ def grouped_conv(
     group: int,
     strides: Sequence[int],
     dilations: Sequence[int],
-    output: Sequence[int],
+    output: Sequence[int | ir.Value],
     accumulator: ir.Type,
     mul_add: MulAdd = float_mul_add,
 ) -> ir.Value:
     """Convolution of an already padded `x` (N, C, S...; C static) with `w` (M, C/G, K...):
-    (N, M, output...) of element `accumulator`, `mul_add(x, w, acc)` the body; an `output` size
-    may be an index value (a dynamic spatial axis)."""
+    (N, M, output...) of element `accumulator`, `mul_add(w, x, acc)` the body (the factors
+    commute; the filter's comes first); an `output` size may be an index value (a dynamic
+    spatial axis).
+
+    As a matrix product per group (`_im2col_conv`) unless each output reads one input channel
+    (depthwise: a product with a reduction of only the kernel taps gains nothing) or the
+    gathered windows would be too large (`IM2COL_LIMIT`); then in place (`_direct_conv`)."""
     x_shape = ir.RankedTensorType(x.type).shape
     w_shape = ir.RankedTensorType(w.type).shape
-    batch, channels = tensor_size(x, 0), x_shape[1]
+    channels = x_shape[1]
     features, group_channels = w_shape[0], w_shape[1]
-    kernel = w_shape[2:]
-    rank = len(kernel)
     if channels != group * group_channels or features % group:
         raise ctx.error(
             f"has {channels} input channels and a filter of shape {tuple(w_shape)}, "
             f"which do not agree with group={group}"
         )
+    window = channels * math.prod(w_shape[2:])
+    columns = math.prod(size for size in output if isinstance(size, int))
+    if group_channels > 1 and window * columns <= IM2COL_LIMIT:
+        return _im2col_conv(x, w, group, strides, dilations, output, accumulator, mul_add)
+    return _direct_conv(x, w, group, strides, dilations, output, accumulator, mul_add)
+
+
+def _im2col_conv(
+    x: ir.Value,
+    w: ir.Value,
+    group: int,
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    output: Sequence[int | ir.Value],
+    accumulator: ir.Type,
+    mul_add: MulAdd,
+) -> ir.Value:
+    """`grouped_conv` as a matrix product per image and group: the windows of `x` gathered
+    into columns (N, G, C/G * prod K, prod O) by one copying `linalg.generic` (im2col; a plain
+    reshape for a 1x1 kernel of stride 1), the filter reshaped to (G, M/G, C/G * prod K), and
+    out[n, g, m, p] = sum over k of w[g, m, k] * columns[n, g, k, p].
+
+    NOTE: IREE 3.13 compiles its named NCHW convolutions (and the NHWC ones) to a direct
+    convolution that runs 5-10x slower on CPU than this product (ResNet-50's 3x3 convolutions
+    at 14x14 and 7x7 took 90% of its run); `--iree-global-opt-use-im2col-for-convs` makes the
+    same rewrite inside IREE, but is not on by default. The product is a matmul to IREE only
+    with the filter as the first operand and the first factor of the body: with either
+    swapped it became a `matmul_like` dispatch that ran ~3x slower."""
+    w_shape = ir.RankedTensorType(w.type).shape
+    features, group_channels, kernel = w_shape[0], w_shape[1], list(w_shape[2:])
+    rank = len(kernel)
     group_features = features // group
-    named = _NAMED_CONVS.get(rank) if group == 1 else None
-    if named is not None and mul_add in (float_mul_add, integer_mul_add):
-        # NOTE: the named op computes the same sum (inputs cast to the accumulator, multiplied,
-        # added); IREE's codegen knows it (im2col, tiling) and runs it far faster.
-        init = filled([batch, features, *output], accumulator, constant(accumulator, 0))
-        return named_op(
-            named,
-            [x, w],
-            init,
-            {"strides": _i64_vector(strides), "dilations": _i64_vector(dilations)},
-        )
+    grouped = expand_dim(x, 1, (group, group_channels))  # (N, G, C/G, S...)
+    if all(k == 1 for k in kernel) and all(s == 1 for s in strides):
+        columns = collapse_dims(grouped, 3, rank)  # the padded input is exactly the output
+    else:
+        gathered = [tensor_size(x, 0), group, group_channels, *kernel, *output]
+        # loops: n, g, c, k_0..k_{r-1}, o_0..o_{r-1}
+        ks = [dim(3 + axis) for axis in range(rank)]
+        outs = [dim(3 + rank + axis) for axis in range(rank)]
+        x_map = [dim(0), dim(1), dim(2)] + [
+            outs[a] * strides[a] + ks[a] * dilations[a] for a in range(rank)
+        ]
+        element = ir.RankedTensorType(x.type).element_type
+        windows = generic(
+            [(grouped, x_map)],
+            [(empty(gathered, element), list(range(3 + 2 * rank)))],
+            3 + 2 * rank,
+            (),
+            lambda args: [args[0]],
+        )[0]
+        columns = collapse_dims(collapse_dims(windows, 3 + rank, rank), 2, 1 + rank)
+    rows = expand_dim(collapse_dims(w, 1, 1 + rank), 0, (group, group_features))
+    product_shape = [tensor_size(columns, 0), group, group_features, tensor_size(columns, 3)]
+    init = filled(product_shape, accumulator, constant(accumulator, 0))
+    # loops: n, g, m, p, k
+    product = generic(
+        [(rows, [1, 2, 4]), (columns, [0, 1, 4, 3])],
+        [(init, [0, 1, 2, 3])],
+        5,
+        (4,),
+        lambda args: [mul_add(args[0], args[1], args[2])],
+    )[0]
+    return collapse_dims(expand_dim(product, 3, list(output)), 1, 2)
+
+
+def _direct_conv(
+    x: ir.Value,
+    w: ir.Value,
+    group: int,
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    output: Sequence[int | ir.Value],
+    accumulator: ir.Type,
+    mul_add: MulAdd,
+) -> ir.Value:
+    """`grouped_conv` in place: the channels split into (N, G, C/G, ...) and (G, M/G, C/G, ...)
+    and one `linalg.generic` summing w[g, m, c, k] * x[n, g, c, o*s + k*d] over (c, k)."""
+    w_shape = ir.RankedTensorType(w.type).shape
+    features, group_channels, kernel = w_shape[0], w_shape[1], w_shape[2:]
+    rank = len(kernel)
+    group_features = features // group
     xg = expand_dim(x, 1, (group, group_channels))
     wg = expand_dim(w, 0, (group, group_features))
-    out_shape = [batch, group, group_features, *output]
+    out_shape = [tensor_size(x, 0), group, group_features, *output]
     init = filled(out_shape, accumulator, constant(accumulator, 0))
     # loops: n, g, m, o_0..o_{r-1}, c, k_0..k_{r-1}
     n, g, m = dim(0), dim(1), dim(2)
@@ -173,7 +240,7 @@ def grouped_conv(
         [(init, o_map)],
         4 + 2 * rank,
         range(3 + rank, 4 + 2 * rank),
-        lambda args: [mul_add(args[0], args[1], args[2])],
+        lambda args: [mul_add(args[1], args[0], args[2])],
     )[0]
     return collapse_dims(result, 1, 2)
 
@@ -235,78 +302,17 @@ def _lower_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     _check_output(ctx, (x_shape[0], w_shape[0], *geometry.output))
     geometry = at_run_time(ctx, x, geometry)
     padded = pad_for_window(ctx, x, geometry, constant(element, 0))
-    padded, strides = _subsample_unit_kernel(padded, geometry)
-    if group == 1 and _pointwise(padded, w, strides):
-        return [_finish(ctx, _pointwise_conv(ctx, padded, w, accumulator_type(scalar)), scalar)]
     y = grouped_conv(
         ctx,
         padded,
         w,
         group,
-        strides,
+        geometry.strides,
         geometry.dilations,
         geometry.output,
         accumulator_type(scalar),
     )
     return [_finish(ctx, y, scalar)]
-
-
-def _pointwise(x: ir.Value, w: ir.Value, strides: Sequence[int]) -> bool:
-    """Whether the convolution of `x` by `w` is a matrix product: one image (N static 1),
-    static sizes, kernel 1 and stride 1 on every spatial axis."""
-    x_shape = ir.RankedTensorType(x.type).shape
-    kernel = ir.RankedTensorType(w.type).shape[2:]
-    return (
-        x_shape[0] == 1
-        and DYNAMIC not in x_shape
-        and all(k == 1 for k in kernel)
-        and all(s == 1 for s in strides)
-    )
-
-
-def _pointwise_conv(
-    ctx: LoweringRuleContext, x: ir.Value, w: ir.Value, accumulator: ir.Type
-) -> ir.Value:
-    """A 1x1 convolution of one image as `linalg.matmul`: W (M, C) times X (C, S...) collapsed
-    to (C, prod S), the product expanded back to (1, M, S...).
-
-    NOTE: IREE 3.13 turns a `conv_2d_nchw_fchw` 1x1 into a matmul itself, but when its input
-    is a strided slice (a stride-2 shortcut, subsampled by `_subsample_unit_kernel`) the slice
-    is fused into the dispatch and the spatial dims stay uncollapsed: that `matmul_like`
-    dispatch ran ~80x slower than the same product on collapsed operands (ResNet-50's
-    res3_0_branch1: 8 s of a 10 s run on a loaded machine). The collapse here makes IREE copy
-    the slice out and run a plain matmul."""
-    x_shape = ir.RankedTensorType(x.type).shape
-    w_shape = ir.RankedTensorType(w.type).shape
-    rank = len(x_shape) - 2
-    columns = collapse_dims(collapse_dims(x, 2, rank), 0, 2)  # (C, prod S)
-    rows = collapse_dims(w, 1, 1 + rank)  # (M, C)
-    init = filled([w_shape[0], math.prod(x_shape[2:])], accumulator, constant(accumulator, 0))
-    product = named_op("linalg.matmul", [rows, columns], init)
-    return expand_dim(expand_dim(product, 1, x_shape[2:]), 0, (1, w_shape[0]))
-
-
-def _subsample_unit_kernel(padded: ir.Value, geometry) -> tuple[ir.Value, tuple[int, ...]]:
-    """The padded input with every strided axis of kernel size 1 (static output size) taken
-    every stride-th element (a strided `tensor.extract_slice`), and the strides left for the
-    convolution (1 on those axes).
-
-    NOTE: IREE 3.13 tiles a strided 1x1 convolution (ResNet's downsampling shortcuts) into a
-    `matmul_like` dispatch that reads its input with the stride and runs it ~25x slower than
-    the same-size stride-1 one (ResNet-50: 8.5 s of 10.2 s in three such dispatches on a loaded
-    2-core machine). Subsampled first, the convolution is stride 1 (a plain matmul for 1x1)."""
-    shape = list(ir.RankedTensorType(padded.type).shape)
-    strides = list(geometry.strides)
-    sizes: list[int | ir.Value] = list(shape)
-    step = [1] * len(shape)
-    for axis, (k, s, out) in enumerate(
-        zip(geometry.kernel, geometry.strides, geometry.output, strict=True)
-    ):
-        if k == 1 and s > 1 and isinstance(out, int) and shape[2 + axis] != DYNAMIC:
-            sizes[2 + axis], step[2 + axis], strides[axis] = out, s, 1
-    if step == [1] * len(shape):
-        return padded, tuple(strides)
-    return extract_slice(padded, [0] * len(shape), sizes, step), tuple(strides)
 
 
 # -- ConvTranspose ----------------------------------------------------------------------------------

@@ -96,7 +96,17 @@ def _lower_pow(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     legacy_broadcast_check(ctx)
     base = require_element(ctx, ctx.niro_operands[0], is_number_type, NUMBERS)
     exponent = require_element(ctx, ctx.niro_operands[1], is_number_type, NUMBERS)
-    if base.is_float:
+    known = ctx.constant_operand(1)
+    if base.is_float and known is not None and known.size == 1 and float(known.reshape(-1)[0]) == 2.0:
+        kit = FloatMath(base)
+
+        def body(elements):
+            # x ** 2 (LayerNorm's and RMSNorm's variance as exporters write them) is x * x:
+            # the same numbers as powf for every x, without powf's sign and NaN selects.
+            x = kit.widen(elements[0])
+            return kit.narrow(kit.mul(x, x))
+
+    elif base.is_float:
         kit = FloatMath(base)
 
         def body(elements):

@@ -32,6 +32,7 @@ from ..builders import (
     generic,
     index_constant,
     index_value,
+    small_elements,
 )
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -103,6 +104,9 @@ def _lower_gather(ctx: LoweringRuleContext) -> list[ir.Value]:
     axis = normalize_axis(ctx, attribute(ctx, "axis", 0), rank)
     if len(result.shape) != rank - 1 + q:
         raise ctx.error(f"result {format_type(result)} does not have rank {rank - 1 + q}")
+    picked = _gather_small(ctx, data, indices)
+    if picked is not None:
+        return [picked]
     extent = _size(ctx, data, data_type, axis)
     sources = [(data, a) for a in range(axis)] + [(indices, a) for a in range(q)] + [(data, a) for a in range(axis + 1, rank)]
     sizes = _sizes_from(ctx, result, sources)
@@ -115,6 +119,22 @@ def _lower_gather(ctx: LoweringRuleContext) -> list[ir.Value]:
         return tensor.ExtractOp(data, source).result
 
     return [gather_generic(ctx, result, sizes, body, [(indices, index_map, indices_type.element_type)])]
+
+
+def _gather_small(ctx: LoweringRuleContext, data: ir.Value, indices: ir.Value) -> ir.Value | None:
+    """Constant indices into a small 1-D integer tensor (a shape vector) as scalars picked on
+    the host (`small_elements` says why), or None: any other Gather is a generic."""
+    result_type = ctx.result_types[0]
+    if ir.RankedTensorType(data.type).rank != 1 or not ir.RankedTensorType(result_type).has_static_shape:
+        return None
+    elements = small_elements(data, ctx.constant_operand(0))
+    chosen = ctx.constant_operand(1)
+    if elements is None or chosen is None:
+        return None
+    extent = len(elements)
+    # Wrapped once and clamped, as `_normalized` does at run time.
+    picked = [min(max(index + extent if index < 0 else index, 0), extent - 1) for index in chosen.reshape(-1).tolist()]
+    return tensor.FromElementsOp(result_type, [elements[index] for index in picked]).result
 
 
 @register_lowering("onnx.GatherElements", since=11)

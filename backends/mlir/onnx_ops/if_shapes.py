@@ -1,4 +1,5 @@
-"""`onnx.If` whose branches yield values of different shapes: an `scf.if` whose arms cast.
+"""`onnx.If` whose branches yield values of different shapes: its ONNX form checked, then
+lowered by the one If lowering (`rules.lower_if`), whose arms cast.
 
 The frontend turns an If whose branches yield the same types into Niro's own If; ONNX also
 lets the branches' shapes differ (torchvision's `batched_nms` yields an empty `tensor<0xi64>`
@@ -11,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from niro.ir import GENERIC_REASON_ATTRIBUTE, TensorType, UnknownOp, Yield, format_type
+from niro.ir import ImportedOp, TensorType, Yield, format_type
 
-from ..bindings import ir, scf, tensor
-from ..builders import index_constant
+from ..bindings import ir
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from ..rules import build_scf_if
+from ..rules import lower_if
+from .common import imported_op
 
 __all__: list[str] = []
 
@@ -38,21 +39,20 @@ def _yielded_ranks(region) -> tuple[int | None, ...] | None:
     )
 
 
-def _refuse_rank_changes(ctx: LoweringRuleContext, op: UnknownOp, branches) -> None:
+def _refuse_rank_changes(ctx: LoweringRuleContext, op: ImportedOp, branches) -> None:
     """Branches whose yields differ in rank (the If's result of unknown rank, as ONNX leaves
     it) have no MLIR type in common: the If compiles only once its condition folds. The
     frontend's reason names what the condition reads and the way out; the refusal repeats it
     rather than a bare "needs a ranked result"."""
     if all(
         isinstance(result.type, TensorType) and result.type.shape is not None
-        for result in op.results
+        for result in ctx.niro_results
     ):
         return  # a declared rank: the arms are checked against it below
     then_ranks, else_ranks = (_yielded_ranks(region) for region in branches)
     if then_ranks is None or else_ranks is None or then_ranks == else_ranks:
         return
-    reason = op.attributes.get(GENERIC_REASON_ATTRIBUTE)
-    detail = reason if isinstance(reason, str) else "its branches yield values of different ranks"
+    detail = op.generic_reason or "its branches yield values of different ranks"
     raise ctx.error(
         "cannot be compiled while its condition is only known at run time: the branches yield "
         f"values of different ranks, which no tensor type can hold ({detail})"
@@ -61,11 +61,10 @@ def _refuse_rank_changes(ctx: LoweringRuleContext, op: UnknownOp, branches) -> N
 
 @register_lowering("onnx.If", since=1)
 def _lower_if(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
-    op: UnknownOp = ctx.op  # type: ignore[assignment]
-    names = tuple(op.attributes.get("regions") or ())
-    if len(ctx.operands) != 1 or sorted(names) != ["else_branch", "then_branch"]:
+    op = imported_op(ctx)
+    if len(ctx.operands) != 1 or sorted(op.regions) != ["else_branch", "then_branch"]:
         raise ctx.error("expects a condition and two branches")
-    branches = [op.regions[names.index(name)] for name in ("then_branch", "else_branch")]
+    branches = [op.regions[name] for name in ("then_branch", "else_branch")]
     _refuse_rank_changes(ctx, op, branches)
     results = [
         ctx.ranked(value, f"result #{index}") for index, value in enumerate(ctx.niro_results)
@@ -87,16 +86,4 @@ def _lower_if(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
                     f"{name} yields {format_type(yielded)} for result #{index} of type {format_type(result)}: "
                     "only shapes of the same rank can be joined"
                 )
-    condition = ctx.operands[0]
-    if isinstance(condition.type, ir.RankedTensorType):  # a one-element tensor<i1> or tensor<1xi1>
-        condition = tensor.ExtractOp(condition, [index_constant(0)] * condition.type.rank).result
-    result_types = list(ctx.result_types)
-
-    def cast_yield(yield_ctx: LoweringRuleContext) -> None:
-        values = [
-            value if value.type == wanted else tensor.CastOp(wanted, value).result
-            for value, wanted in zip(yield_ctx.operands, result_types, strict=True)
-        ]
-        scf.YieldOp(values)
-
-    return build_scf_if(ctx, condition, (branches[0], branches[1]), cast_yield)
+    return lower_if(ctx, ctx.operands[0], (branches[0], branches[1]))

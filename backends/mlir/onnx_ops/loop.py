@@ -43,7 +43,7 @@ from ..builders import DYNAMIC, assert_true, dim_size, empty_tensor, i64_constan
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import index_type, lower_type
-from .common import attribute, input_value
+from .common import imported_op, input_value
 
 __all__ = ["MAX_PREALLOCATED_ELEMENTS"]
 
@@ -224,11 +224,9 @@ def _carried_types(ctx, initial: Sequence[Value], arguments: Sequence[Value]) ->
 def _results_by_position(ctx: LoweringRuleContext, carried: int):
     """(final loop-carried results, scan results) by ONNX output position: each entry is
     (Niro result, index among the op's results), or None for an absent output."""
-    absent = set(attribute(ctx, "absent_outputs", ()))
-    present = iter((value, index) for index, value in enumerate(ctx.niro_results))
+    indices = iter(range(len(ctx.niro_results)))
     by_position = [
-        None if position in absent else next(present)
-        for position in range(len(ctx.niro_results) + len(absent))
+        None if value is None else (value, next(indices)) for value in imported_op(ctx).outputs
     ]
     return (by_position + [None] * carried)[:carried], by_position[carried:]
 
@@ -359,7 +357,7 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     condition = input_value(ctx, 1)
     if max_trip is None and condition is None:
         raise ctx.error("has neither a max trip count M nor a condition: the loop would never end")
-    absent_inputs = attribute(ctx, "absent_inputs", ())
+    absent_inputs = imported_op(ctx).absent_inputs
     if any(position >= 2 for position in absent_inputs):
         raise ctx.error("has an absent loop-carried value")
     first_carried = 2 - len(absent_inputs)

@@ -2,7 +2,8 @@
 
 Softmax/LogSoftmax/Hardmax: before opset 13 the input is treated as 2-D at `axis` (every dim
 from `axis` on is reduced), from 13 on only `axis` is. Softmax is computed stably: the row max is
-subtracted before `exp`. LayerNormalization, RMSNormalization, InstanceNormalization,
+subtracted before `exp`. A softmax over one axis of f32/f64 is the named `linalg.softmax` (the
+form IREE fuses best); over several axes, or of f16/bf16 (computed in f32), it is generics. LayerNormalization, RMSNormalization, InstanceNormalization,
 GroupNormalization, MeanVarianceNormalization, LpNormalization and BatchNormalization (inference
 only) are statistics reductions (`reductions.reduce_into`) followed by one element-wise generic.
 f16/bf16 inputs are computed in f32 and narrowed at the end.
@@ -17,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from niro.ir import TensorType, format_type
 
-from ..bindings import arith, ir, math, tensor
+from ..bindings import arith, ir, linalg, math, tensor
 from ..builders import (
     DYNAMIC,
     accumulator_type,
@@ -171,11 +172,26 @@ def _softmax_axes(ctx: LoweringRuleContext, rank: int) -> tuple[int, ...]:
 # -- Softmax, LogSoftmax, Hardmax ---------------------------------------------------------------
 
 
+def _named_softmax(ctx: LoweringRuleContext, source: ir.Value, axis: int) -> ir.Value:
+    """`linalg.softmax` over one axis: IREE matches the named op (its own stable decomposition
+    into one max, one exp-sum and one divide, fused with its neighbours) where the three
+    generics below make it recompute exp in the divide's consumers."""
+    result_type = ranked_result(ctx, 0)
+    sizes = [
+        size if result_type.is_dynamic_dim(axis) else result_type.shape[axis]
+        for axis, size in enumerate(tensor_sizes(source))
+    ]
+    out = empty(sizes, result_type.element_type)
+    return linalg.SoftmaxOp([out.type], source, out, axis).results[0]
+
+
 def _lower_softmax(ctx: LoweringRuleContext, log: bool) -> Sequence[ir.Value]:
     source, data, compute = _float_input(ctx)
     rank = len(data.shape)
     axes = _softmax_axes(ctx, rank)
     kept = _kept(rank, axes)
+    if not log and len(axes) == 1 and compute == ranked_result(ctx, 0).element_type:
+        return [_named_softmax(ctx, source, axes[0])]
     peak = _max(source, axes, compute)
 
     def exp_shifted(value, peak_value):

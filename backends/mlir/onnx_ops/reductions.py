@@ -276,11 +276,13 @@ def finish_to_result(
     accumulated: ir.Value,
     axes: Sequence[int],
     keepdims: bool,
-    finish: Callable[[ir.Value], ir.Value],
+    finish: Callable[[ir.Value], ir.Value] | None,
     source: ir.Value,
 ) -> ir.Value:
     """The element-wise generic from an accumulator (the source shape without `axes`) to the
-    op's result type; with keepdims the reduced dims are the result's 1s."""
+    op's result type; with keepdims the reduced dims are the result's 1s. `finish` None: the
+    accumulator's elements are the result's, so without keepdims (same shape) it is the result
+    itself, no copy."""
     result_type = ranked_result(ctx, 0)
     rank = ir.RankedTensorType(source.type).rank
     kept = [axis for axis in range(rank) if axis not in axes]
@@ -307,13 +309,19 @@ def finish_to_result(
         else:
             sizes.append(size)
     out_rank = len(expected)
+    dynamic = ir.ShapedType.get_dynamic_size()
+    shape = [size if isinstance(size, int) else dynamic for size in sizes]
+    if finish is None and accumulated.type == ir.RankedTensorType.get(
+        shape, result_type.element_type
+    ):
+        return accumulated
     init = empty(sizes, result_type.element_type)
     return generic(
         [(accumulated, read)],
         [(init, list(range(out_rank)))],
         out_rank,
         (),
-        lambda arguments: [finish(arguments[0])],
+        lambda arguments: [finish(arguments[0]) if finish is not None else arguments[0]],
     )[0]
 
 
@@ -451,7 +459,8 @@ def _reduce(ctx: LoweringRuleContext, spec: ReductionSpec, axes: tuple[int, ...]
                     value = arith.DivSIOp(value, count).result
         return convert(value, result_element) if scalar.is_float else value
 
-    return finish_to_result(ctx, accumulated, axes, keepdims, finish, source)
+    plain = spec.finish == "none" and accumulator == result_element
+    return finish_to_result(ctx, accumulated, axes, keepdims, None if plain else finish, source)
 
 
 def _log_sum_exp(ctx, source, axes, keepdims, accumulator, scalar) -> ir.Value:
@@ -519,7 +528,7 @@ def _lower_arg(ctx: LoweringRuleContext, largest: bool) -> Sequence[ir.Value]:
     keepdims = bool(attribute(ctx, "keepdims", 1))
     last = bool(attribute(ctx, "select_last_index", 0))
     indices = arg_extreme(ctx, source, data.element_type, (axis,), largest, last)
-    return [finish_to_result(ctx, indices, (axis,), keepdims, lambda value: value, source)]
+    return [finish_to_result(ctx, indices, (axis,), keepdims, None, source)]
 
 
 def linear_index(ctx: LoweringRuleContext, source: ir.Value, axes: Sequence[int]) -> ir.Value:

@@ -26,12 +26,13 @@ from ..builders import (
     empty_tensor,
     index_constant,
     index_value,
+    small_elements,
 )
 from ..context import LoweringRuleContext
 from ..literals import scalar_attr
 from ..registry import register_lowering
 from ..types import index_type, lower_scalar_type, lower_type
-from .common import attribute, input_value, normalize_axes, normalize_axis, opset
+from .common import attribute, imported_op, input_value, normalize_axes, normalize_axis, opset
 from .indexing import (
     add,
     clamp,
@@ -104,6 +105,15 @@ def _lower_concat(ctx: LoweringRuleContext) -> list[ir.Value]:
             raise ctx.error(f"input #{index} {format_type(type_)} does not have the rank of {format_type(result)}")
         inputs.append((value, type_))
     parts = [value for value, type_ in inputs if type_.shape[axis] != 0]
+    small = [
+        small_elements(value, ctx.constant_operand(index))
+        for index, (value, type_) in enumerate(inputs)
+        if type_.shape[axis] != 0
+    ]
+    if rank == 1 and parts and all(elements is not None for elements in small) and result.is_static:
+        # A shape vector joined on the host (`small_elements` says why), not a device concat.
+        joined = [element for elements in small for element in elements or ()]
+        return [tensor.FromElementsOp(ctx.result_types[0], joined).result]
     if not parts:
         sizes = [
             None if dim is not None else dim_size(inputs[0][0], dim_axis)
@@ -191,7 +201,7 @@ def _lower_split(ctx: LoweringRuleContext) -> list[ir.Value]:
     source = ctx.ranked(ctx.niro_operands[0], "input")
     rank = len(source.shape)
     axis = normalize_axis(ctx, attribute(ctx, "axis", 0), rank)
-    if attribute(ctx, "absent_outputs"):
+    if imported_op(ctx).absent_outputs:
         raise ctx.error("does not support unnamed outputs")
     count = len(ctx.niro_results)
     sizes = _split_sizes(ctx, source, axis, count)
@@ -376,7 +386,16 @@ def _lower_slice(ctx: LoweringRuleContext) -> list[ir.Value]:
                 ],
             )
         ]
-    if all(isinstance(step, int) and step > 0 for step in strides):
+    # NOTE: a strided `tensor.extract_slice` (a step > 1) of a tensor with dynamic dims is a
+    # gather instead: IREE 3.13 fuses such a slice into a consumer that reads it with
+    # `tensor.extract` (an element-wise op broadcasting a dynamic dim) and then fails in
+    # iree-compile with "LLVM Translation failed for operation:
+    # builtin.unrealized_conversion_cast" (RotaryEmbedding's interleaved halves `x[..., 0::2]`
+    # at a dynamic sequence length). Static shapes keep the strided slice.
+    strided_dynamic = source.shape is not None and None in source.shape and any(
+        isinstance(step, int) and step > 1 for step in strides
+    )
+    if all(isinstance(step, int) and step > 0 for step in strides) and not strided_dynamic:
         element = lower_scalar_type(source.element_type)
         return [cast_to(extract_slice(data, element, offsets, counts, strides), ctx.result_types[0])]  # type: ignore[arg-type]
     sizes = [None if dim is not None else index_value(counts[axis]) for axis, dim in enumerate(result.shape)]

@@ -19,14 +19,12 @@ from .schemas import (
     signature_for,
 )
 from .type_rules import (
-    BOOKKEEPING_ATTRIBUTES,
     check_onnx_op,
     register_onnx_type_rules,
     registered_type_rule_names,
 )
 
 __all__ = [
-    "BOOKKEEPING_ATTRIBUTES",
     "FormalParameter",
     "OpSignature",
     "check_onnx_op",

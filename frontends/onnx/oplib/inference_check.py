@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import NamedTuple
 
 import onnx
 import onnx.shape_inference
 from niro.ir import (
+    OPSET_ATTRIBUTE,
     ScalarType,
     TensorType,
     UnknownOp,
@@ -34,7 +36,7 @@ from ..onnx_types import type_proto_from_niro
 from ..tensors import SCALAR_TYPES
 from .schemas import AttributeKind, FormalParameter, OpSignature
 
-__all__ = ["MAX_TENSOR_ATTRIBUTE_BYTES", "check_inferred_types", "compatible"]
+__all__ = ["MAX_TENSOR_ATTRIBUTE_BYTES", "Bound", "check_inferred_types", "compatible"]
 
 MAX_TENSOR_ATTRIBUTE_BYTES = 4096
 """Tensor attributes larger than this are not copied into a NodeProto: the op is not inferred."""
@@ -54,11 +56,19 @@ _NOT_REBUILT = frozenset(
 Binding = tuple[int, FormalParameter, object]
 
 
+class Bound(NamedTuple):
+    """The inputs (or outputs) of an op bound to their ONNX positions."""
+
+    bindings: list[Binding]
+    width: int
+    """How many positions the node lists, absent ones included."""
+
+
 def check_inferred_types(
     signature: OpSignature,
     op: UnknownOp,
-    inputs: list[Binding],
-    outputs: list[Binding],
+    inputs: Bound,
+    outputs: Bound,
     report: Callable[..., None],
     cache_key: tuple | None = None,
 ) -> None:
@@ -68,9 +78,9 @@ def check_inferred_types(
     `cache_key`, when given, must determine the inference (op name, operand types, result
     count, attributes): ops that share it share one call into ONNX.
     """
-    if op.regions or not outputs or not signature.schema.has_type_and_shape_inference_function:
+    if op.regions or not outputs.bindings or not signature.schema.has_type_and_shape_inference_function:
         return
-    if not all(isinstance(value.type, TensorType) for _, _, value in inputs):
+    if not all(isinstance(value.type, TensorType) for _, _, value in inputs.bindings):
         return
     inferred = _INFERRED.get(cache_key) if cache_key is not None else None
     if inferred is None:
@@ -82,7 +92,7 @@ def check_inferred_types(
     if isinstance(inferred, str):
         report("onnx-shape", f"ONNX shape inference rejects the op: {inferred}")
         return
-    for position, formal, value in outputs:
+    for position, formal, value in outputs.bindings:
         expected = inferred.get(position)
         if expected is not None and not compatible(value.type, expected):
             report(
@@ -118,16 +128,14 @@ def _misread_by_onnx(signature: OpSignature, inputs: list[Binding]) -> bool:
     return False
 
 
-def _infer(
-    signature: OpSignature, op: UnknownOp, inputs: list[Binding], outputs: list[Binding]
-) -> Inferred:
-    if _misread_by_onnx(signature, inputs):
+def _infer(signature: OpSignature, op: UnknownOp, inputs: Bound, outputs: Bound) -> Inferred:
+    if _misread_by_onnx(signature, inputs.bindings):
         return {}
     node = _node_proto(signature, op, inputs, outputs)
     if node is None:
         return {}
-    input_types = {f"in{position}": _type_proto(value.type) for position, _, value in inputs}
-    opset_imports = [onnx.helper.make_opsetid(signature.domain, op.attributes["niro.opset"])]
+    input_types = {f"in{position}": _type_proto(value.type) for position, _, value in inputs.bindings}
+    opset_imports = [onnx.helper.make_opsetid(signature.domain, op.attributes[OPSET_ATTRIBUTE])]
     try:
         found = onnx.shape_inference.infer_node_outputs(
             signature.schema, node, input_types, opset_imports=opset_imports
@@ -136,7 +144,7 @@ def _infer(
         return _first_line(error)
     except Exception:  # NOTE: anything else is ONNX failing, not the op being wrong
         return {}
-    return inferred_outputs(found, (position for position, _, _ in outputs))
+    return inferred_outputs(found, (position for position, _, _ in outputs.bindings))
 
 
 def compatible(declared: object, inferred: TensorType) -> bool:
@@ -160,20 +168,18 @@ def _type_proto(tensor_type: TensorType) -> onnx.TypeProto:
 
 
 def _node_proto(
-    signature: OpSignature, op: UnknownOp, inputs: list[Binding], outputs: list[Binding]
+    signature: OpSignature, op: UnknownOp, inputs: Bound, outputs: Bound
 ) -> onnx.NodeProto | None:
     node = onnx.NodeProto()
     node.op_type = signature.op_type
     node.domain = signature.domain
-    present = {position for position, _, _ in inputs}
+    present = {position for position, _, _ in inputs.bindings}
     node.input.extend(
-        f"in{position}" if position in present else ""
-        for position in range(_width(inputs, op, "absent_inputs"))
+        f"in{position}" if position in present else "" for position in range(inputs.width)
     )
-    produced = {position for position, _, _ in outputs}
+    produced = {position for position, _, _ in outputs.bindings}
     node.output.extend(
-        f"out{position}" if position in produced else ""
-        for position in range(_width(outputs, op, "absent_outputs"))
+        f"out{position}" if position in produced else "" for position in range(outputs.width)
     )
     for name, value in op.attributes.items():
         spec = signature.attributes.get(name)
@@ -184,10 +190,6 @@ def _node_proto(
             return None
         node.attribute.append(attribute)
     return node
-
-
-def _width(bindings: list[Binding], op: UnknownOp, absent_key: str) -> int:
-    return len(bindings) + len(op.attributes.get(absent_key, ()))
 
 
 def _attribute_proto(name: str, kind: AttributeKind, value) -> onnx.AttributeProto | None:

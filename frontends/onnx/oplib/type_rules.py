@@ -14,9 +14,9 @@ One generic rule, registered for each op the installed onnx has a schema for (`o
     onnx-shape           ONNX's shape inference rejects the operands
 
 Messages name ONNX positions (`input #2 'B'`, counting absent inputs) and the schema version
-(`Add-14`), since that is what a user finds in the ONNX operator docs. The frontend's own
-attributes (`niro.opset`, `absent_inputs`, `absent_outputs`, `regions`) are bookkeeping, not
-ONNX attributes.
+(`Add-14`), since that is what a user finds in the ONNX operator docs. The bookkeeping of
+`niro.ir.ImportedOp` (`niro.opset`, `absent_inputs`, `absent_outputs`, `regions`) is read
+through that contract's names and checked here with the schema's context in the messages.
 
 NOTE: an `onnx.*` op without `niro.opset` (hand-built IR; the frontend always sets it) has no
 version, hence no schema in effect: the rule checks nothing rather than guess one. The rule never
@@ -28,20 +28,26 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from niro.ir import (
-    GENERIC_REASON_ATTRIBUTE,
+    ABSENT_INPUTS_ATTRIBUTE,
+    ABSENT_OUTPUTS_ATTRIBUTE,
+    BOOKKEEPING_ATTRIBUTES,
     OPSET_ATTRIBUTE,
+    REGIONS_ATTRIBUTE,
     ScalarType,
     TensorType,
     UnknownOp,
     Value,
+    absent_positions,
     buffer_nbytes,
+    by_position,
     format_type,
     is_buffer,
     literal_problem,
+    region_names,
     register_op_type_rule_source,
 )
 
-from .inference_check import check_inferred_types
+from .inference_check import Bound, check_inferred_types
 from .schemas import (
     AttributeKind,
     FormalOption,
@@ -56,16 +62,10 @@ from .schemas import (
 )
 
 __all__ = [
-    "BOOKKEEPING_ATTRIBUTES",
     "check_onnx_op",
     "register_onnx_type_rules",
     "registered_type_rule_names",
 ]
-
-BOOKKEEPING_ATTRIBUTES = frozenset(
-    {OPSET_ATTRIBUTE, GENERIC_REASON_ATTRIBUTE, "absent_inputs", "absent_outputs", "regions"}
-)
-"""Attributes the frontend adds to an UnknownOp that are not the ONNX node's own."""
 
 Report = Callable[..., None]
 _UNBOUNDED = 2**31 - 1  # what ONNX schemas use for "no maximum"
@@ -163,14 +163,12 @@ def _check(
     signature = _signature(domain, op_type, attributes[OPSET_ATTRIBUTE], report)
     if signature is None:
         return
-    inputs = _bind(signature, op.operands, attributes.get("absent_inputs", ()), _INPUT_SIDE, report)
-    outputs = _bind(
-        signature, op.results, attributes.get("absent_outputs", ()), _OUTPUT_SIDE, report
-    )
+    inputs = _bind(signature, op.operands, attributes, _INPUT_SIDE, report)
+    outputs = _bind(signature, op.results, attributes, _OUTPUT_SIDE, report)
     sound = _check_attributes(signature, op, attributes, report)
     if inputs is None or outputs is None:
         return
-    sound = _check_element_types(signature, inputs, outputs, report) and sound
+    sound = _check_element_types(signature, inputs.bindings, outputs.bindings, report) and sound
     if sound:
         check_inferred_types(signature, op, inputs, outputs, report, inference_key)
 
@@ -223,31 +221,29 @@ class _Side:
         return signature.input(position) if self.noun == "input" else signature.output(position)
 
 
-_INPUT_SIDE = _Side("input", "onnx-operand-count", "absent_inputs", "operands")
-_OUTPUT_SIDE = _Side("output", "onnx-result-count", "absent_outputs", "results")
+_INPUT_SIDE = _Side("input", "onnx-operand-count", ABSENT_INPUTS_ATTRIBUTE, "operands")
+_OUTPUT_SIDE = _Side("output", "onnx-result-count", ABSENT_OUTPUTS_ATTRIBUTE, "results")
 
 
 def _bind(
     signature: OpSignature,
     values: Sequence[Value],
-    absent: object,
+    attributes: dict,
     side: _Side,
     report: Report,
-) -> list[Binding] | None:
+) -> Bound | None:
     """The values bound to their ONNX positions, or None when the counts are wrong."""
-    total = len(values) + (len(absent) if isinstance(absent, tuple) else 0)
-    if not (
-        isinstance(absent, tuple)
-        and all(isinstance(p, int) and not isinstance(p, bool) for p in absent)
-        and len(set(absent)) == len(absent)
-        and all(0 <= position < total for position in absent)
-    ):
+    listed = attributes.get(side.absent, ())
+    absent = absent_positions(listed, len(values))
+    if absent is None:
+        total = len(values) + (len(listed) if isinstance(listed, tuple) else 0)
         report(
             side.rule,
             f"attribute '{side.absent}' must be a tuple of distinct {side.noun} positions below "
-            f"{total}, got {_describe(absent)}",
+            f"{total}, got {_describe(listed)}",
         )
         return None
+    total = len(values) + len(absent)
     low, high = side.bounds(signature)
     if not low <= total <= high:
         missing = f" ({len(absent)} absent)" if absent else ""
@@ -269,15 +265,14 @@ def _bind(
             )
             sound = False
     bindings: list[Binding] = []
-    remaining = iter(values)
-    for position in range(total):
-        if position in absent:
+    for position, value in enumerate(by_position(values, absent)):
+        if value is None:
             continue
         formal = side.formal(signature, position)
         if formal is None:  # only past the last formal, which the bounds already exclude
             return None
-        bindings.append((position, formal, next(remaining)))
-    return bindings if sound else None
+        bindings.append((position, formal, value))
+    return Bound(bindings, total) if sound else None
 
 
 def _count_text(low: int, high: int, noun: str) -> str:
@@ -408,8 +403,10 @@ _KIND_PROBLEMS: dict[AttributeKind, Callable[[object], str | None]] = {
     AttributeKind.TYPE_PROTOS: _kind_checker(
         _tuple_of(lambda value: isinstance(value, str)), "a tuple of strs"
     ),
-    AttributeKind.GRAPH: lambda value: "a region (named in attribute 'regions')",
-    AttributeKind.GRAPHS: lambda value: "regions (named in attribute 'regions' as NAME#i)",
+    AttributeKind.GRAPH: lambda value: f"a region (named in attribute '{REGIONS_ATTRIBUTE}')",
+    AttributeKind.GRAPHS: lambda value: (
+        f"regions (named in attribute '{REGIONS_ATTRIBUTE}' as NAME#i)"
+    ),
     AttributeKind.SPARSE_TENSOR: lambda value: "a sparse tensor, which Niro cannot hold",
     AttributeKind.SPARSE_TENSORS: lambda value: "sparse tensors, which Niro cannot hold",
 }
@@ -425,7 +422,7 @@ def _check_attributes(
         sound = False
         report("onnx-attribute", message)
 
-    graphs = _graph_attributes(signature, op, attributes.get("regions", ()), fail)
+    graphs = _graph_attributes(signature, op, attributes.get(REGIONS_ATTRIBUTE, ()), fail)
     for name, value in attributes.items():
         if name in BOOKKEEPING_ATTRIBUTES:
             continue
@@ -450,18 +447,20 @@ def _graph_attributes(
     signature: OpSignature, op: UnknownOp, names: object, fail: Callable[[str], None]
 ) -> set[str]:
     """The graph attributes the op's regions stand for (from `regions`), checked."""
-    if not isinstance(names, tuple) or not all(isinstance(name, str) for name in names):
+    listed = region_names(names)
+    if listed is None:
         fail(
-            f"attribute 'regions' must be a tuple of graph attribute names, got {_describe(names)}"
+            f"attribute '{REGIONS_ATTRIBUTE}' must be a tuple of graph attribute names, got "
+            f"{_describe(names)}"
         )
         return set()
-    if len(names) != len(op.regions):
+    if len(listed) != len(op.regions):
         fail(
-            f"attribute 'regions' names {len(names)} region{'' if len(names) == 1 else 's'}, but "
-            f"the op has {len(op.regions)}"
+            f"attribute '{REGIONS_ATTRIBUTE}' names {len(listed)} "
+            f"region{'' if len(listed) == 1 else 's'}, but the op has {len(op.regions)}"
         )
     found: set[str] = set()
-    for name in names:
+    for name in listed:
         base, _, index = name.partition("#")
         spec = signature.attributes.get(base)
         if spec is None or spec[0] not in _GRAPH_KINDS:

@@ -164,8 +164,11 @@ def other_types_module() -> Module:
 
 def test_other_element_types_lower_and_pass_iree_opt():
     text = check_lowered(lower_to_mlir(other_types_module()))
-    assert "@bf16_blob(dense_resource<bf16_blob> : tensor<4xbf16>)" in text
-    assert "@bf16_splat(dense<1.000000e+00> : tensor<2x2xbf16>)" in text
+    # bf16 constants are stored as their 16-bit words (backends/mlir/sub_byte.py: an IREE 3.13
+    # workaround), 16256 = 0x3F80 = 1.0
+    assert "@bf16_blob(dense_resource<bf16_blob> : tensor<4xi16>)" in text
+    assert "arith.bitcast %bf16_blob : tensor<4xi16> to tensor<4xbf16>" in text
+    assert "@bf16_splat(dense<16256> : tensor<2x2xi16>)" in text
     assert "@mask(dense<[true, false, true, true]> : tensor<4xi1>)" in text
     assert "@mask_splat(dense<true> : tensor<3xi1>)" in text
     assert "@u64_scalar(dense<-1> : tensor<i64>)" in text

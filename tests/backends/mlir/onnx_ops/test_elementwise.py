@@ -85,6 +85,19 @@ MODEL_CASES = {
             "y": np.array([3.0, 0.5, 0.0, 0.0, np.nan, 1.0 / 3], np.float32),
         },
     ),
+    # A constant exponent 2 (exporters' variance) is x * x: same numbers, NaN and inf included.
+    "pow_constant_two": lambda: one_node_case(
+        "pow_constant_two",
+        "Pow",
+        {"x": _SPECIAL.astype(np.float32).reshape(2, 5)},
+        initializers={"y": np.array(2.0, np.float32)},
+    ),
+    "pow_constant_two_f16_broadcast": lambda: one_node_case(
+        "pow_constant_two_f16_broadcast",
+        "Pow",
+        {"x": _SPECIAL.astype(np.float16)},
+        initializers={"y": np.array([[2.0]], np.float16)},
+    ),
     "pow_int_float": lambda: one_node_case(
         "pow_int_float",
         "Pow",

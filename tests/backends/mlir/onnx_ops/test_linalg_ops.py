@@ -52,6 +52,13 @@ MODEL_CASES = {
         "MatMul",
         {"a": _floats(2, 3, 64, dtype=np.float16), "b": _floats(1, 64, 5, dtype=np.float16)},
     ),
+    # Equal static batch dims: the named linalg.batch_matmul (4-D: batch dims collapsed).
+    "matmul_batched_4d": lambda: one_node_case(
+        "matmul_batched_4d", "MatMul", {"a": _floats(2, 3, 5, 16), "b": _floats(2, 3, 16, 7)}
+    ),
+    "matmul_f64_batched": lambda: one_node_case(
+        "matmul_f64_batched", "MatMul", {"a": _floats(3, 2, 4, dtype=np.float64), "b": _floats(3, 4, 2, dtype=np.float64)}
+    ),
     "matmul_integer_zero_points": lambda: one_node_case(
         "matmul_integer_zero_points",
         "MatMulInteger",
@@ -107,3 +114,23 @@ def test_parse_einsum_aligns_ellipses_right() -> None:
 def test_parse_einsum_rejects(equation: str, ranks: list[int], message: str) -> None:
     with pytest.raises(ValueError, match=f"^{message.replace('.', '[.]')}$"):
         parse_einsum(equation, ranks)
+
+
+def test_attention_matmuls_of_transposed_heads_on_symbolic_lengths() -> None:
+    """Attention as exporters write it: heads split by Reshape + Transpose, Q x K^T and
+    weights x V batched over static heads with symbolic sequence lengths (the named
+    batch_matmul with dynamic M and N)."""
+    from .test_shape_ops import N, graph_case
+
+    q, k = _floats(6, 4, 8), _floats(5, 4, 8)
+    nodes = [
+        N("Transpose", ["q"], ["qh"], perm=[1, 0, 2]),
+        N("Transpose", ["k"], ["kt"], perm=[1, 2, 0]),
+        N("MatMul", ["qh", "kt"], ["s"]),
+        N("Softmax", ["s"], ["w"], axis=-1),
+        N("Transpose", ["k"], ["kh"], perm=[1, 0, 2]),
+        N("MatMul", ["w", "kh"], ["y"]),
+    ]
+    case = graph_case("attention_symbolic", nodes, {"q": (q, ["T", 4, 8]), "k": (k, ["S", 4, 8])})
+    outcome = run_case(case)
+    assert outcome.passed, f"{outcome.stage}: {outcome.message}"

@@ -46,6 +46,31 @@ MODEL_CASES = {
         opset=11,
         reference="onnxruntime",
     ),
+    # One axis of f32: the named linalg.softmax; large values test the max subtraction.
+    "softmax_named_middle_axis": lambda: one_node_case(
+        "softmax_named_middle_axis",
+        "Softmax",
+        {"x": _floats(2, 5, 3) * 40},
+        axis=1,
+        opset=13,
+    ),
+    # Attention's masked scores: -inf entries (a causal mask) give exact zeros.
+    "softmax_named_masked": lambda: one_node_case(
+        "softmax_named_masked",
+        "Softmax",
+        {"x": _floats(2, 6, 6) + np.triu(np.full((6, 6), -np.inf, np.float32), 1)},
+        axis=-1,
+        opset=13,
+    ),
+    # f16 is computed in f32 by generics, narrowed at the end.
+    "softmax_f16": lambda: one_node_case(
+        "softmax_f16",
+        "Softmax",
+        {"x": _floats(3, 7, dtype=np.float16)},
+        axis=-1,
+        opset=13,
+        reference="onnxruntime",
+    ),
     "hardmax_opset11_coerced": lambda: one_node_case(
         "hardmax_opset11_coerced",
         "Hardmax",

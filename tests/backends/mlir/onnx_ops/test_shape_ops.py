@@ -262,6 +262,37 @@ def _cases() -> dict[str, NodeTestCase]:
         graph_case("nonzero_dynamic", [N("NonZero", ["x"], ["y"])], {"x": ((X % 3 == 0).astype(np.float32), ["N", 3, 4])}),
         graph_case("nonzero_none", [N("NonZero", ["x"], ["y"])], {"x": (np.zeros((2, 3), bool), ["N", 3])}),
         graph_case("compress_dynamic", [N("Compress", ["x", "c"], ["y"], axis=1)], {"x": (X, ["N", 3, 4]), "c": (np.array([True, False, True]), [3])}),
+        # Shape vectors as exporters compute them (Gather with constant and negative indices,
+        # Unsqueeze, Concat with an initializer, Slice, a same-type Cast): scalars on the host.
+        graph_case(
+            "shape_vector_arithmetic",
+            [
+                N("Shape", ["x"], ["s"]),
+                N("Gather", ["s", "first"], ["n"], axis=0),
+                N("Gather", ["s", "last"], ["k"], axis=0),
+                N("Cast", ["k"], ["k64"], to=TensorProto.INT64),
+                N("Unsqueeze", ["n", "zero"], ["n1"]),
+                N("Unsqueeze", ["k64", "zero"], ["k1"]),
+                N("Gather", ["s", "middle"], ["m1"], axis=0),
+                N("Concat", ["n1", "m1", "halves", "k1"], ["target"], axis=0),
+                N("Slice", ["target", "one", "three"], ["t2"]),
+                N("Concat", ["t2", "minus"], ["target2"], axis=0),
+                N("Reshape", ["x", "target"], ["y"]),
+                N("Reshape", ["x", "target2"], ["z"]),
+            ],
+            {"x": (np.arange(48, dtype=np.float32).reshape(2, 6, 4), ["N", "M", "K"])},
+            {
+                "first": np.array(0, I64),
+                "last": np.array(-1, I64),
+                "middle": np.array([1], I64),
+                "zero": np.array([0], I64),
+                "halves": np.array([1], I64),
+                "one": np.array([1], I64),
+                "three": np.array([3], I64),
+                "minus": np.array([-1], I64),
+            },
+            outputs=("y", "z", "target2"),
+        ),
         # ONNX's inference leaves this op-set 9 Slice untyped; the import's symbolic dims type it
         graph_case("slice_untyped_by_onnx", [N("Slice", ["x"], ["y"], starts=[1, -3], ends=[1000, -1], axes=[2, 1])], {"x": (X, [2, 3, 4])}, opset=9),
     ]

@@ -1,10 +1,8 @@
-"""Dropout (inference) and LRN.
+"""LRN (local response normalization) across channels.
 
-Dropout at inference is the identity, and its optional mask is all true. Training-mode dropout
-draws random numbers, which a compiled model cannot reproduce, so it is refused unless the
-ratio is a constant 0 (then it is the identity too). LRN sums squares over a window of
-channels: the squares are zero-padded on the channel axis and summed by a window
-`linalg.generic`, then y = x / (bias + alpha / size * sum) ** beta.
+LRN sums squares over a window of channels: the squares are zero-padded on the channel axis and
+summed by a window `linalg.generic`, then y = x / (bias + alpha / size * sum) ** beta. Any dim
+may be dynamic.
 """
 
 from __future__ import annotations
@@ -17,57 +15,12 @@ from ..bindings import arith, ir, math, tensor
 from ..builders import constant, dim, empty, filled, generic, pad, tensor_sizes
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from ..types import lower_scalar_type, lower_type
-from .common import attribute, element_type, input_index, opset, static_shape
+from ..types import lower_scalar_type
+from .common import attribute, element_type
 
 __all__: list[str] = []
 
 FLOATS = (ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64)
-
-
-def _constant_scalar(ctx: LoweringRuleContext, position: int, what: str):
-    """ONNX input `position` as a Python scalar when a compile-time constant; None when absent."""
-    index = input_index(ctx, position)
-    if index is None:
-        return None
-    value = ctx.constant_operand(index)
-    if value is None:
-        raise ctx.error(
-            f"needs {what} to be a compile-time constant (training-mode dropout is random)"
-        )
-    return value.reshape(-1)[0].item()
-
-
-@register_lowering("onnx.Dropout")
-def _lower_dropout(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
-    if opset(ctx) < 7 and not attribute(ctx, "is_test", 0):
-        raise ctx.error(
-            "in training mode (is_test=0) draws random numbers; only inference is supported"
-        )
-    training = _constant_scalar(ctx, 2, "training_mode") if opset(ctx) >= 12 else False
-    if training:
-        ratio = _constant_scalar(ctx, 1, "ratio") if opset(ctx) >= 12 else None
-        if ratio is None:
-            ratio = 0.5
-        if ratio != 0:
-            raise ctx.error(
-                f"in training mode with ratio {ratio} draws random numbers; only inference "
-                "(or ratio 0) is supported"
-            )
-    results = [ctx.operands[0]]
-    absent = attribute(ctx, "absent_outputs", ())
-    if len(ctx.niro_results) > 1 and 1 not in absent:
-        # NOTE: shape inference may leave the mask unranked (old opsets); it has X's shape.
-        mask_type = ctx.niro_results[1].type
-        shape = static_shape(ctx, ctx.niro_operands[0], "input X")
-        element = lower_scalar_type(mask_type.element_type)
-        one = constant(element, 1 if isinstance(element, ir.IntegerType) else 1.0)
-        mask = filled(shape, element, one)
-        target = lower_type(mask_type)
-        if mask.type != target:
-            mask = tensor.CastOp(target, mask).result
-        results.append(mask)
-    return results
 
 
 @register_lowering("onnx.LRN")
