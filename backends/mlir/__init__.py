@@ -13,8 +13,9 @@ Decisions a user can see in the output:
   ABI an unsigned tensor is passed as the signed type of the same width.
 - A Function's input_names/output_names become `{niro.name = "..."}` argument/result attributes
   (`NAME_ATTRIBUTE`). Defined functions are public; declarations are private bodiless func.func.
-- Add/Mul broadcast as NumPy does; a static size-1 dim is broadcast, a dynamic dim is assumed to
-  equal the result dim (a dynamic dim that is 1 at run time is not broadcast).
+- Add/Mul broadcast as NumPy does; a static size-1 dim is broadcast by the indexing map, a
+  dynamic dim that is 1 at run time by a clamped read (each dynamic dim is checked at run time
+  to be 1 or the result dim).
 - Tensor data: `dense_resource` blobs named after their Global (or `<function>.const<N>`), made
   from the Niro buffers without a copy; splats, one-element and BOOL tensors as `dense<...>`.
   Scalar Globals are 0-d tensor globals read with `tensor.extract`.

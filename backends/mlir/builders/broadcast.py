@@ -8,7 +8,7 @@ iterators, block types) from a plan made once per type signature.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,13 +18,12 @@ from ..bindings import arith, ir, linalg, tensor
 from ..types import type_key
 from .checks import assert_true
 from .constants import index_constant
-from .shapes import dim_size, empty, empty_tensor, tensor_size
-from .structured import generic
+from .shapes import dim_size, empty_tensor
 
 if TYPE_CHECKING:
     from ..context import LoweringRuleContext
 
-__all__ = ["broadcast_ones", "broadcast_size", "elementwise", "is_one_or"]
+__all__ = ["broadcast_size", "elementwise", "is_one_or"]
 
 
 def elementwise(
@@ -254,35 +253,6 @@ def is_one_or(dim: ir.Value, size: ir.Value) -> ir.Value:
     """The i1 `dim == 1 or dim == size`: a dim ONNX can broadcast to `size`."""
     one = arith.CmpIOp(arith.CmpIPredicate.eq, dim, index_constant(1)).result
     return arith.OrIOp(one, arith.CmpIOp(arith.CmpIPredicate.eq, dim, size).result).result
-
-
-def broadcast_ones(value: ir.Value, sizes: Mapping[int, ir.Value]) -> ir.Value:
-    """`value` with each dynamic dim `axis` of `sizes` (1 or `sizes[axis]` at run time, checked
-    by the caller) made `sizes[axis]`: a copy that reads element min(i, dim - 1) there (the
-    identity where the dim already is the size, index 0 for a 1). Same type as `value`. For
-    ops that read their operands through indexing maps (a contraction's batch dims).
-
-    NOTE: always a copy, not an `scf.if` that copies only when a dim is 1: IREE 3.13 cannot
-    resolve the dims of such an `scf.if` result in the dispatches that read it ("'tensor.dim'
-    op unexpected during shape cleanup; dynamic dimensions must have been resolved prior to
-    leaving the flow dialect"). The copy is an element-wise producer IREE can fuse into its
-    consumer's dispatch."""
-    type_ = ir.RankedTensorType(value.type)
-    rank = type_.rank
-    lasts = {axis: arith.SubIOp(dim_size(value, axis), index_constant(1)).result for axis in sizes}
-    extents = [sizes[axis] if axis in sizes else tensor_size(value, axis) for axis in range(rank)]
-    init = empty(extents, type_.element_type)
-
-    def read(arguments: list[ir.Value]) -> list[ir.Value]:
-        indices = []
-        for axis in range(rank):
-            position = linalg.IndexOp(axis).result
-            if axis in sizes:
-                position = arith.MinUIOp(position, lasts[axis]).result
-            indices.append(position)
-        return [tensor.ExtractOp(value, indices).result]
-
-    return generic([], [(init, list(range(rank)))], rank, (), read)[0]
 
 
 def _run_time_axes(result_shape: tuple, shapes) -> frozenset[int]:

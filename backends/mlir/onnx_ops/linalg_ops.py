@@ -3,8 +3,8 @@
 All three are one `linalg.generic` built from index labels (einsum's view): every operand dim
 and every result dim carries a label, each label is one loop, labels absent from the result are
 reduction loops. A static size-1 operand dim whose label is larger elsewhere reads index 0
-(NumPy broadcasting of batch dims); a dynamic batch dim that is 1 at run time is broadcast too
-(`_broadcast_run_time_ones`). MatMul follows NumPy: a 1-D lhs is a row vector and a 1-D
+(NumPy broadcasting of batch dims); a dynamic batch dim must equal its label's size at run time
+(checked). MatMul follows NumPy: a 1-D lhs is a row vector and a 1-D
 rhs a column vector, whose unit dim is then dropped. Rank-2 MatMul is Niro's own op and never
 gets here. f16/bf16 products accumulate in f32, integers in their own type (wrapping, as ONNX
 MatMul on integers); MatMulInteger widens to i32 after subtracting the zero points. One
@@ -24,19 +24,15 @@ from ..builders import (
     MapSpec,
     accumulator_type,
     assert_true,
-    broadcast_ones,
-    broadcast_size,
     collapse_dims,
     constant,
     convert,
-    dim_size,
     empty,
     expand_dim,
     fill,
     generic,
     index_constant,
     index_value,
-    is_one_or,
     named_op,
     tensor_size,
 )
@@ -63,7 +59,6 @@ def contract(
     is (MLIR value, Niro value, one label per dim).
     `finish(sum, *elements)` also gets one element of each of `finish_operands` (MLIR value,
     indexing map over the result's dims), e.g. a per-column scale."""
-    operands = _broadcast_run_time_ones(ctx, operands)
     order: list[Label] = list(output)
     for _, _, labels in operands:
         for label in labels:
@@ -135,47 +130,6 @@ def contract(
         (),
         lambda arguments: [finish(*arguments[:-1])],
     )[0]
-
-
-def _broadcast_run_time_ones(
-    ctx: LoweringRuleContext, operands: Sequence[tuple[ir.Value, Value, Sequence[Label]]]
-) -> list[tuple[ir.Value, Value, Sequence[Label]]]:
-    """`operands` with ONNX's broadcast of a dynamic batch dim (a tuple label: MatMul's batch
-    dims, Einsum's ellipsis dims) that is 1 at run time: where two or more operands are dynamic
-    on such a label, or one is against a static size N > 1, each of those dims is checked to be
-    1 or the label's size (N, else `builders.broadcast_size` of theirs) and an
-    operand that is 1 there is copied out to that size (`builders.broadcast_ones`),
-    so the contraction reads every operand at the label's size. Static shapes are unchanged."""
-    places: dict[Label, list[tuple[int, int]]] = {}
-    static: dict[Label, int] = {}
-    for index, (_, niro_value, labels) in enumerate(operands):
-        shape = ctx.ranked(niro_value, "operand").shape
-        if len(shape) != len(labels):
-            return list(operands)  # refused by `contract`
-        for axis, (label, dim) in enumerate(zip(labels, shape, strict=True)):
-            if not isinstance(label, tuple):
-                continue
-            if dim is None:
-                places.setdefault(label, []).append((index, axis))
-            elif dim != 1:
-                static[label] = dim
-    targets: dict[int, dict[int, ir.Value]] = {}
-    for label, where in places.items():
-        if label not in static and len(where) < 2:
-            continue
-        dims = [dim_size(operands[index][0], axis) for index, axis in where]
-        size = index_constant(static[label]) if label in static else broadcast_size(dims)
-        for (index, axis), dim in zip(where, dims, strict=True):
-            assert_true(
-                is_one_or(dim, size),
-                f"{ctx.niro_location}: '{op_name(ctx.op)}' op: dynamic dim {axis} of operand "
-                f"#{index} is neither 1 nor the broadcast size of that dim",
-            )
-            targets.setdefault(index, {})[axis] = size
-    return [
-        (broadcast_ones(value, targets[index]) if index in targets else value, niro_value, labels)
-        for index, (value, niro_value, labels) in enumerate(operands)
-    ]
 
 
 def _label_size(operands, label: Label) -> ir.Value:
