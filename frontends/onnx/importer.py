@@ -16,6 +16,7 @@ OnnxImportError naming the node, value or initializer.
 from __future__ import annotations
 
 import gc
+import hashlib
 import math
 import os
 from collections.abc import Container, Iterator, Mapping, Sequence
@@ -541,7 +542,10 @@ class _Importer:
             raise ctx.error(f"cannot be compiled: {error}") from None
         if function_proto is None:
             return False
-        key = (function_proto.domain, f"{node.domain or 'onnx'}.{node.op_type}", "contrib")
+        # NOTE: the body depends on the node's attributes, which are not call attributes: call
+        # sites share a specialization only when their bodies are the same
+        digest = hashlib.sha256(function_proto.SerializeToString()).hexdigest()[:16]
+        key = (function_proto.domain, f"{node.domain or 'onnx'}.{node.op_type}", f"contrib-{digest}")
         positions = tuple(position for position, used in enumerate(wanted) if used)
         self._call_function(ctx, key, function_proto, {}, positions)
         return True
