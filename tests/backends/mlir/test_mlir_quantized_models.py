@@ -212,7 +212,11 @@ def _quantize(source, make_input, calibration_size, how, folder: Path) -> Path:
     if how[0] == "dynamic":
         _, weight_type, per_channel = how
         quantization.quantize_dynamic(
-            float_path, path, weight_type=weight_type, per_channel=per_channel
+            float_path,
+            path,
+            weight_type=weight_type,
+            per_channel=per_channel,
+            reduce_range=_reduce_range(QuantType.QUInt8, weight_type),
         )
         return path
     quant_format, activation_type, weight_type, per_channel = how
@@ -225,8 +229,21 @@ def _quantize(source, make_input, calibration_size, how, folder: Path) -> Path:
         activation_type=activation_type,
         weight_type=weight_type,
         per_channel=per_channel,
+        reduce_range=_reduce_range(activation_type, weight_type),
     )
     return path
+
+
+def _reduce_range(activation_type, weight_type) -> bool:
+    """7-bit weights for u8 activations x s8 weights, as onnxruntime's quantizer recommends on
+    CPUs without VNNI.
+
+    NOTE: onnxruntime 1.32's u8s8 kernels on AVX2 without VNNI add pairs of u8*s8 products
+    in int16 with saturation (vpmaddubsw), so with full-range weights its results are off by
+    a few steps on such machines (seen: conv_matmul_qoperator_u8s8_per_channel,
+    mlp_dynamic_int8_per_channel), while niroc computes the exact sums. With 7-bit weights a
+    pair sum fits int16 and onnxruntime is exact on every x86 CPU."""
+    return activation_type == QuantType.QUInt8 and weight_type == QuantType.QInt8
 
 
 def _unoptimized_session(path: Path) -> onnxruntime.InferenceSession:
