@@ -6,15 +6,15 @@
   collapse, pad, slice, cast.
 - `structured`: linalg `generic` with explicit maps, `fill` (init, then the value), the named
   ops; all by the generic operation builder (the generated classes are 2-3x slower).
-- `broadcast`: element-wise ops with NumPy broadcasting (`elementwise`), and ONNX's broadcast
-  of a dynamic dim that is 1 at run time (`broadcast_size`, `is_one_or`).
+- `broadcast`: element-wise ops with NumPy broadcasting (`elementwise`), dynamic dims checked
+  at run time.
 - `checks`: run-time checks (`assert_true`, `assert_all`).
 - `elements`: element types (accumulators, float conversions) and reading integer scalars.
 
 Rules import the names from here (`from ..builders import fill, generic`).
 """
 
-from .broadcast import broadcast_size, elementwise, is_one_or
+from .broadcast import elementwise
 from .checks import assert_all, assert_true
 from .constants import constant, dense_constant, i64_constant, identity_value, index_constant
 from .elements import accumulator_type, convert, is_float, read_int_scalars, small_elements
@@ -45,7 +45,6 @@ __all__ = [
     "affine_map",
     "assert_all",
     "assert_true",
-    "broadcast_size",
     "cast_to",
     "collapse_dims",
     "constant",
@@ -68,7 +67,6 @@ __all__ = [
     "index_constant",
     "index_value",
     "is_float",
-    "is_one_or",
     "named_op",
     "pad",
     "read_int_scalars",

@@ -23,7 +23,7 @@ from .shapes import dim_size, empty_tensor
 if TYPE_CHECKING:
     from ..context import LoweringRuleContext
 
-__all__ = ["broadcast_size", "elementwise", "is_one_or"]
+__all__ = ["elementwise"]
 
 
 def elementwise(
@@ -42,11 +42,14 @@ def elementwise(
     a mismatch stops the program with a message naming the op instead of reading out of
     bounds), and ONNX broadcasts a 1. Against a result dim known to be a static N > 1 (the
     result's type, or another operand's static dim) such an operand is read by a clamped
-    `tensor.extract` (`_extract_broadcast`: index min(i, size - 1) is 0 for a 1). Where two or
-    more operands are dynamic on a dim no static size fixes (`_run_time_axes`), the result's
-    size there is ONNX's broadcast of theirs (`broadcast_size`) and those operands are read
-    the same clamped way. A dim only one operand has dynamic is the result's. Static shapes
-    never take these paths: their MLIR is the same.
+    `tensor.extract` (`_extract_broadcast`: index min(i, size - 1) is 0 for a 1). Two or more
+    operands dynamic on a dim no static size fixes must be equal there at run time (checked).
+
+    NOTE: not broadcast there by clamped reads: with IREE 3.13 that form made GPT-style
+    exports 2.7x slower (every residual and mask Add read element by element) and failed to
+    compile a GroupQueryAttention with interleaved rotary and softcap ("LLVM Translation failed
+    ... unrealized_conversion_cast", test_contrib_transformer.py). Static shapes never take
+    these paths: their MLIR is the same.
 
     NOTE: an outer-product-like op (operands broadcast along different dims, as in
     `s[:, :, None] - s[:, None, :]`) reads all its operands but the first with
@@ -150,13 +153,11 @@ def _broadcast_plan(
         shapes.append((rank - len(shape), shape))
     parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
     extents = _static_extents(result_type.shape, shapes)
-    run_time_axes = _run_time_axes(result_type.shape, shapes)
     extracted = _outer_operands(result_type.shape, shapes) | {
         index
         for index, (offset, shape) in enumerate(shapes)
         if any(
-            dim is None
-            and (extents[offset + axis] not in (None, 1) or offset + axis in run_time_axes)
+            dim is None and extents[offset + axis] not in (None, 1)
             for axis, dim in enumerate(shape)
         )
     }
@@ -182,10 +183,8 @@ def _assert_dynamic_dims_match(
     ctx: LoweringRuleContext, inputs, shapes, result_type, sizes
 ) -> None:
     """A run-time check per dynamic operand dim that it equals the result dim it maps to,
-    or is 1 where that dim is a static N > 1 or a `_run_time_axes` dim (broadcast, see
-    `elementwise`)."""
+    or is 1 where that dim is a static N > 1 (broadcast, see `elementwise`)."""
     extents = _static_extents(result_type.shape, shapes)
-    run_time_axes = _run_time_axes(result_type.shape, shapes)
     for index, ((value, _), (offset, shape)) in enumerate(zip(inputs, shapes, strict=True)):
         for axis, dim in enumerate(shape):
             if dim is not None:
@@ -195,13 +194,6 @@ def _assert_dynamic_dims_match(
             if expected is None:
                 expected = index_constant(result_type.shape[result_axis])
             size = dim_size(value, axis)
-            if result_axis in run_time_axes:
-                assert_true(
-                    is_one_or(size, expected),
-                    f"{ctx.niro_location}: '{op_name(ctx.op)}' op: dynamic dim {axis} of "
-                    f"operand #{index} is neither 1 nor the result dim",
-                )
-                continue
             equal = arith.CmpIOp(arith.CmpIPredicate.eq, size, expected).result
             extent = extents[result_axis]
             if extent is not None and extent != 1:
@@ -215,59 +207,23 @@ def _assert_dynamic_dims_match(
             assert_true(
                 equal,
                 f"{ctx.niro_location}: '{op_name(ctx.op)}' op: dynamic dim {axis} of operand "
-                f"#{index} differs from the result dim",
+                f"#{index} differs from the result dim (a run-time size 1 is not broadcast)",
             )
 
 
 def _broadcast_size(axis, inputs, shapes) -> ir.Value | None:
-    """The index value of dynamic result dim `axis`: a static non-1 operand size, else
-    that of the one operand dynamic there, else (`_run_time_axes`) ONNX's broadcast of the
-    operands' run-time sizes there."""
-    dynamic_sources = []
+    """The index value of dynamic result dim `axis`: a static non-1 operand size, else that
+    of the first operand dynamic there (the others must equal it: checked)."""
+    dynamic_source = None
     for (value, _), (offset, shape) in zip(inputs, shapes, strict=True):
         if axis < offset:
             continue
         dim = shape[axis - offset]
         if dim is not None and dim != 1:
             return index_constant(dim)
-        if dim is None:
-            dynamic_sources.append((value, axis - offset))
-    if not dynamic_sources:
-        return None
-    if len(dynamic_sources) == 1:
-        return dim_size(*dynamic_sources[0])
-    return broadcast_size([dim_size(*source) for source in dynamic_sources])
-
-
-def broadcast_size(sizes: Sequence[ir.Value]) -> ir.Value:
-    """The size ONNX gives an axis whose dims are all dynamic, `sizes` (index values, each 1
-    or the size): the last that is not 1, else 1. A 0 against a 1 gives 0, as in ONNX."""
-    size = sizes[0]
-    for each in sizes[1:]:
-        is_one = arith.CmpIOp(arith.CmpIPredicate.eq, each, index_constant(1)).result
-        size = arith.SelectOp(is_one, size, each).result
-    return size
-
-
-def is_one_or(dim: ir.Value, size: ir.Value) -> ir.Value:
-    """The i1 `dim == 1 or dim == size`: a dim ONNX can broadcast to `size`."""
-    one = arith.CmpIOp(arith.CmpIPredicate.eq, dim, index_constant(1)).result
-    return arith.OrIOp(one, arith.CmpIOp(arith.CmpIPredicate.eq, dim, size).result).result
-
-
-def _run_time_axes(result_shape: tuple, shapes) -> frozenset[int]:
-    """The result dims whose size only the run decides between operands: no static size
-    other than 1 there (in the result or an operand) and two or more operands dynamic there.
-    Each of those is 1 or the result's size, and a 1 is broadcast (see `elementwise`)."""
-    extents = _static_extents(result_shape, shapes)
-    counts = [0] * len(result_shape)
-    for offset, shape in shapes:
-        for axis, dim in enumerate(shape):
-            if dim is None:
-                counts[offset + axis] += 1
-    return frozenset(
-        axis for axis, count in enumerate(counts) if count >= 2 and extents[axis] is None
-    )
+        if dim is None and dynamic_source is None:
+            dynamic_source = (value, axis - offset)
+    return None if dynamic_source is None else dim_size(*dynamic_source)
 
 
 def _static_extents(result_shape: tuple, shapes) -> list[int | None]:
