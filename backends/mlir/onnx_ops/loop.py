@@ -22,6 +22,8 @@ M or a declared leading dim is refused. Slices of a dynamic (ranked) shape, as P
 exporter yields rows of run-time width, get their buffer at the first iteration, sized by that
 slice; each later slice is checked at run time to have the same shape (`cf.assert`). Sequence
 values never get here: the frontend rewrites them into tensors (`sequences`) or refuses them.
+A loop carrying two tensors or more bounds their dynamic dims (`_bounded_dims`, a run-time
+check) so that IREE can bound their byte sizes.
 """
 
 from __future__ import annotations
@@ -39,11 +41,20 @@ from niro.ir import (
 )
 
 from ..bindings import arith, ir, scf, tensor
-from ..builders import DYNAMIC, assert_true, dim_size, empty_tensor, i64_constant, index_constant
+from ..builders import (
+    DYNAMIC,
+    assert_true,
+    dim_size,
+    empty_tensor,
+    extract_slice,
+    i64_constant,
+    index_constant,
+)
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import index_type, lower_type
 from .common import imported_op, input_value
+from .indexing import clamp, cmp
 
 __all__ = ["MAX_PREALLOCATED_ELEMENTS"]
 
@@ -114,6 +125,64 @@ def _checked_cast(
                     f"{ctx.niro_location}: 'onnx.Loop' op: dim {axis} of {what} is not {want}",
                 )
     return tensor.CastOp(target_type, value).result
+
+
+CARRIED_BYTES = 1 << 60
+"""Most bytes a loop-carried tensor with dynamic dims may take, as its dims are bounded for
+IREE (see `_bounded_dims`): the byte sizes of several such tensors still add up within i64."""
+
+
+def _dim_bound(type_: TensorType) -> int | None:
+    """The largest size each dynamic dim of a loop-carried `type_` may take: the k-th root of
+    what `CARRIED_BYTES` leaves for them (k dynamic dims), less one for the row a Concat may add
+    to the leading dim in the body. None when no bound is needed (no dynamic dim, or a static
+    0 dim: the tensor holds no byte)."""
+    dynamic = sum(dim is None for dim in type_.shape)
+    fixed = -(-type_.element_type.bit_width // 8)  # a sub-byte element counts as a byte
+    for dim in type_.shape:
+        fixed *= 1 if dim is None else dim
+    if dynamic == 0 or fixed == 0:
+        return None
+    room = CARRIED_BYTES // fixed
+    root = int(round(room ** (1 / dynamic)))
+    while root**dynamic > room:
+        root -= 1
+    while (root + 1) ** dynamic <= room:
+        root += 1
+    return root - 1
+
+
+def _bounded_dims(
+    ctx: LoweringRuleContext, value: ir.Value, type_: TensorType | None, what: str
+) -> ir.Value:
+    """`value` (a loop-carried tensor of `type_`) with each dynamic dim checked at run time to
+    be at most `_dim_bound` and sliced to that clamped (equal) size, so that the compiler can
+    bound its byte size (`value` itself when `type_` is None: a loop carrying one tensor).
+
+    NOTE: IREE (3.13) packs the loop-carried tensors an iteration produces into one buffer and
+    carries each one's offset in it through the loop; its int-range optimization takes the
+    range of `util.align` of a byte size it cannot bound as empty, so the offset of the second
+    tensor, 0 on loop entry, is folded to 0 after the loop, and the second result reads the
+    first one's bytes (torchvision Keypoint R-CNN's keypoint coordinates came out as its
+    keypoint scores). Dims read from buffer views are bounded by IREE, but the product of two
+    of them, times the element size, already overflows i64. With every dynamic dim clamped
+    here, on entry and at each yield, each byte size stays within `CARRIED_BYTES`."""
+    bound = None if type_ is None else _dim_bound(type_)
+    if type_ is None or bound is None:
+        return value
+    sizes: list[int | ir.Value] = []
+    for axis, dim in enumerate(type_.shape):
+        if dim is not None:
+            sizes.append(dim)
+            continue
+        size = dim_size(value, axis)
+        assert_true(
+            cmp("sle", size, bound),
+            f"{ctx.niro_location}: 'onnx.Loop' op: dim {axis} of {what} is above {bound}, the "
+            f"most a loop-carried {format_type(type_)} may take",
+        )
+        sizes.append(clamp(size, 0, bound))
+    return extract_slice(value, [0] * len(sizes), sizes)
 
 
 def _tensor_type(ctx: LoweringRuleContext, value: Value, what: str) -> TensorType:
@@ -397,8 +466,15 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         if condition is not None
         else arith.ConstantOp(i1, ir.IntegerAttr.get(i1, 1)).result
     )
+    # Only a loop that carries two tensors or more gets them packed into one buffer by IREE.
+    bounds = carried + len(scans) > 1
     starts = [
-        _checked_cast(ctx, value, niro.type, type_, f"loop-carried value #{index}")
+        _bounded_dims(
+            ctx,
+            _checked_cast(ctx, value, niro.type, type_, f"loop-carried value #{index}"),
+            type_ if bounds else None,
+            f"loop-carried value #{index}",
+        )
         for index, (value, niro, type_) in enumerate(
             zip(initial, ctx.niro_operands[first_carried:], carried_types, strict=True)
         )
@@ -474,7 +550,8 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
                     f"takes {format_type(body_type)} and yields {format_type(produced)}"
                 )
             what = f"loop-carried value #{index} yielded by the body"
-            nexts.append(_checked_cast(ctx, values[1 + index], produced, body_type, what))
+            value = _checked_cast(ctx, values[1 + index], produced, body_type, what)
+            nexts.append(_bounded_dims(ctx, value, body_type if bounds else None, what))
         offset = arith.IndexCastOp(index_type(), iteration).result
         stacked = []
         for scan, buffer in zip(scans, buffers_in, strict=True):

@@ -207,6 +207,37 @@ counted (int64 m, float[2] x) => (float[2] y, float[N, 2] ys) {
 }
 """
 
+# two loop-carried values with dynamic dims, each grown by a row per iteration (as torchvision's
+# Keypoint R-CNN gathers its keypoints and scores): IREE packs both into one buffer per iteration
+ROWS_OF_TWO = """
+rows (int64 m, float[P, Q, R] x0, float[S, T] y0, float[5, 3, K] a, float[5, L] b) => (float[U, 3, K2] xs, float[V, L2] ys) {
+  go = Constant <value = bool {1}> ()
+  xs, ys = Loop (m, go, x0, y0) <body = body (int64 i, bool c, float[A, B, C] xa, float[D, E] ya)
+      => (bool c_out, float[F, B2, C2] xa_out, float[G, E2] ya_out) {
+    zero = Constant <value = int64[1] {0}> ()
+    ai = Gather <axis = 0> (a, i)
+    bi = Gather <axis = 0> (b, i)
+    ai1 = Unsqueeze (ai, zero)
+    bi1 = Unsqueeze (bi, zero)
+    xa_out = Concat <axis = 0> (xa, ai1)
+    ya_out = Concat <axis = 0> (ya, bi1)
+    c_out = Identity (c)
+  }>
+}
+"""
+
+
+def _rows_of_two_feeds(x0_rows: int, y0_rows: int, width: int = 4) -> dict:
+    generator = np.random.default_rng(0)
+    return {
+        "m": np.array(5),
+        "x0": generator.random((x0_rows, 3, width), np.float32),
+        "y0": generator.random((y0_rows, width), np.float32),
+        "a": generator.random((5, 3, width), np.float32),
+        "b": generator.random((5, width), np.float32),
+    }
+
+
 X3 = _f32(1.5, -2.0, 0.5)
 
 MODEL_CASES = {
@@ -302,6 +333,14 @@ MODEL_CASES = {
             {"sizes": np.arange(5), "x": X3, "limit": np.array(1000, np.float32)},
             {"sizes": np.arange(5), "x": X3, "limit": np.array(5, np.float32)},
         ],
+        reference="onnxruntime",
+    ),
+    # both grown values come out whole (the second read the first one's bytes without the dims
+    # bounded for IREE), from empty and from non-empty first values
+    "rows_of_two_dynamic_values": lambda: loop_case(
+        "loop_rows_of_two_dynamic_values",
+        ROWS_OF_TWO,
+        [_rows_of_two_feeds(0, 0), _rows_of_two_feeds(1, 2)],
         reference="onnxruntime",
     ),
     # without a cond input a run-time M runs M times although the body's condition is false
@@ -483,4 +522,21 @@ def test_run_time_m_too_large_to_preallocate_stops_the_program() -> None:
     assert (
         "'onnx.Loop' op max trip count M is more than 134217728, too many iterations to "
         "preallocate its scan outputs" in outcome.message
+    )
+
+
+def test_carried_dims_beyond_the_bound_stop_the_program() -> None:
+    """A loop-carried value's dynamic dims are bounded so that IREE can bound its byte size
+    (`_bounded_dims`): a dim above the bound stops the program with a message (here an empty
+    first value, 0 x 3 x 700000, so the test allocates nothing)."""
+    model = onnx.parser.parse_model(HEADER + ROWS_OF_TWO)
+    feeds = _rows_of_two_feeds(0, 0)
+    feeds["x0"] = np.zeros((0, 3, 700_000), np.float32)
+    inputs = tuple(feeds[value.name] for value in model.graph.input)
+    expected = (np.zeros((5, 3, 4), np.float32), np.zeros((5, 4), np.float32))
+    outcome = run_case(NodeTestCase("loop_carried_dims", model, ((inputs, expected),), 1e-3, 1e-5))
+    assert outcome.stage == "run", outcome.message
+    assert (
+        "'onnx.Loop' op: dim 2 of loop-carried value #0 is above 660560, the most a loop-carried "
+        "tensor<?x?x?xf32> may take" in outcome.message
     )
