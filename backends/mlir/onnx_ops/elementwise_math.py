@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from niro.ir import ScalarType
 
-from ..bindings import arith, ir, math
+from ..bindings import arith, math, mlir_ir
 from ..builders import elementwise
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -87,7 +87,7 @@ def _mod(ctx, kit: ElementMath, lhs, rhs):
 
 
 @register_lowering("onnx.Pow", since=1)
-def _lower_pow(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_pow(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """Float bases: powf in the base's compute type (integer exponents converted). Integer bases
     with integer exponents: exact, wrapping on overflow (see `_integer_pow`). Integer bases with float exponents: computed in f64 and
     truncated toward zero, as NumPy's `power(a, b).astype(a.dtype)`."""
@@ -131,13 +131,13 @@ def _lower_pow(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     return [elementwise(ctx, body)]
 
 
-def _integer_pow(kit: ElementMath, base: ir.Value, exponent: ir.Value) -> ir.Value:
+def _integer_pow(kit: ElementMath, base: mlir_ir.Value, exponent: mlir_ir.Value) -> mlir_ir.Value:
     """base ** exponent by square-and-multiply over every exponent bit, unrolled (IREE cannot
     lower math.ipowi). Products wrap as NumPy's do. A negative exponent (an error in NumPy)
     gives 0, or +-1 for a base of +-1 (the integer part of the real result)."""
     one = kit.one()
     result, square, remaining = one, base, exponent
-    for _ in range(ir.IntegerType(kit.type).width - 1):
+    for _ in range(mlir_ir.IntegerType(kit.type).width - 1):
         odd = kit.ne(arith.AndIOp(remaining, one).result, kit.zero())
         result = kit.select(odd, kit.mul(result, square), result)
         square = kit.mul(square, square)
@@ -152,7 +152,7 @@ def _integer_pow(kit: ElementMath, base: ir.Value, exponent: ir.Value) -> ir.Val
     return kit.select(kit.lt(exponent, kit.zero()), inverse, result)
 
 
-def _float_pow(kit: FloatMath, x: ir.Value, y: ir.Value) -> ir.Value:
+def _float_pow(kit: FloatMath, x: mlir_ir.Value, y: mlir_ir.Value) -> mlir_ir.Value:
     """x ** y as IEEE pow (NumPy): a negative base is allowed when y is an integer (|x| ** y,
     negated when y is odd) and gives NaN otherwise."""
     magnitude = math.PowFOp(kit.abs(x), y).result
@@ -206,7 +206,7 @@ def _mean(ctx, kit: FloatMath, *elements):
 
 
 @register_lowering("onnx.Clip", since=1)
-def _lower_clip(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_clip(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """min(max(x, low), high) (so low > high gives high everywhere, as ONNX says); NaN stays NaN.
 
     Before opset 11 the bounds are float attributes; from 11 on, optional scalar inputs."""
