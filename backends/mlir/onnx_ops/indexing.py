@@ -54,7 +54,6 @@ __all__ = [
     "reshape",
     "unit_groups",
     "scalar_input",
-    "static_dims",
 ]
 
 UNSIGNED = frozenset({ScalarType.U8, ScalarType.U16, ScalarType.U32, ScalarType.U64})
@@ -83,15 +82,7 @@ def required_constant(ctx: LoweringRuleContext, position: int, what: str) -> np.
     return value
 
 
-def static_dims(ctx: LoweringRuleContext, type_: TensorType, what: str) -> tuple[int, ...]:
-    """The shape of `type_`, refusing a dynamic dim with the reason."""
-    if type_.shape is None or any(dim is None for dim in type_.shape):
-        raise ctx.error(f"needs a static shape for its {what}, got {format_type(type_)}")
-    return tuple(type_.shape)  # type: ignore[arg-type]
-
-
 # -- index arithmetic ---------------------------------------------------------------------------
-
 
 
 def add(a: mlir_ir.Value | int, b: mlir_ir.Value | int) -> mlir_ir.Value:
