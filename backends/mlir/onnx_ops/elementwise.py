@@ -32,6 +32,7 @@ __all__ = [
     "elementwise_rule",
     "require_element",
     "legacy_broadcast_check",
+    "shared_element",
 ]
 
 _F32 = ScalarType.F32
@@ -290,6 +291,26 @@ def legacy_broadcast_check(ctx: LoweringRuleContext) -> None:
         )
 
 
+def shared_element(
+    ctx: LoweringRuleContext, allowed: Callable[[ScalarType], bool], what: str, operands: int | None
+) -> ScalarType:
+    """Operand 0's element type, which must satisfy `allowed` and which every operand must
+    share; `operands` checks the operand count when given. A binary op's legacy broadcast
+    (`legacy_broadcast_check`) is checked too."""
+    if operands is not None and len(ctx.operands) != operands:
+        raise ctx.error(f"expected {operands} operands, got {len(ctx.operands)}")
+    scalar = require_element(ctx, ctx.niro_operands[0], allowed, what)
+    for index, value in enumerate(ctx.niro_operands[1:], 1):
+        if element_type(value) is not scalar:
+            raise ctx.error(
+                f"operand #{index} has element type {element_type(value).spelling}, "
+                f"operand #0 {scalar.spelling}; they must be the same"
+            )
+    if len(ctx.operands) == 2:
+        legacy_broadcast_check(ctx)
+    return scalar
+
+
 def elementwise_rule(
     name: str,
     *,
@@ -303,24 +324,13 @@ def elementwise_rule(
 
     `kit` is an `ElementMath` (a `FloatMath` for float operands, so the kernel may call
     transcendental functions; it widens/narrows f16 and bf16 around the kernel) of operand 0's
-    element type, which must satisfy `allowed` and which every operand must share. `operands`
-    checks the operand count when given.
+    element type, checked by `shared_element` (`allowed`, `operands`).
     """
 
     def register(kernel: Kernel) -> Kernel:
         @register_lowering(f"onnx.{name}", since=since, until=until)
         def rule(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-            if operands is not None and len(ctx.operands) != operands:
-                raise ctx.error(f"expected {operands} operands, got {len(ctx.operands)}")
-            scalar = require_element(ctx, ctx.niro_operands[0], allowed, what)
-            for index, value in enumerate(ctx.niro_operands[1:], 1):
-                if element_type(value) is not scalar:
-                    raise ctx.error(
-                        f"operand #{index} has element type {element_type(value).spelling}, "
-                        f"operand #0 {scalar.spelling}; they must be the same"
-                    )
-            if len(ctx.operands) == 2:
-                legacy_broadcast_check(ctx)
+            scalar = shared_element(ctx, allowed, what, operands)
 
             # Kernels of comparisons and classifications return BOOL, which is not narrowed.
             narrows = element_type(ctx.niro_results[0]) is scalar

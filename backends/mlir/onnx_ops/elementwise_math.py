@@ -2,7 +2,8 @@
 Min/Max/Sum/Mean, and Clip.
 
 Add and Mul are Niro's own ops; `onnx.Add`/`onnx.Mul` only arrive for what the frontend leaves
-generic (legacy `axis` broadcasting before opset 7). Integer results follow ONNX's reference
+generic (legacy `axis` broadcasting before opset 7), and both are lowered by one builder
+(`builders.binary_arithmetic`). Integer results follow ONNX's reference
 (NumPy): division truncates toward zero (unsigned division for U* types), Mod with fmod=0 takes
 the divisor's sign, an integer divisor of 0 gives 0 instead of trapping.
 """
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from niro.ir import ScalarType
 
 from ..bindings import arith, math, mlir_ir
-from ..builders import elementwise
+from ..builders import Arithmetic, binary_arithmetic, elementwise
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from .cast import convert_element
@@ -30,6 +31,7 @@ from .elementwise import (
     is_number_type,
     legacy_broadcast_check,
     require_element,
+    shared_element,
 )
 
 __all__: list[str] = []
@@ -38,19 +40,24 @@ __all__: list[str] = []
 # -- binary arithmetic ------------------------------------------------------------------------
 
 
-@elementwise_rule("Add", since=1, allowed=is_number_type, what=NUMBERS, operands=2)
-def _add(ctx, kit: ElementMath, lhs, rhs):
-    return kit.add(lhs, rhs)
+def _arithmetic_rule(name: str, operation: Arithmetic) -> None:
+    """`onnx.<name>` as `binary_arithmetic`, f16/bf16 computed in f32 as the other kernels here."""
+
+    @register_lowering(f"onnx.{name}", since=1)
+    def rule(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
+        shared_element(ctx, is_number_type, NUMBERS, operands=2)
+        return [binary_arithmetic(ctx, operation, halves_in_f32=True)]
+
+    rule.__name__ = rule.__qualname__ = f"lower_{name}"
+
+
+_arithmetic_rule("Add", "add")
+_arithmetic_rule("Mul", "mul")
 
 
 @elementwise_rule("Sub", since=1, allowed=is_number_type, what=NUMBERS, operands=2)
 def _sub(ctx, kit: ElementMath, lhs, rhs):
     return kit.sub(lhs, rhs)
-
-
-@elementwise_rule("Mul", since=1, allowed=is_number_type, what=NUMBERS, operands=2)
-def _mul(ctx, kit: ElementMath, lhs, rhs):
-    return kit.mul(lhs, rhs)
 
 
 @elementwise_rule("Div", since=1, allowed=is_number_type, what=NUMBERS, operands=2)

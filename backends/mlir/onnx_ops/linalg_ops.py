@@ -27,7 +27,9 @@ from ..builders import (
     collapse_dims,
     constant,
     convert,
+    dim_size,
     empty,
+    empty_tensor,
     expand_dim,
     fill,
     generic,
@@ -40,7 +42,7 @@ from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from .common import element_type, input_value, ranked_result
 
-__all__ = ["contract", "integer_matmul", "matmul_row_column_dims", "parse_einsum"]
+__all__ = ["contract", "integer_matmul", "matmul", "matmul_row_column_dims", "parse_einsum"]
 
 Label = object  # a str letter, or ("...", i) for the i-th broadcast (ellipsis) dim
 
@@ -214,6 +216,7 @@ def _matmul_labels(lhs_rank: int, rhs_rank: int) -> tuple[list, list, list]:
 
 @register_lowering("onnx.MatMul")
 def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
+    """Any ranks >= 1 (NumPy's matmul); f16/bf16 products summed in f32."""
     lhs = ctx.ranked(ctx.niro_operands[0], "operand #0")
     rhs = ctx.ranked(ctx.niro_operands[1], "operand #1")
     scalar = lhs.element_type
@@ -225,24 +228,44 @@ def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         raise ctx.error(
             f"expects operands of rank >= 1, got {format_type(lhs)} and {format_type(rhs)}"
         )
+    return [matmul(ctx, accumulator_type(scalar))]
+
+
+def matmul(ctx: LoweringRuleContext, accumulator: mlir_ir.Type) -> mlir_ir.Value:
+    """The one lowering of a matrix product (Niro's MatMul and `onnx.MatMul`): NumPy's matmul of
+    the op's two operands (numbers of one type, ranks >= 1), the products summed in
+    `accumulator`. Niro's rank-2 MatMul sums in its element type; `onnx.MatMul` sums f16/bf16
+    in f32 (`accumulator_type`).
+
+    Summed in the result's element type, two matrices are the named `linalg.matmul` and a batch
+    that fits `_batch_matmul_fits` is `linalg.batch_matmul`; everything else (vectors,
+    broadcast or dynamic batches, a wider accumulator) is `contract`'s generic."""
+    lhs = ctx.ranked(ctx.niro_operands[0], "operand #0")
+    rhs = ctx.ranked(ctx.niro_operands[1], "operand #1")
+    result = ctx.ranked(ctx.niro_results[0], "result")
+    in_result_type = accumulator == ctx.mlir_type(result.element_type)
+    if in_result_type and len(lhs.shape) == 2 and len(rhs.shape) == 2:
+        sizes = [
+            dim_size(ctx.operands[0], 0) if result.shape[0] is None else None,
+            dim_size(ctx.operands[1], 1) if result.shape[1] is None else None,
+        ]
+        init = empty_tensor(ctx, result, sizes)
+        return named_op("linalg.matmul", [ctx.operands[0], ctx.operands[1]], fill(init, constant(accumulator, 0)))
+    if in_result_type and _batch_matmul_fits(lhs.shape, rhs.shape):
+        return _batch_matmul(ctx, lhs.shape, accumulator)
     lhs_labels, rhs_labels, out = _matmul_labels(len(lhs.shape), len(rhs.shape))
-    accumulator = accumulator_type(scalar)
-    if _batch_matmul_fits(lhs.shape, rhs.shape) and accumulator == ranked_result(ctx, 0).element_type:
-        return [_batch_matmul(ctx, lhs.shape, accumulator)]
     operands = [
         (ctx.operands[0], ctx.niro_operands[0], lhs_labels),
         (ctx.operands[1], ctx.niro_operands[1], rhs_labels),
     ]
-    return [
-        contract(
-            ctx,
-            operands,
-            out,
-            accumulator,
-            _multiply_all(scalar, accumulator),
-            _narrow_to_result(ctx, accumulator),
-        )
-    ]
+    return contract(
+        ctx,
+        operands,
+        out,
+        accumulator,
+        _multiply_all(lhs.element_type, accumulator),
+        _narrow_to_result(ctx, accumulator),
+    )
 
 
 def _batch_matmul_fits(lhs: Sequence[int | None], rhs: Sequence[int | None]) -> bool:
