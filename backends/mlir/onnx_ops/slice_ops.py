@@ -444,7 +444,7 @@ def _pad_parameters(ctx: LoweringRuleContext, rank: int) -> tuple[list[Mixed], l
 
 def _pad_value(ctx: LoweringRuleContext, element: mlir_ir.Type) -> Callable[[], mlir_ir.Value] | None:
     """A builder of the constant-mode pad value (called where it is used), or None when it is
-    computed at run time and so must be read inside the dispatch (`pad_reader`)."""
+    computed at run time and so must be read inside the dispatch (`scalar_reader`, in `_lower_pad`)."""
     if opset(ctx) < 11:
         literal = float(attribute(ctx, "value", 0.0))
     elif input_value(ctx, 2) is None:
