@@ -67,7 +67,7 @@ def elementwise(
     if plan.is_static:
         init = mlir_ir.Operation.create("tensor.empty", results=[plan.result_type]).result
     else:
-        result_type: TensorType = result.type
+        result_type = ctx.ranked(result, "result")
         sizes = [
             None if dim is not None else _broadcast_size(axis, inputs, plan.shapes)
             for axis, dim in enumerate(result_type.shape)
@@ -143,8 +143,11 @@ def _broadcast_plan(
     result_type = ctx.ranked(result, "result")
     rank = len(result_type.shape)
     shapes = []
+    operand_types: list[TensorType] = []
     for index, (_, niro_value) in enumerate(inputs):
-        shape = ctx.ranked(niro_value, f"operand #{index}").shape
+        operand_type = ctx.ranked(niro_value, f"operand #{index}")
+        operand_types.append(operand_type)
+        shape = operand_type.shape
         if len(shape) > rank:
             raise ctx.error(
                 f"operand #{index} {format_type(niro_value.type)} has a higher rank than the "
@@ -166,7 +169,7 @@ def _broadcast_plan(
         shapes=tuple(shapes),
         result_type=ctx.mlir_type(result_type),
         block_types=(
-            *[ctx.mlir_type(inputs[index][1].type.element_type) for index in kept],
+            *[ctx.mlir_type(operand_types[index].element_type) for index in kept],
             ctx.mlir_type(result_type.element_type),
         ),
         attributes={

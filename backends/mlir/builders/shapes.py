@@ -82,6 +82,8 @@ def empty_tensor(
 ) -> mlir_ir.Value:
     """`tensor.empty` of the Niro type `result`; `sizes[i]` is the index value of dynamic dim i
     (else None). A dynamic dim without a size is refused, naming the op."""
+    if result.shape is None:
+        raise ctx.error(f"needs a ranked result, got {format_type(result)}")
     dynamic: list[mlir_ir.Value] = []
     for dim, size in zip(result.shape, sizes, strict=True):
         if dim is not None:
