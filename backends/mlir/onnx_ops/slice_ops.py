@@ -23,10 +23,12 @@ from ..builders import (
     assert_true,
     cast_to,
     dim_size,
+    empty,
     empty_tensor,
     index_constant,
     index_value,
     small_elements,
+    tensor_sizes,
 )
 from ..context import LoweringRuleContext
 from ..literals import scalar_attr
@@ -133,6 +135,8 @@ def _lower_concat(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
         shape = list(result_type.shape)
         shape[axis] = mlir_ir.RankedTensorType(part.type).shape[axis]
         aligned.append(cast_to(part, mlir_ir.RankedTensorType.get(shape, result_type.element_type)))
+    if any(result_type.is_dynamic_dim(other) for other in range(rank) if other != axis):
+        return [cast_to(_inserted(aligned, axis, result_type.element_type), result_type)]
     lengths = [mlir_ir.RankedTensorType(part.type).shape[axis] for part in aligned]
     sizes = list(result_type.shape)
     sizes[axis] = DYNAMIC if DYNAMIC in lengths else sum(lengths)
@@ -140,6 +144,42 @@ def _lower_concat(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
         mlir_ir.RankedTensorType.get(sizes, result_type.element_type), axis, aligned
     ).result
     return [cast_to(joined, result_type)]
+
+
+def _inserted(parts: list[mlir_ir.Value], axis: int, element: mlir_ir.Type) -> mlir_ir.Value:
+    """`parts` (of equal dims off `axis`) written one after another along `axis` into a
+    `tensor.empty`: Concat when a dim off the axis is dynamic.
+
+    NOTE: IREE (3.13) cannot compile a `tensor.concat` with dynamic dims off the axis in a Loop
+    body once it learns them from the loop's first value (torchvision Mask R-CNN's pasted masks,
+    0x320x320 before the loop, and Keypoint R-CNN's keypoints, 0x3x17): its flow-level
+    canonicalization types the concat statically and leaves a `tensor.cast` back to the carried
+    type that its stream conversion refuses ("failed to legalize operation 'tensor.cast'").
+    Insert slices into a `tensor.empty` compile there."""
+    first = tensor_sizes(parts[0])
+    offset: int | mlir_ir.Value = 0
+    starts = []
+    for part in parts:
+        starts.append(offset)
+        length = tensor_sizes(part)[axis]
+        both_static = isinstance(offset, int) and isinstance(length, int)
+        offset = offset + length if both_static else add(offset, length)  # type: ignore[operator]
+    sizes = [offset if index == axis else size for index, size in enumerate(first)]
+    joined = empty(sizes, element)
+    for part, start in zip(parts, starts, strict=True):
+        sizes = tensor_sizes(part)
+        offsets = [start if index == axis else 0 for index in range(len(sizes))]
+        joined = tensor.InsertSliceOp(
+            part,
+            joined,
+            [value for value in offsets if isinstance(value, mlir_ir.Value)],
+            [value for value in sizes if isinstance(value, mlir_ir.Value)],
+            [],
+            [DYNAMIC if isinstance(value, mlir_ir.Value) else value for value in offsets],
+            [DYNAMIC if isinstance(value, mlir_ir.Value) else value for value in sizes],
+            [1] * len(sizes),
+        ).result
+    return joined
 
 
 # -- Split ----------------------------------------------------------------------------------------

@@ -343,6 +343,14 @@ MODEL_CASES = {
         [_rows_of_two_feeds(0, 0), _rows_of_two_feeds(1, 2)],
         reference="onnxruntime",
     ),
+    # the same from first values of static shape (the body takes dynamic ones): IREE learns the
+    # dims off the Concat axis from them (as torchvision Mask R-CNN's 0x320x320 pasted masks)
+    "rows_from_static_first_values": lambda: loop_case(
+        "loop_rows_from_static_first_values",
+        ROWS_OF_TWO.replace("float[P, Q, R] x0, float[S, T] y0", "float[0, 3, 4] x0, float[0, 4] y0"),
+        [_rows_of_two_feeds(0, 0)],
+        reference="onnxruntime",
+    ),
     # without a cond input a run-time M runs M times although the body's condition is false
     "scan_outputs_run_time_m_no_condition": lambda: loop_case(
         "loop_scan_outputs_run_time_m_no_condition",
