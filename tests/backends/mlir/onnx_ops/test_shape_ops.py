@@ -176,6 +176,13 @@ def _cases() -> dict[str, NodeTestCase]:
             },
         ),
         graph_case("concat_dynamic", [N("Concat", ["x", "z"], ["y"], axis=0)], {"x": (X, ["N", 3, 4]), "z": (X[:1], ["M", 3, 4])}),
+        # a shape vector joined on the host, reshaped to rows (torchvision's pad amounts, 3x2)
+        graph_case(
+            "reshape_host_vector_to_rows",
+            [N("Shape", ["x"], ["s"]), N("Concat", ["s", "s"], ["c"], axis=0), N("Reshape", ["c", "r"], ["y"])],
+            {"x": (X, ["N", 3, "K"])},
+            {"r": np.array([3, 2], I64)},
+        ),
         graph_case(
             "split_uneven_dynamic",
             [N("Split", ["x"], ["y", "y2"], axis=2, num_outputs=2)],
