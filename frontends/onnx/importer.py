@@ -62,7 +62,7 @@ from .functions import FunctionKey, specialization_key, specialize
 from .half_precision import plan_half_precision
 from .inference import GraphTypes, InferenceFailure, infer_types
 from .input_shapes import InputShapes, declared_types_rewritten
-from .loading import LoadedModel, deserialize_model, load_model
+from .loading import LoadedModel, deserialize_inputs, deserialize_model, load_model
 from .onnx_types import type_proto_from_niro
 from .region_types import (
     if_result_types,
@@ -204,28 +204,32 @@ class _Importer:
         return imported
 
     def _run(self) -> ImportedModel:
+        """The steps in order, each in one direction: the proto is checked, rewritten and typed
+        (every rewrite needs ONNX shape inference, which reads protos), then read into onnx_ir
+        once and converted."""
         self._check(self.model, f"graph '{self.model.graph.name}'", self.raw_views)
-        ir_model = deserialize_model(self.model, self.filename)
-        graph = self.main_graph = ir_model.graph
-        for declared, value in zip(self.model.graph.input, graph.inputs, strict=True):
-            # before shape inference: ONNX's C++ code is not robust to every odd input type
-            resolve_type(declared.type, value, f"input of graph '{graph.name}'", self.filename)
+        self._check_input_types(self.model)
         if has_sequences(self.model):
             self.model = self._without_sequences(self.model, self.raw_views, self.error)
-            ir_model = deserialize_model(self.model, self.filename)
-            graph = self.main_graph = ir_model.graph
         types = self._infer(self.model)
         planned = plan_half_precision(self.model, types)
         if planned is not None:
             self.model = planned
-            ir_model = deserialize_model(self.model, self.filename)
-            graph = self.main_graph = ir_model.graph
             types = self._infer(self.model)
+        ir_model = deserialize_model(self.model, self.filename)
+        graph = self.main_graph = ir_model.graph
         main = self.symbols.claim(graph.name or "main", fallback="main")
         opsets = dict(ir_model.opset_imports)
         function = self._import_function(graph, types, opsets, main, f"graph '{graph.name}'")
         self.module.functions.insert(0, function)
         return ImportedModel(self.module, main, dict(self.symbols.onnx_names), self.input_defaults)
+
+    def _check_input_types(self, model: onnx.ModelProto) -> None:
+        """Refuse a graph input of a type Niro cannot hold before shape inference sees it (ONNX's
+        C++ code is not robust to every odd input type)."""
+        graph = model.graph
+        for declared, value in zip(graph.input, deserialize_inputs(model, self.filename), strict=True):
+            resolve_type(declared.type, value, f"input of graph '{graph.name}'", self.filename)
 
     @staticmethod
     def _without_sequences(model: onnx.ModelProto, split_raw, error) -> onnx.ModelProto:
