@@ -92,6 +92,7 @@ def resolve_type(
     filename: str,
     fallback_element: Callable[[], ScalarType | None] | None = None,
     unknown_because: str = "shape inference could not type it",
+    trusted_names: frozenset[str] = frozenset(),
 ) -> TensorType:
     """The Niro type of a value from its inferred `type_proto` (or its declared type).
 
@@ -102,7 +103,7 @@ def resolve_type(
     """
     prefix = f"value '{onnx_value.name}' ({what})"
     try:
-        found = niro_type_from_proto(type_proto)
+        found = niro_type_from_proto(type_proto, trusted_names)
     except UnsupportedTypeError as error:
         raise OnnxImportError(f"{prefix}: {error}", filename=filename) from None
     if found is None and onnx_value.type is not None:
@@ -218,6 +219,7 @@ class NodeContext:
             self.filename,
             lambda: schema_element_type(self.node, output_index, self.inputs, self.opset(self.node.domain)),
             because,
+            self.types.dim_names,
         )
         if found.shape is None or (
             None in found.shape and (self._has_constant_operand() or self._operand_typed_better())

@@ -305,7 +305,13 @@ class _Importer:
         (see `region_types`)."""
         arguments = []
         for position, onnx_value in enumerate(graph.inputs):
-            type_ = resolve_type(types.values.get(onnx_value.name), onnx_value, f"input of {what}", self.filename)
+            type_ = resolve_type(
+                types.values.get(onnx_value.name),
+                onnx_value,
+                f"input of {what}",
+                self.filename,
+                trusted_names=types.dim_names,
+            )
             if position < len(known):
                 type_ = refine_type(type_, known[position])
             value = builder.new_value(type_)
