@@ -10,7 +10,7 @@ its input to its output, and a transformer block is rounded to fp16 only around 
 LayerNormalizations and its reshape/split/transpose chains. Rounding per op instead differs by
 tens of ulps on outputs that cancel.
 
-`plan_half_precision` rewrites the main graph the same way before niroc types it: a node that
+`plan_half_precision` rewrites the model's graphs the same way before niroc types it: a node that
 onnxruntime would run in f32 reads f32 values (a Cast from the fp16/bf16 value, or its f32
 producer's result directly) and yields f32; a Cast back to fp16/bf16 is written only where a
 node that keeps its half type, a graph output or a subgraph reads the value. A user's Cast to
@@ -21,6 +21,16 @@ Reshape, which keeps that input's fp16 producer from being isolated: modelled in
 `_fused_reshape_reader`. Every op is then lowered as before: with no half operand it computes in
 f32; LayerNormalization and the data-movement ops keep fp16 and round once.
 
+Subgraph bodies (If branches, Loop and Scan bodies) are planned the same way, each on its own:
+onnxruntime partitions and casts every subgraph separately, so a body reads its half inputs and
+the outer values it uses through Casts of its own, and rounds its half outputs (a Loop's carried
+values each iteration). The control-flow node itself has a kernel for both types and keeps them.
+
+The other fusions onnxruntime runs by default do not move a rounding point in these plans: they
+match f32 nodes after the Casts (Gelu, FusedMatMul with a scale, Conv+activation, Gemm+activation
+all compute in f32 from the same f32 values), and the LayerNormalization fusions leave an fp16
+LayerNormalization whose kernel computes in f32 inside as niroc's does.
+
 bf16: onnxruntime's Cast insertion handles fp16 only, and its CPU provider has no bf16 Conv,
 MatMul or Gemm. The same rule is applied with its bf16 kernels (`BF16_KERNELS`), so a bf16
 model is computed as its fp16 twin would be.
@@ -28,12 +38,14 @@ model is computed as its fp16 twin would be.
 The kernel tables are onnxruntime 1.32's CPU registrations (ai.onnx and com.microsoft domains;
 tests/frontends/onnx/test_half_precision.py checks them against the installed onnxruntime).
 A model with no fp16/bf16 value is returned as None: f32 models are never copied or changed.
-Subgraph bodies (If/Loop/Scan) and calls of model-local functions keep per-op rounding.
+Calls of model-local functions keep per-op rounding (onnxruntime inlines them first; not
+modelled).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 import onnx
 from onnx import TensorProto
@@ -111,34 +123,94 @@ _CAST_LIKE = frozenset({"Cast", "CastLike"})
 
 
 def plan_half_precision(model: onnx.ModelProto, types: GraphTypes) -> onnx.ModelProto | None:
-    """A copy of `model` whose main graph computes in f32 where onnxruntime's CPU provider does
-    (module docstring), or None when the main graph has no fp16/bf16 value or nothing to change.
-    `types` are the model's inferred types; initializers are shared, never copied."""
-    plan = _Plan(model, types)
-    if not plan.half or not any(plan.in_f32):
+    """A copy of `model` whose graphs compute in f32 where onnxruntime's CPU provider does
+    (module docstring), or None when no graph has an fp16/bf16 value or anything to change.
+    `types` are the model's inferred types."""
+    opsets = {
+        ("" if entry.domain in _DEFAULT_DOMAINS else entry.domain): entry.version
+        for entry in model.opset_import
+    }
+    taken = {
+        name
+        for graph in all_graphs(model.graph)
+        for name in (
+            *(name for node in graph.node for name in (*node.input, *node.output)),
+            *(value.name for value in (*graph.input, *graph.output)),
+            *(tensor.name for tensor in graph.initializer),
+        )
+    }
+    graph = _planned_graph(model.graph, types, opsets, _Scope({}, {}, frozenset()), taken)
+    if graph is None:
         return None
     rewritten = onnx.ModelProto()
     copy_fields(model, rewritten, frozenset({"graph"}))
-    copy_fields(model.graph, rewritten.graph, frozenset({"node"}))
-    rewritten.graph.node.extend(plan.nodes())
+    rewritten.graph.CopyFrom(graph)
+    return rewritten
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """What a graph sees of the graphs around it: the element types and dims of outer values,
+    and which of them are constants (initializers, Constant nodes)."""
+
+    elements: Mapping[str, int]
+    dims: Mapping[str, list[int | None] | None]
+    constants: frozenset[str]
+
+
+def _planned_graph(
+    graph: onnx.GraphProto,
+    types: GraphTypes,
+    opsets: Mapping[str, int],
+    scope: _Scope,
+    taken: set[str],
+) -> onnx.GraphProto | None:
+    """`graph` rewritten by its plan, its bodies by theirs; None when nothing changes in it or
+    in any body. `taken`: every name in the model, grown by the names the rewrite makes."""
+    plan = _Plan(graph, types, opsets, scope)
+    inner = _Scope(plan.elements, plan.dims, frozenset(plan.constants))
+    bodies: dict[tuple[int, str], list[onnx.GraphProto]] = {}
+    for index, node in enumerate(graph.node):
+        for attribute in node.attribute:
+            graphs = _bodies(attribute)
+            planned = [
+                _planned_graph(
+                    body, types.subgraph(index, attribute.name, position), opsets, inner, taken
+                )
+                for position, body in enumerate(graphs)
+            ]
+            if any(body is not None for body in planned):
+                bodies[(index, attribute.name)] = [
+                    body if body is not None else graphs[position]
+                    for position, body in enumerate(planned)
+                ]
+    if not any(plan.in_f32) and not bodies:
+        return None
+    rewritten = onnx.GraphProto()
+    copy_fields(graph, rewritten, frozenset({"node"}))
+    rewritten.node.extend(plan.nodes(taken, bodies))
     return rewritten
 
 
 class _Plan:
-    """The per-node decision (`in_f32`) and the rewrite of one main graph."""
+    """The per-node decision (`in_f32`) and the rewrite of one graph (the main graph or a
+    body, which sees the values of the graphs around it through `scope`)."""
 
-    def __init__(self, model: onnx.ModelProto, types: GraphTypes) -> None:
-        graph = model.graph
+    def __init__(
+        self,
+        graph: onnx.GraphProto,
+        types: GraphTypes,
+        opsets: Mapping[str, int],
+        scope: _Scope,
+    ) -> None:
         self.graph = graph
-        self.opsets = {
-            ("" if entry.domain in _DEFAULT_DOMAINS else entry.domain): entry.version
-            for entry in model.opset_import
-        }
-        self.elements = self._element_types(graph, types)
-        self.dims = {name: _dims(type_) for name, type_ in types.values.items()}
+        self.opsets = opsets
+        self.elements = {**scope.elements, **self._element_types(graph, types)}
+        self.dims = {**scope.dims}
+        self.dims.update({name: _dims(type_) for name, type_ in types.values.items()})
         self.dims.update({tensor.name: list(tensor.dims) for tensor in graph.initializer})
         self.half = {name for name, element in self.elements.items() if element in HALF_TYPES}
-        self.constants = {tensor.name for tensor in graph.initializer}
+        self.constants = set(scope.constants) | {tensor.name for tensor in graph.initializer}
         self.producer: dict[str, int] = {}
         self.consumers: dict[str, list[int]] = {}
         for index, node in enumerate(graph.node):
@@ -253,17 +325,12 @@ class _Plan:
         bias_dims = self.dims.get(bias[0])
         return bias_dims is not None and len(bias_dims) == 1 and bias_dims[0] == b[1]
 
-    def nodes(self) -> Iterable[onnx.NodeProto]:
-        """The main graph's nodes, rewritten: Casts to f32 before the nodes that read them, f32
-        nodes with renamed half results, and Casts back where a half reader needs them."""
-        taken = {
-            name
-            for sub in all_graphs(self.graph)
-            for node in sub.node
-            for name in (*node.input, *node.output)
-        }
-        taken |= {value.name for value in (*self.graph.input, *self.graph.output)}
-        taken |= self.constants
+    def nodes(
+        self, taken: set[str], bodies: Mapping[tuple[int, str], list[onnx.GraphProto]]
+    ) -> Iterable[onnx.NodeProto]:
+        """The graph's nodes, rewritten: Casts to f32 before the nodes that read them, f32 nodes
+        with renamed half results, Casts back where a half reader needs them, and the planned
+        `bodies` ((node index, attribute name) -> its graphs) in their control-flow nodes."""
         wide: dict[str, str] = {}
         """half value -> the name of its f32 value, once there is one."""
 
@@ -277,7 +344,7 @@ class _Plan:
 
         for index, node in enumerate(self.graph.node):
             if not self.in_f32[index]:
-                yield from self._kept(node, wide)
+                yield from self._kept(_with_bodies(node, index, bodies), wide)
                 continue
             inputs = []
             for name in node.input:
@@ -346,6 +413,26 @@ def _cast(source: str, result: str, to: int, at: str) -> onnx.NodeProto:
     return onnx.helper.make_node(
         "Cast", [source], [result], to=to, name=f"{at}/{result}" if at else result
     )
+
+
+def _with_bodies(
+    node: onnx.NodeProto, index: int, bodies: Mapping[tuple[int, str], list[onnx.GraphProto]]
+) -> onnx.NodeProto:
+    """`node` (number `index`) with its planned bodies, if any changed."""
+    if not any((index, attribute.name) in bodies for attribute in node.attribute):
+        return node
+    planned = onnx.NodeProto()
+    planned.CopyFrom(node)
+    for attribute in planned.attribute:
+        graphs = bodies.get((index, attribute.name))
+        if graphs is None:
+            continue
+        if attribute.HasField("g"):
+            attribute.g.CopyFrom(graphs[0])
+        else:
+            del attribute.graphs[:]
+            attribute.graphs.extend(graphs)
+    return planned
 
 
 def _bodies(attribute: onnx.AttributeProto) -> list[onnx.GraphProto]:

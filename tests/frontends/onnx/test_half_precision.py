@@ -189,3 +189,115 @@ def test_a_matmul_onnxruntime_fuses_keeps_its_input_in_fp16():
     planned = _plan(model)
     assert ("d_f32", "d") in _casts(planned) and ("n", "n_f32") in _casts(planned)
     _assert_onnxruntime_agrees(model, planned, [2, 4, 8])
+
+
+def _body_casts(node) -> list[list[tuple[str, str]]]:
+    """The (source, result) of the Casts in each body of `node`."""
+    return [
+        [(inner.input[0], inner.output[0]) for inner in body.node if inner.op_type == "Cast"]
+        for attribute in node.attribute
+        for body in ([attribute.g] if attribute.HasField("g") else attribute.graphs)
+    ]
+
+
+def _assert_same_bits(model, planned, feeds):
+    runs = [
+        onnxruntime.InferenceSession(
+            case.SerializeToString(), providers=["CPUExecutionProvider"]
+        ).run(None, feeds)
+        for case in (model, planned)
+    ]
+    for written, rewritten in zip(*runs, strict=True):
+        np.testing.assert_array_equal(written.view(np.uint16), rewritten.view(np.uint16))
+
+
+def _fp16(*shape, seed):
+    return (np.random.default_rng(seed).standard_normal(shape) * 4).astype(np.float16)
+
+
+def if_model() -> onnx.ModelProto:
+    """Exp(x) read by an If on `c` whose branches compute op(e, x) + x then * e, in fp16."""
+
+    def branch(name, op):
+        nodes = [
+            helper.make_node(op, ["e", "x"], [f"{name}_m"]),
+            helper.make_node("Add", [f"{name}_m", "x"], [f"{name}_a"]),
+            helper.make_node("Mul", [f"{name}_a", "e"], [name]),
+        ]
+        return helper.make_graph(
+            nodes, name, [], [helper.make_tensor_value_info(name, TensorProto.FLOAT16, None)]
+        )
+
+    nodes = [
+        helper.make_node("Exp", ["x"], ["e"]),
+        helper.make_node(
+            "If", ["c"], ["y"], then_branch=branch("t", "Mul"), else_branch=branch("f", "Sub")
+        ),
+    ]
+    model = _model(nodes, [("x", [256])], ["y"])
+    model.graph.input.insert(0, helper.make_tensor_value_info("c", TensorProto.BOOL, []))
+    return model
+
+
+def if_feeds(condition: bool) -> dict[str, np.ndarray]:
+    return {"c": np.array(condition), "x": _fp16(256, seed=4)}
+
+
+def loop_model() -> onnx.ModelProto:
+    """A Loop of `n` iterations carrying an fp16 value: acc * b + c from a."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Mul", ["acc", "b"], ["m"]),
+            helper.make_node("Add", ["m", "c"], ["next"]),
+            helper.make_node("Identity", ["go"], ["go_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("go", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc", TensorProto.FLOAT16, None),
+        ],
+        [
+            helper.make_tensor_value_info("go_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("next", TensorProto.FLOAT16, None),
+        ],
+    )
+    nodes = [helper.make_node("Loop", ["n", "", "a"], ["y"], body=body)]
+    model = _model(nodes, [("a", [256]), ("b", [256]), ("c", [256])], ["y"])
+    model.graph.input.insert(0, helper.make_tensor_value_info("n", TensorProto.INT64, []))
+    return model
+
+
+def loop_feeds() -> dict[str, np.ndarray]:
+    return {
+        "n": np.array(3, np.int64),
+        "a": _fp16(256, seed=5),
+        "b": _fp16(256, seed=6) / 4,
+        "c": _fp16(256, seed=7),
+    }
+
+
+def test_if_branches_are_planned_as_onnxruntime_plans_subgraphs():
+    """onnxruntime casts each branch on its own: the branch reads the outer fp16 values (an f32
+    node's result rounded for it, a graph input) through Casts, computes in f32 and rounds its
+    output once."""
+    model = if_model()
+    planned = _plan(model)
+    assert [result for _, result in _casts(planned)].count("e") == 1  # rounded for the If
+    [if_node] = [node for node in planned.graph.node if node.op_type == "If"]
+    for casts in _body_casts(if_node):
+        assert {source for source, _ in casts} >= {"e", "x"}
+        assert len(casts) == 3  # e and x widened, the output rounded: nothing between
+    for condition in (True, False):
+        _assert_same_bits(model, planned, if_feeds(condition))
+
+
+def test_loop_bodies_round_their_carried_values_each_iteration():
+    """The Loop body computes acc * b + c in f32 from Casts of the carried value and the outer
+    ones, and rounds the carried value at the end of each iteration, as onnxruntime does."""
+    model = loop_model()
+    planned = _plan(model)
+    [casts] = _body_casts(planned.graph.node[0])
+    assert {source for source, _ in casts} >= {"acc", "b", "c"}
+    assert [result for _, result in casts].count("next") == 1 and len(casts) == 4
+    _assert_same_bits(model, planned, loop_feeds())
