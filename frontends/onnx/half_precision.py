@@ -26,10 +26,14 @@ onnxruntime partitions and casts every subgraph separately, so a body reads its 
 the outer values it uses through Casts of its own, and rounds its half outputs (a Loop's carried
 values each iteration). The control-flow node itself has a kernel for both types and keeps them.
 
-The other fusions onnxruntime runs by default do not move a rounding point in these plans: they
-match f32 nodes after the Casts (Gelu, FusedMatMul with a scale, Conv+activation, Gemm+activation
-all compute in f32 from the same f32 values), and the LayerNormalization fusions leave an fp16
-LayerNormalization whose kernel computes in f32 inside as niroc's does.
+onnxruntime's basic-level Conv rewrite rules fold a BatchNormalization, or a Mul or Add by a
+per-channel constant, into the Conv's fp16 weights before any Cast, rounding every step in fp16:
+`fold_half_convs` makes the same weights (the importer runs it before the plan). The fusions it
+runs after the Casts (Gelu, MatMul+Transpose and MatMul+scale into FusedMatMul, Conv and Gemm
+with their activation, NCHWc Convs) match f32 nodes and compute in f32 from the same f32
+values: they change f32 arithmetic by an ulp at most, no fp16 rounding point. SkipLayerNorm
+and the Attention fusions do not match torch's fp16 exports (a Cast sits between the f32 Add and
+the fp16 LayerNormalization).
 
 bf16: onnxruntime's Cast insertion handles fp16 only, and its CPU provider has no bf16 Conv,
 MatMul or Gemm. The same rule is applied with its bf16 kernels (`BF16_KERNELS`), so a bf16
@@ -44,17 +48,23 @@ modelled).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+import ml_dtypes
+import numpy as np
 import onnx
 from onnx import TensorProto
 
 from .inference import GraphTypes, all_graphs, copy_fields
 
-__all__ = ["BF16_KERNELS", "F16_KERNELS", "HALF_TYPES", "plan_half_precision"]
+__all__ = ["BF16_KERNELS", "F16_KERNELS", "HALF_TYPES", "fold_half_convs", "plan_half_precision"]
 
 HALF_TYPES = frozenset({TensorProto.FLOAT16, TensorProto.BFLOAT16})
+_HALF_ARRAYS = {
+    np.dtype(np.float16): TensorProto.FLOAT16,
+    np.dtype(ml_dtypes.bfloat16): TensorProto.BFLOAT16,
+}
 
 _Ranges = tuple[tuple[int, int | None], ...]
 _ALWAYS: _Ranges = ((1, None),)
@@ -130,16 +140,14 @@ def plan_half_precision(model: onnx.ModelProto, types: GraphTypes) -> onnx.Model
         ("" if entry.domain in _DEFAULT_DOMAINS else entry.domain): entry.version
         for entry in model.opset_import
     }
-    taken = {
-        name
-        for graph in all_graphs(model.graph)
-        for name in (
-            *(name for node in graph.node for name in (*node.input, *node.output)),
-            *(value.name for value in (*graph.input, *graph.output)),
-            *(tensor.name for tensor in graph.initializer),
-        )
-    }
-    graph = _planned_graph(model.graph, types, opsets, _Scope({}, {}, frozenset()), taken)
+    return _with_graph(
+        model,
+        _planned_graph(model.graph, types, opsets, _Scope({}, {}, frozenset()), _names(model)),
+    )
+
+
+def _with_graph(model: onnx.ModelProto, graph: onnx.GraphProto | None) -> onnx.ModelProto | None:
+    """A copy of `model` with `graph` as its main graph; None when `graph` is."""
     if graph is None:
         return None
     rewritten = onnx.ModelProto()
@@ -222,15 +230,7 @@ class _Plan:
                 if name:
                     self.consumers.setdefault(name, []).append(index)
         self.graph_outputs = {output.name for output in graph.output}
-        self.read_by_subgraphs = {
-            name
-            for node in graph.node
-            for attribute in node.attribute
-            for body in _bodies(attribute)
-            for sub in all_graphs(body)
-            for inner in sub.node
-            for name in inner.input
-        }
+        self.read_by_subgraphs = _read_by_subgraphs(graph)
         self.no_kernel = [self._lacks_kernel(node) for node in graph.node]
         self.in_f32 = list(self.no_kernel)
         for index in range(len(graph.node)):
@@ -335,12 +335,7 @@ class _Plan:
         """half value -> the name of its f32 value, once there is one."""
 
         def fresh(name: str) -> str:
-            candidate, number = f"{name}_f32", 0
-            while candidate in taken:
-                number += 1
-                candidate = f"{name}_f32_{number}"
-            taken.add(candidate)
-            return candidate
+            return _fresh(name, "f32", taken)
 
         for index, node in enumerate(self.graph.node):
             if not self.in_f32[index]:
@@ -415,6 +410,42 @@ def _cast(source: str, result: str, to: int, at: str) -> onnx.NodeProto:
     )
 
 
+def _names(model: onnx.ModelProto) -> set[str]:
+    """Every value name in `model`, at any depth: what a new name must not be."""
+    return {
+        name
+        for graph in all_graphs(model.graph)
+        for name in (
+            *(name for node in graph.node for name in (*node.input, *node.output)),
+            *(value.name for value in (*graph.input, *graph.output)),
+            *(tensor.name for tensor in graph.initializer),
+        )
+    }
+
+
+def _fresh(name: str, suffix: str, taken: set[str]) -> str:
+    """`name` + `suffix` (numbered if needed), a name not in `taken`, which now holds it."""
+    candidate, number = f"{name}_{suffix}", 0
+    while candidate in taken:
+        number += 1
+        candidate = f"{name}_{suffix}_{number}"
+    taken.add(candidate)
+    return candidate
+
+
+def _read_by_subgraphs(graph: onnx.GraphProto) -> set[str]:
+    """The names the bodies of `graph`'s nodes read, at any depth."""
+    return {
+        name
+        for node in graph.node
+        for attribute in node.attribute
+        for body in _bodies(attribute)
+        for sub in all_graphs(body)
+        for inner in sub.node
+        for name in inner.input
+    }
+
+
 def _with_bodies(
     node: onnx.NodeProto, index: int, bodies: Mapping[tuple[int, str], list[onnx.GraphProto]]
 ) -> onnx.NodeProto:
@@ -457,3 +488,180 @@ def _dims(type_: onnx.TypeProto | None) -> list[int | None] | None:
 
 def _static(dims: list[int | None] | None) -> list[int | None] | None:
     return None if dims is None or None in dims else dims
+
+
+# -- onnxruntime's Conv folds ---------------------------------------------------------------------
+
+ReadInitializer = Callable[[str], "np.ndarray | None"]
+"""An initializer's values by name (fp16 as float16, bf16 as ml_dtypes' bfloat16), or None."""
+
+
+def fold_half_convs(model: onnx.ModelProto, read: ReadInitializer) -> onnx.ModelProto | None:
+    """A copy of `model` whose main graph has onnxruntime's Conv folds (`_folded_convs`)
+    applied, or None when none applies (always for a model without fp16/bf16 Conv weights).
+    Run before `plan_half_precision`, as onnxruntime folds before it casts."""
+    half_weights = {
+        tensor.name for tensor in model.graph.initializer if tensor.data_type in HALF_TYPES
+    }
+    if not any(
+        node.op_type == "Conv" and len(node.input) > 1 and node.input[1] in half_weights
+        for node in model.graph.node
+    ):
+        return None
+    return _with_graph(model, _folded_convs(model.graph, read, _names(model)))
+
+
+def _folded_convs(
+    graph: onnx.GraphProto, read: ReadInitializer, taken: set[str]
+) -> onnx.GraphProto | None:
+    """`graph` with onnxruntime's basic-level Conv rewrite rules applied (ConvBNFusion,
+    ConvMulFusion, ConvAddFusion), or None when none applies: a Conv with fp16/bf16 constant
+    weights whose only reader is a BatchNormalization, or a Mul or Add by a per-channel
+    constant, takes that op into its weights and bias. onnxruntime folds them before it casts
+    anything, in the initializers' own type with a rounding after every step
+    (`_fold_into_conv`), so the model it runs has other weights than the exported ones; a
+    CNN exported with BatchNormalization differs by up to ~1,800 ulp where the outputs cancel
+    if the fold is not done as it does it."""
+    initializers = {tensor.name for tensor in graph.initializer}
+    overridable = {value.name for value in graph.input}
+    made: dict[str, np.ndarray] = {}
+
+    def constant(name: str) -> np.ndarray | None:
+        if name in made:
+            return made[name]
+        if name not in initializers or name in overridable:
+            return None
+        return read(name)
+
+    def fresh(name: str, array: np.ndarray) -> str:
+        made[_fresh(name, "folded", taken)] = array
+        return next(reversed(made))
+
+    nodes = list(graph.node)
+    outputs = {value.name for value in graph.output}
+    inner_reads = _read_by_subgraphs(graph)
+    folded = True
+    while folded:
+        folded = False
+        for index, conv in enumerate(nodes):
+            if conv.op_type != "Conv" or conv.domain not in _DEFAULT_DOMAINS:
+                continue
+            result = conv.output[0]
+            readers = [node for node in nodes if result in node.input]
+            if len(readers) != 1 or result in outputs or result in inner_reads:
+                continue
+            reader = readers[0]
+            if reader.domain not in _DEFAULT_DOMAINS or [*reader.input].count(result) != 1:
+                continue
+            weights = _fold_into_conv(conv, reader, constant)
+            if weights is None:
+                continue
+            weight, bias = weights
+            replacement = onnx.NodeProto()
+            replacement.CopyFrom(conv)
+            del replacement.input[1:]
+            replacement.input.append(fresh(conv.input[1], weight))
+            if bias is not None:
+                replacement.input.append(fresh(result, bias))
+            replacement.output[0] = reader.output[0]
+            nodes[index] = replacement
+            nodes.remove(reader)
+            folded = True
+            break
+    if not made:
+        return None
+    rewritten = onnx.GraphProto()
+    copy_fields(graph, rewritten, frozenset({"node", "initializer"}))
+    rewritten.node.extend(nodes)
+    read_names = {
+        name for sub in all_graphs(rewritten) for node in sub.node for name in node.input
+    } | {value.name for value in (*graph.input, *graph.output)}
+    rewritten.initializer.extend(
+        tensor for tensor in graph.initializer if tensor.name in read_names
+    )
+    for name, array in made.items():
+        if name in read_names:
+            rewritten.initializer.append(_half_tensor(name, array))
+    return rewritten
+
+
+def _fold_into_conv(
+    conv: onnx.NodeProto, reader: onnx.NodeProto, constant: Callable[[str], np.ndarray | None]
+) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """The Conv's new (weight, bias) when onnxruntime folds `reader` (its result's only reader,
+    reading it first) into it, else None. Each step computes in f32 and rounds to the weights'
+    type, as onnxruntime's `Initializer` arithmetic does on fp16/bf16."""
+    weight = constant(conv.input[1])
+    if weight is None or weight.dtype not in _HALF_ARRAYS or weight.ndim < 3:
+        return None
+    half = weight.dtype
+    channels = weight.shape[0]
+    bias = None
+    if len(conv.input) == 3:
+        bias = constant(conv.input[2]) if conv.input[2] else None
+        if bias is None or bias.dtype != half or bias.shape != (channels,):
+            return None
+
+    def rounded(value) -> np.ndarray:
+        return np.asarray(value, np.float32).astype(half)
+
+    def wide(array: np.ndarray) -> np.ndarray:
+        return array.astype(np.float32)
+
+    def per_channel(array: np.ndarray) -> np.ndarray:
+        return wide(array).reshape((-1,) + (1,) * (weight.ndim - 1))
+
+    if reader.op_type == "BatchNormalization":
+        if reader.input[0] != conv.output[0] or len([n for n in reader.output if n]) != 1:
+            return None
+        parameters = [constant(name) for name in reader.input[1:5]]
+        if any(
+            array is None or array.dtype != half or array.shape != (channels,)
+            for array in parameters
+        ):
+            return None
+        scale, offset, mean, variance = (array for array in parameters if array is not None)
+        epsilon = np.float32(
+            next((a.f for a in reader.attribute if a.name == "epsilon"), np.float32(1e-5))
+        )
+        deviation = rounded(np.sqrt(wide(rounded(wide(variance) + epsilon))))
+        factor = rounded(wide(scale) / wide(deviation))
+        weight = rounded(wide(weight) * per_channel(factor))
+        if bias is not None:
+            bias = rounded(wide(rounded(wide(bias) - wide(mean))) * wide(factor))
+            return weight, rounded(wide(bias) + wide(offset))
+        return weight, rounded(wide(offset) - wide(rounded(wide(mean) * wide(factor))))
+    if reader.op_type not in ("Mul", "Add") or reader.input[0] != conv.output[0]:
+        return None
+    operand = constant(reader.input[1])
+    if operand is None or weight.ndim < 4:
+        return None
+    per_channel_shape = (
+        operand.ndim == weight.ndim - 1 and operand.ndim > 0 and operand.shape[0] == channels
+    )
+    if per_channel_shape and any(dim != 1 for dim in operand.shape[1:]):
+        return None
+    if reader.op_type == "Mul":
+        if operand.dtype != half or not (operand.ndim == 0 or per_channel_shape):
+            return None
+        factor = wide(operand) if operand.ndim == 0 else per_channel(operand)
+        weight = rounded(wide(weight) * factor)
+        if bias is None:
+            return weight, None
+        return weight, rounded(wide(bias) * wide(operand).reshape(-1))
+    if not per_channel_shape or operand.dtype not in _HALF_ARRAYS:
+        return None
+    if bias is None:
+        return weight, operand.reshape(channels)
+    if operand.dtype != half:
+        return None
+    return weight, rounded(wide(bias) + wide(operand).reshape(channels))
+
+
+def _half_tensor(name: str, array: np.ndarray) -> onnx.TensorProto:
+    tensor = onnx.TensorProto()
+    tensor.name = name
+    tensor.data_type = _HALF_ARRAYS[array.dtype]
+    tensor.dims.extend(array.shape)
+    tensor.raw_data = np.ascontiguousarray(array).view(np.uint16).tobytes()
+    return tensor

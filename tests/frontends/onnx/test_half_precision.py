@@ -9,11 +9,18 @@ says. End to end through IREE: tests/backends/mlir/test_half_precision_models.py
 
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
 import onnx
 import onnxruntime
 import pytest
-from niro.frontends.onnx.half_precision import BF16_KERNELS, F16_KERNELS, plan_half_precision
+from niro.frontends.onnx.half_precision import (
+    BF16_KERNELS,
+    F16_KERNELS,
+    fold_half_convs,
+    plan_half_precision,
+)
 from niro.frontends.onnx.inference import infer_types
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
@@ -301,3 +308,67 @@ def test_loop_bodies_round_their_carried_values_each_iteration():
     assert {source for source, _ in casts} >= {"acc", "b", "c"}
     assert [result for _, result in casts].count("next") == 1 and len(casts) == 4
     _assert_same_bits(model, planned, loop_feeds())
+
+
+def conv_fold_model() -> onnx.ModelProto:
+    """Conv(+bias) -> BatchNormalization -> Relu -> Conv -> Mul -> Conv -> Add -> Conv (no
+    bias) -> BatchNormalization, fp16, per-channel constants: every fold onnxruntime makes."""
+    rng = np.random.default_rng(8)
+
+    def values(name, *shape, low=None):
+        array = rng.standard_normal(shape) if low is None else rng.random(shape) + low
+        return numpy_helper.from_array(array.astype(np.float16), name)
+
+    nodes, initializers, x = [], [], "x"
+    for stage, (reader, bias) in enumerate(
+        [("BatchNormalization", True), ("Mul", True), ("Add", False), ("BatchNormalization", False)]
+    ):
+        conv_inputs = [x, f"w{stage}"] + ([f"cb{stage}"] if bias else [])
+        initializers.append(values(f"w{stage}", 4, 4 if stage else 3, 3, 3))
+        if bias:
+            initializers.append(values(f"cb{stage}", 4))
+        nodes.append(helper.make_node("Conv", conv_inputs, [f"c{stage}"], pads=[1, 1, 1, 1]))
+        if reader == "BatchNormalization":
+            names = [f"{part}{stage}" for part in ("s", "b", "m", "v")]
+            initializers += [values(names[0], 4, low=0.5), values(names[1], 4)]
+            initializers += [values(names[2], 4), values(names[3], 4, low=0.1)]
+            nodes.append(helper.make_node(reader, [f"c{stage}", *names], [f"n{stage}"]))
+        else:
+            initializers.append(values(f"k{stage}", 4, 1, 1))
+            nodes.append(helper.make_node(reader, [f"c{stage}", f"k{stage}"], [f"n{stage}"]))
+        nodes.append(helper.make_node("Relu", [f"n{stage}"], [f"r{stage}"]))
+        x = f"r{stage}"
+    nodes[-1].output[0] = "y"
+    return _model(nodes, [("x", [1, 3, 8, 8])], ["y"], initializers)
+
+
+def test_conv_folds_give_onnxruntimes_weights():
+    """The folded weights and biases are onnxruntime's, bit for bit (its model after the basic
+    rewrite rules), and the planned model computes what onnxruntime does."""
+    model = conv_fold_model()
+    arrays = {tensor.name: numpy_helper.to_array(tensor) for tensor in model.graph.initializer}
+    folded = fold_half_convs(model, arrays.get)
+    assert folded is not None
+    assert [node.op_type for node in folded.graph.node] == ["Conv", "Relu"] * 4
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    with tempfile.TemporaryDirectory() as folder:
+        options.optimized_model_filepath = f"{folder}/basic.onnx"
+        onnxruntime.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+        basic = onnx.load(options.optimized_model_filepath)
+    theirs = {tensor.name: numpy_helper.to_array(tensor) for tensor in basic.graph.initializer}
+    ours = {tensor.name: numpy_helper.to_array(tensor) for tensor in folded.graph.initializer}
+    widened = {node.output[0]: node.input[0] for node in basic.graph.node if node.op_type == "Cast"}
+    their_convs = [node for node in basic.graph.node if node.op_type == "Conv"]
+    our_convs = [node for node in folded.graph.node if node.op_type == "Conv"]
+    assert len(their_convs) == len(our_convs) == 4
+    for their, our in zip(their_convs, our_convs, strict=True):
+        assert len(their.input) == len(our.input) == 3
+        for their_name, our_name in zip(their.input[1:], our.input[1:], strict=True):
+            expected = theirs[widened.get(their_name, their_name)]
+            assert expected.dtype == np.float16
+            np.testing.assert_array_equal(ours[our_name].view(np.uint16), expected.view(np.uint16))
+    planned = plan_half_precision(folded, infer_types(folded))
+    _assert_onnxruntime_agrees(model, planned, [1, 3, 8, 8])
