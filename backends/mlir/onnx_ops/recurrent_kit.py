@@ -20,9 +20,8 @@ have a `?` there (`static_size`).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from niro.ir import ScalarType, format_type
 
@@ -178,8 +177,8 @@ class Recurrence:
     """The checked operands and attributes of one RNN/GRU/LSTM op, its operands already in the
     compute type (`math.type`). `seq` and `batch` are sizes (an int, or the `tensor.dim` of X
     when dynamic); the others are static. `reverse[d]` says direction d walks time
-    backwards. `hoist` is set by the loop driver while it builds a time loop's body: the
-    insertion point before that loop, where `invariant()` builds step-independent values."""
+    backwards. `hoist` is set by the loop driver while it builds a direction's steps: the
+    insertion point before them, where `invariant()` builds step-independent values once."""
 
     ctx: LoweringRuleContext
     cell: Cell
@@ -200,6 +199,7 @@ class Recurrence:
     initial: list[mlir_ir.Value | None]
     peepholes: mlir_ir.Value | None
     hoist: mlir_ir.InsertionPoint | None = None
+    hoisted: dict[tuple, mlir_ir.Value] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
@@ -209,10 +209,22 @@ class Recurrence:
     def compute(self) -> mlir_ir.Type:
         return self.math.type
 
-    def invariant(self):
-        """Where to build what is the same at every step (weight slices, broadcast biases,
-        peepholes): before the time loop being built, if any, so it is computed once."""
-        return self.hoist if self.hoist is not None else contextlib.nullcontext()
+    def hoist_before(self, operation: mlir_ir.Operation | None) -> None:
+        """Step-independent values of the steps built next go before `operation` (None: where
+        they are asked for, as outside any steps)."""
+        self.hoist = None if operation is None else mlir_ir.InsertionPoint(operation)
+        self.hoisted = {}
+
+    def invariant(self, key: tuple, build: Callable[[], mlir_ir.Value]) -> mlir_ir.Value:
+        """The value `build()` makes, the same at every step (a weight slice, a broadcast bias,
+        a peephole): built once per direction's steps, before them (`key` names it among
+        them), so neither a loop body nor unrolled steps repeat it."""
+        if self.hoist is None:
+            return build()
+        if key not in self.hoisted:
+            with self.hoist:
+                self.hoisted[key] = build()
+        return self.hoisted[key]
 
     def activate(
         self, direction: int, index: int, value: mlir_ir.Value, *, clipped: bool = True
@@ -419,17 +431,22 @@ def project(
     0, R's at gates * hidden); without B the sum starts at zero."""
     g, k = len(outer), len(outer) + 1
     out_map = list(range(len(outer) + 1))
-    with rec.invariant():
+
+    def start() -> mlir_ir.Value:
         init = empty([*outer, rows], rec.compute)
         if rec.bias is None:
-            init = fill(init, rec.math.zero())
-        else:
-            bias = slab(rec.bias, [direction, bias_offset + first_row], [1, rows], 1)
-            init = generic(
-                [(bias, [g])], [(init, out_map)], len(outer) + 1, (), lambda values: [values[0]]
-            )[0]
+            return fill(init, rec.math.zero())
+        bias = slab(rec.bias, [direction, bias_offset + first_row], [1, rows], 1)
+        return generic(
+            [(bias, [g])], [(init, out_map)], len(outer) + 1, (), lambda values: [values[0]]
+        )[0]
+
+    def weight_rows() -> mlir_ir.Value:
         columns = mlir_ir.RankedTensorType(weight.type).shape[2]
-        rows_of_weight = slab(weight, [direction, first_row, 0], [1, rows, columns], 1)
+        return slab(weight, [direction, first_row, 0], [1, rows, columns], 1)
+
+    init = rec.invariant(("start", len(outer), direction, first_row, rows, bias_offset), start)
+    rows_of_weight = rec.invariant(("rows", id(weight), direction, first_row, rows), weight_rows)
     math = rec.math
     return generic(
         [(source, source_map), (rows_of_weight, [g, k])],
@@ -459,9 +476,13 @@ def state(value: mlir_ir.Value) -> tuple[mlir_ir.Value, list]:
 
 def peephole(rec: Recurrence, direction: int, index: int) -> tuple[mlir_ir.Value, list]:
     """Peephole `index` (i, o, f) of `direction`, read over (batch, hidden) loops."""
-    assert rec.peepholes is not None
-    with rec.invariant():
-        return slab(rec.peepholes, [direction, index * rec.hidden], [1, rec.hidden], 1), [1]
+    peepholes = rec.peepholes
+    assert peepholes is not None
+    value = rec.invariant(
+        ("peephole", direction, index),
+        lambda: slab(peepholes, [direction, index * rec.hidden], [1, rec.hidden], 1),
+    )
+    return value, [1]
 
 
 def elementwise(
