@@ -20,7 +20,8 @@ The zoo nets are the onnx wheel's light models with random weights
 converted to opset 17 by `onnx.version_converter` (the form the peer compiles); the transformer,
 the BERT-style encoder and the Llama-style decoder are the perf bench generator's
 (testdata/bench/generate.py); the rest are the torch exports in
-testdata/pytorch (testdata/pytorch/export.py), at the sizes in MODELS.
+testdata/pytorch (testdata/pytorch/export.py), at the sizes in MODELS; the `_static` rows are the
+same exports with their symbolic input dims fixed in the model, the form `--dim` gives niroc.
 Writes testdata/generated/bench/run-report.md (+ run-report.json) and docs/performance.md (the
 latest figures; its rows, kept in docs/performance.json, merge with each later run's unless
 `--fresh`). Not collected by pytest; `make bench-run` runs it.
@@ -93,6 +94,22 @@ def _exported(name: str):
     return make
 
 
+def _fixed(make, dims: dict[str, int]):
+    """`make`'s model with its graph inputs' symbolic dims fixed to `dims` (as niroc's
+    `--dim NAME=SIZE` does at import), so that both frontends compile the static form."""
+
+    def fixed(path: Path) -> None:
+        make(path)
+        model = onnx.load(path)
+        for value in model.graph.input:
+            for dim in value.type.tensor_type.shape.dim:
+                if dim.HasField("dim_param") and dim.dim_param in dims:
+                    dim.dim_value = dims[dim.dim_param]
+        onnx.save(model, path)
+
+    return fixed
+
+
 def _generated(name: str):
     """A model of the perf bench's generator (testdata/bench/generate.py, fixed seeds)."""
 
@@ -137,8 +154,16 @@ MODELS.update(
         "lstm": Spec(
             "2-layer bidirectional LSTM, 32x1x16", _exported("lstm"), {"seq": 32, "batch": 1}
         ),
+        "lstm_static": Spec(
+            "lstm with seq=32, batch=1 fixed in the model (as `--dim`)",
+            _fixed(_exported("lstm"), {"seq": 32, "batch": 1}),
+        ),
         "gru": Spec(
             "2-layer bidirectional GRU, 1x32 ids", _exported("gru"), {"batch": 1, "seq": 32}
+        ),
+        "gru_static": Spec(
+            "gru with batch=1, seq=32 fixed in the model (as `--dim`)",
+            _fixed(_exported("gru"), {"batch": 1, "seq": 32}),
         ),
         "unet": Spec("small UNet, 1x3x32x32", _exported("unet"), {"batch": 1}),
         "mobilenet": Spec(

@@ -8,15 +8,21 @@
   ops; all by the generic operation builder (the generated classes are 2-3x slower).
 - `broadcast`: element-wise ops with NumPy broadcasting (`elementwise`), dynamic dims checked
   at run time.
+- `arithmetic`: element-wise add and multiply (`binary_arithmetic`), the one lowering of Niro's
+  Add/Mul and ONNX's.
+- `contraction`: sums of products over index labels (`contract`, einsum's view) and `matmul`,
+  the one lowering of Niro's MatMul and ONNX's.
 - `checks`: run-time checks (`assert_true`, `assert_all`).
 - `elements`: element types (accumulators, float conversions) and reading integer scalars.
 
 Rules import the names from here (`from ..builders import fill, generic`).
 """
 
+from .arithmetic import Arithmetic, binary_arithmetic
 from .broadcast import elementwise
 from .checks import assert_all, assert_true
 from .constants import constant, dense_constant, i64_constant, identity_value, index_constant
+from .contraction import Label, contract, matmul, matmul_labels, multiply_all, narrow_to_result
 from .elements import accumulator_type, convert, is_float, read_int_scalars, small_elements
 from .shapes import (
     DYNAMIC,
@@ -31,6 +37,7 @@ from .shapes import (
     extract_slice,
     index_value,
     pad,
+    ranked_result,
     reassociation,
     tensor_size,
     tensor_sizes,
@@ -39,12 +46,21 @@ from .shapes import (
 from .structured import MapSpec, affine_map, dim, fill, filled, generic, named_op
 
 __all__ = [
+    "ranked_result",
+    "narrow_to_result",
+    "multiply_all",
+    "matmul_labels",
+    "matmul",
+    "contract",
+    "Label",
     "DYNAMIC",
+    "Arithmetic",
     "MapSpec",
     "accumulator_type",
     "affine_map",
     "assert_all",
     "assert_true",
+    "binary_arithmetic",
     "cast_to",
     "collapse_dims",
     "constant",
