@@ -48,6 +48,7 @@ bench-run: ## run-time benchmark (slow, not in `make test`): niroc's compiled co
 
 lint: ## ruff check, and mypy on the typed packages (ir/, backends/mlir/builders/); CI runs it before the tests
 	$(BIN)/ruff check .
+	@mkdir -p build/mypy/niro && ln -sfn ../../../ir build/mypy/niro/ir
 	$(BIN)/mypy
 
 format: ## ruff format

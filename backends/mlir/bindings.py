@@ -2,7 +2,8 @@
 
 The upstream bindings are used when they are installed as the `mlir` package; otherwise the copy
 that ships inside the `iree-base-compiler` wheel (`iree.compiler.ir`). Every other module of the
-backend imports `ir` and the dialect modules from here, so switching binding is one edit.
+backend imports MLIR's `ir` module, as `mlir_ir` (docs/design.md, "The stages"), and the dialect
+modules from here, so switching binding is one edit.
 
 The IREE wheel has no Python module for the `ml_program` dialect (the dialect itself is
 registered in its context), so `ml_program` ops are built with the generic `Operation.create`
@@ -17,7 +18,7 @@ from __future__ import annotations
 # builders (`linalg.fill(...)`) also rebuild each op's definition in Python on every call. The
 # classes plus the C++ region builder (`fill_builtin_region`) make the same ops.
 try:  # NOTE: the upstream package wins when both are installed (docs/design.md).
-    from mlir import ir  # type: ignore[import-not-found]
+    from mlir import ir as mlir_ir  # type: ignore[import-not-found]
     from mlir._mlir_libs._mlir import globals as _binding_globals  # type: ignore[import-not-found]
     from mlir._mlir_libs._mlirDialectsLinalg import fill_builtin_region  # type: ignore[import-not-found]
     from mlir.dialects import _linalg_ops_gen as linalg  # type: ignore[import-not-found]
@@ -25,7 +26,7 @@ try:  # NOTE: the upstream package wins when both are installed (docs/design.md)
 
     BINDING = "mlir"
 except ImportError:
-    from iree.compiler import ir  # type: ignore[no-redef]
+    from iree.compiler import ir as mlir_ir  # type: ignore[no-redef]
     from iree.compiler._mlir_libs._mlir import globals as _binding_globals  # type: ignore[no-redef]
     from iree.compiler._mlir_libs._mlirDialectsLinalg import fill_builtin_region  # type: ignore[no-redef]
     from iree.compiler.dialects import _linalg_ops_gen as linalg  # type: ignore[no-redef]
@@ -35,7 +36,7 @@ except ImportError:
 
 __all__ = [
     "BINDING",
-    "ir",
+    "mlir_ir",
     "arith",
     "cf",
     "fill_builtin_region",
@@ -64,13 +65,13 @@ REQUIRED_OPERATIONS = (
 """Ops the lowering builds; a context that does not know one of them cannot be used."""
 
 
-def make_context(*, allow_unregistered_dialects: bool = False) -> ir.Context:
+def make_context(*, allow_unregistered_dialects: bool = False) -> mlir_ir.Context:
     """A fresh MLIR context with every dialect the lowering emits loaded.
 
     One context per lowered module: resource blob names are unique per context, so a fresh one
     keeps the names we choose (deterministic output), and dropping the module frees its blobs.
     """
-    context = ir.Context()
+    context = mlir_ir.Context()
     context.allow_unregistered_dialects = allow_unregistered_dialects
     missing = [name for name in REQUIRED_OPERATIONS if not context.is_registered_operation(name)]
     if missing:

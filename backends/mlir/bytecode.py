@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .bindings import ir
+from .bindings import mlir_ir
 from .literals import ResourceBlob, ResourceTable
 
 __all__ = ["BlobSplicingWriter", "BytecodeLayoutError", "SPLICE_MIN_BYTES", "splice_blobs"]
@@ -304,10 +304,10 @@ class BlobSplicingWriter:
     16-byte `dense_resource` per blob), made on the first write and kept with the context."""
 
     def __init__(
-        self, module: ir.Module, resources: ResourceTable, *, min_bytes: int = SPLICE_MIN_BYTES
+        self, module: mlir_ir.Module, resources: ResourceTable, *, min_bytes: int = SPLICE_MIN_BYTES
     ):
         self.module, self.resources, self.min_bytes = module, resources, min_bytes
-        self.placeholders: dict[ir.Attribute, ir.Attribute] | None = None
+        self.placeholders: dict[mlir_ir.Attribute, mlir_ir.Attribute] | None = None
 
     def write(self, write: Callable[[Piece], object], *, nested: bool = False) -> bool:
         """Writes the bytecode with `write` (called per piece, each blob as one memoryview);
@@ -344,15 +344,15 @@ class BlobSplicingWriter:
                 operation.attributes[name] = original
         return output.getvalue()
 
-    def _make_placeholders(self) -> dict[ir.Attribute, ir.Attribute]:
+    def _make_placeholders(self) -> dict[mlir_ir.Attribute, mlir_ir.Attribute]:
         """Real attribute -> placeholder; empty (so MLIR's writer is used) when a key is not
         the name the table recorded: the output would name the wrong blob."""
-        placeholders: dict[ir.Attribute, ir.Attribute] = {}
+        placeholders: dict[mlir_ir.Attribute, mlir_ir.Attribute] = {}
         for index, blob in enumerate(self.resources.blobs):
             if blob.attribute is None or _resource_key(blob.attribute) != blob.name:
                 return {}
             # NOTE: MLIR may rename a placeholder (its key taken): splice_blobs then refuses
-            placeholders[blob.attribute] = ir.DenseResourceElementsAttr.get_from_buffer(
+            placeholders[blob.attribute] = mlir_ir.DenseResourceElementsAttr.get_from_buffer(
                 bytearray(placeholder_bytes(index)),
                 placeholder_key(index),
                 blob.attribute.type,
@@ -364,36 +364,36 @@ class BlobSplicingWriter:
         """(op, name, attribute, its placeholder form) for each op attribute with our blobs."""
         swaps = []
 
-        def visit(operation: ir.Operation) -> ir.WalkResult:
+        def visit(operation: mlir_ir.Operation) -> mlir_ir.WalkResult:
             for name, attribute in operation.attributes.items():
                 replaced = self._substitute(attribute, nested)
                 if replaced is not attribute:
                     swaps.append((operation, name, attribute, replaced))
-            return ir.WalkResult.ADVANCE
+            return mlir_ir.WalkResult.ADVANCE
 
         self.module.operation.walk(visit)
         return swaps
 
-    def _substitute(self, attribute: ir.Attribute, nested: bool) -> ir.Attribute:
+    def _substitute(self, attribute: mlir_ir.Attribute, nested: bool) -> mlir_ir.Attribute:
         """`attribute` with our blobs swapped for placeholders; itself when it holds none."""
         assert self.placeholders is not None
         kind = type(attribute)  # NOTE: hashing every attribute of a big graph costs 2x more
-        if kind is ir.Attribute or kind is ir.DenseResourceElementsAttr:
+        if kind is mlir_ir.Attribute or kind is mlir_ir.DenseResourceElementsAttr:
             return self.placeholders.get(attribute, attribute)
-        if nested and isinstance(attribute, ir.ArrayAttr):
+        if nested and isinstance(attribute, mlir_ir.ArrayAttr):
             items = list(attribute)
             replaced = [self._substitute(item, nested) for item in items]
             if any(new is not old for new, old in zip(replaced, items, strict=True)):
-                return ir.ArrayAttr.get(replaced)
-        elif nested and isinstance(attribute, ir.DictAttr):
+                return mlir_ir.ArrayAttr.get(replaced)
+        elif nested and isinstance(attribute, mlir_ir.DictAttr):
             named = [attribute[at] for at in range(len(attribute))]
             replaced = {item.name: self._substitute(item.attr, nested) for item in named}
             if any(replaced[item.name] is not item.attr for item in named):
-                return ir.DictAttr.get(replaced)
+                return mlir_ir.DictAttr.get(replaced)
         return attribute
 
 
-def _resource_key(attribute: ir.Attribute) -> str | None:
+def _resource_key(attribute: mlir_ir.Attribute) -> str | None:
     """The key of a `dense_resource<key> : type` attribute (bare keys, as ours are)."""
     found = re.match(r"dense_resource<([A-Za-z0-9_.]+)>", str(attribute))
     return found.group(1) if found else None

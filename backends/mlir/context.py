@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 from niro.ir import Block, Location, Op, ScalarType, TensorType, Value, format_type, op_name
 
-from .bindings import ir
+from .bindings import mlir_ir
 from .errors import LoweringError
 
 if TYPE_CHECKING:
@@ -43,12 +43,12 @@ class LoweringRuleContext:
     """
 
     op: Op
-    operands: tuple[ir.Value, ...]
-    result_types: tuple[ir.Type, ...]
+    operands: tuple[mlir_ir.Value, ...]
+    result_types: tuple[mlir_ir.Type, ...]
     niro_operands: tuple[Value, ...]
     niro_results: tuple[Value, ...]
-    location: ir.Location
-    insertion_point: ir.InsertionPoint
+    location: mlir_ir.Location
+    insertion_point: mlir_ir.InsertionPoint
     path: tuple[str, ...]
     _driver: FunctionLowering
 
@@ -89,7 +89,7 @@ class LoweringRuleContext:
 
     # -- what the lowering shares -------------------------------------------------------------
 
-    def mlir_type(self, type_: ScalarType | TensorType) -> ir.Type:
+    def mlir_type(self, type_: ScalarType | TensorType) -> mlir_ir.Type:
         """`lower_type(type_)` in this lowering's context, made once per type."""
         return self._driver.module.mlir_type(type_)
 
@@ -103,8 +103,8 @@ class LoweringRuleContext:
     def lower_block(
         self,
         block: Block,
-        mlir_block: ir.Block,
-        arguments: Sequence[ir.Value] = (),
+        mlir_block: mlir_ir.Block,
+        arguments: Sequence[mlir_ir.Value] = (),
         *,
         region: int = 0,
         yield_builder: Callable[[LoweringRuleContext], None],
@@ -116,7 +116,7 @@ class LoweringRuleContext:
         path = self.niro_location.path + (f"region#{region}", "^bb0")
         self._driver.lower_block(block, mlir_block, arguments, path, yield_builder=yield_builder)
 
-    def successor(self, block: Block) -> ir.Block:
+    def successor(self, block: Block) -> mlir_ir.Block:
         """The MLIR block made for a Niro block of this function (a branch's target)."""
         return self._driver.block_for(block)
 
@@ -124,7 +124,7 @@ class LoweringRuleContext:
         """This Yield, built by the enclosing region's yield builder (see `lower_block`)."""
         self._driver.build_yield(self)
 
-    def build_generic(self) -> list[ir.Value]:
+    def build_generic(self) -> list[mlir_ir.Value]:
         """This UnknownOp kept as a generic operation (when the context allows unregistered
         dialects), its regions lowered."""
         return self._driver.build_generic(self)

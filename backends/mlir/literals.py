@@ -24,7 +24,7 @@ import numpy as np
 from niro.ir import Literal as NiroLiteral
 from niro.ir import ScalarType, TensorType, as_memoryview, buffer_nbytes, is_buffer
 
-from .bindings import ir
+from .bindings import mlir_ir
 from .types import lower_scalar_type, lower_type
 
 __all__ = [
@@ -51,7 +51,7 @@ class ResourceBlob:
     name: str
     data: memoryview
     alignment: int
-    attribute: ir.Attribute | None = None
+    attribute: mlir_ir.Attribute | None = None
 
 
 @dataclass(slots=True)
@@ -77,9 +77,9 @@ class ResourceTable:
         self._names.add(candidate)
         return candidate
 
-    def add(self, base: str, data: memoryview, alignment: int, type_: ir.Type) -> ir.Attribute:
+    def add(self, base: str, data: memoryview, alignment: int, type_: mlir_ir.Type) -> mlir_ir.Attribute:
         name = self.unique_name(base)
-        attribute = ir.DenseResourceElementsAttr.get_from_buffer(
+        attribute = mlir_ir.DenseResourceElementsAttr.get_from_buffer(
             data, name, type_, alignment=alignment
         )
         # NOTE: get_from_buffer may rename on a collision inside the context; ours are unique
@@ -137,20 +137,20 @@ def _signless(value: int, bits: int) -> int:
     return value - (1 << bits) if value >= 1 << (bits - 1) else value
 
 
-def scalar_attr(scalar: ScalarType, literal: bool | int | float) -> ir.Attribute:
+def scalar_attr(scalar: ScalarType, literal: bool | int | float) -> mlir_ir.Attribute:
     """A typed IntegerAttr/FloatAttr holding one literal (unsigned values wrap to signless)."""
     mlir_type = lower_scalar_type(scalar)
     if scalar is ScalarType.F4E2M1FN:  # stored as its 4-bit code in an i8 (see types.py)
-        return ir.IntegerAttr.get(
+        return mlir_ir.IntegerAttr.get(
             mlir_type, int(sub_byte_codes(pack_elements_f4(literal), scalar, 1)[0])
         )
     if scalar.is_float:
-        return ir.FloatAttr.get(mlir_type, float(literal))
+        return mlir_ir.FloatAttr.get(mlir_type, float(literal))
     if scalar.is_sub_byte:
-        return ir.IntegerAttr.get(mlir_type, int(literal))  # the value itself, in an i8
+        return mlir_ir.IntegerAttr.get(mlir_type, int(literal))  # the value itself, in an i8
     bits = 1 if scalar.is_bool else scalar.bit_width
     value = int(bool(literal)) if scalar.is_bool else int(literal)
-    return ir.IntegerAttr.get(mlir_type, _signless(value, bits) if bits > 1 else value)
+    return mlir_ir.IntegerAttr.get(mlir_type, _signless(value, bits) if bits > 1 else value)
 
 
 _UNPACK = {
@@ -220,7 +220,7 @@ def _is_splat(data: memoryview, width: int) -> bool:
 
 def tensor_data_attr(
     tensor: TensorType, literal: NiroLiteral, *, resources: ResourceTable, name: str
-) -> ir.Attribute:
+) -> mlir_ir.Attribute:
     """The elements attribute of a static tensor: a splat, or a blob named after `name`.
 
     `literal` is a buffer of packed elements (a scalar literal is accepted as a splat). The
@@ -230,7 +230,7 @@ def tensor_data_attr(
     mlir_type = lower_type(tensor)
     element = tensor.element_type
     if not is_buffer(literal):
-        return ir.DenseElementsAttr.get_splat(mlir_type, scalar_attr(element, literal))
+        return mlir_ir.DenseElementsAttr.get_splat(mlir_type, scalar_attr(element, literal))
     count = 1
     for dim in tensor.shape or ():
         count *= dim
@@ -244,8 +244,8 @@ def tensor_data_attr(
         data = memoryview(sub_byte_codes(data, element, count)).cast("B")
         if count == 0 or count == 1 or _is_splat(data, 1):
             value = int(np.frombuffer(data, dtype=np.int8)[0]) if count else 0
-            return ir.DenseElementsAttr.get_splat(
-                mlir_type, ir.IntegerAttr.get(lower_scalar_type(element), value)
+            return mlir_ir.DenseElementsAttr.get_splat(
+                mlir_type, mlir_ir.IntegerAttr.get(lower_scalar_type(element), value)
             )
         return resources.add(name, data, 1, mlir_type)
     width = element.byte_width
@@ -254,20 +254,20 @@ def tensor_data_attr(
             f"{tensor} needs {count * width} bytes of data, got {buffer_nbytes(literal)}"
         )
     if count == 0:
-        return ir.DenseElementsAttr.get_splat(mlir_type, scalar_attr(element, 0))
+        return mlir_ir.DenseElementsAttr.get_splat(mlir_type, scalar_attr(element, 0))
     if count == 1 or _is_splat(data, width):
         value = _decode_element(element, bytes(data[:width]))
-        return ir.DenseElementsAttr.get_splat(mlir_type, scalar_attr(element, value))
+        return mlir_ir.DenseElementsAttr.get_splat(mlir_type, scalar_attr(element, value))
     if element.is_bool:
         # NOTE: i1 blobs are ambiguous in MLIR (IREE crashes iterating a `dense_resource` of
         # i1), so BOOL tensors become a bit-packed DenseElementsAttr: the numpy view is free and
         # MLIR's packed copy is 1/8 of the buffer.
         flags = np.frombuffer(data, dtype=np.bool_).reshape(tensor.shape)
-        return ir.DenseElementsAttr.get(flags, type=lower_scalar_type(element))
+        return mlir_ir.DenseElementsAttr.get(flags, type=lower_scalar_type(element))
     return resources.add(name, data, width, mlir_type)
 
 
-def generic_attr(value: object, *, resources: ResourceTable, name: str) -> ir.Attribute:
+def generic_attr(value: object, *, resources: ResourceTable, name: str) -> mlir_ir.Attribute:
     """An UnknownOp attribute as an MLIR attribute.
 
     None -> unit, bool -> BoolAttr, int -> i64, float -> f64, str -> string, buffer -> a
@@ -275,34 +275,34 @@ def generic_attr(value: object, *, resources: ResourceTable, name: str) -> ir.At
     dict -> dictionary. `name` seeds the blob names of buffers.
     """
     if value is None:
-        return ir.UnitAttr.get()
+        return mlir_ir.UnitAttr.get()
     if isinstance(value, bool):
-        return ir.BoolAttr.get(value)
+        return mlir_ir.BoolAttr.get(value)
     if isinstance(value, int):
         if not -(1 << 63) <= value < 1 << 63:
             raise ValueError(f"integer attribute {value} does not fit in i64")
-        return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+        return mlir_ir.IntegerAttr.get(mlir_ir.IntegerType.get_signless(64), value)
     if isinstance(value, float):
-        return ir.FloatAttr.get(ir.F64Type.get(), value)
+        return mlir_ir.FloatAttr.get(mlir_ir.F64Type.get(), value)
     if isinstance(value, str):
-        return ir.StringAttr.get(value)
+        return mlir_ir.StringAttr.get(value)
     if is_buffer(value):
         data = as_memoryview(value)
-        byte_tensor = ir.RankedTensorType.get([data.nbytes], ir.IntegerType.get_signless(8))
+        byte_tensor = mlir_ir.RankedTensorType.get([data.nbytes], mlir_ir.IntegerType.get_signless(8))
         if data.nbytes == 0:
-            return ir.DenseElementsAttr.get_splat(
-                byte_tensor, ir.IntegerAttr.get(ir.IntegerType.get_signless(8), 0)
+            return mlir_ir.DenseElementsAttr.get_splat(
+                byte_tensor, mlir_ir.IntegerAttr.get(mlir_ir.IntegerType.get_signless(8), 0)
             )
         return resources.add(name, data, 1, byte_tensor)
     if isinstance(value, tuple):
-        return ir.ArrayAttr.get(
+        return mlir_ir.ArrayAttr.get(
             [
                 generic_attr(item, resources=resources, name=f"{name}.{index}")
                 for index, item in enumerate(value)
             ]
         )
     if isinstance(value, Mapping):
-        return ir.DictAttr.get(
+        return mlir_ir.DictAttr.get(
             {
                 key: generic_attr(item, resources=resources, name=f"{name}.{key}")
                 for key, item in value.items()

@@ -49,7 +49,7 @@ from niro.ir import (
 
 from . import rules as _rules  # noqa: F401  (fills KNOWN_LOWERINGS; checks it is complete)
 from . import sub_byte
-from .bindings import func, ir, make_context
+from .bindings import func, make_context, mlir_ir
 from .context import LoweringRuleContext
 from .errors import LoweringError, refused_together
 from .literals import ResourceTable, generic_attr, scalar_attr, tensor_data_attr
@@ -94,8 +94,8 @@ def lower_to_mlir(
 
     handler = context.attach_diagnostic_handler(collect)
     try:
-        with recursion_headroom(module), context, ir.Location.unknown():
-            mlir_module = ir.Module.create()
+        with recursion_headroom(module), context, mlir_ir.Location.unknown():
+            mlir_module = mlir_ir.Module.create()
             state = ModuleLowering(
                 module,
                 mlir_module,
@@ -126,12 +126,12 @@ def _format_diagnostic(diagnostic) -> str:
     return text
 
 
-def _verify(mlir_module: ir.Module, collected: list[str]) -> None:
+def _verify(mlir_module: mlir_ir.Module, collected: list[str]) -> None:
     """Runs MLIR's verifier; a failure names the MLIR diagnostics and the Niro node."""
     try:
         mlir_module.operation.verify()
         return
-    except ir.MLIRError as error:
+    except mlir_ir.MLIRError as error:
         messages = [_format_diagnostic(diagnostic) for diagnostic in error.error_diagnostics]
         locations = [str(diagnostic.location) for diagnostic in error.error_diagnostics]
     messages = messages or collected or ["verification failed without a diagnostic"]
@@ -212,18 +212,18 @@ class ModuleLowering:
     refusals so far (when there is one, `mlir` is incomplete and must not be used)."""
 
     niro: Module
-    mlir: ir.Module
+    mlir: mlir_ir.Module
     resources: ResourceTable
     allow_unknown: bool = False
     refusals: list[LoweringError] = field(default_factory=list)
     global_types: dict[str, ScalarType | TensorType] = field(default_factory=dict)
     function_names: set[str] = field(default_factory=set)
     has_generic_ops: bool = False
-    mlir_types: dict[Hashable, ir.Type] = field(default_factory=dict)
+    mlir_types: dict[Hashable, mlir_ir.Type] = field(default_factory=dict)
     shared: dict[Hashable, object] = field(default_factory=dict)
     parameters: ParameterTable | None = None
 
-    def mlir_type(self, type_: ScalarType | TensorType) -> ir.Type:
+    def mlir_type(self, type_: ScalarType | TensorType) -> mlir_ir.Type:
         """`lower_type(type_)`, memoised: a model has few distinct types and many ops (each
         `lower_type` makes several binding calls)."""
         key = type_key(type_)
@@ -251,7 +251,7 @@ class ModuleLowering:
 
     def lower(self) -> None:
         self.function_names = {function.name for function in self.niro.functions}
-        with ir.InsertionPoint(self.mlir.body):
+        with mlir_ir.InsertionPoint(self.mlir.body):
             for global_ in self.niro.globals:
                 self._lower_global(global_)
             for function in self.niro.functions:
@@ -267,7 +267,7 @@ class ModuleLowering:
                         f"expected a bool, int or float initializer for {type_.spelling}"
                     )
                 stored = TensorType(type_, ())
-                value = ir.DenseElementsAttr.get_splat(
+                value = mlir_ir.DenseElementsAttr.get_splat(
                     self.mlir_type(stored), scalar_attr(type_, global_.initializer)
                 )
             else:
@@ -283,13 +283,13 @@ class ModuleLowering:
         except ValueError as error:
             raise LoweringError(f"global {error}", location=where) from error
         self.global_types[global_.name] = type_
-        private = self.shared_object("private", lambda: ir.StringAttr.get("private"))
-        ir.Operation.create(
+        private = self.shared_object("private", lambda: mlir_ir.StringAttr.get("private"))
+        mlir_ir.Operation.create(
             "ml_program.global",
             attributes={
-                "sym_name": ir.StringAttr.get(global_.name),
+                "sym_name": mlir_ir.StringAttr.get(global_.name),
                 "sym_visibility": private,
-                "type": ir.TypeAttr.get(self.mlir_type(stored)),
+                "type": mlir_ir.TypeAttr.get(self.mlir_type(stored)),
                 "value": value,
             },
         )
@@ -301,8 +301,8 @@ class FunctionLowering:
     def __init__(self, module: ModuleLowering, function: Function):
         self.module = module
         self.function = function
-        self.values: dict[ValueId, ir.Value] = {}
-        self._blocks: dict[int, ir.Block] = {}
+        self.values: dict[ValueId, mlir_ir.Value] = {}
+        self._blocks: dict[int, mlir_ir.Block] = {}
         self._yield_builders: list[YieldBuilder] = []
         self._constants = 0
         self._definitions: dict[ValueId, Op] | None = None
@@ -311,7 +311,7 @@ class FunctionLowering:
 
     def lower(self) -> None:
         function = self.function
-        signature = ir.FunctionType.get(
+        signature = mlir_ir.FunctionType.get(
             [lower_type(type_) for type_ in function.type.inputs],
             [lower_type(type_) for type_ in function.type.outputs],
         )
@@ -365,7 +365,7 @@ class FunctionLowering:
         self._constants += 1
         return name
 
-    def block_for(self, block: Block) -> ir.Block:
+    def block_for(self, block: Block) -> mlir_ir.Block:
         """The MLIR block made for a Niro block of this function (a ValueError when there is
         none, e.g. a branch out of its region in an unverified module)."""
         try:
@@ -383,7 +383,7 @@ class FunctionLowering:
     def lower_region(
         self,
         region: Region,
-        mlir_region: ir.Region,
+        mlir_region: mlir_ir.Region,
         path: tuple[str, ...],
         *,
         yield_builder: YieldBuilder | None,
@@ -410,8 +410,8 @@ class FunctionLowering:
     def lower_block(
         self,
         block: Block,
-        mlir_block: ir.Block,
-        arguments: Sequence[ir.Value],
+        mlir_block: mlir_ir.Block,
+        arguments: Sequence[mlir_ir.Value],
         path: tuple[str, ...],
         *,
         yield_builder: YieldBuilder,
@@ -431,7 +431,7 @@ class FunctionLowering:
         finally:
             self._yield_builders.pop()
 
-    def build_generic(self, ctx: LoweringRuleContext) -> list[ir.Value]:
+    def build_generic(self, ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
         """An UnknownOp kept as a generic operation, its attributes, regions and successors kept."""
         op: UnknownOp = ctx.op  # type: ignore[assignment]
         if not ctx.location.context.allow_unregistered_dialects:
@@ -445,7 +445,7 @@ class FunctionLowering:
             }
         except ValueError as error:
             raise ctx.error(f"has an attribute MLIR cannot hold: {error}") from error
-        generic = ir.Operation.create(
+        generic = mlir_ir.Operation.create(
             op.name,
             results=list(ctx.result_types),
             operands=list(ctx.operands),
@@ -465,13 +465,13 @@ class FunctionLowering:
 
     # -- ops --------------------------------------------------------------------------------------
 
-    def _lower_ops(self, block: Block, mlir_block: ir.Block, path: tuple[str, ...]) -> None:
-        insertion_point = ir.InsertionPoint(mlir_block)
+    def _lower_ops(self, block: Block, mlir_block: mlir_ir.Block, path: tuple[str, ...]) -> None:
+        insertion_point = mlir_ir.InsertionPoint(mlir_block)
         for index, op in enumerate(block.operations):
             self._lower_op(op, insertion_point, path + (f"op#{index}",))
 
-    def _lower_op(self, op: Op, insertion_point: ir.InsertionPoint, path: tuple[str, ...]) -> None:
-        location = ir.Location.name(op.loc) if op.loc else ir.Location.unknown()
+    def _lower_op(self, op: Op, insertion_point: mlir_ir.InsertionPoint, path: tuple[str, ...]) -> None:
+        location = mlir_ir.Location.name(op.loc) if op.loc else mlir_ir.Location.unknown()
         niro_operands = operands_of(op)
         results = results_of(op)
         mlir_type = self.module.mlir_type
@@ -504,7 +504,7 @@ class FunctionLowering:
         """
         if not results:
             return
-        placeholder = ir.Operation.create(
+        placeholder = mlir_ir.Operation.create(
             "builtin.unrealized_conversion_cast", results=list(ctx.result_types)
         )
         for value, mlir_value in zip(results, placeholder.results, strict=True):
@@ -516,7 +516,7 @@ class FunctionLowering:
         for index, (value, mlir_value, expected) in enumerate(
             zip(results, built, ctx.result_types, strict=True)
         ):
-            if not isinstance(mlir_value, ir.Value):
+            if not isinstance(mlir_value, mlir_ir.Value):
                 raise ctx.error(
                     f"lowering returned {type(mlir_value).__name__} for result #{index}"
                 )
@@ -528,7 +528,7 @@ class FunctionLowering:
 
     def _operands(
         self, op: Op, niro_operands: tuple[Value, ...], path: tuple[str, ...]
-    ) -> tuple[ir.Value, ...]:
+    ) -> tuple[mlir_ir.Value, ...]:
         """The MLIR values of `op`'s operands; a LoweringError when one is not defined yet."""
         values = self.values
         try:
@@ -544,12 +544,12 @@ class FunctionLowering:
         )
 
 
-def _apply_rule(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _apply_rule(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     """The op's rule applied; a binding's ValueError, TypeError or MLIRError becomes a
     LoweringError located at the op."""
     try:
         return list(KNOWN_LOWERINGS[type(ctx.op)](ctx))
-    except (ValueError, TypeError, ir.MLIRError) as error:
+    except (ValueError, TypeError, mlir_ir.MLIRError) as error:
         raise LoweringError(
             f"'{op_name(ctx.op)}' op could not be lowered: {error}",
             location=str(ctx.niro_location),
@@ -558,13 +558,13 @@ def _apply_rule(ctx: LoweringRuleContext) -> list[ir.Value]:
 
 def _build_generic_yield(ctx: LoweringRuleContext) -> None:
     """Yield inside an UnknownOp region: its convention is opaque, so it stays generic too."""
-    ir.Operation.create("niro.yield", operands=list(ctx.operands))
+    mlir_ir.Operation.create("niro.yield", operands=list(ctx.operands))
 
 
-def _name_attrs(names: tuple[str | None, ...]) -> ir.ArrayAttr:
-    return ir.ArrayAttr.get(
+def _name_attrs(names: tuple[str | None, ...]) -> mlir_ir.ArrayAttr:
+    return mlir_ir.ArrayAttr.get(
         [
-            ir.DictAttr.get({NAME_ATTRIBUTE: ir.StringAttr.get(name)} if name else {})
+            mlir_ir.DictAttr.get({NAME_ATTRIBUTE: mlir_ir.StringAttr.get(name)} if name else {})
             for name in names
         ]
     )

@@ -26,7 +26,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from .bindings import ir
+from .bindings import mlir_ir
 from .bytecode import BlobSplicingWriter
 from .literals import RELEASE_EVERY_BYTES, ResourceTable
 from .parameters import ParameterTable
@@ -50,8 +50,8 @@ class LoweredModule:
 
     def __init__(
         self,
-        module: ir.Module,
-        context: ir.Context,
+        module: mlir_ir.Module,
+        context: mlir_ir.Context,
         resources: ResourceTable,
         *,
         has_generic_ops: bool = False,
@@ -67,7 +67,7 @@ class LoweredModule:
         self._bytecode_writer = BlobSplicingWriter(module, resources)
 
     @property
-    def operation(self) -> ir.Operation:
+    def operation(self) -> mlir_ir.Operation:
         return self.module.operation
 
     def write_text(self, stream: BinaryIO, *, elide_weights: bool = False) -> None:

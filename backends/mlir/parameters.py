@@ -25,7 +25,7 @@ from typing import BinaryIO
 
 from niro.ir import Global, TensorType, as_memoryview, buffer_nbytes, is_buffer
 
-from .bindings import ir
+from .bindings import mlir_ir
 from .literals import RELEASE_EVERY_BYTES, read_only_mappings, release_pages
 from .types import lower_type
 
@@ -77,7 +77,7 @@ class ParameterTable:
     plan: ParameterPlan
     entries: list[tuple[str, memoryview]] = field(default_factory=list)
 
-    def add(self, global_: Global, stored: TensorType) -> ir.Attribute:
+    def add(self, global_: Global, stored: TensorType) -> mlir_ir.Attribute:
         """Records `global_`'s data under its name; returns the attribute that names it, of the
         type the module stores it as (`stored`: a sub-byte tensor is its packed i8 bytes)."""
         type_ = stored
@@ -90,7 +90,7 @@ class ParameterTable:
                 f"{type_} needs {needed} bytes of data, got {buffer_nbytes(global_.initializer)}"
             )
         self.entries.append((global_.name, as_memoryview(global_.initializer).cast("B")))
-        return ir.Attribute.parse(
+        return mlir_ir.Attribute.parse(
             f"#stream.parameter.named<{_mlir_string(self.plan.scope)}::"
             f"{_mlir_string(global_.name)}> : {lower_type(type_)}"
         )

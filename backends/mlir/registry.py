@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .bindings import ir
+from .bindings import mlir_ir
 from .context import LoweringRuleContext
 
 __all__ = [
@@ -28,7 +28,7 @@ __all__ = [
     "cannot_lower",
 ]
 
-LoweringRule = Callable[[LoweringRuleContext], Sequence[ir.Value]]
+LoweringRule = Callable[[LoweringRuleContext], Sequence[mlir_ir.Value]]
 
 KNOWN_LOWERINGS: dict[type, LoweringRule] = {}
 """Niro op class -> rule; `rules.py` fills it and checks it covers `OP_KINDS`."""

@@ -33,10 +33,11 @@ from niro.ir import (
 )
 
 from . import sub_byte
-from .bindings import arith, cf, func, ir, scf, tensor
-from .builders import constant, dim_size, elementwise, empty_tensor, fill, index_constant, named_op
+from .bindings import arith, cf, func, mlir_ir, scf, tensor
+from .builders import Arithmetic, binary_arithmetic, dim_size, empty_tensor, index_constant
 from .context import LoweringRuleContext
 from .literals import scalar_attr, tensor_data_attr
+from .onnx_ops.linalg_ops import matmul
 from .registry import KNOWN_LOWERINGS, lowering, registered_lowering
 from .types import index_type, lower_type
 
@@ -44,7 +45,7 @@ __all__ = ["KNOWN_LOWERINGS"]
 
 
 @lowering(Const)
-def _lower_const(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_const(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     op: Const = ctx.op  # type: ignore[assignment]
     result_type = op.result.type
     if isinstance(result_type, ScalarType):
@@ -71,34 +72,34 @@ def _lower_const(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @lowering(GetGlobal)
-def _lower_get_global(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_get_global(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     op: GetGlobal = ctx.op  # type: ignore[assignment]
     global_type = ctx.global_type(op.name)
     if global_type is None:
         raise ctx.error(f"refers to @{op.name}, which is not a global of this module")
-    symbol = ir.FlatSymbolRefAttr.get(op.name)
+    symbol = mlir_ir.FlatSymbolRefAttr.get(op.name)
     if isinstance(global_type, ScalarType):
         # A scalar global is stored as a 0-d tensor; read it back with tensor.extract.
         stored = lower_type(TensorType(global_type, ()))
-        load = ir.Operation.create(
+        load = mlir_ir.Operation.create(
             "ml_program.global_load_const", results=[stored], attributes={"global": symbol}
         )
         return [tensor.ExtractOp(load.result, []).result]
     if sub_byte.is_packed(global_type):
-        load = ir.Operation.create(
+        load = mlir_ir.Operation.create(
             "ml_program.global_load_const",
             results=[lower_type(sub_byte.packed_type(global_type))],
             attributes={"global": symbol},
         )
         return [sub_byte.unpack(load.result, global_type)]
-    load = ir.Operation.create(
+    load = mlir_ir.Operation.create(
         "ml_program.global_load_const", results=[ctx.result_types[0]], attributes={"global": symbol}
     )
     return [load.result]
 
 
 @lowering(Transpose)
-def _lower_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_transpose(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     op: Transpose = ctx.op  # type: ignore[assignment]
     source = ctx.ranked(op.operand, "operand")
     result = ctx.ranked(op.result, "result")
@@ -112,11 +113,11 @@ def _lower_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     ]
     init = empty_tensor(ctx, result, sizes)
     permutation = ctx.shared_object(
-        ("permutation", op.permutation), lambda: ir.DenseI64ArrayAttr.get(list(op.permutation))
+        ("permutation", op.permutation), lambda: mlir_ir.DenseI64ArrayAttr.get(list(op.permutation))
     )
     # NOTE: the generic builder and a shared permutation attribute: `linalg.TransposeOp`
     # converts the permutation and checks its arguments in Python (2x the time; same op).
-    transposed = ir.Operation.create(
+    transposed = mlir_ir.Operation.create(
         "linalg.transpose",
         results=[ctx.result_types[0]],
         operands=[ctx.operands[0], init],
@@ -127,13 +128,13 @@ def _lower_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     # printer/parser would.
     element = ctx.mlir_type(result.element_type)
     block = transposed.regions[0].blocks.append(element, element)
-    with ir.InsertionPoint(block):
-        ir.Operation.create("linalg.yield", operands=[block.arguments[0]])
+    with mlir_ir.InsertionPoint(block):
+        mlir_ir.Operation.create("linalg.yield", operands=[block.arguments[0]])
     return [transposed.result]
 
 
 @lowering(TensorExtract)
-def _lower_tensor_extract(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_tensor_extract(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     op: TensorExtract = ctx.op  # type: ignore[assignment]
     source = ctx.ranked(op.operand, "operand")
     if len(op.indices) != len(source.shape):
@@ -144,38 +145,28 @@ def _lower_tensor_extract(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     return [tensor.ExtractOp(ctx.operands[0], indices).result]
 
 
-def _arith_binary(ctx: LoweringRuleContext, float_op: str, integer_op: str) -> Sequence[ir.Value]:
-    """Add/Mul: arith on scalars, a broadcasting linalg.generic on tensors.
-
-    NOTE: the arith op is built with the generic builder (both operands and the result have the
-    element type): the generated `arith.addf` wrapper costs 2.5x as much, once per Add."""
+def _arith_binary(ctx: LoweringRuleContext, operation: Arithmetic) -> Sequence[mlir_ir.Value]:
+    """Add/Mul, computed in the element type (f16 too: the same numbers as `onnx.Add`'s f32)."""
     result_type = ctx.niro_results[0].type
     element = result_type if isinstance(result_type, ScalarType) else result_type.element_type
     if element.is_bool:
         raise ctx.error("does not compute on i1 (BOOL)")
-    name = float_op if element.is_float else integer_op
-    element_type = ctx.mlir_type(element)
-
-    def build(lhs: ir.Value, rhs: ir.Value) -> ir.Value:
-        return ir.Operation.create(name, results=[element_type], operands=[lhs, rhs]).result
-
-    if isinstance(result_type, ScalarType):
-        return [build(ctx.operands[0], ctx.operands[1])]
-    return [elementwise(ctx, lambda elements: build(elements[0], elements[1]))]
+    return [binary_arithmetic(ctx, operation, halves_in_f32=False)]
 
 
 @lowering(Add)
-def _lower_add(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
-    return _arith_binary(ctx, "arith.addf", "arith.addi")
+def _lower_add(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
+    return _arith_binary(ctx, "add")
 
 
 @lowering(Mul)
-def _lower_mul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
-    return _arith_binary(ctx, "arith.mulf", "arith.muli")
+def _lower_mul(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
+    return _arith_binary(ctx, "mul")
 
 
 @lowering(MatMul)
-def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
+    """Rank 2, summed in the element type (f16 too, where `onnx.MatMul` sums in f32)."""
     op: MatMul = ctx.op  # type: ignore[assignment]
     lhs = ctx.ranked(op.lhs, "lhs")
     rhs = ctx.ranked(op.rhs, "rhs")
@@ -184,35 +175,29 @@ def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         raise ctx.error(f"expected rank-2 operands, got {format_type(lhs)} and {format_type(rhs)}")
     if result.element_type.is_bool:
         raise ctx.error("does not compute on i1 (BOOL)")
-    sizes = [
-        dim_size(ctx.operands[0], 0) if result.shape[0] is None else None,
-        dim_size(ctx.operands[1], 1) if result.shape[1] is None else None,
-    ]
-    init = empty_tensor(ctx, result, sizes)
-    zero = constant(ctx.mlir_type(result.element_type), 0)
-    return [named_op("linalg.matmul", [ctx.operands[0], ctx.operands[1]], fill(init, zero))]
+    return [matmul(ctx, ctx.mlir_type(result.element_type))]
 
 
 @lowering(Call)
-def _lower_call(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_call(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     op: Call = ctx.op  # type: ignore[assignment]
     if not ctx.has_function(op.callee):
         raise ctx.error(f"calls @{op.callee}, which is not a function of this module")
     call = func.CallOp(
-        list(ctx.result_types), ir.FlatSymbolRefAttr.get(op.callee), list(ctx.operands)
+        list(ctx.result_types), mlir_ir.FlatSymbolRefAttr.get(op.callee), list(ctx.operands)
     )
     return list(call.results)
 
 
 @lowering(Branch)
-def _lower_branch(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_branch(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     op: Branch = ctx.op  # type: ignore[assignment]
     cf.BranchOp(list(ctx.operands), ctx.successor(op.target))
     return []
 
 
 @lowering(CondBranch)
-def _lower_cond_branch(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_cond_branch(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     op: CondBranch = ctx.op  # type: ignore[assignment]
     true_count = len(op.true_arguments)
     cf.CondBranchOp(
@@ -226,34 +211,34 @@ def _lower_cond_branch(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @lowering(Return)
-def _lower_return(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_return(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     func.ReturnOp(list(ctx.operands))
     return []
 
 
 @lowering(Yield)
-def _lower_yield(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_yield(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     ctx.build_yield()
     return []
 
 
 @lowering(If)
-def _lower_if(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_if(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     op: If = ctx.op  # type: ignore[assignment]
     return lower_if(ctx, ctx.operands[0], (op.then_region, op.else_region))
 
 
 def lower_if(
-    ctx: LoweringRuleContext, condition: ir.Value, arms: tuple[Region, Region]
-) -> list[ir.Value]:
+    ctx: LoweringRuleContext, condition: mlir_ir.Value, arms: tuple[Region, Region]
+) -> list[mlir_ir.Value]:
     """The one lowering of an If (Niro's, and `onnx.If` once its ONNX form is checked): an
     `scf.if` with the op's result types, its arms the lowered single blocks of `arms`.
 
     `condition` is an i1, or a one-element tensor of i1 (read with `tensor.extract`). A yielded
     value whose type differs from the result's (an `onnx.If` whose arms yield different shapes
     of one rank) is `tensor.cast` to it; Niro's If yields the result types exactly."""
-    if isinstance(condition.type, ir.RankedTensorType):
-        rank = ir.RankedTensorType(condition.type).rank
+    if isinstance(condition.type, mlir_ir.RankedTensorType):
+        rank = mlir_ir.RankedTensorType(condition.type).rank
         condition = tensor.ExtractOp(condition, [index_constant(0)] * rank).result
     result_types = list(ctx.result_types)
 
@@ -275,7 +260,7 @@ def lower_if(
 
 
 @lowering(UnknownOp)
-def _lower_unknown(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_unknown(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     op: UnknownOp = ctx.op  # type: ignore[assignment]
     registration = registered_lowering(op.name)
     if registration is None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from niro.ir import ScalarType, TensorType
 
-from .bindings import arith, ir, linalg, tensor
+from .bindings import arith, linalg, mlir_ir, tensor
 from .builders import constant, generic, index_constant
 from .types import lower_type
 
@@ -52,7 +52,7 @@ def packed_type(type_: TensorType) -> TensorType:
     return TensorType(ScalarType.U8, (type_.element_type.buffer_size(count),))
 
 
-def unpack(packed: ir.Value, type_: TensorType) -> ir.Value:
+def unpack(packed: mlir_ir.Value, type_: TensorType) -> mlir_ir.Value:
     """The packed bytes `packed` (a `tensor<Bxi8>`) as a tensor of `type_`, one element an i8
     (BF16: its words reinterpreted)."""
     if type_.element_type is ScalarType.BF16:
@@ -62,11 +62,11 @@ def unpack(packed: ir.Value, type_: TensorType) -> ir.Value:
     element = type_.element_type
     bits = element.bit_width
     per_byte = 8 // bits
-    i8 = ir.IntegerType.get_signless(8)
+    i8 = mlir_ir.IntegerType.get_signless(8)
     init = tensor.EmptyOp(shape, i8).result
 
-    def body(arguments: list[ir.Value]) -> list[ir.Value]:
-        def byte(number: int) -> ir.Value:
+    def body(arguments: list[mlir_ir.Value]) -> list[mlir_ir.Value]:
+        def byte(number: int) -> mlir_ir.Value:
             return constant(i8, number)
 
         linear = index_constant(0)

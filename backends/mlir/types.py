@@ -14,7 +14,7 @@ from functools import partial
 
 from niro.ir import ScalarType, TensorType, Type
 
-from .bindings import ir
+from .bindings import mlir_ir
 
 __all__ = ["lower_scalar_type", "lower_type", "index_type", "type_key"]
 
@@ -30,7 +30,7 @@ __all__ = ["lower_scalar_type", "lower_type", "index_type", "type_key"]
 # tests/backends/mlir/test_element_types.py compiles the i4 forms that fail.
 
 
-def lower_scalar_type(scalar: ScalarType) -> ir.Type:
+def lower_scalar_type(scalar: ScalarType) -> mlir_ir.Type:
     """BOOL -> i1, I*/U* -> signless i*, floats -> MLIR's float of that name, the sub-byte types
     -> i8 (see the note above) (needs a context)."""
     try:
@@ -42,50 +42,50 @@ def lower_scalar_type(scalar: ScalarType) -> ir.Type:
 
 # NOTE: a table rather than a `match`: this runs for every operand of every op (a 20,000-node
 # model asks ~85,000 times), and the match's case-by-case comparison cost 6x the lookup.
-_SCALAR_BUILDERS: dict[ScalarType, Callable[[], ir.Type]] = {
-    ScalarType.BOOL: partial(ir.IntegerType.get_signless, 1),
-    ScalarType.I8: partial(ir.IntegerType.get_signless, 8),
-    ScalarType.U8: partial(ir.IntegerType.get_signless, 8),
-    ScalarType.I16: partial(ir.IntegerType.get_signless, 16),
-    ScalarType.U16: partial(ir.IntegerType.get_signless, 16),
-    ScalarType.I32: partial(ir.IntegerType.get_signless, 32),
-    ScalarType.U32: partial(ir.IntegerType.get_signless, 32),
-    ScalarType.I64: partial(ir.IntegerType.get_signless, 64),
-    ScalarType.U64: partial(ir.IntegerType.get_signless, 64),
-    ScalarType.I4: partial(ir.IntegerType.get_signless, 8),
-    ScalarType.U4: partial(ir.IntegerType.get_signless, 8),
-    ScalarType.I2: partial(ir.IntegerType.get_signless, 8),
-    ScalarType.U2: partial(ir.IntegerType.get_signless, 8),
-    ScalarType.F4E2M1FN: partial(ir.IntegerType.get_signless, 8),
-    ScalarType.F8E4M3FN: ir.Float8E4M3FNType.get,
-    ScalarType.F8E5M2: ir.Float8E5M2Type.get,
-    ScalarType.F8E4M3FNUZ: ir.Float8E4M3FNUZType.get,
-    ScalarType.F8E5M2FNUZ: ir.Float8E5M2FNUZType.get,
-    ScalarType.F8E8M0FNU: ir.Float8E8M0FNUType.get,
-    ScalarType.F16: ir.F16Type.get,
-    ScalarType.BF16: ir.BF16Type.get,
-    ScalarType.F32: ir.F32Type.get,
-    ScalarType.F64: ir.F64Type.get,
+_SCALAR_BUILDERS: dict[ScalarType, Callable[[], mlir_ir.Type]] = {
+    ScalarType.BOOL: partial(mlir_ir.IntegerType.get_signless, 1),
+    ScalarType.I8: partial(mlir_ir.IntegerType.get_signless, 8),
+    ScalarType.U8: partial(mlir_ir.IntegerType.get_signless, 8),
+    ScalarType.I16: partial(mlir_ir.IntegerType.get_signless, 16),
+    ScalarType.U16: partial(mlir_ir.IntegerType.get_signless, 16),
+    ScalarType.I32: partial(mlir_ir.IntegerType.get_signless, 32),
+    ScalarType.U32: partial(mlir_ir.IntegerType.get_signless, 32),
+    ScalarType.I64: partial(mlir_ir.IntegerType.get_signless, 64),
+    ScalarType.U64: partial(mlir_ir.IntegerType.get_signless, 64),
+    ScalarType.I4: partial(mlir_ir.IntegerType.get_signless, 8),
+    ScalarType.U4: partial(mlir_ir.IntegerType.get_signless, 8),
+    ScalarType.I2: partial(mlir_ir.IntegerType.get_signless, 8),
+    ScalarType.U2: partial(mlir_ir.IntegerType.get_signless, 8),
+    ScalarType.F4E2M1FN: partial(mlir_ir.IntegerType.get_signless, 8),
+    ScalarType.F8E4M3FN: mlir_ir.Float8E4M3FNType.get,
+    ScalarType.F8E5M2: mlir_ir.Float8E5M2Type.get,
+    ScalarType.F8E4M3FNUZ: mlir_ir.Float8E4M3FNUZType.get,
+    ScalarType.F8E5M2FNUZ: mlir_ir.Float8E5M2FNUZType.get,
+    ScalarType.F8E8M0FNU: mlir_ir.Float8E8M0FNUType.get,
+    ScalarType.F16: mlir_ir.F16Type.get,
+    ScalarType.BF16: mlir_ir.BF16Type.get,
+    ScalarType.F32: mlir_ir.F32Type.get,
+    ScalarType.F64: mlir_ir.F64Type.get,
 }
 if set(_SCALAR_BUILDERS) != set(ScalarType):  # pragma: no cover - a new ScalarType fails at import
     raise AssertionError("lower_scalar_type misses a ScalarType")
 
 
-def lower_type(type_: Type) -> ir.Type:
+def lower_type(type_: Type) -> mlir_ir.Type:
     """A scalar, `tensor<...>` with `?` for dynamic dims, or `tensor<*x...>` when unranked."""
     if isinstance(type_, ScalarType):
         return lower_scalar_type(type_)
     element = lower_scalar_type(type_.element_type)
     if type_.shape is None:
-        return ir.UnrankedTensorType.get(element)
-    dynamic = ir.ShapedType.get_dynamic_size()
-    return ir.RankedTensorType.get(
+        return mlir_ir.UnrankedTensorType.get(element)
+    dynamic = mlir_ir.ShapedType.get_dynamic_size()
+    return mlir_ir.RankedTensorType.get(
         [dynamic if dim is None else dim for dim in type_.shape], element
     )
 
 
-def index_type() -> ir.Type:
-    return ir.IndexType.get()
+def index_type() -> mlir_ir.Type:
+    return mlir_ir.IndexType.get()
 
 
 def type_key(type_: Type) -> Hashable:

@@ -9,7 +9,7 @@ values stay invisible outside. A `NodeContext` is what a converter in `converter
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import onnx
@@ -19,7 +19,6 @@ from niro.ir.shapes import shape_refines
 
 from .contrib_types import CONTRIB_DOMAIN, ContribTypeError, contrib_op_types, contrib_result_types
 from .errors import OnnxImportError
-from .inference import GraphTypes
 from .node_inference import constant_proto, infer_node
 from .onnx_types import UnsupportedTypeError, niro_type_from_proto, schema_element_type
 
@@ -136,7 +135,8 @@ class NodeContext:
     inputs: tuple[Value | None, ...]
     builder: FunctionBuilder
     scope: Scope
-    types: GraphTypes
+    types: Mapping[onnx_ir.Value, onnx.TypeProto]
+    """Inferred types of the values of the node's graph (see `value_types`)."""
     opsets: dict[str, int]
     filename: str
     read_tensor: Callable[[onnx_ir.TensorProtocol, str], tuple[TensorType, Buffer]]
@@ -212,7 +212,7 @@ class NodeContext:
             if self.node.domain == CONTRIB_DOMAIN:
                 because += f"; niroc types only these {CONTRIB_DOMAIN} ops: {', '.join(contrib_op_types())}"
         found = resolve_type(
-            self.types.values.get(output.name),
+            self.types.get(output),
             output,
             what,
             self.filename,
@@ -258,7 +258,7 @@ class NodeContext:
         for onnx_value, value in zip(self.node.inputs, self.inputs, strict=False):
             if value is None or onnx_value is None or not isinstance(value.type, TensorType):
                 continue
-            inferred = self.types.values.get(onnx_value.name)
+            inferred = self.types.get(onnx_value)  # None for a value captured from outside the graph
             known = value.type.shape
             if inferred is None and known is not None and onnx_value.producer() is not None:
                 return True  # an output inference could not type (a contrib op's): the importer did
@@ -278,7 +278,7 @@ class NodeContext:
         """The inferred type of an output, or None when inference has none Niro can hold."""
         output = self.node.outputs[output_index]
         try:
-            return niro_type_from_proto(self.types.values.get(output.name))
+            return niro_type_from_proto(self.types.get(output))
         except UnsupportedTypeError:
             return None
 

@@ -62,7 +62,7 @@ from .functions import FunctionKey, specialization_key, specialize
 from .half_precision import plan_half_precision
 from .inference import GraphTypes, InferenceFailure, infer_types
 from .input_shapes import InputShapes, declared_types_rewritten
-from .loading import LoadedModel, deserialize_model, load_model
+from .loading import LoadedModel, deserialize_inputs, deserialize_model, load_model
 from .onnx_types import type_proto_from_niro
 from .region_types import (
     if_result_types,
@@ -81,6 +81,7 @@ from .sequences import SequenceRewriteError, eliminate_sequences, has_sequences
 from .symbols import SymbolTable
 from .tensors import TensorDataError, pack_tensor_proto, scalar_type_for
 from .validation import StructureError, check_graph, check_ir_version, check_opsets, check_text
+from .value_types import ValueTypes, bind_types
 
 __all__ = ["ImportedModel", "import_model", "import_model_with_info"]
 
@@ -177,6 +178,7 @@ class _Importer:
         self.specializations: dict[tuple, Function] = {}
         self.in_progress: list[FunctionKey] = []
         self.main_graph: onnx_ir.Graph | None = None
+        self.types = ValueTypes()
 
     def error(self, message: str) -> OnnxImportError:
         return OnnxImportError(message, filename=self.filename)
@@ -204,28 +206,33 @@ class _Importer:
         return imported
 
     def _run(self) -> ImportedModel:
+        """The steps in order, each in one direction: the proto is checked, rewritten and typed
+        (every rewrite needs ONNX shape inference, which reads protos), then read into onnx_ir
+        once and converted."""
         self._check(self.model, f"graph '{self.model.graph.name}'", self.raw_views)
-        ir_model = deserialize_model(self.model, self.filename)
-        graph = self.main_graph = ir_model.graph
-        for declared, value in zip(self.model.graph.input, graph.inputs, strict=True):
-            # before shape inference: ONNX's C++ code is not robust to every odd input type
-            resolve_type(declared.type, value, f"input of graph '{graph.name}'", self.filename)
+        self._check_input_types(self.model)
         if has_sequences(self.model):
             self.model = self._without_sequences(self.model, self.raw_views, self.error)
-            ir_model = deserialize_model(self.model, self.filename)
-            graph = self.main_graph = ir_model.graph
         types = self._infer(self.model)
         planned = plan_half_precision(self.model, types)
         if planned is not None:
             self.model = planned
-            ir_model = deserialize_model(self.model, self.filename)
-            graph = self.main_graph = ir_model.graph
             types = self._infer(self.model)
+        ir_model = deserialize_model(self.model, self.filename)
+        graph = self.main_graph = ir_model.graph
+        bind_types(graph, types, self.types)
         main = self.symbols.claim(graph.name or "main", fallback="main")
         opsets = dict(ir_model.opset_imports)
-        function = self._import_function(graph, types, opsets, main, f"graph '{graph.name}'")
+        function = self._import_function(graph, opsets, main, f"graph '{graph.name}'")
         self.module.functions.insert(0, function)
         return ImportedModel(self.module, main, dict(self.symbols.onnx_names), self.input_defaults)
+
+    def _check_input_types(self, model: onnx.ModelProto) -> None:
+        """Refuse a graph input of a type Niro cannot hold before shape inference sees it (ONNX's
+        C++ code is not robust to every odd input type)."""
+        graph = model.graph
+        for declared, value in zip(graph.input, deserialize_inputs(model, self.filename), strict=True):
+            resolve_type(declared.type, value, f"input of graph '{graph.name}'", self.filename)
 
     @staticmethod
     def _without_sequences(model: onnx.ModelProto, split_raw, error) -> onnx.ModelProto:
@@ -295,7 +302,6 @@ class _Importer:
     def _typed_inputs(
         self,
         graph: onnx_ir.Graph,
-        types: GraphTypes,
         builder: FunctionBuilder,
         scope: Scope,
         what: str,
@@ -304,8 +310,9 @@ class _Importer:
         """The graph's inputs as new values; `known[i]` types input i where inference could not
         (see `region_types`)."""
         arguments = []
+        types = self.types.of_graph(graph)
         for position, onnx_value in enumerate(graph.inputs):
-            type_ = resolve_type(types.values.get(onnx_value.name), onnx_value, f"input of {what}", self.filename)
+            type_ = resolve_type(types.get(onnx_value), onnx_value, f"input of {what}", self.filename)
             if position < len(known):
                 type_ = refine_type(type_, known[position])
             value = builder.new_value(type_)
@@ -316,7 +323,6 @@ class _Importer:
     def _import_function(
         self,
         graph: onnx_ir.Graph,
-        types: GraphTypes,
         opsets: dict[str, int],
         symbol: str,
         what: str,
@@ -326,9 +332,9 @@ class _Importer:
         builder = FunctionBuilder()
         entry = Block()
         scope = Scope(entry)
-        entry.arguments = self._typed_inputs(graph, types, builder, scope, what)
+        entry.arguments = self._typed_inputs(graph, builder, scope, what)
         self._register_initializers(graph, main=graph is self.main_graph)
-        self._convert_nodes(graph, types, scope, builder, opsets)
+        self._convert_nodes(graph, scope, builder, opsets)
         outputs = tuple(self._resolve_output(scope, builder, value, what) for value in graph.outputs)
         entry.operations.append(Return(outputs))
         return Function(
@@ -349,14 +355,13 @@ class _Importer:
         """
         found = ctx.node.attributes[attribute]
         graph = found.value if found.type is onnx_ir.AttributeType.GRAPH else found.value[position]
-        types = ctx.types.subgraph(ctx.index, attribute, position)
         block = Block()
         scope = Scope(block, parent=ctx.scope)
         what = f"graph '{graph.name}' (attribute '{attribute}' of {describe_node(ctx.node, ctx.index)})"
         known = loop_body_input_types(ctx.node, attribute, ctx.inputs)
-        block.arguments = self._typed_inputs(graph, types, ctx.builder, scope, what, known)
+        block.arguments = self._typed_inputs(graph, ctx.builder, scope, what, known)
         self._register_initializers(graph)
-        self._convert_nodes(graph, types, scope, ctx.builder, ctx.opsets)
+        self._convert_nodes(graph, scope, ctx.builder, ctx.opsets)
         yielded = tuple(self._resolve_output(scope, ctx.builder, value, what) for value in graph.outputs)
         block.operations.append(Yield(yielded, loc=ctx.loc))
         return Region([block]), yielded
@@ -410,8 +415,10 @@ class _Importer:
             )
 
     def _convert_nodes(
-        self, graph: onnx_ir.Graph, types: GraphTypes, scope: Scope, builder: FunctionBuilder, opsets: dict[str, int]
+        self, graph: onnx_ir.Graph, scope: Scope, builder: FunctionBuilder, opsets: dict[str, int]
     ) -> None:
+        types = self.types.of_graph(graph)
+        folded_nodes = self.types.folded
         for index, node in enumerate(graph):
             inputs = []
             loc = node_label(node, index)
@@ -425,7 +432,7 @@ class _Importer:
                         f"{describe_node(node, index)}: input '{onnx_value.name}' is not defined before the node"
                     )
                 inputs.append(value)
-            folded = types.folded.get(index)
+            folded = folded_nodes.get(node)
             if folded is not None:
                 self._emit_folded(node, index, folded, scope, builder)
                 continue
@@ -719,11 +726,11 @@ class _Importer:
         except InferenceFailure as error:
             raise ctx.error(f"shape inference of function '{key[1]}' failed: {first_line(error)}") from error
         ir_model = deserialize_model(model, self.filename)
+        bind_types(ir_model.graph, types, self.types)
         symbol = self.symbols.claim(function_proto.name, fallback="function")
         present = tuple(name for name, type_ in zip(function_proto.input, input_types, strict=False) if type_ is not None)
         return self._import_function(
             ir_model.graph,
-            types,
             dict(ir_model.opset_imports),
             symbol,
             f"function '{function_proto.name}'",

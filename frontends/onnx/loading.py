@@ -25,7 +25,7 @@ from .context import describe_node
 from .errors import OnnxImportError, first_line
 from .wire import split_raw_data
 
-__all__ = ["MAX_TEXT_NESTING", "LoadedModel", "deserialize_model", "load_model", "load_onnx_text"]
+__all__ = ["MAX_TEXT_NESTING", "LoadedModel", "deserialize_inputs", "deserialize_model", "load_model", "load_onnx_text"]
 
 
 def load_onnx_text(path: str | os.PathLike, *, filename: str | None = None) -> onnx.ModelProto:
@@ -182,6 +182,17 @@ def deserialize_model(model: onnx.ModelProto, display: str) -> onnx_ir.Model:
         if "Map types are not supported" in message:
             raise OnnxImportError(_describe_map_value(model), filename=display) from error
         raise OnnxImportError(f"cannot read model: {message}", filename=display) from error
+
+
+def deserialize_inputs(model: onnx.ModelProto, display: str) -> list[onnx_ir.Value]:
+    """The main graph's inputs as onnx_ir values, without reading the rest of the model (the
+    importer checks their types before shape inference); when onnx_ir cannot read one, the
+    whole model is read, which reports it as `deserialize_model` does."""
+    try:
+        with _quiet_onnx_ir():
+            return [onnx_ir.serde.deserialize_value_info_proto(info, None) for info in model.graph.input]
+    except Exception:  # noqa: BLE001 - onnx_ir raises many kinds; the whole model's reading names it
+        return list(deserialize_model(model, display).graph.inputs)
 
 
 def _describe_map_value(model: onnx.ModelProto) -> str:

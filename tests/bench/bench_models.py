@@ -150,10 +150,17 @@ _HUGE_CHECK = _BINDINGS + """
 import json, subprocess, sys
 from pathlib import Path
 import numpy as np
+import onnx
 from niro.backends.mlir import find_tool
 from niroc.checking import IREE_COMPILE_FLAGS, load_iree_module
 folder, niroc = Path(sys.argv[1]), sys.argv[2]
-layers, side = 17, 8192
+# the sizes and byte ranges are the model's own (its initializers, without their data)
+tensors = {t.name: t for t in onnx.load(folder / "model.onnx", load_external_data=False).graph.initializer}
+layers = sum(1 for name in tensors if name.endswith(".weight"))
+side = int(tensors["fc0.weight"].dims[0])
+def data(name):
+    where = {entry.key: int(entry.value) for entry in tensors[name].external_data if entry.key != "location"}
+    return weights[where["offset"] // 4:(where["offset"] + where["length"]) // 4]
 module, archive, vmfb = folder / "out.check.mlir", folder / "out.check.irpa", folder / "out.check.vmfb"
 bytecode = folder / "out.check.mlirbc"
 result = {}
@@ -162,12 +169,9 @@ try:
     subprocess.run([find_tool("iree-compile"), *IREE_COMPILE_FLAGS, str(module), "-o", str(vmfb)], check=True)
     weights = np.memmap(folder / "weights.bin", np.float32, "r")
     x = np.random.default_rng(1).standard_normal((1, side), dtype=np.float32)
-    expected, offset = x, 0
+    expected = x
     for layer in range(layers):
-        weight = weights[offset:offset + side * side].reshape(side, side)
-        offset += side * side
-        expected = expected @ weight + weights[offset:offset + side]
-        offset += side
+        expected = expected @ data(f"fc{layer}.weight").reshape(side, side) + data(f"fc{layer}.bias")
     got = load_iree_module(vmfb, archive)["mlp_huge"](x).to_host()
     result["error"] = float(np.max(np.abs(got - expected)) / np.max(np.abs(expected)))
     for path in (module, archive, vmfb):

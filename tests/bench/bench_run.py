@@ -20,8 +20,8 @@ The zoo nets are the onnx wheel's light models with random weights
 converted to opset 17 by `onnx.version_converter` (the form the peer compiles); the transformer,
 the BERT-style encoder and the Llama-style decoder are the perf bench generator's
 (testdata/bench/generate.py); the rest are the torch exports in
-testdata/pytorch (testdata/pytorch/export.py), at the sizes in MODELS. The `_dim` rows compile
-a dynamic-shape export with niroc's `--dim` (static shapes) to show what specializing gains.
+testdata/pytorch (testdata/pytorch/export.py), at the sizes in MODELS; the `_static` rows are the
+same exports with their symbolic input dims fixed in the model, the form `--dim` gives niroc.
 Writes testdata/generated/bench/run-report.md (+ run-report.json) and docs/performance.md (the
 latest figures; its rows, kept in docs/performance.json, merge with each later run's unless
 `--fresh`). Not collected by pytest; `make bench-run` runs it.
@@ -63,15 +63,13 @@ PEER_OPSET = 17
 
 @dataclass(frozen=True)
 class Spec:
-    """One benchmark model: how to make its .onnx, the sizes of its symbolic dims, the
-    exclusive upper bound of its integer (token id) inputs and niroc's own flags (`--dim`
-    making the dims static; the peer has no such flag and compiles the model as it is)."""
+    """One benchmark model: how to make its .onnx, the sizes of its symbolic dims and the
+    exclusive upper bound of its integer (token id) inputs."""
 
     what: str
     make: object
     dims: dict = field(default_factory=dict)
     ids: int = 32
-    niroc_flags: tuple[str, ...] = ()
 
 
 def _zoo(name: str, opset: int | None):
@@ -94,6 +92,22 @@ def _exported(name: str):
         path.write_bytes(source.read_bytes())
 
     return make
+
+
+def _fixed(make, dims: dict[str, int]):
+    """`make`'s model with its graph inputs' symbolic dims fixed to `dims` (as niroc's
+    `--dim NAME=SIZE` does at import), so that both frontends compile the static form."""
+
+    def fixed(path: Path) -> None:
+        make(path)
+        model = onnx.load(path)
+        for value in model.graph.input:
+            for dim in value.type.tensor_type.shape.dim:
+                if dim.HasField("dim_param") and dim.dim_param in dims:
+                    dim.dim_value = dims[dim.dim_param]
+        onnx.save(model, path)
+
+    return fixed
 
 
 def _generated(name: str):
@@ -140,27 +154,30 @@ MODELS.update(
         "lstm": Spec(
             "2-layer bidirectional LSTM, 32x1x16", _exported("lstm"), {"seq": 32, "batch": 1}
         ),
+        "lstm_static": Spec(
+            "lstm with seq=32, batch=1 fixed in the model (as `--dim`)",
+            _fixed(_exported("lstm"), {"seq": 32, "batch": 1}),
+        ),
         "gru": Spec(
             "2-layer bidirectional GRU, 1x32 ids", _exported("gru"), {"batch": 1, "seq": 32}
         ),
+        "gru_static": Spec(
+            "gru with batch=1, seq=32 fixed in the model (as `--dim`)",
+            _fixed(_exported("gru"), {"batch": 1, "seq": 32}),
+        ),
         "unet": Spec("small UNet, 1x3x32x32", _exported("unet"), {"batch": 1}),
-        "unet_dim": Spec(
-            "the unet row with niroc --dim batch=1 (static shapes; the peer: dynamic batch)",
-            _exported("unet"),
-            {"batch": 1},
-            niroc_flags=("--dim", "batch=1"),
+        "unet_static": Spec(
+            "unet with batch=1 fixed in the model (as `--dim`)",
+            _fixed(_exported("unet"), {"batch": 1}),
         ),
         "mobilenet": Spec(
             "MobileNetV3-style, 1x3x224x224",
             _exported("mobilenet_hw"),
             {"batch": 1, "h": 224, "w": 224},
         ),
-        "mobilenet_dim": Spec(
-            "the mobilenet row with niroc --dim batch=1 --dim h=224 --dim w=224 (the peer:"
-            " dynamic batch, h, w)",
-            _exported("mobilenet_hw"),
-            {"batch": 1, "h": 224, "w": 224},
-            niroc_flags=("--dim", "batch=1", "--dim", "h=224", "--dim", "w=224"),
+        "mobilenet_static": Spec(
+            "mobilenet with batch=1, h=w=224 fixed in the model (as `--dim`)",
+            _fixed(_exported("mobilenet_hw"), {"batch": 1, "h": 224, "w": 224}),
         ),
     }
 )
@@ -278,7 +295,7 @@ def bench(name: str, runs: int, extra_flags: list[str]) -> Result:
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     expected = session.run(None, feeds)
     callers = {"ort": lambda: session.run(None, feeds)}
-    niroc = [str(BIN / "niroc"), "-q", *spec.niroc_flags]
+    niroc = [str(BIN / "niroc"), "-q"]
     peer = [str(BIN / "iree-import-onnx")]
     variants = [("niroc", niroc, "niroc.mlir", []), ("peer", peer, "peer.mlir", [])]
     if extra_flags:

@@ -8,12 +8,15 @@
   ops; all by the generic operation builder (the generated classes are 2-3x slower).
 - `broadcast`: element-wise ops with NumPy broadcasting (`elementwise`), dynamic dims checked
   at run time.
+- `arithmetic`: element-wise add and multiply (`binary_arithmetic`), the one lowering of Niro's
+  Add/Mul and ONNX's.
 - `checks`: run-time checks (`assert_true`, `assert_all`).
 - `elements`: element types (accumulators, float conversions) and reading integer scalars.
 
 Rules import the names from here (`from ..builders import fill, generic`).
 """
 
+from .arithmetic import Arithmetic, binary_arithmetic
 from .broadcast import elementwise
 from .checks import assert_all, assert_true
 from .constants import constant, dense_constant, i64_constant, identity_value, index_constant
@@ -40,11 +43,13 @@ from .structured import MapSpec, affine_map, dim, fill, filled, generic, named_o
 
 __all__ = [
     "DYNAMIC",
+    "Arithmetic",
     "MapSpec",
     "accumulator_type",
     "affine_map",
     "assert_all",
     "assert_true",
+    "binary_arithmetic",
     "cast_to",
     "collapse_dims",
     "constant",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from niro.ir import TensorType, Value, format_type, op_name
 
-from ..bindings import arith, ir, linalg, tensor
+from ..bindings import arith, linalg, mlir_ir, tensor
 from ..types import type_key
 from .checks import assert_true
 from .constants import index_constant
@@ -28,10 +28,10 @@ __all__ = ["elementwise"]
 
 def elementwise(
     ctx: LoweringRuleContext,
-    body: Callable[[Sequence[ir.Value]], ir.Value],
-    inputs: Sequence[tuple[ir.Value, Value]] | None = None,
+    body: Callable[[Sequence[mlir_ir.Value]], mlir_ir.Value],
+    inputs: Sequence[tuple[mlir_ir.Value, Value]] | None = None,
     result: Value | None = None,
-) -> ir.Value:
+) -> mlir_ir.Value:
     """A broadcasting element-wise `linalg.generic`: `body(elements)` computes one element.
 
     `inputs` pairs each MLIR value with its Niro value (default: the op's operands); `result`
@@ -65,9 +65,9 @@ def elementwise(
         lambda: _broadcast_plan(ctx, inputs, result),
     )
     if plan.is_static:
-        init = ir.Operation.create("tensor.empty", results=[plan.result_type]).result
+        init = mlir_ir.Operation.create("tensor.empty", results=[plan.result_type]).result
     else:
-        result_type: TensorType = result.type
+        result_type = ctx.ranked(result, "result")
         sizes = [
             None if dim is not None else _broadcast_size(axis, inputs, plan.shapes)
             for axis, dim in enumerate(result_type.shape)
@@ -78,7 +78,7 @@ def elementwise(
         index: _last_indices(inputs[index][0], plan.shapes[index][1]) for index in plan.extracted
     }
     # NOTE: the generic builder (see structured.py) with the plan's attributes, made once.
-    generic = ir.Operation.create(
+    generic = mlir_ir.Operation.create(
         "linalg.generic",
         results=[plan.result_type],
         operands=[
@@ -89,7 +89,7 @@ def elementwise(
         regions=1,
     )
     block = generic.regions[0].blocks.append(*plan.block_types)
-    with ir.InsertionPoint(block):
+    with mlir_ir.InsertionPoint(block):
         arguments = iter(block.arguments)
         elements = [
             _extract_broadcast(value, plan, index, lasts[index])
@@ -98,13 +98,13 @@ def elementwise(
             for index, (value, _) in enumerate(inputs)
         ]
         element = body(elements)
-        ir.Operation.create("linalg.yield", operands=[element])
+        mlir_ir.Operation.create("linalg.yield", operands=[element])
     return generic.result
 
 
 def _extract_broadcast(
-    value: ir.Value, plan: _BroadcastPlan, index: int, lasts: list[ir.Value]
-) -> ir.Value:
+    value: mlir_ir.Value, plan: _BroadcastPlan, index: int, lasts: list[mlir_ir.Value]
+) -> mlir_ir.Value:
     """Operand `index`'s element at the current position, read by `tensor.extract` (inside
     the body) with the indices its broadcasting map would give, each clamped to the dim's
     last index (`lasts`, made outside the body).
@@ -112,7 +112,7 @@ def _extract_broadcast(
     NOTE: the clamp (a no-op) keeps IREE from raising the read back into an `ins` operand
     with an indexing map, which would bring back the miscompile `elementwise` avoids."""
     offset, shape = plan.shapes[index]
-    result_shape = ir.RankedTensorType(plan.result_type).shape
+    result_shape = mlir_ir.RankedTensorType(plan.result_type).shape
     indices = []
     for axis, dim in enumerate(shape):
         if dim == 1 and result_shape[offset + axis] != 1:
@@ -123,7 +123,7 @@ def _extract_broadcast(
     return tensor.ExtractOp(value, indices).result
 
 
-def _last_indices(value: ir.Value, shape: tuple) -> list[ir.Value]:
+def _last_indices(value: mlir_ir.Value, shape: tuple) -> list[mlir_ir.Value]:
     """Per dim of `value`, its last index (size - 1) as an index value."""
     lasts = []
     for axis, dim in enumerate(shape):
@@ -136,22 +136,25 @@ def _last_indices(value: ir.Value, shape: tuple) -> list[ir.Value]:
 
 
 def _broadcast_plan(
-    ctx: LoweringRuleContext, inputs: Sequence[tuple[ir.Value, Value]], result: Value
+    ctx: LoweringRuleContext, inputs: Sequence[tuple[mlir_ir.Value, Value]], result: Value
 ) -> _BroadcastPlan:
     """What `elementwise` builds from the Niro types alone (checked here, once per type
     signature per lowering; the errors name the operand)."""
     result_type = ctx.ranked(result, "result")
     rank = len(result_type.shape)
     shapes = []
+    operand_types: list[TensorType] = []
     for index, (_, niro_value) in enumerate(inputs):
-        shape = ctx.ranked(niro_value, f"operand #{index}").shape
+        operand_type = ctx.ranked(niro_value, f"operand #{index}")
+        operand_types.append(operand_type)
+        shape = operand_type.shape
         if len(shape) > rank:
             raise ctx.error(
                 f"operand #{index} {format_type(niro_value.type)} has a higher rank than the "
                 f"result {format_type(result_type)}"
             )
         shapes.append((rank - len(shape), shape))
-    parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+    parallel = mlir_ir.Attribute.parse("#linalg.iterator_type<parallel>")
     extents = _static_extents(result_type.shape, shapes)
     extracted = _outer_operands(result_type.shape, shapes) | {
         index
@@ -166,13 +169,13 @@ def _broadcast_plan(
         shapes=tuple(shapes),
         result_type=ctx.mlir_type(result_type),
         block_types=(
-            *[ctx.mlir_type(inputs[index][1].type.element_type) for index in kept],
+            *[ctx.mlir_type(operand_types[index].element_type) for index in kept],
             ctx.mlir_type(result_type.element_type),
         ),
         attributes={
             "indexing_maps": _broadcast_maps(result_type.shape, [shapes[index] for index in kept]),
-            "iterator_types": ir.ArrayAttr.get([parallel] * rank),
-            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(kept), 1]),
+            "iterator_types": mlir_ir.ArrayAttr.get([parallel] * rank),
+            "operandSegmentSizes": mlir_ir.DenseI32ArrayAttr.get([len(kept), 1]),
         },
         extracted=extracted,
         is_static=result_type.is_static and all(None not in shape for _, shape in shapes),
@@ -211,7 +214,7 @@ def _assert_dynamic_dims_match(
             )
 
 
-def _broadcast_size(axis, inputs, shapes) -> ir.Value | None:
+def _broadcast_size(axis, inputs, shapes) -> mlir_ir.Value | None:
     """The index value of dynamic result dim `axis`: a static non-1 operand size, else that
     of the first operand dynamic there (the others must equal it: checked)."""
     dynamic_source = None
@@ -258,7 +261,7 @@ def _outer_operands(result_shape: tuple, shapes: list[tuple[int, tuple]]) -> fro
     return frozenset(range(1, len(shapes))) if outer else frozenset()
 
 
-def _broadcast_maps(result_shape: tuple, shapes: list[tuple[int, tuple]]) -> ir.ArrayAttr:
+def _broadcast_maps(result_shape: tuple, shapes: list[tuple[int, tuple]]) -> mlir_ir.ArrayAttr:
     """The indexing maps of a broadcasting `linalg.generic`: per operand (right-aligned at
     `offset`), a dim that is a static 1 against a larger result dim reads index 0; then the
     result's identity map."""
@@ -266,14 +269,14 @@ def _broadcast_maps(result_shape: tuple, shapes: list[tuple[int, tuple]]) -> ir.
     maps = []
     for offset, shape in shapes:
         exprs = [
-            ir.AffineConstantExpr.get(0)
+            mlir_ir.AffineConstantExpr.get(0)
             if dim == 1 and result_shape[offset + axis] != 1
-            else ir.AffineDimExpr.get(offset + axis)
+            else mlir_ir.AffineDimExpr.get(offset + axis)
             for axis, dim in enumerate(shape)
         ]
-        maps.append(ir.AffineMap.get(rank, 0, exprs))
-    maps.append(ir.AffineMap.get_identity(rank))
-    return ir.ArrayAttr.get([ir.AffineMapAttr.get(map_) for map_ in maps])
+        maps.append(mlir_ir.AffineMap.get(rank, 0, exprs))
+    maps.append(mlir_ir.AffineMap.get_identity(rank))
+    return mlir_ir.ArrayAttr.get([mlir_ir.AffineMapAttr.get(map_) for map_ in maps])
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,8 +291,8 @@ class _BroadcastPlan:
     by `tensor.extract` in the body instead of as `ins` (no map, no block argument)."""
 
     shapes: tuple[tuple[int, tuple[int | None, ...]], ...]
-    result_type: ir.Type
-    block_types: tuple[ir.Type, ...]
-    attributes: dict[str, ir.Attribute]
+    result_type: mlir_ir.Type
+    block_types: tuple[mlir_ir.Type, ...]
+    attributes: dict[str, mlir_ir.Attribute]
     is_static: bool
     extracted: frozenset[int]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..bindings import arith, cf, ir, tensor
+from ..bindings import arith, cf, mlir_ir, tensor
 from .constants import constant
 from .shapes import empty
 from .structured import MapSpec, fill, generic
@@ -13,22 +13,22 @@ from .structured import MapSpec, fill, generic
 __all__ = ["assert_true", "assert_all"]
 
 
-def assert_true(condition: ir.Value, message: str) -> None:
+def assert_true(condition: mlir_ir.Value, message: str) -> None:
     """A run-time check (`cf.assert`): the program fails with `message` when it is false."""
     cf.AssertOp(condition, message)
 
 
 def assert_all(
-    inputs: Sequence[tuple[ir.Value, MapSpec]],
+    inputs: Sequence[tuple[mlir_ir.Value, MapSpec]],
     loops: int,
-    holds: Callable[[list[ir.Value]], ir.Value],
+    holds: Callable[[list[mlir_ir.Value]], mlir_ir.Value],
     message: str,
 ) -> None:
     """A run-time check over every element: `holds(elements)` (an i1) must be true for all of
     them (counted by one reduction over all `loops`), else the program fails with `message`."""
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
 
-    def count(arguments: list[ir.Value]) -> list[ir.Value]:
+    def count(arguments: list[mlir_ir.Value]) -> list[mlir_ir.Value]:
         *elements, failures = arguments
         more = arith.AddIOp(failures, constant(i64, 1)).result
         return [arith.SelectOp(holds(elements), failures, more).result]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from niro.ir import ScalarType
 
-from ..bindings import arith, ir
+from ..bindings import arith, mlir_ir
 from ..types import index_type, lower_scalar_type
 
 __all__ = ["constant", "index_constant", "i64_constant", "dense_constant", "identity_value"]
@@ -23,36 +23,36 @@ def _wrapped(value: int, width: int) -> int:
     return value
 
 
-def constant(element: ir.Type, value: float | int) -> ir.Value:
+def constant(element: mlir_ir.Type, value: float | int) -> mlir_ir.Value:
     """A scalar constant of an integer or float MLIR type (integers wrap to the type's width)."""
-    if isinstance(element, ir.IntegerType):
+    if isinstance(element, mlir_ir.IntegerType):
         wrapped = _wrapped(int(value), element.width)
-        return arith.ConstantOp(element, ir.IntegerAttr.get(element, wrapped)).result
-    return arith.ConstantOp(element, ir.FloatAttr.get(element, float(value))).result
+        return arith.ConstantOp(element, mlir_ir.IntegerAttr.get(element, wrapped)).result
+    return arith.ConstantOp(element, mlir_ir.FloatAttr.get(element, float(value))).result
 
 
-def index_constant(value: int) -> ir.Value:
+def index_constant(value: int) -> mlir_ir.Value:
     """An `index` constant (a size, an axis, a position)."""
-    return arith.ConstantOp(index_type(), ir.IntegerAttr.get(index_type(), int(value))).result
+    return arith.ConstantOp(index_type(), mlir_ir.IntegerAttr.get(index_type(), int(value))).result
 
 
-def i64_constant(value: int) -> ir.Value:
+def i64_constant(value: int) -> mlir_ir.Value:
     """An i64 constant (ONNX's integer type of indices and shapes)."""
-    return constant(ir.IntegerType.get_signless(64), value)
+    return constant(mlir_ir.IntegerType.get_signless(64), value)
 
 
-def dense_constant(array: np.ndarray, scalar: ScalarType) -> ir.Value:
+def dense_constant(array: np.ndarray, scalar: ScalarType) -> mlir_ir.Value:
     """A small constant tensor (tables computed at compile time) as `arith.constant dense<>`."""
     element = lower_scalar_type(scalar)
-    type_ = ir.RankedTensorType.get(list(array.shape), element)
+    type_ = mlir_ir.RankedTensorType.get(list(array.shape), element)
     if scalar.is_float:
-        values = [ir.FloatAttr.get(element, float(item)) for item in array.reshape(-1)]
+        values = [mlir_ir.FloatAttr.get(element, float(item)) for item in array.reshape(-1)]
     else:
         values = [
-            ir.IntegerAttr.get(element, _wrapped(int(item), element.width))
+            mlir_ir.IntegerAttr.get(element, _wrapped(int(item), element.width))
             for item in array.reshape(-1)
         ]
-    return arith.ConstantOp(type_, ir.DenseElementsAttr.get(values, type=type_)).result
+    return arith.ConstantOp(type_, mlir_ir.DenseElementsAttr.get(values, type=type_)).result
 
 
 def identity_value(scalar: ScalarType, kind: str) -> float | int:

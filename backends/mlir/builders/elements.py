@@ -5,39 +5,39 @@ from __future__ import annotations
 
 from niro.ir import ScalarType
 
-from ..bindings import arith, ir, tensor
+from ..bindings import arith, mlir_ir, tensor
 from ..types import lower_scalar_type
 from .constants import index_constant
 
 __all__ = ["is_float", "accumulator_type", "convert", "read_int_scalars", "small_elements"]
 
 
-def is_float(element: ir.Type) -> bool:
+def is_float(element: mlir_ir.Type) -> bool:
     """Whether an MLIR element type is a float (not an integer, not an index)."""
-    return not isinstance(element, (ir.IntegerType, ir.IndexType))
+    return not isinstance(element, (mlir_ir.IntegerType, mlir_ir.IndexType))
 
 
-def accumulator_type(scalar: ScalarType) -> ir.Type:
+def accumulator_type(scalar: ScalarType) -> mlir_ir.Type:
     """Where to accumulate sums of `scalar`: f32 for f16/bf16 (precision), else the type."""
     if scalar in (ScalarType.F16, ScalarType.BF16):
-        return ir.F32Type.get()
+        return mlir_ir.F32Type.get()
     return lower_scalar_type(scalar)
 
 
-def convert(value: ir.Value, target: ir.Type) -> ir.Value:
+def convert(value: mlir_ir.Value, target: mlir_ir.Type) -> mlir_ir.Value:
     """Float widening/narrowing between float types (identity when the types agree)."""
     source = value.type
     if source == target:
         return value
-    if ir.FloatType(source).width < ir.FloatType(target).width:
+    if mlir_ir.FloatType(source).width < mlir_ir.FloatType(target).width:
         return arith.ExtFOp(target, value).result
     return arith.TruncFOp(target, value).result
 
 
-def read_int_scalars(value: ir.Value, count: int) -> list[ir.Value]:
+def read_int_scalars(value: mlir_ir.Value, count: int) -> list[mlir_ir.Value]:
     """The `count` elements of a rank-0 or rank-1 integer tensor, as i64 scalars (sign-extended)."""
-    shaped = ir.RankedTensorType(value.type)
-    i64 = ir.IntegerType.get_signless(64)
+    shaped = mlir_ir.RankedTensorType(value.type)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     small = small_elements(value)
     scalars = []
     for position in range(count):
@@ -46,7 +46,7 @@ def read_int_scalars(value: ir.Value, count: int) -> list[ir.Value]:
         else:
             indices = [] if shaped.rank == 0 else [index_constant(position)]
             element = tensor.ExtractOp(value, indices).result
-        if ir.IntegerType(element.type).width < 64:
+        if mlir_ir.IntegerType(element.type).width < 64:
             element = arith.ExtSIOp(i64, element).result
         scalars.append(element)
     return scalars
@@ -55,7 +55,7 @@ def read_int_scalars(value: ir.Value, count: int) -> list[ir.Value]:
 SMALL_VECTOR = 16  # elements: shape vectors, axes, the operands of shape arithmetic
 
 
-def small_elements(value: ir.Value, known=None) -> list[ir.Value] | None:
+def small_elements(value: mlir_ir.Value, known=None) -> list[mlir_ir.Value] | None:
     """The elements of a static integer tensor of rank <= 1 with at most SMALL_VECTOR elements,
     as scalars read through the `tensor.from_elements`, reshapes, slices and constants that
     made it (`known`: its contents when the caller knows them at compile time, e.g.
@@ -66,24 +66,24 @@ def small_elements(value: ir.Value, known=None) -> list[ir.Value] | None:
     Concat of them is a device dispatch whose result the host then reads back, one wait for
     the device (a submission) each."""
     try:
-        shaped = ir.RankedTensorType(value.type)
+        shaped = mlir_ir.RankedTensorType(value.type)
     except ValueError:
         return None
     count = 1 if shaped.rank == 0 else shaped.shape[0] if shaped.rank == 1 else -1
     if (
         not shaped.has_static_shape
         or not 0 <= count <= SMALL_VECTOR
-        or not isinstance(shaped.element_type, ir.IntegerType)
+        or not isinstance(shaped.element_type, mlir_ir.IntegerType)
     ):
         return None
     element = shaped.element_type
     if known is not None:
         return [
-            arith.ConstantOp(element, ir.IntegerAttr.get(element, int(n))).result
+            arith.ConstantOp(element, mlir_ir.IntegerAttr.get(element, int(n))).result
             for n in known.reshape(-1)
         ]
     owner = value.owner
-    name = owner.name if isinstance(owner, (ir.Operation, ir.OpView)) else ""
+    name = owner.name if isinstance(owner, (mlir_ir.Operation, mlir_ir.OpView)) else ""
     if name == "tensor.from_elements":
         return list(owner.operands)
     if name in ("tensor.expand_shape", "tensor.collapse_shape"):
@@ -92,14 +92,14 @@ def small_elements(value: ir.Value, known=None) -> list[ir.Value] | None:
             return inner
     if name == "tensor.extract_slice" and len(owner.operands) == 1 and shaped.rank == 1:
         inner = small_elements(owner.operands[0])
-        offset = list(ir.DenseI64ArrayAttr(owner.attributes["static_offsets"]))
-        stride = list(ir.DenseI64ArrayAttr(owner.attributes["static_strides"]))
+        offset = list(mlir_ir.DenseI64ArrayAttr(owner.attributes["static_offsets"]))
+        stride = list(mlir_ir.DenseI64ArrayAttr(owner.attributes["static_strides"]))
         if inner is not None and len(offset) == 1:
             return [inner[offset[0] + position * stride[0]] for position in range(count)]
-    if name == "arith.constant" and isinstance(owner.attributes["value"], ir.DenseIntElementsAttr):
-        data = ir.DenseIntElementsAttr(owner.attributes["value"])
+    if name == "arith.constant" and isinstance(owner.attributes["value"], mlir_ir.DenseIntElementsAttr):
+        data = mlir_ir.DenseIntElementsAttr(owner.attributes["value"])
         numbers = [data.get_splat_value().value] * count if data.is_splat else list(data)
-        return [arith.ConstantOp(element, ir.IntegerAttr.get(element, n)).result for n in numbers]
+        return [arith.ConstantOp(element, mlir_ir.IntegerAttr.get(element, n)).result for n in numbers]
     return [
         tensor.ExtractOp(value, [] if shaped.rank == 0 else [index_constant(position)]).result
         for position in range(count)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from niro.ir import TensorType, format_type
 
-from ..bindings import ir, tensor
+from ..bindings import mlir_ir, tensor
 from ..types import index_type
 from .constants import index_constant
 
@@ -39,50 +39,52 @@ __all__ = [
     "cast_to",
 ]
 
-DYNAMIC = ir.ShapedType.get_dynamic_size()
+DYNAMIC = mlir_ir.ShapedType.get_dynamic_size()
 """MLIR's marker of a dynamic size in a shape (`?`)."""
 
 
-def tensor_type(sizes: Sequence[int | ir.Value], element: ir.Type) -> ir.RankedTensorType:
+def tensor_type(sizes: Sequence[int | mlir_ir.Value], element: mlir_ir.Type) -> mlir_ir.RankedTensorType:
     """The ranked tensor type of mixed `sizes` (an index value is a dynamic `?` dim)."""
     shape = [size if isinstance(size, int) else DYNAMIC for size in sizes]
-    return ir.RankedTensorType.get(shape, element)
+    return mlir_ir.RankedTensorType.get(shape, element)
 
 
-def index_value(size: int | ir.Value) -> ir.Value:
+def index_value(size: int | mlir_ir.Value) -> mlir_ir.Value:
     """A mixed size (or position) as an index value: an int becomes an index constant."""
     return index_constant(size) if isinstance(size, int) else size
 
 
-def dim_size(value: ir.Value, axis: int) -> ir.Value:
+def dim_size(value: mlir_ir.Value, axis: int) -> mlir_ir.Value:
     """`tensor.dim` of a ranked tensor value, as an index (also for a static dim)."""
     return tensor.DimOp(value, index_constant(axis)).result
 
 
-def tensor_size(value: ir.Value, axis: int) -> int | ir.Value:
+def tensor_size(value: mlir_ir.Value, axis: int) -> int | mlir_ir.Value:
     """Dim `axis` of a ranked tensor value: its static size, or a `tensor.dim` when dynamic."""
-    shaped = ir.RankedTensorType(value.type)
+    shaped = mlir_ir.RankedTensorType(value.type)
     if not shaped.is_dynamic_dim(axis):
         return shaped.shape[axis]
     return dim_size(value, axis)
 
 
-def tensor_sizes(value: ir.Value) -> list[int | ir.Value]:
+def tensor_sizes(value: mlir_ir.Value) -> list[int | mlir_ir.Value]:
     """Each dim of a ranked tensor value, as `tensor_size` gives it."""
-    return [tensor_size(value, axis) for axis in range(ir.RankedTensorType(value.type).rank)]
+    return [tensor_size(value, axis) for axis in range(mlir_ir.RankedTensorType(value.type).rank)]
 
 
-def empty(sizes: Sequence[int | ir.Value], element: ir.Type) -> ir.Value:
+def empty(sizes: Sequence[int | mlir_ir.Value], element: mlir_ir.Type) -> mlir_ir.Value:
     """`tensor.empty` of mixed `sizes`."""
     return tensor.EmptyOp(list(sizes), element).result
 
 
 def empty_tensor(
-    ctx: LoweringRuleContext, result: TensorType, sizes: Sequence[ir.Value | None]
-) -> ir.Value:
+    ctx: LoweringRuleContext, result: TensorType, sizes: Sequence[mlir_ir.Value | None]
+) -> mlir_ir.Value:
     """`tensor.empty` of the Niro type `result`; `sizes[i]` is the index value of dynamic dim i
     (else None). A dynamic dim without a size is refused, naming the op."""
-    dynamic: list[ir.Value] = []
+    if result.shape is None:
+        raise ctx.error(f"needs a ranked result, got {format_type(result)}")
+    dynamic: list[mlir_ir.Value] = []
     for dim, size in zip(result.shape, sizes, strict=True):
         if dim is not None:
             continue
@@ -91,32 +93,32 @@ def empty_tensor(
         dynamic.append(size)
     # NOTE: the generic builder with the memoised result type: the `tensor.EmptyOp` wrapper
     # rebuilds the type from mixed sizes on every call (3x the time; same op).
-    return ir.Operation.create(
+    return mlir_ir.Operation.create(
         "tensor.empty", results=[ctx.mlir_type(result)], operands=dynamic
     ).result
 
 
-def empty_like(value: ir.Value, element: ir.Type | None = None) -> ir.Value:
+def empty_like(value: mlir_ir.Value, element: mlir_ir.Type | None = None) -> mlir_ir.Value:
     """`tensor.empty` of `value`'s shape (its dynamic dims from `tensor.dim`), of `element` or
     `value`'s own element type."""
-    element = ir.RankedTensorType(value.type).element_type if element is None else element
+    element = mlir_ir.RankedTensorType(value.type).element_type if element is None else element
     return empty(tensor_sizes(value), element)
 
 
-def reassociation(groups: Sequence[Sequence[int]]) -> ir.ArrayAttr:
+def reassociation(groups: Sequence[Sequence[int]]) -> mlir_ir.ArrayAttr:
     """The `reassociation` attribute of tensor.expand_shape / collapse_shape: which dims of the
     larger-rank side each dim of the other side groups."""
-    i64 = ir.IntegerType.get_signless(64)
-    return ir.ArrayAttr.get(
-        [ir.ArrayAttr.get([ir.IntegerAttr.get(i64, axis) for axis in group]) for group in groups]
+    i64 = mlir_ir.IntegerType.get_signless(64)
+    return mlir_ir.ArrayAttr.get(
+        [mlir_ir.ArrayAttr.get([mlir_ir.IntegerAttr.get(i64, axis) for axis in group]) for group in groups]
     )
 
 
-def expand_dim(value: ir.Value, axis: int, sizes: Sequence[int | ir.Value]) -> ir.Value:
+def expand_dim(value: mlir_ir.Value, axis: int, sizes: Sequence[int | mlir_ir.Value]) -> mlir_ir.Value:
     """Split dim `axis` of `value` into `sizes` (tensor.expand_shape); a size may be an index
     value (a run-time size: `axis` is then dynamic), and the other dims may be dynamic (their
     sizes are passed on from `tensor.dim`)."""
-    source = ir.RankedTensorType(value.type)
+    source = mlir_ir.RankedTensorType(value.type)
     shape = list(source.shape)
     split = [size if isinstance(size, int) else DYNAMIC for size in sizes]
     new_shape = shape[:axis] + split + shape[axis + 1 :]
@@ -125,8 +127,8 @@ def expand_dim(value: ir.Value, axis: int, sizes: Sequence[int | ir.Value]) -> i
         width = len(sizes) if index == axis else 1
         groups.append(list(range(position, position + width)))
         position += width
-    result = ir.RankedTensorType.get(new_shape, source.element_type)
-    dynamic: list[ir.Value] = []
+    result = mlir_ir.RankedTensorType.get(new_shape, source.element_type)
+    dynamic: list[mlir_ir.Value] = []
     for index, size in enumerate(shape):
         if index == axis:
             dynamic += [part for part in sizes if not isinstance(part, int)]
@@ -135,10 +137,10 @@ def expand_dim(value: ir.Value, axis: int, sizes: Sequence[int | ir.Value]) -> i
     return tensor.ExpandShapeOp(result, value, reassociation(groups), dynamic, new_shape).result
 
 
-def collapse_dims(value: ir.Value, first: int, count: int) -> ir.Value:
+def collapse_dims(value: mlir_ir.Value, first: int, count: int) -> mlir_ir.Value:
     """Merge `count` static dims of `value` starting at `first` (tensor.collapse_shape); the
     other dims may be dynamic."""
-    source = ir.RankedTensorType(value.type)
+    source = mlir_ir.RankedTensorType(value.type)
     shape = list(source.shape)
     group = shape[first : first + count]
     merged = DYNAMIC if DYNAMIC in group else math.prod(group)
@@ -146,16 +148,16 @@ def collapse_dims(value: ir.Value, first: int, count: int) -> ir.Value:
     groups = [[index] for index in range(first)]
     groups.append(list(range(first, first + count)))
     groups += [[index] for index in range(first + count, len(shape))]
-    result = ir.RankedTensorType.get(new_shape, source.element_type)
+    result = mlir_ir.RankedTensorType.get(new_shape, source.element_type)
     return tensor.CollapseShapeOp(result, value, reassociation(groups)).result
 
 
 def pad(
-    value: ir.Value,
-    low: Sequence[int | ir.Value],
-    high: Sequence[int | ir.Value],
-    padding: ir.Value,
-) -> ir.Value:
+    value: mlir_ir.Value,
+    low: Sequence[int | mlir_ir.Value],
+    high: Sequence[int | mlir_ir.Value],
+    padding: mlir_ir.Value,
+) -> mlir_ir.Value:
     """`tensor.pad` of a tensor with a scalar `padding` (no-op when all 0); a dynamic dim stays
     dynamic (it may be padded too: the result size is then computed by MLIR). A `low`/`high`
     amount may be an index value (a pad computed at run time); its dim becomes dynamic."""
@@ -163,57 +165,57 @@ def pad(
     dynamic_high = [amount for amount in high if not isinstance(amount, int)]
     if not dynamic_low and not dynamic_high and not any(low) and not any(high):
         return value
-    source = ir.RankedTensorType(value.type)
+    source = mlir_ir.RankedTensorType(value.type)
     shape = [
         DYNAMIC
         if size == DYNAMIC or not isinstance(lo, int) or not isinstance(hi, int)
         else size + lo + hi
         for size, lo, hi in zip(source.shape, low, high, strict=True)
     ]
-    result = ir.RankedTensorType.get(shape, source.element_type)
+    result = mlir_ir.RankedTensorType.get(shape, source.element_type)
 
-    def static(amounts: Sequence[int | ir.Value]) -> list[int]:
+    def static(amounts: Sequence[int | mlir_ir.Value]) -> list[int]:
         return [amount if isinstance(amount, int) else DYNAMIC for amount in amounts]
 
     pad_op = tensor.PadOp(result, value, dynamic_low, dynamic_high, static(low), static(high))
     block = pad_op.regions[0].blocks.append(*([index_type()] * len(shape)))
-    with ir.InsertionPoint(block):
+    with mlir_ir.InsertionPoint(block):
         tensor.YieldOp(padding)
     return pad_op.result
 
 
-def crop(value: ir.Value, sizes: Sequence[int | ir.Value]) -> ir.Value:
+def crop(value: mlir_ir.Value, sizes: Sequence[int | mlir_ir.Value]) -> mlir_ir.Value:
     """The leading `sizes` of every axis of a tensor (no-op when already that shape); a `sizes`
     entry of DYNAMIC keeps the whole (dynamic) axis, an index value cuts it at run time."""
-    source = ir.RankedTensorType(value.type)
+    source = mlir_ir.RankedTensorType(value.type)
     if list(source.shape) == list(sizes):
         return value
     return extract_slice(value, [0] * len(sizes), sizes)
 
 
 def extract_slice(
-    value: ir.Value,
+    value: mlir_ir.Value,
     offsets: Sequence[int],
-    sizes: Sequence[int | ir.Value],
+    sizes: Sequence[int | mlir_ir.Value],
     strides: Sequence[int] | None = None,
-) -> ir.Value:
+) -> mlir_ir.Value:
     """`tensor.extract_slice` of static `offsets`, `sizes` and `strides` (default unit); a size
     of DYNAMIC takes the whole of a dynamic axis (its offset must be 0, its stride 1), its size
     from `tensor.dim`; an index value is a size computed at run time."""
-    source = ir.RankedTensorType(value.type)
-    static = [DYNAMIC if isinstance(size, ir.Value) else size for size in sizes]
-    result = ir.RankedTensorType.get(static, source.element_type)
+    source = mlir_ir.RankedTensorType(value.type)
+    static = [DYNAMIC if isinstance(size, mlir_ir.Value) else size for size in sizes]
+    result = mlir_ir.RankedTensorType.get(static, source.element_type)
     dynamic = [
-        size if isinstance(size, ir.Value) else tensor_size(value, axis)
+        size if isinstance(size, mlir_ir.Value) else tensor_size(value, axis)
         for axis, size in enumerate(sizes)
-        if isinstance(size, ir.Value) or size == DYNAMIC
+        if isinstance(size, mlir_ir.Value) or size == DYNAMIC
     ]
     return tensor.ExtractSliceOp(
         result, value, [], dynamic, [], list(offsets), static, list(strides or [1] * len(sizes))
     ).result
 
 
-def cast_to(value: ir.Value, type_: ir.Type) -> ir.Value:
+def cast_to(value: mlir_ir.Value, type_: mlir_ir.Type) -> mlir_ir.Value:
     """`value` as `type_` (a `tensor.cast` between compatible shapes) when the types differ."""
     if value.type == type_:
         return value

@@ -1,6 +1,6 @@
 """linalg's structured ops: `generic` with explicit maps, `fill`, and the named ops.
 
-Every structured op is built with the generic operation builder (`ir.Operation.create`) and,
+Every structured op is built with the generic operation builder (`mlir_ir.Operation.create`) and,
 for a named op, its region by MLIR's C++ region builder (`fill_builtin_region`).
 
 NOTE: not the generated op classes (`linalg.GenericOp`, `linalg.MatmulOp`...), which re-derive
@@ -9,7 +9,7 @@ builder), nor linalg's OpDSL helpers (`linalg.fill(...)`), which rebuild the op'
 in Python on every call (~0.2 ms each) and cost ~45 ms to import. Same ops, same text.
 
 A map is written as a list with one entry per indexed dim: an int `d` is loop dim `d`, None is
-the constant 0 (a broadcast size-1 dim), an `ir.AffineExpr` (`dim(d) * 2 + dim(e)`) is used as
+the constant 0 (a broadcast size-1 dim), an `mlir_ir.AffineExpr` (`dim(d) * 2 + dim(e)`) is used as
 it is. Loops are parallel except those listed in `reductions`.
 """
 
@@ -18,69 +18,69 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Union
 
-from ..bindings import fill_builtin_region, ir
+from ..bindings import fill_builtin_region, mlir_ir
 from .shapes import empty
 
 __all__ = ["MapSpec", "dim", "affine_map", "generic", "fill", "filled", "named_op"]
 
-MapSpec = Sequence[Union[int, None, "ir.AffineExpr"]]
+MapSpec = Sequence[Union[int, None, "mlir_ir.AffineExpr"]]
 
 
-def dim(position: int) -> ir.AffineExpr:
+def dim(position: int) -> mlir_ir.AffineExpr:
     """Loop dim `position` as an affine expression (to write strided or shifted maps)."""
-    return ir.AffineDimExpr.get(position)
+    return mlir_ir.AffineDimExpr.get(position)
 
 
-def affine_map(loops: int, spec: MapSpec) -> ir.AffineMap:
+def affine_map(loops: int, spec: MapSpec) -> mlir_ir.AffineMap:
     """The affine map of `loops` dims whose results `spec` lists (int: a dim, None: 0)."""
     exprs = []
     for entry in spec:
         if entry is None:
-            exprs.append(ir.AffineConstantExpr.get(0))
+            exprs.append(mlir_ir.AffineConstantExpr.get(0))
         elif isinstance(entry, int):
-            exprs.append(ir.AffineDimExpr.get(entry))
+            exprs.append(mlir_ir.AffineDimExpr.get(entry))
         else:
             exprs.append(entry)
-    return ir.AffineMap.get(loops, 0, exprs)
+    return mlir_ir.AffineMap.get(loops, 0, exprs)
 
 
-def _segments(inputs: int, outputs: int) -> ir.Attribute:
-    return ir.DenseI32ArrayAttr.get([inputs, outputs])
+def _segments(inputs: int, outputs: int) -> mlir_ir.Attribute:
+    return mlir_ir.DenseI32ArrayAttr.get([inputs, outputs])
 
 
 def generic(
-    inputs: Sequence[tuple[ir.Value, MapSpec]],
-    outputs: Sequence[tuple[ir.Value, MapSpec]],
+    inputs: Sequence[tuple[mlir_ir.Value, MapSpec]],
+    outputs: Sequence[tuple[mlir_ir.Value, MapSpec]],
     loops: int,
     reductions: Sequence[int],
-    body: Callable[[list[ir.Value]], Sequence[ir.Value]],
-) -> list[ir.Value]:
+    body: Callable[[list[mlir_ir.Value]], Sequence[mlir_ir.Value]],
+) -> list[mlir_ir.Value]:
     """A `linalg.generic` over `loops` loops (those in `reductions` are reduction loops).
 
     `body(arguments)` gets the block arguments (input elements, then output elements) and
     returns the yielded values, one per output. Returns the results, one per output.
     """
-    maps = [ir.AffineMapAttr.get(affine_map(loops, spec)) for _, spec in (*inputs, *outputs)]
-    parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-    reduction = ir.Attribute.parse("#linalg.iterator_type<reduction>")
+    maps = [mlir_ir.AffineMapAttr.get(affine_map(loops, spec)) for _, spec in (*inputs, *outputs)]
+    parallel = mlir_ir.Attribute.parse("#linalg.iterator_type<parallel>")
+    reduction = mlir_ir.Attribute.parse("#linalg.iterator_type<reduction>")
     iterators = [reduction if loop in reductions else parallel for loop in range(loops)]
-    op = ir.Operation.create(
+    op = mlir_ir.Operation.create(
         "linalg.generic",
         results=[value.type for value, _ in outputs],
         operands=[value for value, _ in (*inputs, *outputs)],
         attributes={
-            "indexing_maps": ir.ArrayAttr.get(maps),
-            "iterator_types": ir.ArrayAttr.get(iterators),
+            "indexing_maps": mlir_ir.ArrayAttr.get(maps),
+            "iterator_types": mlir_ir.ArrayAttr.get(iterators),
             "operandSegmentSizes": _segments(len(inputs), len(outputs)),
         },
         regions=1,
     )
     element_types = [
-        ir.RankedTensorType(value.type).element_type for value, _ in (*inputs, *outputs)
+        mlir_ir.RankedTensorType(value.type).element_type for value, _ in (*inputs, *outputs)
     ]
     block = op.regions[0].blocks.append(*element_types)
-    with ir.InsertionPoint(block):
-        ir.Operation.create("linalg.yield", operands=list(body(list(block.arguments))))
+    with mlir_ir.InsertionPoint(block):
+        mlir_ir.Operation.create("linalg.yield", operands=list(body(list(block.arguments))))
     return list(op.results)
 
 
@@ -96,18 +96,18 @@ transB failed where the text compiled. The maps are therefore always written."""
 
 def named_op(
     name: str,
-    inputs: Sequence[ir.Value],
-    init: ir.Value,
-    attributes: dict[str, ir.Attribute] | None = None,
-) -> ir.Value:
+    inputs: Sequence[mlir_ir.Value],
+    init: mlir_ir.Value,
+    attributes: dict[str, mlir_ir.Attribute] | None = None,
+) -> mlir_ir.Value:
     """The linalg named op `name` ("linalg.matmul", "linalg.conv_2d_nchw_fchw"...) of `inputs`
     writing into `init`, with `attributes` (strides, dilations...)."""
     defaults = {}
     if name in _DEFAULT_MAPS:
         loops, specs = _DEFAULT_MAPS[name]
-        maps = [ir.AffineMapAttr.get(affine_map(loops, spec)) for spec in specs]
-        defaults["indexing_maps"] = ir.ArrayAttr.get(maps)
-    op = ir.Operation.create(
+        maps = [mlir_ir.AffineMapAttr.get(affine_map(loops, spec)) for spec in specs]
+        defaults["indexing_maps"] = mlir_ir.ArrayAttr.get(maps)
+    op = mlir_ir.Operation.create(
         name,
         results=[init.type],
         operands=[*inputs, init],
@@ -122,11 +122,11 @@ def named_op(
     return op.result
 
 
-def fill(init: ir.Value, value: ir.Value) -> ir.Value:
+def fill(init: mlir_ir.Value, value: mlir_ir.Value) -> mlir_ir.Value:
     """`linalg.fill` of `init` with the scalar `value`."""
     return named_op("linalg.fill", [value], init)
 
 
-def filled(sizes: Sequence[int | ir.Value], element: ir.Type, value: ir.Value) -> ir.Value:
+def filled(sizes: Sequence[int | mlir_ir.Value], element: mlir_ir.Type, value: mlir_ir.Value) -> mlir_ir.Value:
     """A tensor of mixed `sizes` and `element` type filled with the scalar `value`."""
     return fill(empty(sizes, element), value)

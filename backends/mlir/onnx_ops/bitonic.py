@@ -18,26 +18,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..bindings import arith, ir, linalg, math, scf, tensor
+from ..bindings import arith, linalg, math, mlir_ir, scf, tensor
 from ..builders import constant, empty, generic, index_constant, index_value, tensor_sizes
 from ..types import index_type
 
 __all__ = ["bitonic_sort"]
 
-Before = Callable[[ir.Value, ir.Value, ir.Value, ir.Value], ir.Value]
+Before = Callable[[mlir_ir.Value, mlir_ir.Value, mlir_ir.Value, mlir_ir.Value], mlir_ir.Value]
 """before(a, a_index, b, b_index) -> i1: element a (originally at a_index, i64) sorts before
 b; a strict total order (equal elements told apart by their indices)."""
 
-ElementAt = Callable[[list[ir.Value], ir.Value], ir.Value]
+ElementAt = Callable[[list[mlir_ir.Value], mlir_ir.Value], mlir_ir.Value]
 """element_at(position, index): the element at `position` (index values, one per dim) with
 the i64 `index` along the sorted axis."""
 
 
-def _power_of_two_at_least(length: int | ir.Value) -> int | ir.Value:
+def _power_of_two_at_least(length: int | mlir_ir.Value) -> int | mlir_ir.Value:
     """The smallest power of two >= length (1 for 0 and 1), static when length is."""
     if isinstance(length, int):
         return 1 << max(length - 1, 0).bit_length()
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     below = arith.IndexCastOp(
         i64, arith.SubIOp(arith.MaxSIOp(length, index_constant(1)).result, index_constant(1)).result
     ).result
@@ -45,14 +45,14 @@ def _power_of_two_at_least(length: int | ir.Value) -> int | ir.Value:
     return arith.IndexCastOp(index_type(), arith.ShLIOp(constant(i64, 1), bits).result).result
 
 
-def bitonic_sort(source: ir.Value, axis: int, before: Before) -> tuple[ir.Value, ElementAt]:
+def bitonic_sort(source: mlir_ir.Value, axis: int, before: Before) -> tuple[mlir_ir.Value, ElementAt]:
     """(order, element_at): `order` holds, along `axis` padded to a power of two, the i64
     indices of `source`'s elements in sorted order (the first `length` positions; padding
     indices, >= length, after them); `element_at(position, index)` reads the element of
     `source` at `position` with `index` along the axis, inside a generic body."""
-    source_type = ir.RankedTensorType(source.type)
+    source_type = mlir_ir.RankedTensorType(source.type)
     rank = source_type.rank
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     sizes = tensor_sizes(source)
     length = sizes[axis]
     extent = index_value(length)
@@ -70,7 +70,7 @@ def bitonic_sort(source: ir.Value, axis: int, before: Before) -> tuple[ir.Value,
     length64 = arith.IndexCastOp(i64, extent).result
     total = index_value(padded_length)
 
-    def ordered(a, a_index, b, b_index) -> ir.Value:
+    def ordered(a, a_index, b, b_index) -> mlir_ir.Value:
         """a before b, the padding (index >= length) last, in index order among itself."""
         a_real = arith.CmpIOp(arith.CmpIPredicate.slt, a_index, length64).result
         b_real = arith.CmpIOp(arith.CmpIPredicate.slt, b_index, length64).result
@@ -127,11 +127,11 @@ def bitonic_sort(source: ir.Value, axis: int, before: Before) -> tuple[ir.Value,
     carried = [index_type(), index_type(), indices.type]
     loop = scf.WhileOp(carried, [index_constant(2), index_constant(1), indices])
     check = loop.before.blocks.append(*carried)
-    with ir.InsertionPoint(check):
+    with mlir_ir.InsertionPoint(check):
         going = arith.CmpIOp(arith.CmpIPredicate.sle, check.arguments[0], total).result
         scf.ConditionOp(going, list(check.arguments))
     step = loop.after.blocks.append(*carried)
-    with ir.InsertionPoint(step):
+    with mlir_ir.InsertionPoint(step):
         block, distance, current = step.arguments
         merged = merge_pass(current, block, distance)
         # The next (k, j): j halves down to 1, then k doubles and j restarts at k / 2.

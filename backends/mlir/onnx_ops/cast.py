@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 from niro.ir import ScalarType
 
-from ..bindings import arith, ir, math
+from ..bindings import arith, math, mlir_ir
 from ..builders import constant, elementwise
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -50,13 +50,13 @@ def _bits(scalar: ScalarType) -> int:
 
 
 def convert_element(
-    value: ir.Value,
+    value: mlir_ir.Value,
     source: ScalarType,
     target: ScalarType,
     *,
     saturate: bool = True,
     round_mode: str = "up",
-) -> ir.Value:
+) -> mlir_ir.Value:
     """`value` (one element of Niro type `source`) as an element of type `target`.
 
     `saturate` and `round_mode` are Cast's attributes: they concern FP8 and E8M0 targets only."""
@@ -105,11 +105,11 @@ _F8_FINITE_MAX = {
 }
 
 
-def _i8_constant(number: int) -> ir.Value:
+def _i8_constant(number: int) -> mlir_ir.Value:
     return constant(lower_scalar_type(_I8), number)
 
 
-def _widen_narrow(value: ir.Value, source: ScalarType) -> tuple[ir.Value, ScalarType]:
+def _widen_narrow(value: mlir_ir.Value, source: ScalarType) -> tuple[mlir_ir.Value, ScalarType]:
     """A narrow element as the smallest ordinary type that holds every value exactly: I8 (the
     signed sub-byte integers), U8 (the unsigned ones) or F32 (FP8, FP4, E8M0)."""
     if source.is_sub_byte and not source.is_float:
@@ -119,19 +119,19 @@ def _widen_narrow(value: ir.Value, source: ScalarType) -> tuple[ir.Value, Scalar
             return arith.ShRSIOp(shifted, _i8_constant(spare)).result, ScalarType.I8
         return arith.AndIOp(value, _i8_constant((1 << source.bit_width) - 1)).result, ScalarType.U8
     if source is ScalarType.F4E2M1FN:
-        code = arith.TruncIOp(ir.IntegerType.get_signless(4), value).result
-        as_f4 = arith.BitcastOp(ir.Float4E2M1FNType.get(), code).result
-        return arith.ExtFOp(ir.F32Type.get(), as_f4).result, _F32
+        code = arith.TruncIOp(mlir_ir.IntegerType.get_signless(4), value).result
+        as_f4 = arith.BitcastOp(mlir_ir.Float4E2M1FNType.get(), code).result
+        return arith.ExtFOp(mlir_ir.F32Type.get(), as_f4).result, _F32
     if source is ScalarType.F8E8M0FNU:
         return _e8m0_to_f32(value), _F32
-    return arith.ExtFOp(ir.F32Type.get(), value).result, _F32
+    return arith.ExtFOp(mlir_ir.F32Type.get(), value).result, _F32
 
 
-def _e8m0_to_f32(value: ir.Value) -> ir.Value:
+def _e8m0_to_f32(value: mlir_ir.Value) -> mlir_ir.Value:
     """2^(e - 127) from the exponent byte e: the f32 exponent field, except e = 0 (2^-127, an
     f32 subnormal) and e = 255 (NaN)."""
-    i32 = ir.IntegerType.get_signless(32)
-    byte = arith.BitcastOp(ir.IntegerType.get_signless(8), value).result
+    i32 = mlir_ir.IntegerType.get_signless(32)
+    byte = arith.BitcastOp(mlir_ir.IntegerType.get_signless(8), value).result
     exponent = arith.ExtUIOp(i32, byte).result
     bits = arith.ShLIOp(exponent, constant(lower_scalar_type(_I32), 23)).result
     is_zero = arith.CmpIOp(
@@ -142,12 +142,12 @@ def _e8m0_to_f32(value: ir.Value) -> ir.Value:
     ).result
     bits = arith.SelectOp(is_zero, constant(lower_scalar_type(_I32), 0x00400000), bits).result
     bits = arith.SelectOp(is_nan, constant(lower_scalar_type(_I32), 0x7FC00000), bits).result
-    return arith.BitcastOp(ir.F32Type.get(), bits).result
+    return arith.BitcastOp(mlir_ir.F32Type.get(), bits).result
 
 
 def _narrow(
-    value: ir.Value, source: ScalarType, target: ScalarType, *, saturate: bool, round_mode: str
-) -> ir.Value:
+    value: mlir_ir.Value, source: ScalarType, target: ScalarType, *, saturate: bool, round_mode: str
+) -> mlir_ir.Value:
     """An element of an ordinary type converted to a narrow one (the module docstring's rules)."""
     if not target.is_float:  # a sub-byte integer, kept in an i8
         low, high = target.integer_range
@@ -161,7 +161,7 @@ def _narrow(
                     arith.CmpFPredicate.OLT, as_f32, constant(lower_scalar_type(_F32), high + 1)
                 ).result,
             ).result
-            truncated = arith.FPToSIOp(ir.IntegerType.get_signless(8), as_f32).result
+            truncated = arith.FPToSIOp(mlir_ir.IntegerType.get_signless(8), as_f32).result
             return arith.SelectOp(inside, truncated, _i8_constant(0)).result
         byte = convert_element(value, source, _I8)
         return _widen_narrow(byte, target)[0]  # the low bits, re-extended
@@ -190,9 +190,9 @@ _F4_THRESHOLDS = (
 )
 
 
-def _f32_to_f4(value: ir.Value) -> ir.Value:
+def _f32_to_f4(value: mlir_ir.Value) -> mlir_ir.Value:
     """FP4's code of an f32, in an i8: sign bit 8, magnitude code 0-7 (saturating; NaN -> 0)."""
-    i8 = ir.IntegerType.get_signless(8)
+    i8 = mlir_ir.IntegerType.get_signless(8)
     magnitude = math.AbsFOp(value).result
     code = _i8_constant(0)
     for threshold, inclusive in _F4_THRESHOLDS:
@@ -201,7 +201,7 @@ def _f32_to_f4(value: ir.Value) -> ir.Value:
             predicate, magnitude, constant(lower_scalar_type(_F32), threshold)
         ).result
         code = arith.AddIOp(code, arith.ExtUIOp(i8, passed).result).result
-    bits = arith.BitcastOp(ir.IntegerType.get_signless(32), value).result
+    bits = arith.BitcastOp(mlir_ir.IntegerType.get_signless(32), value).result
     negative = arith.CmpIOp(
         arith.CmpIPredicate.slt, bits, constant(lower_scalar_type(_I32), 0)
     ).result
@@ -210,21 +210,21 @@ def _f32_to_f4(value: ir.Value) -> ir.Value:
     return arith.SelectOp(negative, arith.OrIOp(code, _i8_constant(8)).result, code).result
 
 
-def _true() -> ir.Value:
-    i1 = ir.IntegerType.get_signless(1)
-    return arith.ConstantOp(i1, ir.IntegerAttr.get(i1, 1)).result
+def _true() -> mlir_ir.Value:
+    i1 = mlir_ir.IntegerType.get_signless(1)
+    return arith.ConstantOp(i1, mlir_ir.IntegerAttr.get(i1, 1)).result
 
 
-def _f32_to_e8m0(value: ir.Value, *, saturate: bool, round_mode: str) -> ir.Value:
+def _f32_to_e8m0(value: mlir_ir.Value, *, saturate: bool, round_mode: str) -> mlir_ir.Value:
     """onnx.numpy_helper.to_float8e8m0: the f32 exponent field, rounded by the mantissa bits
     as `round_mode` says (no increment past 254 when saturating); NaN/inf give 255."""
-    i32 = ir.IntegerType.get_signless(32)
+    i32 = mlir_ir.IntegerType.get_signless(32)
     bits = arith.BitcastOp(i32, value).result
 
-    def const(number: int) -> ir.Value:
+    def const(number: int) -> mlir_ir.Value:
         return constant(lower_scalar_type(_I32), number)
 
-    def nonzero(mask: int) -> ir.Value:
+    def nonzero(mask: int) -> mlir_ir.Value:
         return arith.CmpIOp(
             arith.CmpIPredicate.ne, arith.AndIOp(bits, const(mask)).result, const(0)
         ).result
@@ -248,11 +248,11 @@ def _f32_to_e8m0(value: ir.Value, *, saturate: bool, round_mode: str) -> ir.Valu
             round_up = arith.AndIOp(round_up, arith.XOrIOp(at_max, _true()).result).result
         exponent = arith.AddIOp(exponent, arith.ExtUIOp(i32, round_up).result).result
     exponent = arith.SelectOp(special, const(0xFF), exponent).result
-    byte = arith.TruncIOp(ir.IntegerType.get_signless(8), exponent).result
-    return arith.BitcastOp(ir.Float8E8M0FNUType.get(), byte).result
+    byte = arith.TruncIOp(mlir_ir.IntegerType.get_signless(8), exponent).result
+    return arith.BitcastOp(mlir_ir.Float8E8M0FNUType.get(), byte).result
 
 
-def _float_to_float(value: ir.Value, source: ScalarType, target: ScalarType) -> ir.Value:
+def _float_to_float(value: mlir_ir.Value, source: ScalarType, target: ScalarType) -> mlir_ir.Value:
     if {source, target} == {ScalarType.F16, ScalarType.BF16}:
         value = arith.ExtFOp(lower_scalar_type(ScalarType.F32), value).result
         source = ScalarType.F32
@@ -260,7 +260,7 @@ def _float_to_float(value: ir.Value, source: ScalarType, target: ScalarType) -> 
     return op_class(lower_scalar_type(target), value).result
 
 
-def _float_to_integer(value: ir.Value, source: ScalarType, target: ScalarType) -> ir.Value:
+def _float_to_integer(value: mlir_ir.Value, source: ScalarType, target: ScalarType) -> mlir_ir.Value:
     """Truncation toward zero, saturating (see the module note)."""
     if source in (ScalarType.F16, ScalarType.BF16):
         value = arith.ExtFOp(lower_scalar_type(ScalarType.F32), value).result
@@ -287,7 +287,7 @@ def _float_to_integer(value: ir.Value, source: ScalarType, target: ScalarType) -
     return arith.SelectOp(is_nan, _integer_constant(target, 0), result).result
 
 
-def _integer_constant(scalar: ScalarType, number: int) -> ir.Value:
+def _integer_constant(scalar: ScalarType, number: int) -> mlir_ir.Value:
     """An integer constant given by its mathematical value (unsigned values above the signed
     max are stored as their two's-complement bits, as signless MLIR integers are)."""
     bits = _bits(scalar)
@@ -296,7 +296,7 @@ def _integer_constant(scalar: ScalarType, number: int) -> ir.Value:
     return constant(lower_scalar_type(scalar), number)
 
 
-def _lower_conversion(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_conversion(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     source = element_type(ctx.niro_operands[0])
     target = element_type(ctx.niro_results[0])
     saturate = bool(attribute(ctx, "saturate", 1))
@@ -318,7 +318,7 @@ def _lower_conversion(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("onnx.Cast", since=1)
-def _lower_cast(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_cast(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """The target type is the result's (shape inference derived it from `to`); `saturate` and
     `round_mode` concern FP8 and E8M0 targets."""
     if len(ctx.operands) != 1:
@@ -327,7 +327,7 @@ def _lower_cast(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("onnx.CastLike", since=15)
-def _lower_cast_like(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_cast_like(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     if len(ctx.operands) != 2:
         raise ctx.error(f"expected 2 operands, got {len(ctx.operands)}")
     if element_type(ctx.niro_operands[1]) is not element_type(ctx.niro_results[0]):
@@ -336,7 +336,7 @@ def _lower_cast_like(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("onnx.BitCast", since=26)
-def _lower_bitcast(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_bitcast(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """The target type is the result's (shape inference derived it from `to`)."""
     if len(ctx.operands) != 1:
         raise ctx.error(f"expected 1 operand, got {len(ctx.operands)}")
@@ -355,7 +355,7 @@ def _lower_bitcast(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     ]
 
 
-def _reinterpret(value: ir.Value, source: ScalarType, target: ScalarType) -> ir.Value:
+def _reinterpret(value: mlir_ir.Value, source: ScalarType, target: ScalarType) -> mlir_ir.Value:
     """One element's bits read as `target` (same width; a BOOL is the byte 0 or 1)."""
     if source.is_bool or target.is_bool:
         return convert_element(value, source, target)  # i1 <-> the byte: 0/1, non-zero is true

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..bindings import arith, ir, linalg, tensor
+from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import constant, dim, filled, generic, i64_constant, index_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -23,7 +23,7 @@ __all__: list[str] = []
 
 
 @register_lowering("onnx.Col2Im", since=18)
-def _lower_col2im(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_col2im(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     x, x_niro = ctx.operands[0], ctx.niro_operands[0]
     scalar = element_type(x_niro)
     if not scalar.is_float:
@@ -49,7 +49,7 @@ def _lower_col2im(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     pads = ints("pads", (0,) * (2 * rank))
     if len(strides) != rank or len(dilations) != rank or len(pads) != 2 * rank:
         raise ctx.error("strides, dilations and pads need one value (pads: two) per image axis")
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     block_constant = ctx.constant_operand(2)
     if block_constant is not None:
         if len(block_constant) != rank or int(block_constant.prod()) != taps:
@@ -110,7 +110,7 @@ def _lower_col2im(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         channel = arith.AddIOp(
             arith.MulIOp(as_i64(index[1]), i64_constant(taps)).result, as_i64(index[2 + rank])
         ).result
-        to_index = lambda v: arith.IndexCastOp(ir.IndexType.get(), v).result  # noqa: E731
+        to_index = lambda v: arith.IndexCastOp(mlir_ir.IndexType.get(), v).result  # noqa: E731
         value = tensor.ExtractOp(x, [index[0], to_index(channel), to_index(flat)]).result
         value = arith.SelectOp(valid, value, zero).result
         return arith.AddFOp(args[1], value).result

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 from niro.ir import ScalarType, TensorType, Value, write_imported_op
 
-from ..bindings import arith, ir
+from ..bindings import arith, mlir_ir
 from ..builders import elementwise
 from ..context import LoweringRuleContext
 from ..registry import lowering_for, register_lowering
@@ -43,12 +43,12 @@ from .quantization import (
 __all__: list[str] = []
 
 _QUANTIZED = (ScalarType.I8, ScalarType.U8)
-Parameters = tuple[tuple[ir.Value, ScalarType], tuple[ir.Value, ScalarType] | None]
+Parameters = tuple[tuple[mlir_ir.Value, ScalarType], tuple[mlir_ir.Value, ScalarType] | None]
 """A per-tensor (scale, zero point or None), each as an extracted scalar and its type."""
 
 
-def _f32() -> ir.Type:
-    return ir.F32Type.get()
+def _f32() -> mlir_ir.Type:
+    return mlir_ir.F32Type.get()
 
 
 def _parameters(ctx: LoweringRuleContext, scale_position: int, prefix: str) -> Parameters:
@@ -61,7 +61,7 @@ def _parameters(ctx: LoweringRuleContext, scale_position: int, prefix: str) -> P
     return scale, per_tensor_parameter(ctx, scale_position + 1, f"{prefix}_zero_point")
 
 
-def _quantized_input(ctx: LoweringRuleContext, position: int, what: str) -> tuple[ir.Value, Value]:
+def _quantized_input(ctx: LoweringRuleContext, position: int, what: str) -> tuple[mlir_ir.Value, Value]:
     found = input_value(ctx, position)
     if found is None:
         raise ctx.error(f"needs input {what}")
@@ -90,7 +90,7 @@ def _like(value: Value, element: ScalarType) -> Value:
 # -- element-wise -----------------------------------------------------------------------------------
 
 
-Kernel = Callable[..., ir.Value]
+Kernel = Callable[..., mlir_ir.Value]
 """`kernel(ctx, kit, *elements)` as elementwise.py's: one f32 element from f32 elements."""
 
 
@@ -99,7 +99,7 @@ def _lower_elementwise(
     inputs: Sequence[tuple[int, str]],
     output: tuple[int, str],
     kernel: Kernel,
-) -> list[ir.Value]:
+) -> list[mlir_ir.Value]:
     """One broadcasting generic: dequantize the inputs (ONNX position of each data tensor and
     its name; its scale and zero point follow it), `kernel` in f32, quantize by the output
     parameters (position of the output scale, the output's name)."""
@@ -112,7 +112,7 @@ def _lower_elementwise(
     out_scale, out_zero = _parameters(ctx, *output)
     kit = FloatMath(ScalarType.F32)
 
-    def body(elements: Sequence[ir.Value]) -> ir.Value:
+    def body(elements: Sequence[mlir_ir.Value]) -> mlir_ir.Value:
         values = [
             dequantize_element(element, scalar, scale, zero, _f32())
             for element, (scalar, scale, zero) in zip(elements, parameters, strict=True)
@@ -123,40 +123,40 @@ def _lower_elementwise(
 
 
 @register_lowering("com.microsoft.QLinearAdd", since=1)
-def _lower_qlinear_add(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_qlinear_add(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     return _lower_elementwise(
         ctx, ((0, "A"), (3, "B")), (6, "C"), lambda ctx, kit, a, b: kit.add(a, b)
     )
 
 
 @register_lowering("com.microsoft.QLinearMul", since=1)
-def _lower_qlinear_mul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_qlinear_mul(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     return _lower_elementwise(
         ctx, ((0, "A"), (3, "B")), (6, "C"), lambda ctx, kit, a, b: kit.mul(a, b)
     )
 
 
 @register_lowering("com.microsoft.QLinearSigmoid", since=1)
-def _lower_qlinear_sigmoid(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_qlinear_sigmoid(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     return _lower_elementwise(ctx, ((0, "X"),), (3, "Y"), _sigmoid)
 
 
 @register_lowering("com.microsoft.QLinearLeakyRelu", since=1)
-def _lower_qlinear_leaky_relu(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_qlinear_leaky_relu(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     return _lower_elementwise(ctx, ((0, "X"),), (3, "Y"), _leaky_relu)  # reads `alpha` (0.01)
 
 
 # -- through the float op -------------------------------------------------------------------------
 
 
-def _dequantized(ctx: LoweringRuleContext, position: int, what: str) -> tuple[ir.Value, Value]:
+def _dequantized(ctx: LoweringRuleContext, position: int, what: str) -> tuple[mlir_ir.Value, Value]:
     """Input `position` dequantized by the parameters after it, as an f32 tensor."""
     value, niro_value = _quantized_input(ctx, position, what)
     scalar = element_type(niro_value)
     scale, zero = _parameters(ctx, position + 1, what)
     result = _like(niro_value, ScalarType.F32)
 
-    def body(elements: Sequence[ir.Value]) -> ir.Value:
+    def body(elements: Sequence[mlir_ir.Value]) -> mlir_ir.Value:
         return dequantize_element(elements[0], scalar, scale, zero, _f32())
 
     return elementwise(ctx, body, [(value, niro_value)], result), result
@@ -164,16 +164,16 @@ def _dequantized(ctx: LoweringRuleContext, position: int, what: str) -> tuple[ir
 
 def _quantized(
     ctx: LoweringRuleContext,
-    value: ir.Value,
+    value: mlir_ir.Value,
     niro_value: Value,
     parameters: Parameters,
     result: Value,
-) -> ir.Value:
+) -> mlir_ir.Value:
     """The f32 tensor `value` quantized by `parameters` into `result`'s type."""
     scale, zero = parameters
     out_scalar = element_type(result)
 
-    def body(elements: Sequence[ir.Value]) -> ir.Value:
+    def body(elements: Sequence[mlir_ir.Value]) -> mlir_ir.Value:
         return quantize_element(ctx, elements[0], scale, zero, out_scalar)
 
     return elementwise(ctx, body, [(value, niro_value)], result)
@@ -182,11 +182,11 @@ def _quantized(
 def _float_rule(
     ctx: LoweringRuleContext,
     name: str,
-    inputs: Sequence[tuple[ir.Value, Value]],
+    inputs: Sequence[tuple[mlir_ir.Value, Value]],
     result: Value,
     attributes: dict | None = None,
     opset: int | None = None,
-) -> ir.Value:
+) -> mlir_ir.Value:
     """The lowering of ONNX op `name` run on `inputs` for `result`, with this op's attributes
     updated by `attributes` and its opset replaced by `opset` (its errors name this op)."""
     rule = lowering_for(name)
@@ -223,7 +223,7 @@ def _lower_through_float(
     float_op: str,
     attributes: dict | None = None,
     opset: int | None = None,
-) -> list[ir.Value]:
+) -> list[mlir_ir.Value]:
     """Input 0 dequantized, `float_op` on it, quantized by the parameters at 3 and 4."""
     _output_scalar(ctx)
     x, x_niro = _dequantized(ctx, 0, "X")
@@ -232,23 +232,23 @@ def _lower_through_float(
     return [_quantized(ctx, computed, float_niro, _parameters(ctx, 3, "y"), ctx.niro_results[0])]
 
 
-def _lower_pool(ctx: LoweringRuleContext, float_op: str) -> list[ir.Value]:
+def _lower_pool(ctx: LoweringRuleContext, float_op: str) -> list[mlir_ir.Value]:
     _channels_first(ctx)
     return _lower_through_float(ctx, float_op)
 
 
 @register_lowering("com.microsoft.QLinearGlobalAveragePool", since=1)
-def _lower_qlinear_global_average_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_qlinear_global_average_pool(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     return _lower_pool(ctx, "onnx.GlobalAveragePool")
 
 
 @register_lowering("com.microsoft.QLinearAveragePool", since=1)
-def _lower_qlinear_average_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_qlinear_average_pool(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     return _lower_pool(ctx, "onnx.AveragePool")
 
 
 @register_lowering("com.microsoft.QLinearSoftmax", since=1)
-def _lower_qlinear_softmax(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_qlinear_softmax(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """onnx.Softmax at the op-set the attribute `opset` names (before 13 the input is 2-D at
     `axis`), `axis` -1 by default at any op-set."""
     version = attribute(ctx, "opset")
@@ -259,7 +259,7 @@ def _lower_qlinear_softmax(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("com.microsoft.QLinearConcat", since=1)
-def _lower_qlinear_concat(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_qlinear_concat(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """Each (tensor, scale, zero point) triple requantized to (Y_scale, Y_zero_point) (exact
     when its parameters are the output's), then concatenated as onnx.Concat does."""
     out_scalar = _output_scalar(ctx)
@@ -279,7 +279,7 @@ def _lower_qlinear_concat(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         scale, zero = _parameters(ctx, position + 1, what)
         result = _like(niro_value, out_scalar)
 
-        def body(elements, scalar=scalar, scale=scale, zero=zero) -> ir.Value:
+        def body(elements, scalar=scalar, scale=scale, zero=zero) -> mlir_ir.Value:
             dequantized = dequantize_element(elements[0], scalar, scale, zero, _f32())
             return quantize_element(ctx, dequantized, *output, out_scalar)
 
@@ -304,7 +304,7 @@ def _result_map(ctx: LoweringRuleContext, niro_value: Value, what: str) -> list[
 
 
 @register_lowering("com.microsoft.QGemm", since=1)
-def _lower_qgemm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_qgemm(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """Y = alpha * a_scale * b_scale * ((A' - a_zero_point)(B' - b_zero_point) + C), A' and B'
     transposed as transA / transB say, quantized by (y_scale, y_zero_point) when given."""
     transposed_a, transposed_b = int(attribute(ctx, "transA", 0)), int(attribute(ctx, "transB", 0))
@@ -343,14 +343,14 @@ def _lower_qgemm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         raise ctx.error(f"supports a float32 output without y_scale, got {out_scalar.spelling}")
     f32 = _f32()
 
-    def finish(acc: ir.Value, b_scale: ir.Value, *rest: ir.Value) -> ir.Value:
+    def finish(acc: mlir_ir.Value, b_scale: mlir_ir.Value, *rest: mlir_ir.Value) -> mlir_ir.Value:
         # NOTE: as onnxruntime: the i32 sum plus C, times one f32 multiplier per column,
         # alpha * a_scale * b_scale (/ y_scale), rounded half to even.
         if rest:
             acc = arith.AddIOp(acc, rest[0]).result
         multiplier = arith.MulFOp(
             arith.MulFOp(to_float(*a_scale, f32), to_float(b_scale, b_scale_type, f32)).result,
-            arith.ConstantOp(f32, ir.FloatAttr.get(f32, alpha)).result,
+            arith.ConstantOp(f32, mlir_ir.FloatAttr.get(f32, alpha)).result,
         ).result
         if y_scale is not None:
             multiplier = arith.DivFOp(multiplier, to_float(*y_scale, f32)).result

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from niro.ir import ScalarType
 
-from ..bindings import arith, ir, linalg, tensor
+from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
     DYNAMIC,
     accumulator_type,
@@ -66,10 +66,10 @@ __all__ = ["ConvSpec", "grouped_conv", "add_channel_bias", "float_mul_add", "int
 
 FLOATS = (ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64)
 
-MulAdd = Callable[[ir.Value, ir.Value, ir.Value], ir.Value]
+MulAdd = Callable[[mlir_ir.Value, mlir_ir.Value, mlir_ir.Value], mlir_ir.Value]
 
 
-def float_mul_add(x: ir.Value, w: ir.Value, acc: ir.Value) -> ir.Value:
+def float_mul_add(x: mlir_ir.Value, w: mlir_ir.Value, acc: mlir_ir.Value) -> mlir_ir.Value:
     """acc + x * w; f16/bf16 elements are widened to the (f32) accumulator first."""
     if x.type != acc.type:
         x = arith.ExtFOp(acc.type, x).result
@@ -78,15 +78,15 @@ def float_mul_add(x: ir.Value, w: ir.Value, acc: ir.Value) -> ir.Value:
     return arith.AddFOp(acc, arith.MulFOp(x, w).result).result
 
 
-def integer_mul_add(x: ir.Value, w: ir.Value, acc: ir.Value) -> ir.Value:
+def integer_mul_add(x: mlir_ir.Value, w: mlir_ir.Value, acc: mlir_ir.Value) -> mlir_ir.Value:
     """acc + x * w on i32 operands (zero points already subtracted)."""
     return arith.AddIOp(acc, arith.MulIOp(x, w).result).result
 
 
-def _finish(ctx: LoweringRuleContext, y: ir.Value, scalar: ScalarType) -> ir.Value:
+def _finish(ctx: LoweringRuleContext, y: mlir_ir.Value, scalar: ScalarType) -> mlir_ir.Value:
     """Bias added (in the accumulator type), then the result narrowed to the element type."""
     bias = input_value(ctx, 2)
-    accumulator = ir.RankedTensorType(y.type).element_type
+    accumulator = mlir_ir.RankedTensorType(y.type).element_type
     if bias is not None:
 
         def add(a, b):
@@ -98,7 +98,7 @@ def _finish(ctx: LoweringRuleContext, y: ir.Value, scalar: ScalarType) -> ir.Val
     element = lower_scalar_type(scalar)
     if accumulator == element:
         return y
-    y_type = ir.RankedTensorType(y.type)
+    y_type = mlir_ir.RankedTensorType(y.type)
     loops = [dim(axis) for axis in range(len(y_type.shape))]
     init = empty_like(y, element)
     return generic(
@@ -130,12 +130,12 @@ class ConvSpec:
     group: int
     strides: Sequence[int]
     dilations: Sequence[int]
-    output: Sequence[int | ir.Value]
-    accumulator: ir.Type
+    output: Sequence[int | mlir_ir.Value]
+    accumulator: mlir_ir.Type
     mul_add: MulAdd = float_mul_add
 
 
-def grouped_conv(ctx: LoweringRuleContext, x: ir.Value, w: ir.Value, spec: ConvSpec) -> ir.Value:
+def grouped_conv(ctx: LoweringRuleContext, x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
     """Convolution of an already padded `x` (N, C, S...; C static) with `w` (M, C/G, K...):
     (N, M, output...) of element `spec.accumulator`, `spec.mul_add(w, x, acc)` the body (the
     factors commute; the filter's comes first).
@@ -145,8 +145,8 @@ def grouped_conv(ctx: LoweringRuleContext, x: ir.Value, w: ir.Value, spec: ConvS
     gathered windows would be too large (`IM2COL_LIMIT`); then in place (`_direct_conv`). An
     f32 2-D convolution of one group, stride 1, a kernel of more than one tap and at most
     `NAMED_FEATURES` outputs is IREE's named `linalg.conv_2d_nchw_fchw` (`_named_conv`)."""
-    x_shape = ir.RankedTensorType(x.type).shape
-    w_shape = ir.RankedTensorType(w.type).shape
+    x_shape = mlir_ir.RankedTensorType(x.type).shape
+    w_shape = mlir_ir.RankedTensorType(w.type).shape
     channels = x_shape[1]
     features, group_channels = w_shape[0], w_shape[1]
     if channels != spec.group * group_channels or features % spec.group:
@@ -163,10 +163,10 @@ def grouped_conv(ctx: LoweringRuleContext, x: ir.Value, w: ir.Value, spec: ConvS
     return _direct_conv(x, w, spec)
 
 
-def _named_fits(x: ir.Value, w: ir.Value, spec: ConvSpec) -> bool:
+def _named_fits(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> bool:
     """Whether `linalg.conv_2d_nchw_fchw` computes `grouped_conv` and is the faster form."""
-    f32 = ir.F32Type.get()
-    w_shape = ir.RankedTensorType(w.type).shape
+    f32 = mlir_ir.F32Type.get()
+    w_shape = mlir_ir.RankedTensorType(w.type).shape
     return (
         len(w_shape) == 4
         and spec.group == 1
@@ -175,12 +175,12 @@ def _named_fits(x: ir.Value, w: ir.Value, spec: ConvSpec) -> bool:
         and all(s == 1 for s in spec.strides)
         and spec.mul_add is float_mul_add
         and spec.accumulator == f32
-        and ir.RankedTensorType(x.type).element_type == f32
-        and ir.RankedTensorType(w.type).element_type == f32
+        and mlir_ir.RankedTensorType(x.type).element_type == f32
+        and mlir_ir.RankedTensorType(w.type).element_type == f32
     )
 
 
-def _named_conv(x: ir.Value, w: ir.Value, spec: ConvSpec) -> ir.Value:
+def _named_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
     """`grouped_conv` as IREE's named NCHW convolution.
 
     NOTE: IREE 3.13 runs a stride-1 `linalg.conv_2d_nchw_fchw` of a 3x3 or 5x5 kernel with at
@@ -188,7 +188,7 @@ def _named_conv(x: ir.Value, w: ir.Value, spec: ConvSpec) -> ir.Value:
     channels at 32x32 0.43 against 0.48 ms, 512 -> 32 at 7x7 1.06 against 2.28 ms), but 1.2x
     slower at 64 outputs and 9x slower at 256 (ResNet-50's 3x3 at 14x14: 108 against 12 ms); a
     1x1 kernel is 2x faster as the product (a plain reshape, no copy); so is a stride-2 one."""
-    features = ir.RankedTensorType(w.type).shape[0]
+    features = mlir_ir.RankedTensorType(w.type).shape[0]
     init = filled(
         [tensor_size(x, 0), features, *spec.output], spec.accumulator, constant(spec.accumulator, 0)
     )
@@ -199,11 +199,11 @@ def _named_conv(x: ir.Value, w: ir.Value, spec: ConvSpec) -> ir.Value:
     return named_op("linalg.conv_2d_nchw_fchw", [x, w], init, window)
 
 
-def _i64_vector(values: Sequence[int]) -> ir.Attribute:
-    return ir.DenseElementsAttr.get(np.array(values, dtype=np.int64))
+def _i64_vector(values: Sequence[int]) -> mlir_ir.Attribute:
+    return mlir_ir.DenseElementsAttr.get(np.array(values, dtype=np.int64))
 
 
-def _im2col_conv(x: ir.Value, w: ir.Value, spec: ConvSpec) -> ir.Value:
+def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
     """`grouped_conv` as a matrix product per image and group: the windows of `x` gathered
     into columns (N, G, C/G * prod K, prod O) by one copying `linalg.generic` (im2col; a plain
     reshape for a 1x1 kernel of stride 1), the filter reshaped to (G, M/G, C/G * prod K), and
@@ -215,7 +215,7 @@ def _im2col_conv(x: ir.Value, w: ir.Value, spec: ConvSpec) -> ir.Value:
     same rewrite inside IREE, but is not on by default. The product is a matmul to IREE only
     with the filter as the first operand and the first factor of the body: with either
     swapped it became a `matmul_like` dispatch that ran ~3x slower."""
-    w_shape = ir.RankedTensorType(w.type).shape
+    w_shape = mlir_ir.RankedTensorType(w.type).shape
     features, group_channels, kernel = w_shape[0], w_shape[1], list(w_shape[2:])
     rank = len(kernel)
     group_features = features // spec.group
@@ -230,7 +230,7 @@ def _im2col_conv(x: ir.Value, w: ir.Value, spec: ConvSpec) -> ir.Value:
         x_map = [dim(0), dim(1), dim(2)] + [
             outs[a] * spec.strides[a] + ks[a] * spec.dilations[a] for a in range(rank)
         ]
-        element = ir.RankedTensorType(x.type).element_type
+        element = mlir_ir.RankedTensorType(x.type).element_type
         windows = generic(
             [(grouped, x_map)],
             [(empty(gathered, element), list(range(3 + 2 * rank)))],
@@ -253,10 +253,10 @@ def _im2col_conv(x: ir.Value, w: ir.Value, spec: ConvSpec) -> ir.Value:
     return collapse_dims(expand_dim(product, 3, list(spec.output)), 1, 2)
 
 
-def _direct_conv(x: ir.Value, w: ir.Value, spec: ConvSpec) -> ir.Value:
+def _direct_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
     """`grouped_conv` in place: the channels split into (N, G, C/G, ...) and (G, M/G, C/G, ...)
     and one `linalg.generic` summing w[g, m, c, k] * x[n, g, c, o*s + k*d] over (c, k)."""
-    w_shape = ir.RankedTensorType(w.type).shape
+    w_shape = mlir_ir.RankedTensorType(w.type).shape
     features, group_channels, kernel = w_shape[0], w_shape[1], w_shape[2:]
     rank = len(kernel)
     group_features = features // spec.group
@@ -283,10 +283,10 @@ def _direct_conv(x: ir.Value, w: ir.Value, spec: ConvSpec) -> ir.Value:
 
 
 def add_channel_bias(
-    y: ir.Value, bias: ir.Value, add: Callable[[ir.Value, ir.Value], ir.Value]
-) -> ir.Value:
+    y: mlir_ir.Value, bias: mlir_ir.Value, add: Callable[[mlir_ir.Value, mlir_ir.Value], mlir_ir.Value]
+) -> mlir_ir.Value:
     """y (N, M, S...) + bias (M) broadcast over the other axes."""
-    y_type = ir.RankedTensorType(y.type)
+    y_type = mlir_ir.RankedTensorType(y.type)
     rank = len(y_type.shape)
     loops = [dim(axis) for axis in range(rank)]
     init = empty_like(y)
@@ -331,7 +331,7 @@ def _group(ctx: LoweringRuleContext) -> int:
 
 
 @register_lowering("onnx.Conv")
-def _lower_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     group = _group(ctx)
     x, x_shape, w, w_shape, scalar = _float_operands(ctx, lambda w_shape: w_shape[1] * group)
     geometry = window_geometry(ctx, x_shape[2:], w_shape[2:])
@@ -396,7 +396,7 @@ def _transpose_pads(ctx, x_shape, kernel, strides, dilations, output_padding):
 
 
 @register_lowering("onnx.ConvTranspose")
-def _lower_conv_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_conv_transpose(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     group = _group(ctx)
     x, x_shape, w, w_shape, scalar = _float_operands(ctx, lambda w_shape: w_shape[0])
     rank = len(x_shape) - 2
@@ -433,7 +433,7 @@ def _lower_conv_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         upsampled, [0, 0, *[max(0, v) for v in low]], [0, 0, *[max(0, v) for v in high]], zero
     )
     if any(v < 0 for v in (*low, *high)):
-        shape = ir.RankedTensorType(padded.type).shape
+        shape = mlir_ir.RankedTensorType(padded.type).shape
         offsets = [0, 0, *[max(0, -v) for v in low]]
         if DYNAMIC in shape[2:]:
             padded = _crop_dynamic(ctx, padded, offsets, low, high)
@@ -455,10 +455,10 @@ def _lower_conv_transpose(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 def _transpose_output_at_run_time(
     ctx, x, output, kernel, strides, dilations, output_padding, begin, end
-) -> list[int | ir.Value]:
+) -> list[int | mlir_ir.Value]:
     """ConvTranspose's output sizes with the dynamic ones (None) computed from `tensor.dim`
     of X: stride * (in - 1) + output_padding + (k - 1) * dilation + 1 - pads."""
-    sizes: list[int | ir.Value] = []
+    sizes: list[int | mlir_ir.Value] = []
     for axis, out in enumerate(output):
         if out is not None:
             sizes.append(out)
@@ -470,10 +470,10 @@ def _transpose_output_at_run_time(
     return sizes
 
 
-def _crop_dynamic(ctx, value: ir.Value, offsets, low, high) -> ir.Value:
+def _crop_dynamic(ctx, value: mlir_ir.Value, offsets, low, high) -> mlir_ir.Value:
     """`value` (N, C, S...) with -low[a] elements cut from the start and -high[a] from the end
     of every spatial axis where those are negative; dynamic axes get their sizes at run time."""
-    source = ir.RankedTensorType(value.type)
+    source = mlir_ir.RankedTensorType(value.type)
     shape = list(source.shape)
     sizes, dynamic = (
         list(shape[:2]),
@@ -486,15 +486,15 @@ def _crop_dynamic(ctx, value: ir.Value, offsets, low, high) -> ir.Value:
             continue
         sizes.append(DYNAMIC)
         dynamic.append(arith.SubIOp(tensor_size(value, 2 + axis), index_constant(cut)).result)
-    result = ir.RankedTensorType.get(sizes, source.element_type)
+    result = mlir_ir.RankedTensorType.get(sizes, source.element_type)
     return tensor.ExtractSliceOp(
         result, value, [], dynamic, [], list(offsets), sizes, [1] * len(sizes)
     ).result
 
 
 def _upsample(
-    ctx: LoweringRuleContext, x: ir.Value, strides: Sequence[int], zero: ir.Value
-) -> ir.Value:
+    ctx: LoweringRuleContext, x: mlir_ir.Value, strides: Sequence[int], zero: mlir_ir.Value
+) -> mlir_ir.Value:
     """(N, C, S...) -> (N, C, S*stride...) with stride - 1 zeros after every element.
 
     Each spatial axis is split into (S, 1), padded at the end to (S, stride) and merged back.
@@ -503,13 +503,13 @@ def _upsample(
     iree-base-compiler here on llvm-cpu, also at -O0)."""
     if all(s == 1 for s in strides):
         return x
-    source = ir.RankedTensorType(x.type)
+    source = mlir_ir.RankedTensorType(x.type)
     shape = list(source.shape)
     split = shape[:2] + [size for n in shape[2:] for size in (n, 1)]
     groups = [[0], [1]] + [[2 + 2 * a, 3 + 2 * a] for a in range(len(strides))]
     dynamic = [tensor_size(x, axis) for axis, size in enumerate(shape) if size == DYNAMIC]
     expanded = tensor.ExpandShapeOp(
-        ir.RankedTensorType.get(split, source.element_type),
+        mlir_ir.RankedTensorType.get(split, source.element_type),
         x,
         reassociation(groups),
         dynamic,
@@ -521,11 +521,11 @@ def _upsample(
         DYNAMIC if n == DYNAMIC else n * s for n, s in zip(shape[2:], strides, strict=True)
     ]
     return tensor.CollapseShapeOp(
-        ir.RankedTensorType.get(merged, source.element_type), padded, reassociation(groups)
+        mlir_ir.RankedTensorType.get(merged, source.element_type), padded, reassociation(groups)
     ).result
 
 
-def _flip_filter(ctx, wg: ir.Value, shape: Sequence[int], element: ir.Type) -> ir.Value:
+def _flip_filter(ctx, wg: mlir_ir.Value, shape: Sequence[int], element: mlir_ir.Type) -> mlir_ir.Value:
     """(G, C/G, M/G, K...) -> (G, M/G, C/G, K...) with every kernel axis reversed.
 
     Built with `linalg.index` + `tensor.extract` rather than a `K-1-k` indexing map: linalg's

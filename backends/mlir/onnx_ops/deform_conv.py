@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from niro.ir import ScalarType
 
-from ..bindings import arith, ir, linalg, math, tensor
+from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import constant, dim, filled, generic
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -26,7 +26,7 @@ __all__: list[str] = []
 
 
 @register_lowering("onnx.DeformConv", since=19)
-def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     x, x_niro = input_value(ctx, 0)
     w, w_niro = input_value(ctx, 1)
     offset, offset_niro = input_value(ctx, 2)
@@ -58,8 +58,8 @@ def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     if offset_shape[1] != offset_group * 2 * kernel_h * kernel_w:
         raise ctx.error(f"offset shape {offset_shape} does not fit offset_group {offset_group}")
     element = lower_scalar_type(scalar)
-    i64 = ir.IntegerType.get_signless(64)
-    index_type = ir.IndexType.get()
+    i64 = mlir_ir.IntegerType.get_signless(64)
+    index_type = mlir_ir.IndexType.get()
     c = lambda value: constant(element, value)  # noqa: E731
     k = lambda value: constant(i64, value)  # noqa: E731
     features_per_group = features // group
@@ -84,7 +84,7 @@ def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         oh_i, ow_i = to_index(oh), to_index(ow)
         n_i = to_index(n)
 
-        def read_offset(comp: int) -> ir.Value:
+        def read_offset(comp: int) -> mlir_ir.Value:
             row = arith.AddIOp(arith.MulIOp(tap, k(2)).result, k(comp)).result
             return tensor.ExtractOp(offset, [n_i, to_index(row), oh_i, ow_i]).result
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from niro.ir import format_type
 
-from ..bindings import arith, ir, linalg, math, tensor
+from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import (
     accumulator_type,
     cast_to,
@@ -37,18 +37,18 @@ from .common import ranked_result
 __all__: list[str] = []
 
 
-def _index_of(value: ir.Value) -> ir.Value:
+def _index_of(value: mlir_ir.Value) -> mlir_ir.Value:
     return arith.IndexCastOp(index_type(), value).result
 
 
-def _pivot_rows(matrices: ir.Value, batch: int, step: int) -> ir.Value:
+def _pivot_rows(matrices: mlir_ir.Value, batch: int, step: int) -> mlir_ir.Value:
     """Per matrix, the i64 row of the first largest |a[i, step]| over i >= step."""
-    compute = ir.RankedTensorType(matrices.type).element_type
-    i64 = ir.IntegerType.get_signless(64)
+    compute = mlir_ir.RankedTensorType(matrices.type).element_type
+    i64 = mlir_ir.IntegerType.get_signless(64)
     batch_sizes = tensor_sizes(matrices)[:batch]
     loops = batch + 1
     batch_dims = list(range(batch))
-    column = [*batch_dims, batch, ir.AffineConstantExpr.get(step)]
+    column = [*batch_dims, batch, mlir_ir.AffineConstantExpr.get(step)]
     best_init = fill(empty(batch_sizes, compute), constant(compute, -1.0))
     row_init = fill(empty(batch_sizes, i64), constant(i64, step))
 
@@ -79,10 +79,10 @@ def _pivot_rows(matrices: ir.Value, batch: int, step: int) -> ir.Value:
     return rows
 
 
-def _eliminate(matrices: ir.Value, pivots: ir.Value, batch: int, step: int) -> ir.Value:
+def _eliminate(matrices: mlir_ir.Value, pivots: mlir_ir.Value, batch: int, step: int) -> mlir_ir.Value:
     """One elimination step: row `step` becomes the pivot row (negated when it was swapped in),
     rows below lose their multiple of it; rows above are final and kept."""
-    shaped = ir.RankedTensorType(matrices.type)
+    shaped = mlir_ir.RankedTensorType(matrices.type)
     compute = shaped.element_type
     loops = batch + 2
     identity = list(range(loops))
@@ -94,7 +94,7 @@ def _eliminate(matrices: ir.Value, pivots: ir.Value, batch: int, step: int) -> i
         batch_position, row, column = positions[:batch], positions[batch], positions[batch + 1]
         k = index_constant(step)
 
-        def read(at_row: ir.Value, at_column: ir.Value) -> ir.Value:
+        def read(at_row: mlir_ir.Value, at_column: mlir_ir.Value) -> mlir_ir.Value:
             return tensor.ExtractOp(matrices, [*batch_position, at_row, at_column]).result
 
         is_pivot_step_row = arith.CmpIOp(arith.CmpIPredicate.eq, row, k).result
@@ -121,8 +121,8 @@ def _eliminate(matrices: ir.Value, pivots: ir.Value, batch: int, step: int) -> i
     return generic([(pivots, list(range(batch)))], [(init, identity)], loops, (), body)[0]
 
 
-def _diagonal_product(matrices: ir.Value, batch: int) -> ir.Value:
-    compute = ir.RankedTensorType(matrices.type).element_type
+def _diagonal_product(matrices: mlir_ir.Value, batch: int) -> mlir_ir.Value:
+    compute = mlir_ir.RankedTensorType(matrices.type).element_type
     batch_dims = list(range(batch))
     init = fill(empty(tensor_sizes(matrices)[:batch], compute), constant(compute, 1.0))
     return generic(
@@ -134,9 +134,9 @@ def _diagonal_product(matrices: ir.Value, batch: int) -> ir.Value:
     )[0]
 
 
-def _map(value: ir.Value, element: ir.Type, convert_one) -> ir.Value:
+def _map(value: mlir_ir.Value, element: mlir_ir.Type, convert_one) -> mlir_ir.Value:
     """An element-wise generic converting every element of `value` to `element`."""
-    loops = ir.RankedTensorType(value.type).rank
+    loops = mlir_ir.RankedTensorType(value.type).rank
     identity = list(range(loops))
     init = empty(tensor_sizes(value), element)
     return generic(
@@ -145,7 +145,7 @@ def _map(value: ir.Value, element: ir.Type, convert_one) -> ir.Value:
 
 
 @register_lowering("onnx.Det", since=11)
-def _lower_det(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_det(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     data = ctx.ranked(ctx.niro_operands[0], "input")
     scalar = data.element_type
     if not scalar.is_float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..bindings import ir, tensor
+from ..bindings import mlir_ir, tensor
 from ..builders import constant, filled
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -33,7 +33,7 @@ def _constant_scalar(ctx: LoweringRuleContext, position: int, what: str):
 
 
 @register_lowering("onnx.Dropout")
-def _lower_dropout(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_dropout(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     if opset(ctx) < 7 and not attribute(ctx, "is_test", 0):
         raise ctx.error(
             "in training mode (is_test=0) draws random numbers; only inference is supported"
@@ -54,7 +54,7 @@ def _lower_dropout(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         mask_type = ctx.niro_results[1].type
         shape = static_shape(ctx, ctx.niro_operands[0], "input X")
         element = lower_scalar_type(mask_type.element_type)
-        one = constant(element, 1 if isinstance(element, ir.IntegerType) else 1.0)
+        one = constant(element, 1 if isinstance(element, mlir_ir.IntegerType) else 1.0)
         mask = filled(shape, element, one)
         target = lower_type(mask_type)
         if mask.type != target:

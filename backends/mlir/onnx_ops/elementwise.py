@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from niro.ir import ScalarType, Value
 
-from ..bindings import arith, ir, math
+from ..bindings import arith, math, mlir_ir
 from ..builders import elementwise
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -32,6 +32,7 @@ __all__ = [
     "elementwise_rule",
     "require_element",
     "legacy_broadcast_check",
+    "shared_element",
 ]
 
 _F32 = ScalarType.F32
@@ -54,11 +55,11 @@ class ElementMath:
     def is_float(self) -> bool:
         return self.scalar.is_float
 
-    def widen(self, value: ir.Value) -> ir.Value:
+    def widen(self, value: mlir_ir.Value) -> mlir_ir.Value:
         """Into the compute type (see FloatMath); integers compute in their own type."""
         return value
 
-    def narrow(self, value: ir.Value) -> ir.Value:
+    def narrow(self, value: mlir_ir.Value) -> mlir_ir.Value:
         """Back from the compute type."""
         return value
 
@@ -68,40 +69,40 @@ class ElementMath:
 
     # -- constants ------------------------------------------------------------------------------
 
-    def const(self, value: float | int | bool) -> ir.Value:
+    def const(self, value: float | int | bool) -> mlir_ir.Value:
         if self.is_float:
-            return arith.ConstantOp(self.type, ir.FloatAttr.get(self.type, float(value))).result
-        bits = ir.IntegerType(self.type).width
+            return arith.ConstantOp(self.type, mlir_ir.FloatAttr.get(self.type, float(value))).result
+        bits = mlir_ir.IntegerType(self.type).width
         integer = int(value) & ((1 << bits) - 1)
         if integer >= 1 << (bits - 1) and bits > 1:
             integer -= 1 << bits  # IntegerAttr takes the signed reading of the bits
         if bits == 1:
             integer = -integer  # i1 true is -1 in the signed reading
-        return arith.ConstantOp(self.type, ir.IntegerAttr.get(self.type, integer)).result
+        return arith.ConstantOp(self.type, mlir_ir.IntegerAttr.get(self.type, integer)).result
 
-    def zero(self) -> ir.Value:
+    def zero(self) -> mlir_ir.Value:
         return self.const(0)
 
-    def one(self) -> ir.Value:
+    def one(self) -> mlir_ir.Value:
         return self.const(1)
 
     # -- arithmetic -----------------------------------------------------------------------------
 
-    def add(self, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    def add(self, lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
         return (arith.AddFOp if self.is_float else arith.AddIOp)(lhs, rhs).result
 
-    def sub(self, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    def sub(self, lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
         return (arith.SubFOp if self.is_float else arith.SubIOp)(lhs, rhs).result
 
-    def mul(self, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    def mul(self, lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
         return (arith.MulFOp if self.is_float else arith.MulIOp)(lhs, rhs).result
 
-    def neg(self, value: ir.Value) -> ir.Value:
+    def neg(self, value: mlir_ir.Value) -> mlir_ir.Value:
         if self.is_float:
             return arith.NegFOp(value).result
         return arith.SubIOp(self.zero(), value).result
 
-    def div(self, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    def div(self, lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
         """Float division; integer division truncating toward zero (signed) or unsigned.
 
         NOTE: an integer divisor of 0 gives 0 (as NumPy does) and INT_MIN / -1 wraps, rather than
@@ -110,13 +111,13 @@ class ElementMath:
             return arith.DivFOp(lhs, rhs).result
         return self._guarded_division(lhs, rhs, arith.DivUIOp if self.is_unsigned else arith.DivSIOp)
 
-    def rem(self, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    def rem(self, lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
         """C-style remainder (sign of the dividend); an integer divisor of 0 gives 0."""
         if self.is_float:
             return arith.RemFOp(lhs, rhs).result
         return self._guarded_division(lhs, rhs, arith.RemUIOp if self.is_unsigned else arith.RemSIOp)
 
-    def _guarded_division(self, lhs, rhs, op_class) -> ir.Value:
+    def _guarded_division(self, lhs, rhs, op_class) -> mlir_ir.Value:
         divisor_is_zero = self.eq(rhs, self.zero())
         safe = self.select(divisor_is_zero, self.one(), rhs)
         if not self.is_unsigned:
@@ -132,46 +133,46 @@ class ElementMath:
             quotient = op_class(lhs, safe).result
         return self.select(divisor_is_zero, self.zero(), quotient)
 
-    def minimum(self, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    def minimum(self, lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
         """NaN-propagating for floats (NumPy's minimum)."""
         if self.is_float:
             return arith.MinimumFOp(lhs, rhs).result
         return (arith.MinUIOp if self.is_unsigned else arith.MinSIOp)(lhs, rhs).result
 
-    def maximum(self, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    def maximum(self, lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
         if self.is_float:
             return arith.MaximumFOp(lhs, rhs).result
         return (arith.MaxUIOp if self.is_unsigned else arith.MaxSIOp)(lhs, rhs).result
 
-    def select(self, condition: ir.Value, if_true: ir.Value, if_false: ir.Value) -> ir.Value:
+    def select(self, condition: mlir_ir.Value, if_true: mlir_ir.Value, if_false: mlir_ir.Value) -> mlir_ir.Value:
         return arith.SelectOp(condition, if_true, if_false).result
 
     # -- comparisons (ordered for floats: any NaN compares false, except `ne`) -------------------
 
-    def _compare(self, float_predicate: str, signed: str, unsigned: str, lhs, rhs) -> ir.Value:
+    def _compare(self, float_predicate: str, signed: str, unsigned: str, lhs, rhs) -> mlir_ir.Value:
         if self.is_float:
             predicate = getattr(arith.CmpFPredicate, float_predicate)
             return arith.CmpFOp(predicate, lhs, rhs).result
         predicate = getattr(arith.CmpIPredicate, unsigned if self.is_unsigned else signed)
         return arith.CmpIOp(predicate, lhs, rhs).result
 
-    def eq(self, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    def eq(self, lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
         return self._compare("OEQ", "eq", "eq", lhs, rhs)
 
-    def ne(self, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    def ne(self, lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
         """Unordered for floats: NaN != anything."""
         return self._compare("UNE", "ne", "ne", lhs, rhs)
 
-    def lt(self, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    def lt(self, lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
         return self._compare("OLT", "slt", "ult", lhs, rhs)
 
-    def le(self, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    def le(self, lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
         return self._compare("OLE", "sle", "ule", lhs, rhs)
 
-    def gt(self, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    def gt(self, lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
         return self._compare("OGT", "sgt", "ugt", lhs, rhs)
 
-    def ge(self, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    def ge(self, lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
         return self._compare("OGE", "sge", "uge", lhs, rhs)
 
 
@@ -188,17 +189,17 @@ class FloatMath(ElementMath):
         self.storage_type = lower_scalar_type(scalar)
         super().__init__(_F32 if scalar in (ScalarType.F16, ScalarType.BF16) else scalar)
 
-    def widen(self, value: ir.Value) -> ir.Value:
+    def widen(self, value: mlir_ir.Value) -> mlir_ir.Value:
         if self.storage is self.scalar:
             return value
         return arith.ExtFOp(self.type, value).result
 
-    def narrow(self, value: ir.Value) -> ir.Value:
+    def narrow(self, value: mlir_ir.Value) -> mlir_ir.Value:
         if self.storage is self.scalar:
             return value
         return arith.TruncFOp(self.storage_type, value).result
 
-    def apply(self, op_class, value: ir.Value) -> ir.Value:
+    def apply(self, op_class, value: mlir_ir.Value) -> mlir_ir.Value:
         """The one-operand math-dialect op `op_class` on `value`.
 
         NOTE: IREE's CPU backend has no f64 version of some functions (it emits libm calls it
@@ -210,25 +211,25 @@ class FloatMath(ElementMath):
             return arith.ExtFOp(self.type, narrowed).result
         return op_class(value).result
 
-    def exp(self, value: ir.Value) -> ir.Value:
+    def exp(self, value: mlir_ir.Value) -> mlir_ir.Value:
         return self.apply(math.ExpOp, value)
 
-    def log(self, value: ir.Value) -> ir.Value:
+    def log(self, value: mlir_ir.Value) -> mlir_ir.Value:
         return self.apply(math.LogOp, value)
 
-    def log1p(self, value: ir.Value) -> ir.Value:
+    def log1p(self, value: mlir_ir.Value) -> mlir_ir.Value:
         return self.apply(math.Log1pOp, value)
 
-    def tanh(self, value: ir.Value) -> ir.Value:
+    def tanh(self, value: mlir_ir.Value) -> mlir_ir.Value:
         return self.apply(math.TanhOp, value)
 
-    def erf(self, value: ir.Value) -> ir.Value:
+    def erf(self, value: mlir_ir.Value) -> mlir_ir.Value:
         return self.apply(math.ErfOp, value)
 
-    def sqrt(self, value: ir.Value) -> ir.Value:
+    def sqrt(self, value: mlir_ir.Value) -> mlir_ir.Value:
         return self.apply(math.SqrtOp, value)
 
-    def asinh(self, value: ir.Value) -> ir.Value:
+    def asinh(self, value: mlir_ir.Value) -> mlir_ir.Value:
         """sign(x) * log1p(|x| + x^2 / (1 + sqrt(1 + x^2))), and log(|x|) + ln 2 once x^2 would
         lose the 1 (math.asinh's own expansion gives NaN at -inf and loses digits for x < 0)."""
         magnitude = self.abs(value)
@@ -239,22 +240,22 @@ class FloatMath(ElementMath):
         result = self.select(self.gt(magnitude, self.const(2.0**28)), large, moderate)
         return math.CopySignOp(result, value).result
 
-    def abs(self, value: ir.Value) -> ir.Value:
+    def abs(self, value: mlir_ir.Value) -> mlir_ir.Value:
         return math.AbsFOp(value).result
 
-    def recip(self, value: ir.Value) -> ir.Value:
+    def recip(self, value: mlir_ir.Value) -> mlir_ir.Value:
         return self.div(self.one(), value)
 
-    def sigmoid(self, value: ir.Value) -> ir.Value:
+    def sigmoid(self, value: mlir_ir.Value) -> mlir_ir.Value:
         """1 / (1 + exp(-x)): exp overflows to inf for very negative x, giving the right 0."""
         return self.recip(self.add(self.one(), self.exp(self.neg(value))))
 
-    def softplus(self, value: ir.Value) -> ir.Value:
+    def softplus(self, value: mlir_ir.Value) -> mlir_ir.Value:
         """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): no overflow for large x."""
         positive = arith.MaximumFOp(value, self.zero()).result
         return self.add(positive, self.log1p(self.exp(self.neg(self.abs(value)))))
 
-    def clamp(self, value: ir.Value, low: float, high: float) -> ir.Value:
+    def clamp(self, value: mlir_ir.Value, low: float, high: float) -> mlir_ir.Value:
         return self.minimum(self.maximum(value, self.const(low)), self.const(high))
 
 
@@ -265,7 +266,7 @@ def element_math(scalar: ScalarType) -> ElementMath:
 
 # -- registration -----------------------------------------------------------------------------
 
-Kernel = Callable[..., ir.Value]
+Kernel = Callable[..., mlir_ir.Value]
 
 
 def require_element(ctx: LoweringRuleContext, value: Value, allowed: Callable[[ScalarType], bool], what: str) -> ScalarType:
@@ -290,6 +291,26 @@ def legacy_broadcast_check(ctx: LoweringRuleContext) -> None:
         )
 
 
+def shared_element(
+    ctx: LoweringRuleContext, allowed: Callable[[ScalarType], bool], what: str, operands: int | None
+) -> ScalarType:
+    """Operand 0's element type, which must satisfy `allowed` and which every operand must
+    share; `operands` checks the operand count when given. A binary op's legacy broadcast
+    (`legacy_broadcast_check`) is checked too."""
+    if operands is not None and len(ctx.operands) != operands:
+        raise ctx.error(f"expected {operands} operands, got {len(ctx.operands)}")
+    scalar = require_element(ctx, ctx.niro_operands[0], allowed, what)
+    for index, value in enumerate(ctx.niro_operands[1:], 1):
+        if element_type(value) is not scalar:
+            raise ctx.error(
+                f"operand #{index} has element type {element_type(value).spelling}, "
+                f"operand #0 {scalar.spelling}; they must be the same"
+            )
+    if len(ctx.operands) == 2:
+        legacy_broadcast_check(ctx)
+    return scalar
+
+
 def elementwise_rule(
     name: str,
     *,
@@ -303,29 +324,18 @@ def elementwise_rule(
 
     `kit` is an `ElementMath` (a `FloatMath` for float operands, so the kernel may call
     transcendental functions; it widens/narrows f16 and bf16 around the kernel) of operand 0's
-    element type, which must satisfy `allowed` and which every operand must share. `operands`
-    checks the operand count when given.
+    element type, checked by `shared_element` (`allowed`, `operands`).
     """
 
     def register(kernel: Kernel) -> Kernel:
         @register_lowering(f"onnx.{name}", since=since, until=until)
-        def rule(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
-            if operands is not None and len(ctx.operands) != operands:
-                raise ctx.error(f"expected {operands} operands, got {len(ctx.operands)}")
-            scalar = require_element(ctx, ctx.niro_operands[0], allowed, what)
-            for index, value in enumerate(ctx.niro_operands[1:], 1):
-                if element_type(value) is not scalar:
-                    raise ctx.error(
-                        f"operand #{index} has element type {element_type(value).spelling}, "
-                        f"operand #0 {scalar.spelling}; they must be the same"
-                    )
-            if len(ctx.operands) == 2:
-                legacy_broadcast_check(ctx)
+        def rule(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
+            scalar = shared_element(ctx, allowed, what, operands)
 
             # Kernels of comparisons and classifications return BOOL, which is not narrowed.
             narrows = element_type(ctx.niro_results[0]) is scalar
 
-            def body(elements: Sequence[ir.Value]) -> ir.Value:
+            def body(elements: Sequence[mlir_ir.Value]) -> mlir_ir.Value:
                 kit = element_math(scalar)
                 result = kernel(ctx, kit, *(kit.widen(x) for x in elements))
                 return kit.narrow(result) if narrows else result
@@ -415,7 +425,7 @@ def _thresholded_relu(ctx, kit: FloatMath, x):
 
 
 @register_lowering("onnx.Shrink", since=9)
-def _lower_shrink(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_shrink(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """x + bias below -lambd, x - bias above lambd, else 0, computed exactly as ONNX's reference
     (and onnxruntime) do: in f32 for inputs of up to 16 bits and f32, in f64 for wider ones,
     then cast back (integers truncate toward zero, saturating). NOTE: the function body ONNX
@@ -431,7 +441,7 @@ def _lower_shrink(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     lambd = kit.const(_float_attribute(ctx, "lambd", 0.5))
     bias = kit.const(_float_attribute(ctx, "bias", 0.0))
 
-    def body(elements: Sequence[ir.Value]) -> ir.Value:
+    def body(elements: Sequence[mlir_ir.Value]) -> mlir_ir.Value:
         x = convert_element(elements[0], scalar, compute)
         above = kit.select(kit.gt(x, lambd), kit.sub(x, bias), kit.zero())
         shrunk = kit.select(kit.lt(x, kit.neg(lambd)), kit.add(x, bias), above)

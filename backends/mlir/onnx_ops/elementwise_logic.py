@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from niro.ir import ScalarType
 
-from ..bindings import arith, ir
+from ..bindings import arith, mlir_ir
 from ..builders import elementwise
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -125,7 +125,7 @@ def _bit_shift(ctx, kit: ElementMath, x, amount):
     a shift by a negative amount or by the bit width or more gives the sign fill alone (-1 for a
     right shift of a negative signed x, else 0); right shifts of signed types are arithmetic."""
     direction = attribute(ctx, "direction")
-    bits = ir.IntegerType(kit.type).width
+    bits = mlir_ir.IntegerType(kit.type).width
     # An unsigned compare also catches negative amounts (they read as huge unsigned numbers).
     in_range = arith.CmpIOp(arith.CmpIPredicate.ult, amount, kit.const(bits)).result
     zero = kit.zero()
@@ -163,7 +163,7 @@ def _is_inf(ctx, kit: ElementMath, x):
 
 
 @register_lowering("onnx.Where", since=9)
-def _lower_where(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_where(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """select(condition, x, y) with all three operands broadcast together."""
     if len(ctx.operands) != 3:
         raise ctx.error(f"expected 3 operands, got {len(ctx.operands)}")

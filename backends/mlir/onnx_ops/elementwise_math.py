@@ -2,7 +2,8 @@
 Min/Max/Sum/Mean, and Clip.
 
 Add and Mul are Niro's own ops; `onnx.Add`/`onnx.Mul` only arrive for what the frontend leaves
-generic (legacy `axis` broadcasting before opset 7). Integer results follow ONNX's reference
+generic (legacy `axis` broadcasting before opset 7), and both are lowered by one builder
+(`builders.binary_arithmetic`). Integer results follow ONNX's reference
 (NumPy): division truncates toward zero (unsigned division for U* types), Mod with fmod=0 takes
 the divisor's sign, an integer divisor of 0 gives 0 instead of trapping.
 """
@@ -13,8 +14,8 @@ from collections.abc import Sequence
 
 from niro.ir import ScalarType
 
-from ..bindings import arith, ir, math
-from ..builders import elementwise
+from ..bindings import arith, math, mlir_ir
+from ..builders import Arithmetic, binary_arithmetic, elementwise
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from .cast import convert_element
@@ -30,6 +31,7 @@ from .elementwise import (
     is_number_type,
     legacy_broadcast_check,
     require_element,
+    shared_element,
 )
 
 __all__: list[str] = []
@@ -38,19 +40,24 @@ __all__: list[str] = []
 # -- binary arithmetic ------------------------------------------------------------------------
 
 
-@elementwise_rule("Add", since=1, allowed=is_number_type, what=NUMBERS, operands=2)
-def _add(ctx, kit: ElementMath, lhs, rhs):
-    return kit.add(lhs, rhs)
+def _arithmetic_rule(name: str, operation: Arithmetic) -> None:
+    """`onnx.<name>` as `binary_arithmetic`, f16/bf16 computed in f32 as the other kernels here."""
+
+    @register_lowering(f"onnx.{name}", since=1)
+    def rule(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
+        shared_element(ctx, is_number_type, NUMBERS, operands=2)
+        return [binary_arithmetic(ctx, operation, halves_in_f32=True)]
+
+    rule.__name__ = rule.__qualname__ = f"lower_{name}"
+
+
+_arithmetic_rule("Add", "add")
+_arithmetic_rule("Mul", "mul")
 
 
 @elementwise_rule("Sub", since=1, allowed=is_number_type, what=NUMBERS, operands=2)
 def _sub(ctx, kit: ElementMath, lhs, rhs):
     return kit.sub(lhs, rhs)
-
-
-@elementwise_rule("Mul", since=1, allowed=is_number_type, what=NUMBERS, operands=2)
-def _mul(ctx, kit: ElementMath, lhs, rhs):
-    return kit.mul(lhs, rhs)
 
 
 @elementwise_rule("Div", since=1, allowed=is_number_type, what=NUMBERS, operands=2)
@@ -87,7 +94,7 @@ def _mod(ctx, kit: ElementMath, lhs, rhs):
 
 
 @register_lowering("onnx.Pow", since=1)
-def _lower_pow(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_pow(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """Float bases: powf in the base's compute type (integer exponents converted). Integer bases
     with integer exponents: exact, wrapping on overflow (see `_integer_pow`). Integer bases with float exponents: computed in f64 and
     truncated toward zero, as NumPy's `power(a, b).astype(a.dtype)`."""
@@ -131,13 +138,13 @@ def _lower_pow(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     return [elementwise(ctx, body)]
 
 
-def _integer_pow(kit: ElementMath, base: ir.Value, exponent: ir.Value) -> ir.Value:
+def _integer_pow(kit: ElementMath, base: mlir_ir.Value, exponent: mlir_ir.Value) -> mlir_ir.Value:
     """base ** exponent by square-and-multiply over every exponent bit, unrolled (IREE cannot
     lower math.ipowi). Products wrap as NumPy's do. A negative exponent (an error in NumPy)
     gives 0, or +-1 for a base of +-1 (the integer part of the real result)."""
     one = kit.one()
     result, square, remaining = one, base, exponent
-    for _ in range(ir.IntegerType(kit.type).width - 1):
+    for _ in range(mlir_ir.IntegerType(kit.type).width - 1):
         odd = kit.ne(arith.AndIOp(remaining, one).result, kit.zero())
         result = kit.select(odd, kit.mul(result, square), result)
         square = kit.mul(square, square)
@@ -152,7 +159,7 @@ def _integer_pow(kit: ElementMath, base: ir.Value, exponent: ir.Value) -> ir.Val
     return kit.select(kit.lt(exponent, kit.zero()), inverse, result)
 
 
-def _float_pow(kit: FloatMath, x: ir.Value, y: ir.Value) -> ir.Value:
+def _float_pow(kit: FloatMath, x: mlir_ir.Value, y: mlir_ir.Value) -> mlir_ir.Value:
     """x ** y as IEEE pow (NumPy): a negative base is allowed when y is an integer (|x| ** y,
     negated when y is odd) and gives NaN otherwise."""
     magnitude = math.PowFOp(kit.abs(x), y).result
@@ -206,7 +213,7 @@ def _mean(ctx, kit: FloatMath, *elements):
 
 
 @register_lowering("onnx.Clip", since=1)
-def _lower_clip(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_clip(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """min(max(x, low), high) (so low > high gives high everywhere, as ONNX says); NaN stays NaN.
 
     Before opset 11 the bounds are float attributes; from 11 on, optional scalar inputs."""

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 from niro.ir import ScalarType, TensorType, format_type, op_name
 
-from ..bindings import arith, ir, linalg, scf, tensor
+from ..bindings import arith, linalg, mlir_ir, scf, tensor
 from ..builders import (
     assert_true,
     constant,
@@ -59,26 +59,26 @@ from .indexing import (
 
 __all__: list[str] = []
 
-Mixed = int | ir.Value
+Mixed = int | mlir_ir.Value
 
 
-def _size(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType, axis: int) -> ir.Value:
+def _size(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: TensorType, axis: int) -> mlir_ir.Value:
     dim = type_.shape[axis]
     return index_constant(dim) if dim is not None else dim_size(value, axis)
 
 
-def _normalized(raw: ir.Value, extent: ir.Value) -> ir.Value:
+def _normalized(raw: mlir_ir.Value, extent: mlir_ir.Value) -> mlir_ir.Value:
     """A possibly negative ONNX index into a dim of `extent`, wrapped once and clamped."""
     wrapped = select(cmp("slt", raw, 0), add(raw, extent), raw)
     return clamp(wrapped, 0, sub(extent, 1))
 
 
-def _wrapped(raw: ir.Value, extent: ir.Value) -> ir.Value:
+def _wrapped(raw: mlir_ir.Value, extent: mlir_ir.Value) -> mlir_ir.Value:
     """A possibly negative ONNX index wrapped once (no clamp: for comparisons)."""
     return select(cmp("slt", raw, 0), add(raw, extent), raw)
 
 
-def _sizes_from(ctx: LoweringRuleContext, result: TensorType, sources: Sequence[tuple[ir.Value, int] | None]) -> list:
+def _sizes_from(ctx: LoweringRuleContext, result: TensorType, sources: Sequence[tuple[mlir_ir.Value, int] | None]) -> list:
     """Index values for the dynamic dims of `result`: `sources[i]` = (tensor, axis) it equals."""
     sizes = []
     for dim, source in zip(result.shape, sources, strict=True):
@@ -95,7 +95,7 @@ def _sizes_from(ctx: LoweringRuleContext, result: TensorType, sources: Sequence[
 
 
 @register_lowering("onnx.Gather", since=1)
-def _lower_gather(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_gather(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     data_type = ctx.ranked(ctx.niro_operands[0], "data")
     indices_type = ctx.ranked(ctx.niro_operands[1], "indices")
     result = ctx.ranked(ctx.niro_results[0], "result")
@@ -121,11 +121,11 @@ def _lower_gather(ctx: LoweringRuleContext) -> list[ir.Value]:
     return [gather_generic(ctx, result, sizes, body, [(indices, index_map, indices_type.element_type)])]
 
 
-def _gather_small(ctx: LoweringRuleContext, data: ir.Value, indices: ir.Value) -> ir.Value | None:
+def _gather_small(ctx: LoweringRuleContext, data: mlir_ir.Value, indices: mlir_ir.Value) -> mlir_ir.Value | None:
     """Constant indices into a small 1-D integer tensor (a shape vector) as scalars picked on
     the host (`small_elements` says why), or None: any other Gather is a generic."""
     result_type = ctx.result_types[0]
-    if ir.RankedTensorType(data.type).rank != 1 or not ir.RankedTensorType(result_type).has_static_shape:
+    if mlir_ir.RankedTensorType(data.type).rank != 1 or not mlir_ir.RankedTensorType(result_type).has_static_shape:
         return None
     elements = small_elements(data, ctx.constant_operand(0))
     chosen = ctx.constant_operand(1)
@@ -138,7 +138,7 @@ def _gather_small(ctx: LoweringRuleContext, data: ir.Value, indices: ir.Value) -
 
 
 @register_lowering("onnx.GatherElements", since=11)
-def _lower_gather_elements(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_gather_elements(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     data_type = ctx.ranked(ctx.niro_operands[0], "data")
     indices_type = ctx.ranked(ctx.niro_operands[1], "indices")
     result = ctx.ranked(ctx.niro_results[0], "result")
@@ -160,7 +160,7 @@ def _lower_gather_elements(ctx: LoweringRuleContext) -> list[ir.Value]:
 
 
 @register_lowering("onnx.GatherND", since=11)
-def _lower_gather_nd(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_gather_nd(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     data_type = ctx.ranked(ctx.niro_operands[0], "data")
     indices_type = ctx.ranked(ctx.niro_operands[1], "indices")
     result = ctx.ranked(ctx.niro_results[0], "result")
@@ -199,7 +199,7 @@ def _lower_gather_nd(ctx: LoweringRuleContext) -> list[ir.Value]:
 # -- ScatterElements, Scatter, ScatterND ----------------------------------------------------------
 
 
-def _combiner(ctx: LoweringRuleContext, element: ScalarType) -> Callable[[ir.Value, ir.Value], ir.Value]:
+def _combiner(ctx: LoweringRuleContext, element: ScalarType) -> Callable[[mlir_ir.Value, mlir_ir.Value], mlir_ir.Value]:
     """How an update meets the current value: ONNX's `reduction` attribute."""
     reduction = attribute(ctx, "reduction", "none")
     is_float = element.is_float
@@ -227,7 +227,7 @@ def _combiner(ctx: LoweringRuleContext, element: ScalarType) -> Callable[[ir.Val
 def _loop_anchor(total: int, dims: Sequence[int], extents: Sequence[Mixed]) -> tuple:
     """An (unread) input that gives the reduction dims of a gather-form scatter their extents:
     linalg takes every loop bound from an operand's shape."""
-    anchor = tensor.EmptyOp(list(extents), ir.IntegerType.get_signless(8)).result
+    anchor = tensor.EmptyOp(list(extents), mlir_ir.IntegerType.get_signless(8)).result
     return anchor, projection(total, dims), ScalarType.I8
 
 
@@ -255,7 +255,7 @@ def _assert_same_sizes(ctx: LoweringRuleContext, indices, indices_type, updates,
         )
 
 
-def _scatter_elements(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _scatter_elements(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     data_type = ctx.ranked(ctx.niro_operands[0], "data")
     indices_type = ctx.ranked(ctx.niro_operands[1], "indices")
     updates_type = ctx.ranked(ctx.niro_operands[2], "updates")
@@ -313,7 +313,7 @@ def _scatter_elements(ctx: LoweringRuleContext) -> list[ir.Value]:
     return [gather_generic(ctx, result, [], body, [anchor], reduction_dims=1, init=data)]
 
 
-def _scatter_last_update(ctx, result, data, updates, anchor, rank, is_hit) -> ir.Value:
+def _scatter_last_update(ctx, result, data, updates, anchor, rank, is_hit) -> mlir_ir.Value:
     """ScatterElements without a reduction, in two steps: one reduction finds, for each data
     position, the last update aimed at it and whether there was one (two results, from fresh
     fills); a parallel generic then takes that update or keeps the data element.
@@ -326,7 +326,7 @@ def _scatter_last_update(ctx, result, data, updates, anchor, rank, is_hit) -> ir
     reduction, so an empty one (a level without rois) is never read."""
     sizes = [None if dim is not None else dim_size(data, a) for a, dim in enumerate(result.shape)]
     flags_type = TensorType(ScalarType.BOOL, result.shape)
-    unset = arith.ConstantOp(ir.IntegerType.get_signless(1), 0).result
+    unset = arith.ConstantOp(mlir_ir.IntegerType.get_signless(1), 0).result
     found = fill(empty_tensor(ctx, flags_type, sizes), unset)
     element = lower_scalar_type(result.element_type)
     zero = constant(element, 0)
@@ -354,17 +354,17 @@ def _scatter_last_update(ctx, result, data, updates, anchor, rank, is_hit) -> ir
 
 
 @register_lowering("onnx.ScatterElements", since=11)
-def _lower_scatter_elements(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_scatter_elements(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     return _scatter_elements(ctx)
 
 
 @register_lowering("onnx.Scatter", since=9, until=10)
-def _lower_scatter(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_scatter(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     return _scatter_elements(ctx)
 
 
 @register_lowering("onnx.ScatterND", since=11)
-def _lower_scatter_nd(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_scatter_nd(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     data_type = ctx.ranked(ctx.niro_operands[0], "data")
     indices_type = ctx.ranked(ctx.niro_operands[1], "indices")
     result = ctx.ranked(ctx.niro_results[0], "result")
@@ -405,7 +405,7 @@ def _lower_scatter_nd(ctx: LoweringRuleContext) -> list[ir.Value]:
     return [gather_generic(ctx, result, [], body, [anchor], reduction_dims=q - 1, init=data)]
 
 
-def _scatter_nd_single(ctx, result, data, indices, indices_type, updates, k, extents, combine) -> ir.Value:
+def _scatter_nd_single(ctx, result, data, indices, indices_type, updates, k, extents, combine) -> mlir_ir.Value:
     """ScatterND with a 1-D `indices` (one index tuple): an element-wise select."""
     rank = len(result.shape)
     identity = projection(rank, range(rank))
@@ -438,7 +438,7 @@ def _scatter_nd_single(ctx, result, data, indices, indices_type, updates, k, ext
 
 
 @register_lowering("onnx.OneHot", since=9)
-def _lower_one_hot(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_one_hot(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     indices_type = ctx.ranked(ctx.niro_operands[0], "indices")
     result = ctx.ranked(ctx.niro_results[0], "result")
     indices = ctx.operands[0]
@@ -480,15 +480,15 @@ def _lower_one_hot(ctx: LoweringRuleContext) -> list[ir.Value]:
 # -- NonZero, Compress ----------------------------------------------------------------------------
 
 
-def _is_nonzero(value: ir.Value, element: ScalarType) -> ir.Value:
+def _is_nonzero(value: mlir_ir.Value, element: ScalarType) -> mlir_ir.Value:
     if element.is_float:
-        zero = arith.ConstantOp(value.type, ir.FloatAttr.get(value.type, 0.0)).result
+        zero = arith.ConstantOp(value.type, mlir_ir.FloatAttr.get(value.type, 0.0)).result
         return arith.CmpFOp(arith.CmpFPredicate.UNE, value, zero).result
-    zero = arith.ConstantOp(value.type, ir.IntegerAttr.get(value.type, 0)).result
+    zero = arith.ConstantOp(value.type, mlir_ir.IntegerAttr.get(value.type, 0)).result
     return arith.CmpIOp(arith.CmpIPredicate.ne, value, zero).result
 
 
-def _flatten(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType) -> tuple[ir.Value, TensorType]:
+def _flatten(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: TensorType) -> tuple[mlir_ir.Value, TensorType]:
     """A 1-D view of `value` (row-major)."""
     rank = len(type_.shape)
     count = None if not type_.is_static else 1
@@ -507,7 +507,7 @@ SCAN_BLOCK = 64
 """Block length of `_inclusive_sums`' two within-block levels."""
 
 
-def _inclusive_sums(ctx: LoweringRuleContext, values: ir.Value, length: ir.Value) -> ir.Value:
+def _inclusive_sums(ctx: LoweringRuleContext, values: mlir_ir.Value, length: mlir_ir.Value) -> mlir_ir.Value:
     """The inclusive prefix sums of a 1-D i64 tensor of `length` elements, loop-free: sums
     within blocks of B = SCAN_BLOCK (n * B reads), the same within blocks of the block totals,
     and a quadratic exclusive sum over the (n / B^2) totals of those; each element then adds
@@ -516,14 +516,14 @@ def _inclusive_sums(ctx: LoweringRuleContext, values: ir.Value, length: ir.Value
     NOTE: not log2(n) doubling passes run by an `scf.while`: in torchvision's RetinaNet, IREE
     (3.13) bound one FPN level's NonZero to another level's loop result (a level's kept scores
     came out as those of the level before), while each NonZero alone was right."""
-    i64 = ir.IntegerType.get_signless(64)
-    zero64 = arith.ConstantOp(i64, ir.IntegerAttr.get(i64, 0)).result
+    i64 = mlir_ir.IntegerType.get_signless(64)
+    zero64 = arith.ConstantOp(i64, mlir_ir.IntegerAttr.get(i64, 0)).result
     block = SCAN_BLOCK
-    lanes_type = ir.RankedTensorType.get([block], i64)
-    lanes = arith.ConstantOp(lanes_type, ir.DenseElementsAttr.get_splat(lanes_type, ir.IntegerAttr.get(i64, 0))).result
+    lanes_type = mlir_ir.RankedTensorType.get([block], i64)
+    lanes = arith.ConstantOp(lanes_type, mlir_ir.DenseElementsAttr.get_splat(lanes_type, mlir_ir.IntegerAttr.get(i64, 0))).result
     vector = TensorType(ScalarType.I64, (None,))
 
-    def within_blocks(data: ir.Value, count: ir.Value) -> ir.Value:
+    def within_blocks(data: mlir_ir.Value, count: mlir_ir.Value) -> mlir_ir.Value:
         """out[i] = sum of data[j] for j from the start of i's block to i."""
         last = arith.MaxSIOp(sub(count, 1), index_constant(0)).result
 
@@ -545,7 +545,7 @@ def _inclusive_sums(ctx: LoweringRuleContext, values: ir.Value, length: ir.Value
             init=init,
         )
 
-    def totals(sums: ir.Value, count: ir.Value) -> tuple[ir.Value, ir.Value]:
+    def totals(sums: mlir_ir.Value, count: mlir_ir.Value) -> tuple[mlir_ir.Value, mlir_ir.Value]:
         """The last within-block sum of each block, and the number of blocks."""
         blocks = floordiv(add(count, block - 1), block)
         last = arith.MaxSIOp(sub(count, 1), index_constant(0)).result
@@ -583,7 +583,7 @@ def _inclusive_sums(ctx: LoweringRuleContext, values: ir.Value, length: ir.Value
     return gather_generic(ctx, vector, [length], combine, [(first, projection(1, [0]), ScalarType.I64)])
 
 
-def _selected_positions(ctx: LoweringRuleContext, flat: ir.Value, flat_type: TensorType, limit: ir.Value | None = None):
+def _selected_positions(ctx: LoweringRuleContext, flat: mlir_ir.Value, flat_type: TensorType, limit: mlir_ir.Value | None = None):
     """(positions, count): a 1-D i64 tensor of the indices of the non-zero elements of the 1-D
     `flat` in increasing order, and their number as an index value. With `limit`, only
     positions below it count (Compress with a condition longer than the axis).
@@ -595,7 +595,7 @@ def _selected_positions(ctx: LoweringRuleContext, flat: ir.Value, flat_type: Ten
     CumSum does): that is quadratic, and torchvision's RetinaNet takes the NonZero of the 8.2M
     class scores of an 800x800 image's first FPN level."""
     element = flat_type.element_type
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     length = flat_type.shape[0] if flat_type.shape[0] is not None else dim_size(flat, 0)
     extent = index_value(length)
     identity = projection(1, [0])
@@ -606,8 +606,8 @@ def _selected_positions(ctx: LoweringRuleContext, flat: ir.Value, flat_type: Ten
             hit = arith.AndIOp(hit, cmp("slt", position, limit)).result
         return hit
 
-    one = arith.ConstantOp(i64, ir.IntegerAttr.get(i64, 1)).result
-    zero64 = arith.ConstantOp(i64, ir.IntegerAttr.get(i64, 0)).result
+    one = arith.ConstantOp(i64, mlir_ir.IntegerAttr.get(i64, 1)).result
+    zero64 = arith.ConstantOp(i64, mlir_ir.IntegerAttr.get(i64, 0)).result
     counts_type = TensorType(ScalarType.I64, (flat_type.shape[0],))
     counts_sizes = [None if flat_type.shape[0] is not None else length]
 
@@ -632,10 +632,10 @@ def _selected_positions(ctx: LoweringRuleContext, flat: ir.Value, flat_type: Ten
         wanted = arith.AddIOp(from_index(position[0], ScalarType.I64), one).result
         bisect = scf.WhileOp([index_type(), index_type()], [index_constant(0), sub(extent, 1)])
         test = bisect.before.blocks.append(index_type(), index_type())
-        with ir.InsertionPoint(test):
+        with mlir_ir.InsertionPoint(test):
             scf.ConditionOp(cmp("slt", test.arguments[0], test.arguments[1]), list(test.arguments))
         step = bisect.after.blocks.append(index_type(), index_type())
-        with ir.InsertionPoint(step):
+        with mlir_ir.InsertionPoint(step):
             low, high = step.arguments
             middle = arith.DivUIOp(add(low, high), index_constant(2)).result
             reached = cmp("sge", tensor.ExtractOp(inclusive, [middle]).result, wanted)
@@ -647,7 +647,7 @@ def _selected_positions(ctx: LoweringRuleContext, flat: ir.Value, flat_type: Ten
 
 
 @register_lowering("onnx.NonZero", since=9)
-def _lower_non_zero(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_non_zero(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source = ctx.ranked(ctx.niro_operands[0], "input")
     result = ctx.ranked(ctx.niro_results[0], "result")
     rank = len(source.shape)
@@ -673,12 +673,12 @@ def _lower_non_zero(ctx: LoweringRuleContext) -> list[ir.Value]:
     return [_cast(out, ctx.result_types[0])]
 
 
-def _cast(value: ir.Value, type_: ir.Type) -> ir.Value:
+def _cast(value: mlir_ir.Value, type_: mlir_ir.Type) -> mlir_ir.Value:
     return value if value.type == type_ else tensor.CastOp(type_, value).result
 
 
 @register_lowering("onnx.Compress", since=9)
-def _lower_compress(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_compress(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source = ctx.ranked(ctx.niro_operands[0], "input")
     condition_type = ctx.ranked(ctx.niro_operands[1], "condition")
     data, condition = ctx.operands[0], ctx.operands[1]

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from niro.ir import ScalarType
 
-from ..bindings import arith, ir, linalg, math, tensor
+from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import constant, dim, dim_size, generic, i64_constant, index_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -27,7 +27,7 @@ from .common import attribute, element_type
 
 __all__: list[str] = []
 
-Scalar = float | ir.Value
+Scalar = float | mlir_ir.Value
 """A size-derived number: a Python float when the size is static, else an MLIR value."""
 
 MODES = {
@@ -42,7 +42,7 @@ MODES = {
 class _Float:
     """Scalar float arithmetic of one MLIR float type (constants folded in as Python floats)."""
 
-    def __init__(self, type_: ir.Type) -> None:
+    def __init__(self, type_: mlir_ir.Type) -> None:
         self.type = type_
 
     def v(self, value):
@@ -73,19 +73,19 @@ class _Float:
         return math.FloorOp(self.v(a)).result
 
 
-def _i64(value: int | ir.Value) -> ir.Value:
-    if isinstance(value, ir.Value):
+def _i64(value: int | mlir_ir.Value) -> mlir_ir.Value:
+    if isinstance(value, mlir_ir.Value):
         return value
     return i64_constant(value)
 
 
-def _reflect(f64: _Float, x: ir.Value, low: Scalar, high: Scalar) -> ir.Value:
+def _reflect(f64: _Float, x: mlir_ir.Value, low: Scalar, high: Scalar) -> mlir_ir.Value:
     """The spec's reflection of x into [low, high] (f64 in, f64 out; borders are Python floats
     or, for a dynamic spatial size, f64 values)."""
     span = high - low if isinstance(low, float) and isinstance(high, float) else f64.sub(high, low)
 
     def fold(distance, near, far, from_low: bool):
-        turns = arith.FPToSIOp(ir.IntegerType.get_signless(64), f64.div(distance, span)).result
+        turns = arith.FPToSIOp(mlir_ir.IntegerType.get_signless(64), f64.div(distance, span)).result
         rest = f64.sub(distance, f64.mul(arith.SIToFPOp(f64.type, turns).result, span))
         even = arith.CmpIOp(
             arith.CmpIPredicate.eq, arith.AndIOp(turns, _i64(1)).result, _i64(0)
@@ -100,7 +100,7 @@ def _reflect(f64: _Float, x: ir.Value, low: Scalar, high: Scalar) -> ir.Value:
 
 
 @register_lowering("onnx.GridSample", since=16)
-def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     x, grid = ctx.operands[0], ctx.operands[1]
     x_niro, grid_niro = ctx.niro_operands[0], ctx.niro_operands[1]
     scalar = element_type(x_niro)
@@ -126,7 +126,7 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     result_shape = ctx.ranked(ctx.niro_results[0], "the result").shape
     if len(result_shape) != len(sources):
         raise ctx.error(f"result rank {len(result_shape)} differs from the computed {len(sources)}")
-    out_sizes: list[int | ir.Value] = []
+    out_sizes: list[int | mlir_ir.Value] = []
     for declared, (value, shape, axis) in zip(result_shape, sources, strict=True):
         if shape[axis] is not None and declared is not None and shape[axis] != declared:
             raise ctx.error(
@@ -135,12 +135,12 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         size = shape[axis] if shape[axis] is not None else declared
         out_sizes.append(size if size is not None else dim_size(value, axis))
     element = lower_scalar_type(scalar)
-    f32 = _Float(ir.F32Type.get())
-    f64 = _Float(ir.F64Type.get())
-    i64 = ir.IntegerType.get_signless(64)
+    f32 = _Float(mlir_ir.F32Type.get())
+    f64 = _Float(mlir_ir.F64Type.get())
+    i64 = mlir_ir.IntegerType.get_signless(64)
     grid_scalar = element_type(grid_niro)
     # Spatial sizes: Python numbers when static, else values read once outside the loops.
-    spatial: list[int | ir.Value] = []
+    spatial: list[int | mlir_ir.Value] = []
     for axis in range(rank):
         if x_shape[2 + axis] is not None:
             spatial.append(x_shape[2 + axis])
@@ -175,7 +175,7 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         return arith.ExtFOp(f32.type, value).result
 
     def index_of(value_i64, size):
-        return arith.IndexCastOp(ir.IndexType.get(), value_i64).result, size
+        return arith.IndexCastOp(mlir_ir.IndexType.get(), value_i64).result, size
 
     def tap(index_i64, axis):
         """(clamped in-range index, inside flag or None) of an integer tap on one axis."""
@@ -184,7 +184,7 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             low, high = borders[axis]
             as_f64 = arith.SIToFPOp(f64.type, index_i64).result
             index_i64 = arith.FPToSIOp(
-                ir.IntegerType.get_signless(64), _reflect(f64, as_f64, low, high)
+                mlir_ir.IntegerType.get_signless(64), _reflect(f64, as_f64, low, high)
             ).result
         inside = None
         if padding_mode == "zeros":
@@ -194,7 +194,7 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             ).result
         clamped = arith.MaxSIOp(index_i64, _i64(0)).result
         clamped = arith.MinSIOp(clamped, _i64(last64[axis])).result
-        return arith.IndexCastOp(ir.IndexType.get(), clamped).result, inside
+        return arith.IndexCastOp(mlir_ir.IndexType.get(), clamped).result, inside
 
     def cubic(t):
         a = -0.75

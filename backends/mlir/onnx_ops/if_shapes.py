@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from niro.ir import ImportedOp, TensorType, Yield, format_type
 
-from ..bindings import ir
+from ..bindings import mlir_ir
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..rules import lower_if
@@ -60,7 +60,7 @@ def _refuse_rank_changes(ctx: LoweringRuleContext, op: ImportedOp, branches) -> 
 
 
 @register_lowering("onnx.If", since=1)
-def _lower_if(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_if(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     op = imported_op(ctx)
     if len(ctx.operands) != 1 or sorted(op.regions) != ["else_branch", "then_branch"]:
         raise ctx.error("expects a condition and two branches")

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from niro.ir import ScalarType, TensorType, Value, format_type, op_name
 
-from ..bindings import arith, ir, linalg, tensor
+from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
     DYNAMIC,
     assert_true,
@@ -54,7 +54,6 @@ __all__ = [
     "reshape",
     "unit_groups",
     "scalar_input",
-    "static_dims",
 ]
 
 UNSIGNED = frozenset({ScalarType.U8, ScalarType.U16, ScalarType.U32, ScalarType.U64})
@@ -83,55 +82,47 @@ def required_constant(ctx: LoweringRuleContext, position: int, what: str) -> np.
     return value
 
 
-def static_dims(ctx: LoweringRuleContext, type_: TensorType, what: str) -> tuple[int, ...]:
-    """The shape of `type_`, refusing a dynamic dim with the reason."""
-    if type_.shape is None or any(dim is None for dim in type_.shape):
-        raise ctx.error(f"needs a static shape for its {what}, got {format_type(type_)}")
-    return tuple(type_.shape)  # type: ignore[arg-type]
-
-
 # -- index arithmetic ---------------------------------------------------------------------------
 
 
-
-def add(a: ir.Value | int, b: ir.Value | int) -> ir.Value:
+def add(a: mlir_ir.Value | int, b: mlir_ir.Value | int) -> mlir_ir.Value:
     return arith.AddIOp(index_value(a), index_value(b)).result
 
 
-def sub(a: ir.Value | int, b: ir.Value | int) -> ir.Value:
+def sub(a: mlir_ir.Value | int, b: mlir_ir.Value | int) -> mlir_ir.Value:
     return arith.SubIOp(index_value(a), index_value(b)).result
 
 
-def mul(a: ir.Value | int, b: ir.Value | int) -> ir.Value:
+def mul(a: mlir_ir.Value | int, b: mlir_ir.Value | int) -> mlir_ir.Value:
     return arith.MulIOp(index_value(a), index_value(b)).result
 
 
-def floordiv(a: ir.Value | int, b: ir.Value | int) -> ir.Value:
+def floordiv(a: mlir_ir.Value | int, b: mlir_ir.Value | int) -> mlir_ir.Value:
     return arith.FloorDivSIOp(index_value(a), index_value(b)).result
 
 
-def mod(a: ir.Value | int, b: ir.Value | int) -> ir.Value:
+def mod(a: mlir_ir.Value | int, b: mlir_ir.Value | int) -> mlir_ir.Value:
     """`a mod b` with the sign of `b` (Python's %), for wrapping indices."""
     return sub(a, mul(floordiv(a, b), b))
 
 
-def cmp(predicate: str, a: ir.Value | int, b: ir.Value | int) -> ir.Value:
+def cmp(predicate: str, a: mlir_ir.Value | int, b: mlir_ir.Value | int) -> mlir_ir.Value:
     """`arith.cmpi` with a predicate name (`slt`, `eq`, ...) on two index or integer values."""
     return arith.CmpIOp(getattr(arith.CmpIPredicate, predicate), index_value(a), index_value(b)).result
 
 
 def select(
-    condition: ir.Value, true_value: ir.Value | int, false_value: ir.Value | int
-) -> ir.Value:
+    condition: mlir_ir.Value, true_value: mlir_ir.Value | int, false_value: mlir_ir.Value | int
+) -> mlir_ir.Value:
     return arith.SelectOp(condition, index_value(true_value), index_value(false_value)).result
 
 
-def clamp(value: ir.Value, low: ir.Value | int, high: ir.Value | int) -> ir.Value:
+def clamp(value: mlir_ir.Value, low: mlir_ir.Value | int, high: mlir_ir.Value | int) -> mlir_ir.Value:
     """`min(max(value, low), high)` on index values (signed)."""
     return arith.MinSIOp(arith.MaxSIOp(value, index_value(low)).result, index_value(high)).result
 
 
-def data_size(size: ir.Value, high: ir.Value | int | None = None) -> ir.Value:
+def data_size(size: mlir_ir.Value, high: mlir_ir.Value | int | None = None) -> mlir_ir.Value:
     """A result size read from an input's data (an `index`: an element of a shape input, a
     run-time depth or K) as the size the result is built with: `max(size, 0)`, and
     `min(.., high)` when the op bounds it (K <= the axis length). Every such size goes through
@@ -147,10 +138,10 @@ def data_size(size: ir.Value, high: ir.Value | int | None = None) -> ir.Value:
     return bounded if high is None else arith.MinSIOp(bounded, index_value(high)).result
 
 
-def to_index(value: ir.Value, element: ScalarType) -> ir.Value:
+def to_index(value: mlir_ir.Value, element: ScalarType) -> mlir_ir.Value:
     """An integer (or float, truncated toward zero) element as an `index` (unsigned kept)."""
     if element in (ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64):
-        value = arith.FPToSIOp(ir.IntegerType.get_signless(64), value).result
+        value = arith.FPToSIOp(mlir_ir.IntegerType.get_signless(64), value).result
         return arith.IndexCastOp(index_type(), value).result
     if element is ScalarType.BOOL:
         return arith.IndexCastUIOp(index_type(), value).result
@@ -159,12 +150,12 @@ def to_index(value: ir.Value, element: ScalarType) -> ir.Value:
     return arith.IndexCastOp(index_type(), value).result
 
 
-def from_index(value: ir.Value, element: ScalarType) -> ir.Value:
+def from_index(value: mlir_ir.Value, element: ScalarType) -> mlir_ir.Value:
     """An `index` as an integer element of `element`'s width."""
     return arith.IndexCastOp(lower_scalar_type(element), value).result
 
 
-def scalar_input(ctx: LoweringRuleContext, value: ir.Value, niro: Value) -> ir.Value:
+def scalar_input(ctx: LoweringRuleContext, value: mlir_ir.Value, niro: Value) -> mlir_ir.Value:
     """The single element of a 0-d or one-element tensor operand (or the scalar itself)."""
     type_ = niro.type
     if not isinstance(type_, TensorType):
@@ -174,7 +165,7 @@ def scalar_input(ctx: LoweringRuleContext, value: ir.Value, niro: Value) -> ir.V
     return tensor.ExtractOp(value, [index_constant(0) for _ in type_.shape]).result
 
 
-def scalar_reader(ctx: LoweringRuleContext, value: ir.Value, niro: Value) -> Callable[[], ir.Value]:
+def scalar_reader(ctx: LoweringRuleContext, value: mlir_ir.Value, niro: Value) -> Callable[[], mlir_ir.Value]:
     """Like `scalar_input`, but the `tensor.extract` is built when the returned function is
     called: inside a `linalg.generic` body. IREE's host-side VM has no f16/bf16/i8/i16 scalars,
     so a data-typed scalar must be read inside the dispatch, not before it."""
@@ -205,12 +196,12 @@ __all__.append("HOST_SCALARS")
 def gather_generic(
     ctx: LoweringRuleContext,
     result: TensorType,
-    sizes: Sequence[ir.Value | None],
-    body: Callable[[list[ir.Value], list[ir.Value]], ir.Value],
-    inputs: Sequence[tuple[ir.Value, ir.AffineMap, ScalarType]] = (),
+    sizes: Sequence[mlir_ir.Value | None],
+    body: Callable[[list[mlir_ir.Value], list[mlir_ir.Value]], mlir_ir.Value],
+    inputs: Sequence[tuple[mlir_ir.Value, mlir_ir.AffineMap, ScalarType]] = (),
     reduction_dims: int = 0,
-    init: ir.Value | None = None,
-) -> ir.Value:
+    init: mlir_ir.Value | None = None,
+) -> mlir_ir.Value:
     """A `linalg.generic` writing every element of `result`: `body(indices, elements)` gets the
     result position as `index` values (`linalg.index`) and the elements of `inputs` (each read
     through its affine map) and returns the element.
@@ -224,7 +215,7 @@ def gather_generic(
     if init is None:
         init = empty_tensor(ctx, result, sizes)
 
-    def gather(arguments: list[ir.Value]) -> list[ir.Value]:
+    def gather(arguments: list[mlir_ir.Value]) -> list[mlir_ir.Value]:
         indices = [linalg.IndexOp(axis).result for axis in range(total)]
         elements = arguments if reduction_dims else arguments[: len(inputs)]
         return [body(indices, elements)]
@@ -238,9 +229,9 @@ def gather_generic(
     )[0]
 
 
-def projection(total: int, dims: Sequence[int]) -> ir.AffineMap:
+def projection(total: int, dims: Sequence[int]) -> mlir_ir.AffineMap:
     """The affine map `(d0..d{total-1}) -> (d{dims[0]}, ...)`."""
-    return ir.AffineMap.get(total, 0, [ir.AffineDimExpr.get(dim) for dim in dims])
+    return mlir_ir.AffineMap.get(total, 0, [mlir_ir.AffineDimExpr.get(dim) for dim in dims])
 
 
 __all__.append("projection")
@@ -253,17 +244,17 @@ def _mlir_shape(shape: Sequence[int | None]) -> list[int]:
     return [DYNAMIC if dim is None else dim for dim in shape]
 
 
-def collapse(value: ir.Value, target: TensorType, groups: Sequence[Sequence[int]]) -> ir.Value:
+def collapse(value: mlir_ir.Value, target: TensorType, groups: Sequence[Sequence[int]]) -> mlir_ir.Value:
     """`tensor.collapse_shape` of `value` into `target` (each target dim is one group)."""
     return tensor.CollapseShapeOp(lower_type(target), value, reassociation(groups)).result
 
 
 def expand(
-    value: ir.Value,
+    value: mlir_ir.Value,
     target: TensorType,
     groups: Sequence[Sequence[int]],
-    sizes: Sequence[ir.Value | None],
-) -> ir.Value:
+    sizes: Sequence[mlir_ir.Value | None],
+) -> mlir_ir.Value:
     """`tensor.expand_shape` of `value` into `target`; `sizes[i]` is the index value of dynamic
     target dim i."""
     dynamic = [size for dim, size in zip(target.shape, sizes, strict=True) if dim is None]
@@ -276,11 +267,11 @@ def expand(
 
 def _reshape_to_vector(
     ctx: LoweringRuleContext,
-    value: ir.Value,
+    value: mlir_ir.Value,
     source: TensorType,
     target: TensorType,
-    sizes: Sequence[ir.Value | None],
-) -> ir.Value:
+    sizes: Sequence[mlir_ir.Value | None],
+) -> mlir_ir.Value:
     """A dynamic reshape into rank 1 (or 0) as a collapse of every dim (+ `tensor.cast`).
 
     NOTE: iree-compile rejects a `tensor.reshape` whose shape tensor has one element (its
@@ -330,11 +321,11 @@ def unit_groups(rank: int, unit_axes: Sequence[int]) -> list[list[int]]:
 
 def reshape(
     ctx: LoweringRuleContext,
-    value: ir.Value,
+    value: mlir_ir.Value,
     source: TensorType,
     target: TensorType,
-    sizes: Sequence[ir.Value | None],
-) -> ir.Value:
+    sizes: Sequence[mlir_ir.Value | None],
+) -> mlir_ir.Value:
     """`value` (of `source`) with the shape of `target`, elements kept in row-major order.
 
     Static shapes go through a 1-D collapse and an expand (folded by MLIR's canonicalizer);
@@ -370,6 +361,6 @@ def reshape(
             raise ctx.error(f"cannot find the size of a dynamic dim of {format_type(target)}")
         else:
             extents.append(size)
-    shape_type = ir.RankedTensorType.get([len(extents)], index_type())
+    shape_type = mlir_ir.RankedTensorType.get([len(extents)], index_type())
     shape = tensor.FromElementsOp(shape_type, extents).result
     return tensor.ReshapeOp(lower_type(target), value, shape).result

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 from niro.ir import ScalarType, Value, format_type, op_name
 
-from ..bindings import arith, ir, linalg, tensor
+from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
     MapSpec,
     accumulator_type,
@@ -27,7 +27,9 @@ from ..builders import (
     collapse_dims,
     constant,
     convert,
+    dim_size,
     empty,
+    empty_tensor,
     expand_dim,
     fill,
     generic,
@@ -40,20 +42,20 @@ from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from .common import element_type, input_value, ranked_result
 
-__all__ = ["contract", "integer_matmul", "matmul_row_column_dims", "parse_einsum"]
+__all__ = ["contract", "integer_matmul", "matmul", "matmul_row_column_dims", "parse_einsum"]
 
 Label = object  # a str letter, or ("...", i) for the i-th broadcast (ellipsis) dim
 
 
 def contract(
     ctx: LoweringRuleContext,
-    operands: Sequence[tuple[ir.Value, Value, Sequence[Label]]],
+    operands: Sequence[tuple[mlir_ir.Value, Value, Sequence[Label]]],
     output: Sequence[Label],
-    accumulator: ir.Type,
-    product: Callable[[list[ir.Value]], ir.Value],
-    finish: Callable[..., ir.Value] | None,
-    finish_operands: Sequence[tuple[ir.Value, MapSpec]] = (),
-) -> ir.Value:
+    accumulator: mlir_ir.Type,
+    product: Callable[[list[mlir_ir.Value]], mlir_ir.Value],
+    finish: Callable[..., mlir_ir.Value] | None,
+    finish_operands: Sequence[tuple[mlir_ir.Value, MapSpec]] = (),
+) -> mlir_ir.Value:
     """sum over the labels not in `output` of `product(elements)`, then `finish` it into the
     op's result type (None: the sum, in the accumulator type, is the result). Each operand
     is (MLIR value, Niro value, one label per dim).
@@ -66,7 +68,7 @@ def contract(
                 order.append(label)
     loop_of = {label: loop for loop, label in enumerate(order)}
     static: dict[Label, int] = {}
-    dynamic_source: dict[Label, tuple[ir.Value, int]] = {}
+    dynamic_source: dict[Label, tuple[mlir_ir.Value, int]] = {}
     for value, niro_value, labels in operands:
         shape = ctx.ranked(niro_value, "operand").shape
         if len(shape) != len(labels):
@@ -98,7 +100,7 @@ def contract(
         raise ctx.error(
             f"result {format_type(ctx.niro_results[0].type)} does not have rank {len(output)}"
         )
-    sizes: list[int | ir.Value] = []
+    sizes: list[int | mlir_ir.Value] = []
     for axis, label in enumerate(output):
         if not result_type.is_dynamic_dim(axis):
             sizes.append(result_type.shape[axis])
@@ -112,7 +114,7 @@ def contract(
     loops = len(order)
     identity = list(range(len(output)))
     init = fill(empty(sizes, accumulator), constant(accumulator, 0))
-    floating = not isinstance(accumulator, ir.IntegerType)
+    floating = not isinstance(accumulator, mlir_ir.IntegerType)
     add = arith.AddFOp if floating else arith.AddIOp
     summed = generic(
         inputs,
@@ -132,7 +134,7 @@ def contract(
     )[0]
 
 
-def _label_size(operands, label: Label) -> ir.Value:
+def _label_size(operands, label: Label) -> mlir_ir.Value:
     """The run-time size of a label that only dynamic dims carry: their largest (a 1 that
     another dim exceeds then fails `_assert_label_sizes`, instead of shrinking the result)."""
     size = None
@@ -168,8 +170,8 @@ def _assert_label_sizes(ctx: LoweringRuleContext, operands, static, dynamic_sour
                 )
 
 
-def _multiply_all(scalar: ScalarType, accumulator: ir.Type) -> Callable[[list[ir.Value]], ir.Value]:
-    def product(elements: list[ir.Value]) -> ir.Value:
+def _multiply_all(scalar: ScalarType, accumulator: mlir_ir.Type) -> Callable[[list[mlir_ir.Value]], mlir_ir.Value]:
+    def product(elements: list[mlir_ir.Value]) -> mlir_ir.Value:
         result = None
         for element in elements:
             if scalar.is_float:
@@ -185,8 +187,8 @@ def _multiply_all(scalar: ScalarType, accumulator: ir.Type) -> Callable[[list[ir
 
 
 def _narrow_to_result(
-    ctx: LoweringRuleContext, accumulator: ir.Type
-) -> Callable[[ir.Value], ir.Value] | None:
+    ctx: LoweringRuleContext, accumulator: mlir_ir.Type
+) -> Callable[[mlir_ir.Value], mlir_ir.Value] | None:
     """The f32 sum of f16/bf16 operands narrowed to the result's type; None (no copy) when the
     sum already has it."""
     element = ranked_result(ctx, 0).element_type
@@ -213,7 +215,8 @@ def _matmul_labels(lhs_rank: int, rhs_rank: int) -> tuple[list, list, list]:
 
 
 @register_lowering("onnx.MatMul")
-def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
+    """Any ranks >= 1 (NumPy's matmul); f16/bf16 products summed in f32."""
     lhs = ctx.ranked(ctx.niro_operands[0], "operand #0")
     rhs = ctx.ranked(ctx.niro_operands[1], "operand #1")
     scalar = lhs.element_type
@@ -225,24 +228,44 @@ def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         raise ctx.error(
             f"expects operands of rank >= 1, got {format_type(lhs)} and {format_type(rhs)}"
         )
+    return [matmul(ctx, accumulator_type(scalar))]
+
+
+def matmul(ctx: LoweringRuleContext, accumulator: mlir_ir.Type) -> mlir_ir.Value:
+    """The one lowering of a matrix product (Niro's MatMul and `onnx.MatMul`): NumPy's matmul of
+    the op's two operands (numbers of one type, ranks >= 1), the products summed in
+    `accumulator`. Niro's rank-2 MatMul sums in its element type; `onnx.MatMul` sums f16/bf16
+    in f32 (`accumulator_type`).
+
+    Summed in the result's element type, two matrices are the named `linalg.matmul` and a batch
+    that fits `_batch_matmul_fits` is `linalg.batch_matmul`; everything else (vectors,
+    broadcast or dynamic batches, a wider accumulator) is `contract`'s generic."""
+    lhs = ctx.ranked(ctx.niro_operands[0], "operand #0")
+    rhs = ctx.ranked(ctx.niro_operands[1], "operand #1")
+    result = ctx.ranked(ctx.niro_results[0], "result")
+    in_result_type = accumulator == ctx.mlir_type(result.element_type)
+    if in_result_type and len(lhs.shape) == 2 and len(rhs.shape) == 2:
+        sizes = [
+            dim_size(ctx.operands[0], 0) if result.shape[0] is None else None,
+            dim_size(ctx.operands[1], 1) if result.shape[1] is None else None,
+        ]
+        init = empty_tensor(ctx, result, sizes)
+        return named_op("linalg.matmul", [ctx.operands[0], ctx.operands[1]], fill(init, constant(accumulator, 0)))
+    if in_result_type and _batch_matmul_fits(lhs.shape, rhs.shape):
+        return _batch_matmul(ctx, lhs.shape, accumulator)
     lhs_labels, rhs_labels, out = _matmul_labels(len(lhs.shape), len(rhs.shape))
-    accumulator = accumulator_type(scalar)
-    if _batch_matmul_fits(lhs.shape, rhs.shape) and accumulator == ranked_result(ctx, 0).element_type:
-        return [_batch_matmul(ctx, lhs.shape, accumulator)]
     operands = [
         (ctx.operands[0], ctx.niro_operands[0], lhs_labels),
         (ctx.operands[1], ctx.niro_operands[1], rhs_labels),
     ]
-    return [
-        contract(
-            ctx,
-            operands,
-            out,
-            accumulator,
-            _multiply_all(scalar, accumulator),
-            _narrow_to_result(ctx, accumulator),
-        )
-    ]
+    return contract(
+        ctx,
+        operands,
+        out,
+        accumulator,
+        _multiply_all(lhs.element_type, accumulator),
+        _narrow_to_result(ctx, accumulator),
+    )
 
 
 def _batch_matmul_fits(lhs: Sequence[int | None], rhs: Sequence[int | None]) -> bool:
@@ -255,7 +278,7 @@ def _batch_matmul_fits(lhs: Sequence[int | None], rhs: Sequence[int | None]) -> 
     return all(dim is not None for dim in batch) and list(batch) == list(rhs[:-2])
 
 
-def _batch_matmul(ctx: LoweringRuleContext, shape: Sequence[int | None], element: ir.Type) -> ir.Value:
+def _batch_matmul(ctx: LoweringRuleContext, shape: Sequence[int | None], element: mlir_ir.Type) -> mlir_ir.Value:
     """A batched MatMul as the named `linalg.batch_matmul` (its batch dims collapsed into one,
     expanded back after). Why: IREE folds a transpose feeding a generic contraction into that
     contraction's operand reads (strided loads in the matmul's inner loop: attention's
@@ -272,7 +295,7 @@ def _batch_matmul(ctx: LoweringRuleContext, shape: Sequence[int | None], element
 
 
 @register_lowering("onnx.MatMulInteger", since=10)
-def _lower_matmul_integer(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_matmul_integer(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """(A - a_zero_point) x (B - b_zero_point) in i32; zero points are scalars, or per row of
     A / per column of B (1-D)."""
     return [integer_matmul(ctx, (0, 1, 2, 3), lambda value: value)]
@@ -281,10 +304,10 @@ def _lower_matmul_integer(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 def integer_matmul(
     ctx: LoweringRuleContext,
     positions: tuple[int, int, int, int],
-    finish: Callable[..., ir.Value],
-    finish_operands: Sequence[tuple[ir.Value, MapSpec]] = (),
+    finish: Callable[..., mlir_ir.Value],
+    finish_operands: Sequence[tuple[mlir_ir.Value, MapSpec]] = (),
     labels: tuple[list, list, list] | None = None,
-) -> ir.Value:
+) -> mlir_ir.Value:
     """sum (A - a_zero_point) * (B - b_zero_point) in i32 with NumPy matmul broadcasting (any
     dim may be dynamic), each i32 sum then `finish`ed into the result's element type (MatMulInteger
     keeps it; QLinearMatMul requantizes it). `positions` are the ONNX input positions of A, B,
@@ -334,12 +357,12 @@ def integer_matmul(
         operands.append((value, niro_value, labels))
         signed.append(signed[index])
     # NOTE: a scalar zero point's dims get labels of their own: size-1 reduction loops.
-    i32 = ir.IntegerType.get_signless(32)
+    i32 = mlir_ir.IntegerType.get_signless(32)
 
-    def widen(value: ir.Value, is_signed: bool) -> ir.Value:
+    def widen(value: mlir_ir.Value, is_signed: bool) -> mlir_ir.Value:
         return (arith.ExtSIOp if is_signed else arith.ExtUIOp)(i32, value).result
 
-    def product(elements: list[ir.Value]) -> ir.Value:
+    def product(elements: list[mlir_ir.Value]) -> mlir_ir.Value:
         wide = [
             widen(element, is_signed) for element, is_signed in zip(elements, signed, strict=True)
         ]
@@ -354,8 +377,8 @@ def integer_matmul(
 
 
 def _zero_point_per_row(
-    ctx: LoweringRuleContext, value: ir.Value, matrix: ir.Value, axis: int, what: str
-) -> ir.Value:
+    ctx: LoweringRuleContext, value: mlir_ir.Value, matrix: mlir_ir.Value, axis: int, what: str
+) -> mlir_ir.Value:
     """A 1-D zero point of dynamic length as one entry per row of `matrix` (its dim `axis`):
     a length 1 (onnxruntime's only one for a_zero_point) repeats its entry, a length equal to
     the rows is kept; any other length stops the program. The copy has as many elements as the
@@ -370,7 +393,7 @@ def _zero_point_per_row(
         f"{ctx.niro_location}: '{op_name(ctx.op)}' op: {what} has neither 1 entry nor one per row",
     )
     last = arith.SubIOp(length, index_constant(1)).result
-    element = ir.RankedTensorType(value.type).element_type
+    element = mlir_ir.RankedTensorType(value.type).element_type
     out = empty([tensor_size(matrix, axis)], element)
 
     def body(_):
@@ -458,7 +481,7 @@ def parse_einsum(equation: str, ranks: Sequence[int]) -> tuple[list[list[Label]]
 
 
 @register_lowering("onnx.Einsum", since=12)
-def _lower_einsum(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_einsum(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     equation = ctx.op.attributes.get("equation")  # type: ignore[union-attr]
     if not isinstance(equation, str):
         raise ctx.error("needs a string 'equation' attribute")

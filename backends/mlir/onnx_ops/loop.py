@@ -38,7 +38,7 @@ from niro.ir import (
     format_type,
 )
 
-from ..bindings import arith, ir, scf, tensor
+from ..bindings import arith, mlir_ir, scf, tensor
 from ..builders import DYNAMIC, assert_true, dim_size, empty_tensor, i64_constant, index_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -60,7 +60,7 @@ def _one_element(type_: object) -> bool:
     )
 
 
-def _read_scalar(ctx: LoweringRuleContext, value: ir.Value, niro: Value, what: str, element):
+def _read_scalar(ctx: LoweringRuleContext, value: mlir_ir.Value, niro: Value, what: str, element):
     """The element of a one-element tensor (ONNX's M, cond and the body's condition)."""
     type_ = niro.type
     if not _one_element(type_) or type_.element_type is not element:
@@ -71,7 +71,7 @@ def _read_scalar(ctx: LoweringRuleContext, value: ir.Value, niro: Value, what: s
     return tensor.ExtractOp(value, zeros).result
 
 
-def _as_tensor(ctx: LoweringRuleContext, scalar: ir.Value, argument: Value, what: str, element):
+def _as_tensor(ctx: LoweringRuleContext, scalar: mlir_ir.Value, argument: Value, what: str, element):
     """`scalar` as the one-element tensor type of body argument `argument`."""
     if not _one_element(argument.type) or argument.type.element_type is not element:
         raise ctx.error(
@@ -96,8 +96,8 @@ def _compatible(source: TensorType, target: TensorType) -> bool:
 
 
 def _checked_cast(
-    ctx: LoweringRuleContext, value: ir.Value, source: TensorType, target: TensorType, what: str
-) -> ir.Value:
+    ctx: LoweringRuleContext, value: mlir_ir.Value, source: TensorType, target: TensorType, what: str
+) -> mlir_ir.Value:
     """`value` (of the compatible `source`) as `target`; each dim that becomes static is checked
     at run time, so a wrong size stops the program instead of reading out of bounds."""
     target_type = lower_type(target)
@@ -245,7 +245,7 @@ def _known_elements(slice_type: TensorType) -> int:
     return count
 
 
-def _sizes(ctx: LoweringRuleContext, value: ir.Value, slice_type: TensorType, first: int) -> list[ir.Value]:
+def _sizes(ctx: LoweringRuleContext, value: mlir_ir.Value, slice_type: TensorType, first: int) -> list[mlir_ir.Value]:
     """The sizes of `slice_type`'s dynamic dims, read from `value`'s dims `first`, `first + 1`..."""
     return [
         dim_size(value, first + axis) for axis, dim in enumerate(slice_type.shape) if dim is None
@@ -256,7 +256,7 @@ def _static_sizes(slice_type: TensorType) -> list[int]:
     return [DYNAMIC if dim is None else dim for dim in slice_type.shape]
 
 
-def _insert_row(ctx, piece: ir.Value, buffer: ir.Value, offset: ir.Value, slice_type: TensorType):
+def _insert_row(ctx, piece: mlir_ir.Value, buffer: mlir_ir.Value, offset: mlir_ir.Value, slice_type: TensorType):
     rank = len(slice_type.shape)
     return tensor.InsertSliceOp(
         piece,
@@ -270,20 +270,20 @@ def _insert_row(ctx, piece: ir.Value, buffer: ir.Value, offset: ir.Value, slice_
     ).result
 
 
-def _sized_buffer(ctx, buffer: ir.Value, piece: ir.Value, first: ir.Value, stacked: TensorType, index: int):
+def _sized_buffer(ctx, buffer: mlir_ir.Value, piece: mlir_ir.Value, first: mlir_ir.Value, stacked: TensorType, index: int):
     """The buffer of a scan output whose slices have dynamic dims: made at the first iteration
     with the first slice's dims (the one before the loop holds no element), then checked to
     match every later slice."""
     slice_type = TensorType(stacked.element_type, stacked.shape[1:])
     choice = scf.IfOp(first, [buffer.type], has_else=True)
-    with ir.InsertionPoint(choice.then_block):
+    with mlir_ir.InsertionPoint(choice.then_block):
         sizes = [dim_size(buffer, 0) if stacked.shape[0] is None else None]
         sizes += [
             dim_size(piece, axis) if dim is None else None
             for axis, dim in enumerate(slice_type.shape)
         ]
         scf.YieldOp([empty_tensor(ctx, stacked, sizes)])
-    with ir.InsertionPoint(choice.else_block):
+    with mlir_ir.InsertionPoint(choice.else_block):
         scf.YieldOp([buffer])
     sized = choice.results[0]
     for axis, dim in enumerate(slice_type.shape):
@@ -299,7 +299,7 @@ def _sized_buffer(ctx, buffer: ir.Value, piece: ir.Value, first: ir.Value, stack
     return sized
 
 
-def _run_time_rows(ctx: LoweringRuleContext, limit: ir.Value, scans) -> ir.Value:
+def _run_time_rows(ctx: LoweringRuleContext, limit: mlir_ir.Value, scans) -> mlir_ir.Value:
     """The rows of scan outputs bounded by a run-time max trip count M: max(M, 0) (a negative M
     runs no iteration), as an index. An M whose rows would exceed `MAX_PREALLOCATED_ELEMENTS`
     stops the program with a message rather than failing to allocate."""
@@ -329,7 +329,7 @@ def _runs_every_iteration(ctx: LoweringRuleContext, condition, block, yielded) -
     return true(condition[1]) and (yielded[0].id == block.arguments[1].id or true(yielded[0]))
 
 
-def _first_rows(ctx, buffer: ir.Value, count: ir.Value, slice_type: TensorType) -> ir.Value:
+def _first_rows(ctx, buffer: mlir_ir.Value, count: mlir_ir.Value, slice_type: TensorType) -> mlir_ir.Value:
     rank = len(slice_type.shape)
     rows_type = TensorType(slice_type.element_type, (None, *slice_type.shape))
     return tensor.ExtractSliceOp(
@@ -345,7 +345,7 @@ def _first_rows(ctx, buffer: ir.Value, count: ir.Value, slice_type: TensorType) 
 
 
 @register_lowering("onnx.Loop", since=1)
-def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     op: UnknownOp = ctx.op  # type: ignore[assignment]
     if len(op.regions) != 1 or len(op.regions[0].blocks) != 1:
         raise ctx.error("expects one body region with one block")
@@ -391,11 +391,11 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     limit = None
     if max_trip is not None:
         limit = _read_scalar(ctx, *max_trip, "the max trip count M", ScalarType.I64)
-    i1 = ir.IntegerType.get_signless(1)
+    i1 = mlir_ir.IntegerType.get_signless(1)
     go = (
         _read_scalar(ctx, *condition, "the condition", ScalarType.BOOL)
         if condition is not None
-        else arith.ConstantOp(i1, ir.IntegerAttr.get(i1, 1)).result
+        else arith.ConstantOp(i1, mlir_ir.IntegerAttr.get(i1, 1)).result
     )
     starts = [
         _checked_cast(ctx, value, niro.type, type_, f"loop-carried value #{index}")
@@ -426,7 +426,7 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     loop = scf.WhileOp(types, inits)
 
     before = loop.before.blocks.append(*types)
-    with ir.InsertionPoint(before):
+    with mlir_ir.InsertionPoint(before):
         keep = before.arguments[1]
         if limit is not None:
             below = arith.CmpIOp(arith.CmpIPredicate.slt, before.arguments[0], limit).result
@@ -437,7 +437,7 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     iteration, current = after.arguments[0], after.arguments[1]
     carried_in = list(after.arguments)[2 : 2 + carried]
     buffers_in = list(after.arguments)[2 + carried :]
-    with ir.InsertionPoint(after):
+    with mlir_ir.InsertionPoint(after):
         bound = [
             _as_tensor(ctx, iteration, block.arguments[0], "iteration number", ScalarType.I64),
             _as_tensor(ctx, current, block.arguments[1], "condition", ScalarType.BOOL),
@@ -497,7 +497,7 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
     ctx.lower_block(block, after, bound, yield_builder=finish)
 
-    outputs: list[ir.Value | None] = [None] * len(ctx.niro_results)
+    outputs: list[mlir_ir.Value | None] = [None] * len(ctx.niro_results)
     finals = list(loop.results)
     for index, entry in enumerate(final_results):
         if entry is None:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from niro.ir import ScalarType
 
-from ..bindings import arith, ir, math, tensor
+from ..bindings import arith, math, mlir_ir, tensor
 from ..builders import constant, dim, empty, filled, generic, pad, tensor_sizes
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -24,7 +24,7 @@ FLOATS = (ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64)
 
 
 @register_lowering("onnx.LRN")
-def _lower_lrn(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_lrn(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     x, x_niro = ctx.operands[0], ctx.niro_operands[0]
     scalar = element_type(x_niro)
     if scalar not in FLOATS:

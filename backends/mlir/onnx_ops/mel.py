@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 from niro.ir import ScalarType, TensorType, format_type
 
-from ..bindings import arith, ir, math
+from ..bindings import arith, math, mlir_ir
 from ..builders import assert_true, cast_to, dense_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -63,7 +63,7 @@ def mel_weight_matrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz, u
 
 
 @register_lowering("onnx.MelWeightMatrix", since=17)
-def _lower_mel_weight_matrix(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_mel_weight_matrix(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     if len(ctx.operands) != 5:
         raise ctx.error(f"expects 5 inputs, got {len(ctx.operands)}")
     result = ctx.ranked(ctx.niro_results[0], "result")
@@ -95,7 +95,7 @@ def _lower_mel_weight_matrix(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     return [_runtime_matrix(ctx, result, scalars)]
 
 
-def _constant_matrix(ctx: LoweringRuleContext, constants, result: TensorType) -> ir.Value:
+def _constant_matrix(ctx: LoweringRuleContext, constants, result: TensorType) -> mlir_ir.Value:
     scalars = [np.asarray(value).reshape(()) for value in constants]
     scalars = [value[()] for value in scalars]  # NumPy scalars keep the reference's promotions
     if scalars[2] <= 0:
@@ -119,11 +119,11 @@ def _constant_matrix(ctx: LoweringRuleContext, constants, result: TensorType) ->
     return cast_to(value, ctx.result_types[0])
 
 
-def _runtime_matrix(ctx: LoweringRuleContext, result: TensorType, scalars) -> ir.Value:
+def _runtime_matrix(ctx: LoweringRuleContext, result: TensorType, scalars) -> mlir_ir.Value:
     """The generic computing each weight from the run-time inputs (see the module docstring)."""
     rows, columns = result.shape
-    f64 = ir.F64Type.get()
-    i64 = ir.IntegerType.get_signless(64)
+    f64 = mlir_ir.F64Type.get()
+    i64 = mlir_ir.IntegerType.get_signless(64)
     host = [scalar_input(ctx, ctx.operands[index], ctx.niro_operands[index]) for index in range(3)]
     where = f"{ctx.niro_location}: 'onnx.MelWeightMatrix' op"
     assert_true(_icmp("eq", _widen(host[0], i64), _int(i64, columns)), f"{where}: num_mel_bins differs from the {columns} result columns")
@@ -142,7 +142,7 @@ def _runtime_matrix(ctx: LoweringRuleContext, result: TensorType, scalars) -> ir
         scale = arith.SIToFPOp(f64, arith.AddIOp(dft_length, _int(dft_length.type, 1)).result).result
         rate = arith.SIToFPOp(f64, sample_rate).result
 
-        def mel_bin(offset: int) -> ir.Value:
+        def mel_bin(offset: int) -> mlir_ir.Value:
             k = arith.SIToFPOp(f64, arith.AddIOp(column, _int(i64, offset)).result).result
             frequency = _add(_mul(k, step), low_mel)
             exponent = _mul(_div(frequency, _float(f64, 2595.0)), _float(f64, _LN10))
@@ -168,23 +168,23 @@ def _runtime_matrix(ctx: LoweringRuleContext, result: TensorType, scalars) -> ir
     return gather_generic(ctx, result, [None, None], body)
 
 
-def _mel(hertz: ir.Value, scalar: ScalarType) -> ir.Value:
+def _mel(hertz: mlir_ir.Value, scalar: ScalarType) -> mlir_ir.Value:
     """f64(2595 * log1p(hertz / 700)) / ln 10, the first three steps in `hertz`'s type (NumPy
     computes a float16 log1p in float32 and rounds it back)."""
     element = hertz.type
     scaled = _div(hertz, _float(element, 700.0))
     if scalar is ScalarType.F16:
-        f32 = ir.F32Type.get()
+        f32 = mlir_ir.F32Type.get()
         logged = arith.TruncFOp(element, math.Log1pOp(arith.ExtFOp(f32, scaled).result).result).result
     else:
         logged = math.Log1pOp(scaled).result
     mel = _mul(_float(element, 2595.0), logged)
     if scalar is not ScalarType.F64:
-        mel = arith.ExtFOp(ir.F64Type.get(), mel).result
-    return _div(mel, _float(ir.F64Type.get(), _LN10))
+        mel = arith.ExtFOp(mlir_ir.F64Type.get(), mel).result
+    return _div(mel, _float(mlir_ir.F64Type.get(), _LN10))
 
 
-def _floor_divide(numerator: ir.Value, denominator: ir.Value) -> ir.Value:
+def _floor_divide(numerator: mlir_ir.Value, denominator: mlir_ir.Value) -> mlir_ir.Value:
     """NumPy's float `//` for a positive integral denominator: the exact floor of the quotient
     (the rounded quotient's floor, moved by one where it is off; the products are exact)."""
     f64 = numerator.type
@@ -196,7 +196,7 @@ def _floor_divide(numerator: ir.Value, denominator: ir.Value) -> ir.Value:
     return arith.SelectOp(below, _add(quotient, one), quotient).result
 
 
-def _convert(value: ir.Value, out: ir.Type, scalar: ScalarType) -> ir.Value:
+def _convert(value: mlir_ir.Value, out: mlir_ir.Type, scalar: ScalarType) -> mlir_ir.Value:
     """An f64 weight as the output type (`astype`: floats round, integers truncate)."""
     if scalar is ScalarType.F64:
         return value
@@ -207,42 +207,42 @@ def _convert(value: ir.Value, out: ir.Type, scalar: ScalarType) -> ir.Value:
     return arith.FPToSIOp(out, value).result
 
 
-def _widen(value: ir.Value, i64: ir.Type) -> ir.Value:
+def _widen(value: mlir_ir.Value, i64: mlir_ir.Type) -> mlir_ir.Value:
     return value if value.type == i64 else arith.ExtSIOp(i64, value).result
 
 
-def _int(type_: ir.Type, value: int) -> ir.Value:
-    return arith.ConstantOp(type_, ir.IntegerAttr.get(type_, value)).result
+def _int(type_: mlir_ir.Type, value: int) -> mlir_ir.Value:
+    return arith.ConstantOp(type_, mlir_ir.IntegerAttr.get(type_, value)).result
 
 
-def _float(type_: ir.Type, value: float) -> ir.Value:
-    return arith.ConstantOp(type_, ir.FloatAttr.get(type_, value)).result
+def _float(type_: mlir_ir.Type, value: float) -> mlir_ir.Value:
+    return arith.ConstantOp(type_, mlir_ir.FloatAttr.get(type_, value)).result
 
 
-def _icmp(predicate: str, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+def _icmp(predicate: str, lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
     return arith.CmpIOp(getattr(arith.CmpIPredicate, predicate), lhs, rhs).result
 
 
-def _and(lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+def _and(lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
     return arith.AndIOp(lhs, rhs).result
 
 
-def _not(value: ir.Value) -> ir.Value:
-    true = arith.ConstantOp(value.type, ir.IntegerAttr.get(value.type, 1)).result
+def _not(value: mlir_ir.Value) -> mlir_ir.Value:
+    true = arith.ConstantOp(value.type, mlir_ir.IntegerAttr.get(value.type, 1)).result
     return arith.XOrIOp(value, true).result
 
 
-def _add(lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+def _add(lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
     return arith.AddFOp(lhs, rhs).result
 
 
-def _sub(lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+def _sub(lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
     return arith.SubFOp(lhs, rhs).result
 
 
-def _mul(lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+def _mul(lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
     return arith.MulFOp(lhs, rhs).result
 
 
-def _div(lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+def _div(lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
     return arith.DivFOp(lhs, rhs).result

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from niro.ir import ScalarType, TensorType, format_type
 
-from ..bindings import arith, ir, tensor
+from ..bindings import arith, mlir_ir, tensor
 from ..builders import dim_size, elementwise, index_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -33,7 +33,7 @@ _BINARIZER_TYPES = (ScalarType.F32, ScalarType.F64, ScalarType.I64, ScalarType.I
 
 
 @register_lowering("ai.onnx.ml.Binarizer", since=1)
-def _lower_binarizer(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_binarizer(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     scalar = element_type(ctx.niro_operands[0])
     if scalar not in _BINARIZER_TYPES:
         raise ctx.error(
@@ -44,14 +44,14 @@ def _lower_binarizer(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     if not isinstance(threshold, (int, float)) or isinstance(threshold, bool):
         raise ctx.error(f"expects a number for attribute 'threshold', got {threshold!r}")
     element = lower_scalar_type(scalar)
-    compare = element if scalar.is_float else ir.F64Type.get()
-    limit = arith.ConstantOp(compare, ir.FloatAttr.get(compare, float(threshold))).result
+    compare = element if scalar.is_float else mlir_ir.F64Type.get()
+    limit = arith.ConstantOp(compare, mlir_ir.FloatAttr.get(compare, float(threshold))).result
     if scalar.is_float:
-        one = arith.ConstantOp(element, ir.FloatAttr.get(element, 1.0)).result
-        zero = arith.ConstantOp(element, ir.FloatAttr.get(element, 0.0)).result
+        one = arith.ConstantOp(element, mlir_ir.FloatAttr.get(element, 1.0)).result
+        zero = arith.ConstantOp(element, mlir_ir.FloatAttr.get(element, 0.0)).result
     else:
-        one = arith.ConstantOp(element, ir.IntegerAttr.get(element, 1)).result
-        zero = arith.ConstantOp(element, ir.IntegerAttr.get(element, 0)).result
+        one = arith.ConstantOp(element, mlir_ir.IntegerAttr.get(element, 1)).result
+        zero = arith.ConstantOp(element, mlir_ir.IntegerAttr.get(element, 0)).result
 
     def body(elements):
         value = elements[0]
@@ -64,7 +64,7 @@ def _lower_binarizer(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("ai.onnx.ml.ArrayFeatureExtractor", since=1)
-def _lower_array_feature_extractor(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_array_feature_extractor(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     data_type = ctx.ranked(ctx.niro_operands[0], "input X")
     indices_type = ctx.ranked(ctx.niro_operands[1], "indices Y")
     result = ctx.ranked(ctx.niro_results[0], "result Z")

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 from niro.ir import ScalarType, format_type
 
-from ..bindings import arith, ir, linalg, scf, tensor
+from ..bindings import arith, linalg, mlir_ir, scf, tensor
 from ..builders import (
     DYNAMIC,
     assert_true,
@@ -51,10 +51,10 @@ from .selection import _comes_before
 __all__: list[str] = []
 
 
-def _box_order(scores: ir.Value, sizes: Sequence[int | ir.Value]) -> ir.Value:
+def _box_order(scores: mlir_ir.Value, sizes: Sequence[int | mlir_ir.Value]) -> mlir_ir.Value:
     """order[b, c, r] = the index (i64) of the box of rank r among class c's boxes: higher score
     first, equal scores by lower index (NaN first, as in TopK; a permutation in every case)."""
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     ranks_init = fill(empty(sizes, i64), constant(i64, 0))
 
     def count_before(arguments):
@@ -84,37 +84,37 @@ def _box_order(scores: ir.Value, sizes: Sequence[int | ir.Value]) -> ir.Value:
     return generic([(ranks, [0, 1, 3])], [(order_init, [0, 1, 2])], 4, (3,), place)[0]
 
 
-def _loop_index(dim: int) -> ir.Value:
+def _loop_index(dim: int) -> mlir_ir.Value:
     return linalg.IndexOp(dim).result
 
 
 # -- the IoU test, as onnx.reference's suppress_by_iou ----------------------------------------
 
 
-def _cmp(predicate: str, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+def _cmp(predicate: str, lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
     return arith.CmpFOp(getattr(arith.CmpFPredicate, predicate), lhs, rhs).result
 
 
-def _not(value: ir.Value) -> ir.Value:
+def _not(value: mlir_ir.Value) -> mlir_ir.Value:
     return arith.XOrIOp(value, constant(value.type, 1)).result
 
 
-def _py_max(lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+def _py_max(lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
     """Python's max(lhs, rhs): rhs only when rhs > lhs."""
     return arith.SelectOp(_cmp("OGT", rhs, lhs), rhs, lhs).result
 
 
-def _py_min(lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+def _py_min(lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> mlir_ir.Value:
     return arith.SelectOp(_cmp("OLT", rhs, lhs), rhs, lhs).result
 
 
-def _min_max(lhs: ir.Value, rhs: ir.Value) -> tuple[ir.Value, ir.Value]:
+def _min_max(lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> tuple[mlir_ir.Value, mlir_ir.Value]:
     """The reference's max_min: (rhs, lhs) when lhs >= rhs, else (lhs, rhs)."""
     swap = _cmp("OGE", lhs, rhs)
     return arith.SelectOp(swap, rhs, lhs).result, arith.SelectOp(swap, lhs, rhs).result
 
 
-def _extent(box: Sequence[ir.Value], center: bool, axis: int) -> tuple[ir.Value, ir.Value]:
+def _extent(box: Sequence[mlir_ir.Value], center: bool, axis: int) -> tuple[mlir_ir.Value, mlir_ir.Value]:
     """(min, max) of `box` along x (axis 1 of [y1, x1, y2, x2]) or y (axis 0)."""
     if not center:
         return _min_max(box[axis], box[axis + 2])
@@ -125,8 +125,8 @@ def _extent(box: Sequence[ir.Value], center: bool, axis: int) -> tuple[ir.Value,
 
 
 def _suppresses(
-    candidate: Sequence[ir.Value], selected: Sequence[ir.Value], center: bool, threshold: ir.Value
-) -> ir.Value:
+    candidate: Sequence[mlir_ir.Value], selected: Sequence[mlir_ir.Value], center: bool, threshold: mlir_ir.Value
+) -> mlir_ir.Value:
     """i1: the reference's suppress_by_iou(box1=candidate, box2=selected)."""
     x1_min, x1_max = _extent(candidate, center, 1)
     x2_min, x2_max = _extent(selected, center, 1)
@@ -162,20 +162,20 @@ def _suppresses(
 
 
 def _mark_suppressed(
-    boxes: ir.Value,
-    batch: ir.Value,
-    chosen: ir.Value,
-    suppressed: ir.Value,
-    fresh: ir.Value,
-    keep: ir.Value,
-    count: int | ir.Value,
+    boxes: mlir_ir.Value,
+    batch: mlir_ir.Value,
+    chosen: mlir_ir.Value,
+    suppressed: mlir_ir.Value,
+    fresh: mlir_ir.Value,
+    keep: mlir_ir.Value,
+    count: int | mlir_ir.Value,
     center: bool,
-    threshold: ir.Value,
-) -> ir.Value:
+    threshold: mlir_ir.Value,
+) -> mlir_ir.Value:
     """`suppressed` (i32 per box of batch `batch`; all 0 when `fresh`) with, when `keep`,
     every box that box `chosen` suppresses marked 1: one element-wise generic over the boxes."""
-    shaped = ir.RankedTensorType(boxes.type)
-    slice_type = ir.RankedTensorType.get([shaped.shape[1], 4], shaped.element_type)
+    shaped = mlir_ir.RankedTensorType(boxes.type)
+    slice_type = mlir_ir.RankedTensorType.get([shaped.shape[1], 4], shaped.element_type)
     batch_boxes = tensor.ExtractSliceOp(
         slice_type,
         boxes,
@@ -186,7 +186,7 @@ def _mark_suppressed(
         [1, shaped.shape[1], 4],
         [1, 1, 1],
     ).result
-    coordinate_maps = [[0, ir.AffineConstantExpr.get(k)] for k in range(4)]
+    coordinate_maps = [[0, mlir_ir.AffineConstantExpr.get(k)] for k in range(4)]
     inputs = [(batch_boxes, spec) for spec in coordinate_maps]
 
     def body(arguments):
@@ -198,7 +198,7 @@ def _mark_suppressed(
         marked = arith.SelectOp(fresh, constant(marked.type, 0), marked).result
         return [arith.SelectOp(hit, constant(marked.type, 1), marked).result]
 
-    init = empty([count], ir.IntegerType.get_signless(32))
+    init = empty([count], mlir_ir.IntegerType.get_signless(32))
     return generic([*inputs, (suppressed, [0])], [(init, [0])], 1, (), body)[0]
 
 
@@ -206,7 +206,7 @@ def _mark_suppressed(
 
 
 @register_lowering("onnx.NonMaxSuppression", since=10)
-def _lower_non_max_suppression(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_non_max_suppression(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     boxes_type = ctx.ranked(ctx.niro_operands[0], "boxes")
     scores_type = ctx.ranked(ctx.niro_operands[1], "scores")
     result = ctx.ranked(ctx.niro_results[0], "result")
@@ -240,8 +240,8 @@ def _lower_non_max_suppression(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         f"{ctx.niro_location}: NonMaxSuppression boxes and scores disagree on the batch or box count",
     )
 
-    i64 = ir.IntegerType.get_signless(64)
-    f32 = ir.F32Type.get()
+    i64 = mlir_ir.IntegerType.get_signless(64)
+    f32 = mlir_ir.F32Type.get()
     limit = _optional_scalar(ctx, 2, "max_output_boxes_per_class", ScalarType.I64)
     limit = constant(i64, 0) if limit is None else arith.MaxSIOp(limit, constant(i64, 0)).result
     threshold = _optional_scalar(ctx, 3, "iou_threshold", ScalarType.F32)
@@ -251,14 +251,14 @@ def _lower_non_max_suppression(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     order = _box_order(scores, tensor_sizes(scores))
     static = [size for size in (batches, classes, count) if isinstance(size, int)]
     if len(static) == 3:
-        rows: int | ir.Value = batches * classes * count  # type: ignore[operator]
+        rows: int | mlir_ir.Value = batches * classes * count  # type: ignore[operator]
     else:
         rows = arith.MulIOp(arith.MulIOp(sizes[0], sizes[1]).result, sizes[2]).result
     # Rows past the selected count are never read: no fill (IREE 3.x also miscomputes the
     # length of a host-side i64 fill of a 3-column tensor).
     buffer = empty([rows, 3], i64)
     zero, one = index_constant(0), index_constant(1)
-    i32 = ir.IntegerType.get_signless(32)
+    i32 = mlir_ir.IntegerType.get_signless(32)
 
     # One flat loop over (batch, class, rank): a nest would carry the result buffer through
     # loops of loops, and IREE (3.x) loses the DYNAMIC size of a tensor carried that way.
@@ -270,7 +270,7 @@ def _lower_non_max_suppression(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     steps = arith.SelectOp(nothing, zero, steps).result  # no box may be selected: no walk
     mask = empty([count], i32)
     loop = scf.ForOp(zero, steps, one, [buffer, zero, mask, zero])
-    with ir.InsertionPoint(loop.body):
+    with mlir_ir.InsertionPoint(loop.body):
         written, total, suppressed, taken = loop.inner_iter_args
         step = loop.induction_variable
         batch = arith.DivUIOp(step, per_batch).result
@@ -316,7 +316,7 @@ def _lower_non_max_suppression(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         )
     written, total = list(loop.results)[:2]
     selected = tensor.ExtractSliceOp(
-        ir.RankedTensorType.get([DYNAMIC, 3], i64),
+        mlir_ir.RankedTensorType.get([DYNAMIC, 3], i64),
         written,
         [],
         [total],
@@ -328,13 +328,13 @@ def _lower_non_max_suppression(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     return [_fit(ctx, selected, total, result.shape[0])]
 
 
-def _row(batch: ir.Value, klass: ir.Value, box: ir.Value) -> ir.Value:
+def _row(batch: mlir_ir.Value, klass: mlir_ir.Value, box: mlir_ir.Value) -> mlir_ir.Value:
     """The result row [batch, class, box] as a tensor<1x3xi64> built by a `linalg.generic`.
 
     NOTE: not `tensor.from_elements` or scalar `tensor.insert`s: IREE (3.x) turns those into
     `stream.tensor.fill`s of sub-regions of the loop-carried result, whose byte ranges it
     miscomputes (out-of-range writes, or a compile error when the values fold to constants)."""
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     init = empty([1, 3], i64)
 
     def body(arguments):
@@ -354,7 +354,7 @@ def _row(batch: ir.Value, klass: ir.Value, box: ir.Value) -> ir.Value:
 
 def _optional_scalar(
     ctx: LoweringRuleContext, position: int, what: str, expected: ScalarType
-) -> ir.Value | None:
+) -> mlir_ir.Value | None:
     """ONNX input `position` (a one-element tensor) as a host scalar, or None when absent."""
     given = input_value(ctx, position)
     if given is None:
@@ -368,7 +368,7 @@ def _optional_scalar(
     return scalar_input(ctx, value, niro)
 
 
-def _fit(ctx: LoweringRuleContext, selected: ir.Value, total: ir.Value, declared: int | None):
+def _fit(ctx: LoweringRuleContext, selected: mlir_ir.Value, total: mlir_ir.Value, declared: int | None):
     """The selected rows as the result type: when the model declares a static row count, a
     run-time check that it is the count found, then a `tensor.cast`."""
     if declared is not None:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from niro.ir import TensorType, format_type
 
-from ..bindings import arith, ir, linalg, math, tensor
+from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import (
     DYNAMIC,
     accumulator_type,
@@ -49,7 +49,7 @@ __all__: list[str] = []
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def _float_input(ctx: LoweringRuleContext) -> tuple[ir.Value, TensorType, ir.Type]:
+def _float_input(ctx: LoweringRuleContext) -> tuple[mlir_ir.Value, TensorType, mlir_ir.Type]:
     """Operand 0, its Niro type, and the type to compute in (f32 for f16/bf16)."""
     data = ctx.ranked(ctx.niro_operands[0], "operand #0")
     if not data.element_type.is_float:
@@ -61,7 +61,7 @@ def _kept(rank: int, axes: Sequence[int]) -> list[int]:
     return [axis for axis in range(rank) if axis not in axes]
 
 
-def _sum(source: ir.Value, axes, compute: ir.Type, prepare=None, extras=()) -> ir.Value:
+def _sum(source: mlir_ir.Value, axes, compute: mlir_ir.Type, prepare=None, extras=()) -> mlir_ir.Value:
     """Sum over `axes` in `compute` of `prepare(element, *extras)` (default: the element)."""
 
     def step(value, *rest):
@@ -74,7 +74,7 @@ def _sum(source: ir.Value, axes, compute: ir.Type, prepare=None, extras=()) -> i
     return reduce_into(source, axes, compute, 0.0, step, extra_inputs=extras)
 
 
-def _max(source: ir.Value, axes, compute: ir.Type) -> ir.Value:
+def _max(source: mlir_ir.Value, axes, compute: mlir_ir.Type) -> mlir_ir.Value:
     return reduce_into(
         source,
         axes,
@@ -84,11 +84,11 @@ def _max(source: ir.Value, axes, compute: ir.Type) -> ir.Value:
     )
 
 
-def _count(source: ir.Value, axes, compute: ir.Type) -> ir.Value:
+def _count(source: mlir_ir.Value, axes, compute: mlir_ir.Type) -> mlir_ir.Value:
     """The number of elements over `axes`, as a `compute` float."""
     total = 1
-    shape = ir.RankedTensorType(source.type)
-    i64 = ir.IntegerType.get_signless(64)
+    shape = mlir_ir.RankedTensorType(source.type)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     dynamic = constant(i64, 1)
     has_dynamic = False
     for axis, size in enumerate(tensor_sizes(source)):
@@ -104,9 +104,9 @@ def _count(source: ir.Value, axes, compute: ir.Type) -> ir.Value:
     return arith.MulFOp(arith.SIToFPOp(compute, dynamic).result, constant(compute, total)).result
 
 
-def _scale_by(count: ir.Value, accumulated: ir.Value, compute: ir.Type) -> ir.Value:
+def _scale_by(count: mlir_ir.Value, accumulated: mlir_ir.Value, compute: mlir_ir.Type) -> mlir_ir.Value:
     """accumulated / count, element-wise over the accumulator."""
-    rank = ir.RankedTensorType(accumulated.type).rank
+    rank = mlir_ir.RankedTensorType(accumulated.type).rank
     identity = list(range(rank))
     return generic(
         [(accumulated, identity)],
@@ -136,14 +136,14 @@ def _channel_map(ctx, niro_value, what: str) -> list[int | None]:
 
 def _elementwise(
     ctx: LoweringRuleContext,
-    source: ir.Value,
-    inputs: Sequence[tuple[ir.Value, list]],
-    body: Callable[[list[ir.Value]], ir.Value],
+    source: mlir_ir.Value,
+    inputs: Sequence[tuple[mlir_ir.Value, list]],
+    body: Callable[[list[mlir_ir.Value]], mlir_ir.Value],
     result_index: int = 0,
-) -> ir.Value:
+) -> mlir_ir.Value:
     """A generic over `source`'s dims: `body([source element, *input elements])` writes result
     `result_index` (its type must have the source's shape)."""
-    rank = ir.RankedTensorType(source.type).rank
+    rank = mlir_ir.RankedTensorType(source.type).rank
     result_type = ranked_result(ctx, result_index)
     sizes = [
         size if result_type.is_dynamic_dim(axis) else result_type.shape[axis]
@@ -158,7 +158,7 @@ def _elementwise(
     )[0]
 
 
-def _narrow(value: ir.Value, ctx: LoweringRuleContext, result_index: int = 0) -> ir.Value:
+def _narrow(value: mlir_ir.Value, ctx: LoweringRuleContext, result_index: int = 0) -> mlir_ir.Value:
     return convert(value, ranked_result(ctx, result_index).element_type)
 
 
@@ -172,7 +172,7 @@ def _softmax_axes(ctx: LoweringRuleContext, rank: int) -> tuple[int, ...]:
 # -- Softmax, LogSoftmax, Hardmax ---------------------------------------------------------------
 
 
-def _named_softmax(ctx: LoweringRuleContext, source: ir.Value, axis: int) -> ir.Value:
+def _named_softmax(ctx: LoweringRuleContext, source: mlir_ir.Value, axis: int) -> mlir_ir.Value:
     """`linalg.softmax` over one axis: IREE matches the named op (its own stable decomposition
     into one max, one exp-sum and one divide, fused with its neighbours) where the three
     generics below make it recompute exp in the divide's consumers."""
@@ -185,7 +185,7 @@ def _named_softmax(ctx: LoweringRuleContext, source: ir.Value, axis: int) -> ir.
     return linalg.SoftmaxOp([out.type], source, out, axis).results[0]
 
 
-def _lower_softmax(ctx: LoweringRuleContext, log: bool) -> Sequence[ir.Value]:
+def _lower_softmax(ctx: LoweringRuleContext, log: bool) -> Sequence[mlir_ir.Value]:
     source, data, compute = _float_input(ctx)
     rank = len(data.shape)
     axes = _softmax_axes(ctx, rank)
@@ -212,17 +212,17 @@ def _lower_softmax(ctx: LoweringRuleContext, log: bool) -> Sequence[ir.Value]:
 
 
 @register_lowering("onnx.Softmax")
-def _lower_softmax_rule(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_softmax_rule(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     return _lower_softmax(ctx, log=False)
 
 
 @register_lowering("onnx.LogSoftmax")
-def _lower_log_softmax(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_log_softmax(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     return _lower_softmax(ctx, log=True)
 
 
 @register_lowering("onnx.Hardmax")
-def _lower_hardmax(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_hardmax(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """1 at the first maximum over the axes (row-major position), 0 elsewhere."""
     source, data, _ = _float_input(ctx)
     rank = len(data.shape)
@@ -241,7 +241,7 @@ def _lower_hardmax(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 # -- mean/variance normalizations ---------------------------------------------------------------
 
 
-def _moments(source, axes, compute) -> tuple[ir.Value, ir.Value]:
+def _moments(source, axes, compute) -> tuple[mlir_ir.Value, mlir_ir.Value]:
     """(mean, variance) over `axes`, two-pass (variance of the centred values)."""
     count = _count(source, axes, compute)
     mean = _scale_by(count, _sum(source, axes, compute), compute)
@@ -256,9 +256,9 @@ def _moments(source, axes, compute) -> tuple[ir.Value, ir.Value]:
     return mean, variance
 
 
-def _inverse_std(variance: ir.Value, epsilon: float, compute: ir.Type) -> ir.Value:
+def _inverse_std(variance: mlir_ir.Value, epsilon: float, compute: mlir_ir.Type) -> mlir_ir.Value:
     """1 / sqrt(variance + epsilon), element-wise."""
-    rank = ir.RankedTensorType(variance.type).rank
+    rank = mlir_ir.RankedTensorType(variance.type).rank
     identity = list(range(rank))
     return generic(
         [(variance, identity)],
@@ -286,7 +286,7 @@ def _optional_operand(ctx, position: int, rank: int, what: str, channel: bool = 
     return value, index_map
 
 
-def _affine_normalize(ctx, source, compute, mean, inverse, stat_map, scale, bias) -> ir.Value:
+def _affine_normalize(ctx, source, compute, mean, inverse, stat_map, scale, bias) -> mlir_ir.Value:
     """(x - mean) * inverse * scale + bias, narrowed to the result type."""
     inputs = [(mean, stat_map), (inverse, stat_map)]
     if scale is not None:
@@ -308,7 +308,7 @@ def _affine_normalize(ctx, source, compute, mean, inverse, stat_map, scale, bias
     return _elementwise(ctx, source, inputs, body)
 
 
-def _stat_output(ctx, statistic: ir.Value, rank: int, axes, result_index: int) -> ir.Value:
+def _stat_output(ctx, statistic: mlir_ir.Value, rank: int, axes, result_index: int) -> mlir_ir.Value:
     """A statistic over the kept dims written as the result `result_index` (axes kept as 1s)."""
     result_type = ranked_result(ctx, result_index)
     if result_type.rank != rank:
@@ -334,7 +334,7 @@ def _stat_output(ctx, statistic: ir.Value, rank: int, axes, result_index: int) -
 
 
 @register_lowering("onnx.LayerNormalization")
-def _lower_layer_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_layer_norm(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     source, data, compute = _float_input(ctx)
     rank = len(data.shape)
     axis = normalize_axis(ctx, int(attribute(ctx, "axis", -1)), rank)
@@ -359,7 +359,7 @@ def _lower_layer_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("onnx.RMSNormalization")
-def _lower_rms_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_rms_norm(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """x / sqrt(mean(x^2 over axis..) + epsilon) * scale."""
     source, data, compute = _float_input(ctx)
     rank = len(data.shape)
@@ -385,7 +385,7 @@ def _lower_rms_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("onnx.InstanceNormalization")
-def _lower_instance_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_instance_norm(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """Per (batch, channel) statistics over the spatial dims; scale and bias per channel."""
     source, data, compute = _float_input(ctx)
     rank = len(data.shape)
@@ -400,7 +400,7 @@ def _lower_instance_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("onnx.MeanVarianceNormalization")
-def _lower_mvn(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_mvn(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """(x - mean) / (sqrt(variance) + 1e-9) over `axes` (default [0, 2, 3]), as ONNX's function
     body defines it."""
     source, data, compute = _float_input(ctx)
@@ -419,7 +419,7 @@ def _lower_mvn(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("onnx.LpNormalization")
-def _lower_lp_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_lp_norm(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """x / ||x||_p along `axis`, p in {1, 2}; 0 where the norm is 0."""
     source, data, compute = _float_input(ctx)
     rank = len(data.shape)
@@ -445,7 +445,7 @@ def _lower_lp_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("onnx.BatchNormalization", since=7)
-def _lower_batch_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_batch_norm(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """Inference mode: (x - mean) / sqrt(var + epsilon) * scale + bias, per channel (dim 1)."""
     source, data, compute = _float_input(ctx)
     if int(attribute(ctx, "training_mode", 0)) != 0:
@@ -479,7 +479,7 @@ def _lower_batch_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     return [_elementwise(ctx, source, operands, body)]
 
 
-def _lower_batch_norm_training(ctx, source, data, compute) -> list[ir.Value]:
+def _lower_batch_norm_training(ctx, source, data, compute) -> list[mlir_ir.Value]:
     """Training mode (opset 14+): normalise by the batch's own statistics (population variance
     over every dim but the channel), and return the running statistics updated with them:
     running = input * momentum + batch * (1 - momentum), as ONNX's reference computes them."""
@@ -507,7 +507,7 @@ def _lower_batch_norm_training(ctx, source, data, compute) -> list[ir.Value]:
     return results
 
 
-def _running_update(ctx, running, batch, momentum: float, compute, result_index: int) -> ir.Value:
+def _running_update(ctx, running, batch, momentum: float, compute, result_index: int) -> mlir_ir.Value:
     """running * momentum + batch * (1 - momentum), per channel, in the result's type."""
     result_type = ranked_result(ctx, result_index)
     if result_type.rank != 1:
@@ -529,7 +529,7 @@ def _running_update(ctx, running, batch, momentum: float, compute, result_index:
 
 
 @register_lowering("onnx.GroupNormalization", since=21)
-def _lower_group_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_group_norm(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """Statistics per (batch, group) over the group's channels and the spatial dims.
 
     The input (N, C, ...) is viewed as (N, G, C/G, ...) with `tensor.expand_shape` (C static).
@@ -547,9 +547,9 @@ def _lower_group_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     per_group = channels // groups
     sizes = tensor_sizes(source)
     grouped_sizes = [sizes[0], groups, per_group, *sizes[2:]]
-    grouped_type = ir.RankedTensorType.get(
+    grouped_type = mlir_ir.RankedTensorType.get(
         [size if isinstance(size, int) else DYNAMIC for size in grouped_sizes],
-        ir.RankedTensorType(source.type).element_type,
+        mlir_ir.RankedTensorType(source.type).element_type,
     )
     merged = [[0], [1, 2], *[[axis + 1] for axis in range(2, rank)]]
     grouped = tensor.ExpandShapeOp(
@@ -575,8 +575,8 @@ def _lower_group_norm(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
                 f"expects {what} of shape ({expected},), got {format_type(niro_value.type)}"
             )
         value = tensor.ExpandShapeOp(
-            ir.RankedTensorType.get(
-                [groups, per_group], ir.RankedTensorType(value.type).element_type
+            mlir_ir.RankedTensorType.get(
+                [groups, per_group], mlir_ir.RankedTensorType(value.type).element_type
             ),
             value,
             reassociation([[0, 1]]),

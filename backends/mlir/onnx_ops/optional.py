@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..bindings import ir, tensor
+from ..bindings import mlir_ir, tensor
 from ..builders import constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -18,14 +18,14 @@ __all__: list[str] = []
 
 
 @register_lowering("onnx.OptionalHasElement", since=15)
-def _lower_has_element(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_has_element(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """True for a tensor operand, false for an absent one: a 0-d BOOL tensor."""
-    present = constant(ir.IntegerType.get_signless(1), 1 if ctx.operands else 0)
+    present = constant(mlir_ir.IntegerType.get_signless(1), 1 if ctx.operands else 0)
     return [tensor.FromElementsOp(ctx.result_types[0], [present]).result]
 
 
 @register_lowering("onnx.OptionalGetElement", since=15)
-def _lower_get_element(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_get_element(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """The tensor itself; an empty optional has no element to get."""
     if not ctx.operands:
         raise ctx.error("gets the element of an empty optional (the input is absent)")

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 from niro.ir import ScalarType
 
-from ..bindings import arith, ir, linalg, math, tensor
+from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import (
     constant,
     dense_constant,
@@ -67,9 +67,9 @@ def _check_output(ctx: LoweringRuleContext, expected: Sequence[int | None]) -> N
 
 def _window_reduce(
     ctx, x, shape, geometry: WindowGeometry, padding, init_value, combine
-) -> ir.Value:
+) -> mlir_ir.Value:
     """out[n, c, o] = combine over k of padded[n, c, o*s + k*d] (starting from init_value)."""
-    element = ir.RankedTensorType(x.type).element_type
+    element = mlir_ir.RankedTensorType(x.type).element_type
     padded = pad_for_window(ctx, x, geometry, padding)
     rank = len(geometry.kernel)
     out_shape = [tensor_size(x, 0), shape[1], *geometry.output]
@@ -89,7 +89,7 @@ def _window_reduce(
     )[0]
 
 
-def _geometry(ctx: LoweringRuleContext, x: ir.Value, shape) -> WindowGeometry:
+def _geometry(ctx: LoweringRuleContext, x: mlir_ir.Value, shape) -> WindowGeometry:
     """The window of a MaxPool/AveragePool/LpPool, checked against its result type, with the
     sizes of dynamic spatial axes computed at run time."""
     ceil_mode = bool(attribute(ctx, "ceil_mode", 0))
@@ -98,7 +98,7 @@ def _geometry(ctx: LoweringRuleContext, x: ir.Value, shape) -> WindowGeometry:
     return at_run_time(ctx, x, geometry, ceil_mode=ceil_mode)
 
 
-def _max_parts(scalar: ScalarType, element: ir.Type):
+def _max_parts(scalar: ScalarType, element: mlir_ir.Type):
     """(lowest value, max combiner) for a float, signed or unsigned element type."""
     if scalar in FLOATS:
         return constant(element, float("-inf")), lambda a, b: arith.MaximumFOp(a, b).result
@@ -108,16 +108,16 @@ def _max_parts(scalar: ScalarType, element: ir.Type):
     return constant(element, -(1 << (width - 1))), lambda a, b: arith.MaxSIOp(a, b).result
 
 
-def _map_elements(y: ir.Value, body) -> ir.Value:
+def _map_elements(y: mlir_ir.Value, body) -> mlir_ir.Value:
     """An element-wise linalg.generic over one tensor (any dim may be dynamic)."""
-    y_type = ir.RankedTensorType(y.type)
+    y_type = mlir_ir.RankedTensorType(y.type)
     loops = [dim(a) for a in range(len(y_type.shape))]
     init = empty_like(y)
     return generic([(y, loops)], [(init, loops)], len(loops), (), lambda a: [body(a[0])])[0]
 
 
 @register_lowering("onnx.MaxPool")
-def _lower_max_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_max_pool(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     x, shape, scalar = _input(ctx, (*FLOATS, *SIGNED, *UNSIGNED))
     geometry = _geometry(ctx, x, shape)
     element = lower_scalar_type(scalar)
@@ -133,7 +133,7 @@ def _lower_max_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     return [_window_reduce(ctx, x, shape, geometry, lowest, lowest, combine)]
 
 
-def _max_pool_with_indices(ctx, x, shape, geometry: WindowGeometry, lowest) -> list[ir.Value]:
+def _max_pool_with_indices(ctx, x, shape, geometry: WindowGeometry, lowest) -> list[mlir_ir.Value]:
     """MaxPool's values and Indices: the first maximum in window order (row-major over the
     kernel), as a flat index into X (storage_order 0: row-major, 1: column-major spatial dims).
 
@@ -143,8 +143,8 @@ def _max_pool_with_indices(ctx, x, shape, geometry: WindowGeometry, lowest) -> l
     storage_order = int(attribute(ctx, "storage_order", 0))
     if storage_order not in (0, 1):
         raise ctx.error(f"has an invalid storage_order {storage_order}")
-    element = ir.RankedTensorType(x.type).element_type
-    i64 = ir.IntegerType.get_signless(64)
+    element = mlir_ir.RankedTensorType(x.type).element_type
+    i64 = mlir_ir.IntegerType.get_signless(64)
     padded = pad_for_window(ctx, x, geometry, lowest)
     rank = len(geometry.kernel)
     spatial = shape[2:]
@@ -161,7 +161,7 @@ def _max_pool_with_indices(ctx, x, shape, geometry: WindowGeometry, lowest) -> l
     loops = 2 + 2 * rank
     out_map = [dim(0), dim(1), *outs]
 
-    def body(arguments: list[ir.Value]) -> list[ir.Value]:
+    def body(arguments: list[mlir_ir.Value]) -> list[mlir_ir.Value]:
         value, _, best, best_index = arguments
         index = [linalg.IndexOp(a).result for a in range(loops)]
         as_i64 = lambda v: arith.IndexCastOp(i64, v).result  # noqa: E731
@@ -208,9 +208,9 @@ def _max_pool_with_indices(ctx, x, shape, geometry: WindowGeometry, lowest) -> l
     return [values, indices]
 
 
-def _column_major(indices: ir.Value, shape: Sequence[int]) -> ir.Value:
+def _column_major(indices: mlir_ir.Value, shape: Sequence[int]) -> mlir_ir.Value:
     """Row-major flat indices into X rewritten with the spatial dims in column-major order."""
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     spatial = list(shape[2:])
     plane = int(np.prod(spatial))
 
@@ -250,7 +250,7 @@ def _divisor(shape: Sequence[int], geometry: WindowGeometry, include_pad: bool) 
 
 
 @register_lowering("onnx.AveragePool")
-def _lower_average_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_average_pool(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     x, shape, scalar = _input(ctx, FLOATS)
     geometry = _geometry(ctx, x, shape)
     element = lower_scalar_type(scalar)
@@ -266,13 +266,13 @@ def _lower_average_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     return [_divide(sums, divisor, scalar, element)]
 
 
-def _divide(sums: ir.Value, divisor: np.ndarray, scalar: ScalarType, element: ir.Type) -> ir.Value:
+def _divide(sums: mlir_ir.Value, divisor: np.ndarray, scalar: ScalarType, element: mlir_ir.Type) -> mlir_ir.Value:
     """sums (N, C, O...) / divisor (O...), a scalar divide when every window counts the same."""
     if (divisor == divisor.flat[0]).all():
         count = constant(element, float(divisor.flat[0]))
         return _map_elements(sums, lambda value: arith.DivFOp(value, count).result)
     table = dense_constant(divisor.astype(np.float64), scalar)
-    y_type = ir.RankedTensorType(sums.type)
+    y_type = mlir_ir.RankedTensorType(sums.type)
     rank = len(y_type.shape)
     loops = [dim(a) for a in range(rank)]
     init = empty_like(sums, element)
@@ -286,8 +286,8 @@ def _divide(sums: ir.Value, divisor: np.ndarray, scalar: ScalarType, element: ir
 
 
 def _divide_at_run_time(
-    ctx, x, sums, geometry: WindowGeometry, include_pad: bool, element: ir.Type
-) -> ir.Value:
+    ctx, x, sums, geometry: WindowGeometry, include_pad: bool, element: mlir_ir.Type
+) -> mlir_ir.Value:
     """sums / the count of window positions that count, for dynamic spatial dims.
 
     Without ceil_mode every window lies inside the explicitly padded input, so with
@@ -330,7 +330,7 @@ def _divide_at_run_time(
             stop = arith.MinSIOp(stop, index_value(geometry.kernel[axis])).result
             taps = arith.MaxSIOp(arith.SubIOp(stop, first).result, index_value(0)).result
             count = taps if count is None else arith.MulIOp(count, taps).result
-        i64 = ir.IntegerType.get_signless(64)
+        i64 = mlir_ir.IntegerType.get_signless(64)
         divisor = arith.SIToFPOp(element, arith.IndexCastOp(i64, count).result).result
         return arith.DivFOp(args[0], divisor).result
 
@@ -340,7 +340,7 @@ def _divide_at_run_time(
     )[0]
 
 
-def _lp_parts(ctx: LoweringRuleContext, element: ir.Type):
+def _lp_parts(ctx: LoweringRuleContext, element: mlir_ir.Type):
     """(|x|^p accumulation, root) for LpPool's integer p."""
     p = int(attribute(ctx, "p", 2))
     if p < 1:
@@ -367,7 +367,7 @@ def _lp_parts(ctx: LoweringRuleContext, element: ir.Type):
 
 
 @register_lowering("onnx.LpPool")
-def _lower_lp_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_lp_pool(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     x, shape, scalar = _input(ctx, FLOATS)
     geometry = _geometry(ctx, x, shape)
     element = lower_scalar_type(scalar)
@@ -380,9 +380,9 @@ def _lower_lp_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 # -- Global pools -------------------------------------------------------------------------------
 
 
-def _global_reduce(ctx, x, shape, init_value, combine) -> ir.Value:
+def _global_reduce(ctx, x, shape, init_value, combine) -> mlir_ir.Value:
     """(N, C, S...) -> (N, C, 1, ...) combining every spatial element."""
-    element = ir.RankedTensorType(x.type).element_type
+    element = mlir_ir.RankedTensorType(x.type).element_type
     rank = len(shape)
     sizes = [tensor_size(x, 0), shape[1]]
     init = filled(sizes, element, init_value)
@@ -398,14 +398,14 @@ def _global_reduce(ctx, x, shape, init_value, combine) -> ir.Value:
 
 
 @register_lowering("onnx.GlobalMaxPool")
-def _lower_global_max_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_global_max_pool(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     x, shape, scalar = _input(ctx, (*FLOATS, *SIGNED, *UNSIGNED))
     lowest, combine = _max_parts(scalar, lower_scalar_type(scalar))
     return [_global_reduce(ctx, x, shape, lowest, combine)]
 
 
 @register_lowering("onnx.GlobalAveragePool")
-def _lower_global_average_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_global_average_pool(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     x, shape, scalar = _input(ctx, FLOATS)
     element = lower_scalar_type(scalar)
     zero = constant(element, 0)
@@ -418,7 +418,7 @@ def _lower_global_average_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("onnx.GlobalLpPool")
-def _lower_global_lp_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_global_lp_pool(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     x, shape, scalar = _input(ctx, FLOATS)
     element = lower_scalar_type(scalar)
     accumulate, root = _lp_parts(ctx, element)
@@ -426,11 +426,11 @@ def _lower_global_lp_pool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     return [_map_elements(sums, root)]
 
 
-def _element_count(ctx: LoweringRuleContext, x: ir.Value, element: ir.Type) -> ir.Value:
+def _element_count(ctx: LoweringRuleContext, x: mlir_ir.Value, element: mlir_ir.Type) -> mlir_ir.Value:
     """The product of the spatial dims of `x` (N, C, S...) at run time, as an `element` float."""
     count = None
     for size in tensor_sizes(x)[2:]:
         size = index_value(size)
         count = size if count is None else arith.MulIOp(count, size).result
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     return arith.SIToFPOp(element, arith.IndexCastOp(i64, count).result).result

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from niro.ir import ScalarType
 
-from ..bindings import arith, ir, math, tensor
+from ..bindings import arith, math, mlir_ir, tensor
 from ..builders import constant, dim, filled, generic, index_constant, tensor_size
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -68,19 +68,19 @@ _RANGES = {
 }
 
 
-def _f32() -> ir.Type:
-    return ir.F32Type.get()
+def _f32() -> mlir_ir.Type:
+    return mlir_ir.F32Type.get()
 
 
-def _f64() -> ir.Type:
-    return ir.F64Type.get()
+def _f64() -> mlir_ir.Type:
+    return mlir_ir.F64Type.get()
 
 
-def _i32() -> ir.Type:
-    return ir.IntegerType.get_signless(32)
+def _i32() -> mlir_ir.Type:
+    return mlir_ir.IntegerType.get_signless(32)
 
 
-def to_float(value: ir.Value, scalar: ScalarType, target: ir.Type) -> ir.Value:
+def to_float(value: mlir_ir.Value, scalar: ScalarType, target: mlir_ir.Type) -> mlir_ir.Value:
     """An element of Niro type `scalar` converted to the float type `target` (exact for ints
     up to 32 bits into f32/f64; FP8, FP4 and sub-byte values go through f32, exactly)."""
     if scalar.is_narrow_float or scalar.is_sub_byte:
@@ -89,7 +89,7 @@ def to_float(value: ir.Value, scalar: ScalarType, target: ir.Type) -> ir.Value:
         source = value.type
         if source == target:
             return value
-        widths = {ir.F16Type: 16, ir.BF16Type: 16, ir.F32Type: 32, ir.F64Type: 64}
+        widths = {mlir_ir.F16Type: 16, mlir_ir.BF16Type: 16, mlir_ir.F32Type: 32, mlir_ir.F64Type: 64}
         source_bits = next(bits for kind, bits in widths.items() if isinstance(source, kind))
         target_bits = next(bits for kind, bits in widths.items() if isinstance(target, kind))
         if source_bits < target_bits:
@@ -100,7 +100,7 @@ def to_float(value: ir.Value, scalar: ScalarType, target: ir.Type) -> ir.Value:
     return arith.SIToFPOp(target, value).result
 
 
-def to_i32(value: ir.Value, scalar: ScalarType) -> ir.Value:
+def to_i32(value: mlir_ir.Value, scalar: ScalarType) -> mlir_ir.Value:
     """An 8/16/32-bit integer element widened to i32 (zero-extended when unsigned)."""
     if value.type == _i32():
         return value
@@ -109,7 +109,7 @@ def to_i32(value: ir.Value, scalar: ScalarType) -> ir.Value:
     return arith.ExtSIOp(_i32(), value).result
 
 
-def saturate(ctx: LoweringRuleContext, value: ir.Value, scalar: ScalarType) -> ir.Value:
+def saturate(ctx: LoweringRuleContext, value: mlir_ir.Value, scalar: ScalarType) -> mlir_ir.Value:
     """A float already rounded to an integer, clamped to `scalar`'s range and converted.
 
     NaN becomes the range's low end, as onnx.reference (NaN -> INT_MIN, then clipped) and
@@ -130,11 +130,11 @@ def saturate(ctx: LoweringRuleContext, value: ir.Value, scalar: ScalarType) -> i
 
 def quantize_element(
     ctx: LoweringRuleContext,
-    value: ir.Value,
-    scale: tuple[ir.Value, ScalarType],
-    zero: tuple[ir.Value, ScalarType] | None,
+    value: mlir_ir.Value,
+    scale: tuple[mlir_ir.Value, ScalarType],
+    zero: tuple[mlir_ir.Value, ScalarType] | None,
     out_scalar: ScalarType,
-) -> ir.Value:
+) -> mlir_ir.Value:
     """saturate(round_half_even(value / scale) + zero_point): one float element (f32 or f64,
     the type it is computed in) quantized to `out_scalar`, as QuantizeLinear defines it."""
     quotient = arith.DivFOp(value, to_float(*scale, value.type)).result
@@ -143,10 +143,10 @@ def quantize_element(
 
 def quantize_quotient(
     ctx: LoweringRuleContext,
-    quotient: ir.Value,
-    zero: tuple[ir.Value, ScalarType] | None,
+    quotient: mlir_ir.Value,
+    zero: tuple[mlir_ir.Value, ScalarType] | None,
     out_scalar: ScalarType,
-) -> ir.Value:
+) -> mlir_ir.Value:
     """saturate(round_half_even(quotient) + zero_point), for x / scale already divided."""
     rounded = math.RoundEvenOp(quotient).result
     if zero is not None:
@@ -155,12 +155,12 @@ def quantize_quotient(
 
 
 def dequantize_element(
-    value: ir.Value,
+    value: mlir_ir.Value,
     scalar: ScalarType,
-    scale: tuple[ir.Value, ScalarType],
-    zero: tuple[ir.Value, ScalarType] | None,
-    compute: ir.Type,
-) -> ir.Value:
+    scale: tuple[mlir_ir.Value, ScalarType],
+    zero: tuple[mlir_ir.Value, ScalarType] | None,
+    compute: mlir_ir.Type,
+) -> mlir_ir.Value:
     """(value - zero_point) * scale in the float type `compute`, as DequantizeLinear defines it."""
     result = to_float(value, scalar, compute)
     if zero is not None:
@@ -191,13 +191,13 @@ def _with_parameters(ctx, x, x_shape, scale, zero, axis: int, block: int, *, pre
     return operands, maps, element_type(zero[1])
 
 
-def _parameter_map(ctx, name: str, shape, x_shape, axis: int, block: int) -> list[ir.AffineExpr]:
+def _parameter_map(ctx, name: str, shape, x_shape, axis: int, block: int) -> list[mlir_ir.AffineExpr]:
     """The indexing map of a scale / zero point of `shape` against x of `x_shape`."""
     rank = len(x_shape)
     if len(shape) == 0:
         return []
     if shape == (1,) and (block == 0 or rank == 1):
-        return [ir.AffineConstantExpr.get(0)]
+        return [mlir_ir.AffineConstantExpr.get(0)]
     axis = normalize_axis(ctx, axis, rank)
     if block:
         if len(shape) != rank:
@@ -211,7 +211,7 @@ def _parameter_map(ctx, name: str, shape, x_shape, axis: int, block: int) -> lis
                         f"{name} shape {shape} does not match block_size {block} on axis {axis}"
                     )
                 exprs.append(
-                    ir.AffineFloorDivExpr.get(dim(index), ir.AffineConstantExpr.get(block))
+                    mlir_ir.AffineFloorDivExpr.get(dim(index), mlir_ir.AffineConstantExpr.get(block))
                 )
             else:
                 if size is not None and shape[index] != size:
@@ -240,7 +240,7 @@ def _layout(ctx: LoweringRuleContext, x_shape):
     return axis, block
 
 
-def _elementwise(out_shape, element, operands, maps, body) -> ir.Value:
+def _elementwise(out_shape, element, operands, maps, body) -> mlir_ir.Value:
     """A parallel generic of `out_shape`; a dynamic (None) dim (a batch, a sequence length)
     has the size of the same dim of `operands[0]` (which has the result's shape)."""
     rank = len(out_shape)
@@ -261,14 +261,14 @@ def _result_shape(ctx: LoweringRuleContext, index: int = 0) -> tuple[int | None,
     return ctx.ranked(ctx.niro_results[index], "result").shape
 
 
-def _rounded_to(value: ir.Value, scalar: ScalarType) -> ir.Value:
+def _rounded_to(value: mlir_ir.Value, scalar: ScalarType) -> mlir_ir.Value:
     """An f32 rounded to f16/bf16 and back (exact both ways but the rounding)."""
     narrow = lower_scalar_type(scalar)
     return arith.ExtFOp(_f32(), arith.TruncFOp(narrow, value).result).result
 
 
 @register_lowering("onnx.QuantizeLinear", since=10)
-def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     x, x_niro = input_value(ctx, 0)
     scale, scale_niro = input_value(ctx, 1)
     zero = input_value(ctx, 2)
@@ -319,7 +319,7 @@ def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("onnx.DequantizeLinear", since=10)
-def _lower_dequantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_dequantize(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     x, x_niro = input_value(ctx, 0)
     scale, scale_niro = input_value(ctx, 1)
     zero = input_value(ctx, 2)
@@ -355,8 +355,8 @@ def _lower_dequantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 def _shifted(
-    ctx, value: ir.Value, scalar: ScalarType, shape, zero, zero_axis: int | None
-) -> ir.Value:
+    ctx, value: mlir_ir.Value, scalar: ScalarType, shape, zero, zero_axis: int | None
+) -> mlir_ir.Value:
     """value - zero_point as an i32 tensor; `zero` is (mlir, niro) or None; a 1-D zero point
     (per output channel) runs along `zero_axis`."""
     if scalar not in (ScalarType.I8, ScalarType.U8):
@@ -369,7 +369,7 @@ def _shifted(
         zero_scalar = element_type(zero[1])
         zero_shape = static_shape(ctx, zero[1], "a zero point")
         if len(zero_shape) == 0 or zero_shape == (1,):
-            zero_map = [ir.AffineConstantExpr.get(0)] * len(zero_shape)
+            zero_map = [mlir_ir.AffineConstantExpr.get(0)] * len(zero_shape)
         elif zero_axis is not None and zero_shape == (shape[zero_axis],):
             zero_map = [dim(zero_axis)]
         else:
@@ -388,7 +388,7 @@ def _shifted(
     return _elementwise(shape, _i32(), operands, maps, body)
 
 
-def _integer_conv(ctx, x, x_niro, x_zero, w, w_niro, w_zero) -> ir.Value:
+def _integer_conv(ctx, x, x_niro, x_zero, w, w_niro, w_zero) -> mlir_ir.Value:
     """The i32 convolution of (x - x_zero) and (w - w_zero) with the op's window attributes."""
     x_shape = batch_shape(ctx, x_niro, "input x")
     w_shape = static_shape(ctx, w_niro, "filter w")
@@ -410,13 +410,13 @@ def _integer_conv(ctx, x, x_niro, x_zero, w, w_niro, w_zero) -> ir.Value:
 
 
 @register_lowering("onnx.ConvInteger", since=10)
-def _lower_conv_integer(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_conv_integer(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     x, x_niro = input_value(ctx, 0)
     w, w_niro = input_value(ctx, 1)
     return [_integer_conv(ctx, x, x_niro, input_value(ctx, 2), w, w_niro, input_value(ctx, 3))]
 
 
-def per_tensor_parameter(ctx, position: int, what: str) -> tuple[ir.Value, ScalarType]:
+def per_tensor_parameter(ctx, position: int, what: str) -> tuple[mlir_ir.Value, ScalarType]:
     """A per-tensor parameter (0-d or one element) read as a scalar."""
     value, niro_value = input_value(ctx, position)
     shape = static_shape(ctx, niro_value, what)
@@ -429,11 +429,11 @@ def per_tensor_parameter(ctx, position: int, what: str) -> tuple[ir.Value, Scala
 
 def requantize(
     ctx,
-    acc_i32: ir.Value,
-    multiplier: ir.Value,
-    zero: tuple[ir.Value, ScalarType] | None,
+    acc_i32: mlir_ir.Value,
+    multiplier: mlir_ir.Value,
+    zero: tuple[mlir_ir.Value, ScalarType] | None,
     out_scalar: ScalarType,
-) -> ir.Value:
+) -> mlir_ir.Value:
     """round_half_even(acc * multiplier + zero) saturated to `out_scalar`, in the multiplier's
     float type (f64 for the ONNX ops, as the reference; f32 for onnxruntime's QGemm)."""
     compute = multiplier.type
@@ -445,7 +445,7 @@ def requantize(
 
 def _multiplier(
     a_scale, a_type: ScalarType, b_scale, b_type: ScalarType, y_scale, y_type: ScalarType
-) -> ir.Value:
+) -> mlir_ir.Value:
     """a_scale * b_scale / y_scale in the scales' (promoted) type, then as f64."""
     kinds = (a_type, b_type, y_type)
     common = max(
@@ -466,7 +466,7 @@ def _multiplier(
 
 
 @register_lowering("onnx.QLinearConv", since=10)
-def _lower_qlinear_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_qlinear_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     x, x_niro = input_value(ctx, 0)
     w, w_niro = input_value(ctx, 3)
     out_scalar = element_type(ctx.niro_results[0])
@@ -488,7 +488,7 @@ def _lower_qlinear_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     rank = len(out_shape)
     loops = [dim(index) for index in range(rank)]
     if len(w_scale_shape) == 0 or w_scale_shape == (1,):
-        w_map = [ir.AffineConstantExpr.get(0)] * len(w_scale_shape)
+        w_map = [mlir_ir.AffineConstantExpr.get(0)] * len(w_scale_shape)
     elif w_scale_shape == (out_shape[1],):
         w_map = [dim(1)]
     else:
@@ -506,7 +506,7 @@ def _lower_qlinear_conv(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("onnx.QLinearMatMul", since=10)
-def _lower_qlinear_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_qlinear_matmul(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """The i32 matmul of the shifted operands, requantized by a_scale * b_scale / y_scale; a
     1-D a_scale is per row of A, a 1-D b_scale per column of B (onnxruntime's per-channel
     quantization makes the latter), each read per result element."""
@@ -530,7 +530,7 @@ def _lower_qlinear_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     y_scale, y_type = per_tensor_parameter(ctx, 6, "y_scale")
     y_zero = per_tensor_parameter(ctx, 7, "y_zero_point")
 
-    def finish(acc: ir.Value, *elements: ir.Value) -> ir.Value:
+    def finish(acc: mlir_ir.Value, *elements: mlir_ir.Value) -> mlir_ir.Value:
         (a_scale, a_type), (b_scale, b_type) = (
             (elements[scale], kind) if isinstance(scale, int) else (scale, kind)
             for scale, kind in scales
@@ -542,7 +542,7 @@ def _lower_qlinear_matmul(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("onnx.DynamicQuantizeLinear", since=11)
-def _lower_dynamic_quantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_dynamic_quantize(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """y_scale = (max(0, max x) - min(0, min x)) / 255, y_zero_point = saturate(round(-min /
     y_scale)), y = saturate(round(x / y_scale) + y_zero_point), all uint8, in f32."""
     x, x_niro = ctx.operands[0], ctx.niro_operands[0]
@@ -573,8 +573,8 @@ def _lower_dynamic_quantize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         return saturate(ctx, arith.AddFOp(rounded, zero_point_f).result, ScalarType.U8)
 
     y = _elementwise(_result_shape(ctx), lower_scalar_type(ScalarType.U8), [x], [loops], body)
-    scale_tensor = tensor.FromElementsOp(ir.RankedTensorType.get([], f32), [scale]).result
+    scale_tensor = tensor.FromElementsOp(mlir_ir.RankedTensorType.get([], f32), [scale]).result
     zero_tensor = tensor.FromElementsOp(
-        ir.RankedTensorType.get([], lower_scalar_type(ScalarType.U8)), [zero_point]
+        mlir_ir.RankedTensorType.get([], lower_scalar_type(ScalarType.U8)), [zero_point]
     ).result
     return [y, scale_tensor, zero_tensor][: len(ctx.niro_results)]

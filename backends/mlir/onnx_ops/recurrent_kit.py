@@ -20,13 +20,12 @@ have a `?` there (`static_size`).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from niro.ir import ScalarType, format_type
 
-from ..bindings import arith, ir, tensor
+from ..bindings import arith, mlir_ir, tensor
 from ..builders import DYNAMIC, dim_size, empty, fill, generic, tensor_sizes
 from ..context import LoweringRuleContext
 from .common import attribute, element_type, input_value, static_shape
@@ -65,7 +64,7 @@ class ActivationSpec:
     defaults (None: the value must be given), and its kernel on one compute-type element."""
 
     name: str
-    kernel: Callable[[FloatMath, ir.Value, float, float], ir.Value]
+    kernel: Callable[[FloatMath, mlir_ir.Value, float, float], mlir_ir.Value]
     alpha: tuple[bool, float | None] = (False, None)
     beta: tuple[bool, float | None] = (False, None)
 
@@ -170,7 +169,7 @@ class Cell:
     gates: int
     activations: tuple[str, ...]
     states: int
-    step: Callable[[Recurrence, int, ir.Value, list[ir.Value]], list[ir.Value]]
+    step: Callable[[Recurrence, int, mlir_ir.Value, list[mlir_ir.Value]], list[mlir_ir.Value]]
 
 
 @dataclass(slots=True)
@@ -178,45 +177,58 @@ class Recurrence:
     """The checked operands and attributes of one RNN/GRU/LSTM op, its operands already in the
     compute type (`math.type`). `seq` and `batch` are sizes (an int, or the `tensor.dim` of X
     when dynamic); the others are static. `reverse[d]` says direction d walks time
-    backwards. `hoist` is set by the loop driver while it builds a time loop's body: the
-    insertion point before that loop, where `invariant()` builds step-independent values."""
+    backwards. `hoist` is set by the loop driver while it builds a direction's steps: the
+    insertion point before them, where `invariant()` builds step-independent values once."""
 
     ctx: LoweringRuleContext
     cell: Cell
     math: FloatMath
-    seq: int | ir.Value
-    batch: int | ir.Value
+    seq: int | mlir_ir.Value
+    batch: int | mlir_ir.Value
     input_size: int
     hidden: int
     layout: int
     reverse: tuple[bool, ...]
     clip: float | None
     activations: list[list[Activation]]
-    x: ir.Value
-    w: ir.Value
-    r: ir.Value
-    bias: ir.Value | None
-    lengths: ir.Value | None
-    initial: list[ir.Value | None]
-    peepholes: ir.Value | None
-    hoist: ir.InsertionPoint | None = None
+    x: mlir_ir.Value
+    w: mlir_ir.Value
+    r: mlir_ir.Value
+    bias: mlir_ir.Value | None
+    lengths: mlir_ir.Value | None
+    initial: list[mlir_ir.Value | None]
+    peepholes: mlir_ir.Value | None
+    hoist: mlir_ir.InsertionPoint | None = None
+    hoisted: dict[tuple, mlir_ir.Value] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
         return self.cell.gates * self.hidden
 
     @property
-    def compute(self) -> ir.Type:
+    def compute(self) -> mlir_ir.Type:
         return self.math.type
 
-    def invariant(self):
-        """Where to build what is the same at every step (weight slices, broadcast biases,
-        peepholes): before the time loop being built, if any, so it is computed once."""
-        return self.hoist if self.hoist is not None else contextlib.nullcontext()
+    def hoist_before(self, operation: mlir_ir.Operation | None) -> None:
+        """Step-independent values of the steps built next go before `operation` (None: where
+        they are asked for, as outside any steps)."""
+        self.hoist = None if operation is None else mlir_ir.InsertionPoint(operation)
+        self.hoisted = {}
+
+    def invariant(self, key: tuple, build: Callable[[], mlir_ir.Value]) -> mlir_ir.Value:
+        """The value `build()` makes, the same at every step (a weight slice, a broadcast bias,
+        a peephole): built once per direction's steps, before them (`key` names it among
+        them), so neither a loop body nor unrolled steps repeat it."""
+        if self.hoist is None:
+            return build()
+        if key not in self.hoisted:
+            with self.hoist:
+                self.hoisted[key] = build()
+        return self.hoisted[key]
 
     def activate(
-        self, direction: int, index: int, value: ir.Value, *, clipped: bool = True
-    ) -> ir.Value:
+        self, direction: int, index: int, value: mlir_ir.Value, *, clipped: bool = True
+    ) -> mlir_ir.Value:
         """Activation `index` of `direction` on one element, its input clipped first (unless
         `clipped` is False: LSTM's h(C), as onnxruntime)."""
         if clipped and self.clip is not None:
@@ -261,7 +273,7 @@ def parse_recurrence(ctx: LoweringRuleContext, cell: Cell) -> Recurrence:
 
     def operand(
         position: int, what: str, shape: tuple[int | None, ...], batch_axis: int | None = None
-    ) -> ir.Value | None:
+    ) -> mlir_ir.Value | None:
         """Input `position` in the compute type; only its batch dim (`batch_axis`, whose
         expected size is None when X's is dynamic) may be dynamic."""
         found = input_value(ctx, position)
@@ -355,14 +367,14 @@ def shape_text(shape: Sequence[int | None]) -> str:
     return "[" + ", ".join("?" if size is None else str(size) for size in shape) + "]"
 
 
-def static_size(size: int | ir.Value) -> int:
+def static_size(size: int | mlir_ir.Value) -> int:
     """A size as a static dim of an MLIR type: the dynamic marker for an index value."""
     return size if isinstance(size, int) else DYNAMIC
 
 
-def _to_compute(value: ir.Value, compute: ir.Type) -> ir.Value:
+def _to_compute(value: mlir_ir.Value, compute: mlir_ir.Type) -> mlir_ir.Value:
     """`value` with its elements widened to the compute type (itself when already there)."""
-    shaped = ir.RankedTensorType(value.type)
+    shaped = mlir_ir.RankedTensorType(value.type)
     if shaped.element_type == compute:
         return value
     identity = list(range(shaped.rank))
@@ -379,18 +391,18 @@ def _to_compute(value: ir.Value, compute: ir.Type) -> ir.Value:
 
 
 def slab(
-    value: ir.Value, offsets: Sequence[int], sizes: Sequence[int | ir.Value], dropped: int = 0
-) -> ir.Value:
+    value: mlir_ir.Value, offsets: Sequence[int], sizes: Sequence[int | mlir_ir.Value], dropped: int = 0
+) -> mlir_ir.Value:
     """The slice of `value` at the static `offsets` of `sizes` (a dynamic one: the batch), its
     first `dropped` dims (of size 1) dropped.
 
     NOTE: gates, weight rows and peepholes are sliced out rather than read through offset
     affine maps (`d1 + 2 * hidden`): linalg infers a loop's range from the first operand that
     indexes it by a bare dim, and an offset of 0 folds to a bare dim over the whole tensor."""
-    element = ir.RankedTensorType(value.type).element_type
+    element = mlir_ir.RankedTensorType(value.type).element_type
     static = [static_size(size) for size in sizes]
     return tensor.ExtractSliceOp(
-        ir.RankedTensorType.get(static[dropped:], element),
+        mlir_ir.RankedTensorType.get(static[dropped:], element),
         value,
         [],
         [size for size in sizes if not isinstance(size, int)],
@@ -403,15 +415,15 @@ def slab(
 
 def project(
     rec: Recurrence,
-    source: ir.Value,
+    source: mlir_ir.Value,
     source_map: Sequence[int],
-    outer: Sequence[int | ir.Value],
-    weight: ir.Value,
+    outer: Sequence[int | mlir_ir.Value],
+    weight: mlir_ir.Value,
     direction: int,
     first_row: int,
     rows: int,
     bias_offset: int,
-) -> ir.Value:
+) -> mlir_ir.Value:
     """source * weight[direction, first_row:first_row + rows]^T + bias, of shape (*outer, rows).
 
     The loops are (*outer, g, k): `source_map` indexes `source` by them (k the reduced input
@@ -419,17 +431,22 @@ def project(
     0, R's at gates * hidden); without B the sum starts at zero."""
     g, k = len(outer), len(outer) + 1
     out_map = list(range(len(outer) + 1))
-    with rec.invariant():
+
+    def start() -> mlir_ir.Value:
         init = empty([*outer, rows], rec.compute)
         if rec.bias is None:
-            init = fill(init, rec.math.zero())
-        else:
-            bias = slab(rec.bias, [direction, bias_offset + first_row], [1, rows], 1)
-            init = generic(
-                [(bias, [g])], [(init, out_map)], len(outer) + 1, (), lambda values: [values[0]]
-            )[0]
-        columns = ir.RankedTensorType(weight.type).shape[2]
-        rows_of_weight = slab(weight, [direction, first_row, 0], [1, rows, columns], 1)
+            return fill(init, rec.math.zero())
+        bias = slab(rec.bias, [direction, bias_offset + first_row], [1, rows], 1)
+        return generic(
+            [(bias, [g])], [(init, out_map)], len(outer) + 1, (), lambda values: [values[0]]
+        )[0]
+
+    def weight_rows() -> mlir_ir.Value:
+        columns = mlir_ir.RankedTensorType(weight.type).shape[2]
+        return slab(weight, [direction, first_row, 0], [1, rows, columns], 1)
+
+    init = rec.invariant(("start", len(outer), direction, first_row, rows, bias_offset), start)
+    rows_of_weight = rec.invariant(("rows", id(weight), direction, first_row, rows), weight_rows)
     math = rec.math
     return generic(
         [(source, source_map), (rows_of_weight, [g, k])],
@@ -441,35 +458,39 @@ def project(
 
 
 def project_state(
-    rec: Recurrence, state: ir.Value, direction: int, first_row: int, rows: int
-) -> ir.Value:
+    rec: Recurrence, state: mlir_ir.Value, direction: int, first_row: int, rows: int
+) -> mlir_ir.Value:
     """state * R[direction, first_row:first_row + rows]^T + Rb: (batch, rows)."""
     return project(rec, state, [0, 2], (rec.batch,), rec.r, direction, first_row, rows, rec.rows)
 
 
-def gate(rec: Recurrence, value: ir.Value, index: int) -> tuple[ir.Value, list]:
+def gate(rec: Recurrence, value: mlir_ir.Value, index: int) -> tuple[mlir_ir.Value, list]:
     """Gate `index` of a (batch, gates * hidden) projection, read over (batch, hidden) loops."""
     return slab(value, [0, index * rec.hidden], [rec.batch, rec.hidden]), [0, 1]
 
 
-def state(value: ir.Value) -> tuple[ir.Value, list]:
+def state(value: mlir_ir.Value) -> tuple[mlir_ir.Value, list]:
     """A (batch, hidden) tensor read over (batch, hidden) loops."""
     return value, [0, 1]
 
 
-def peephole(rec: Recurrence, direction: int, index: int) -> tuple[ir.Value, list]:
+def peephole(rec: Recurrence, direction: int, index: int) -> tuple[mlir_ir.Value, list]:
     """Peephole `index` (i, o, f) of `direction`, read over (batch, hidden) loops."""
-    assert rec.peepholes is not None
-    with rec.invariant():
-        return slab(rec.peepholes, [direction, index * rec.hidden], [1, rec.hidden], 1), [1]
+    peepholes = rec.peepholes
+    assert peepholes is not None
+    value = rec.invariant(
+        ("peephole", direction, index),
+        lambda: slab(peepholes, [direction, index * rec.hidden], [1, rec.hidden], 1),
+    )
+    return value, [1]
 
 
 def elementwise(
     rec: Recurrence,
-    inputs: Sequence[tuple[ir.Value, list]],
+    inputs: Sequence[tuple[mlir_ir.Value, list]],
     outputs: int,
-    body: Callable[..., Sequence[ir.Value]],
-) -> list[ir.Value]:
+    body: Callable[..., Sequence[mlir_ir.Value]],
+) -> list[mlir_ir.Value]:
     """A `linalg.generic` over (batch, hidden) computing `outputs` (batch, hidden) tensors;
     `body(*elements)` gets one element of each input."""
     return generic(

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from niro.ir import ScalarType, format_type
 
-from ..bindings import arith, ir, linalg, math, scf
+from ..bindings import arith, linalg, math, mlir_ir, scf
 from ..builders import (
     accumulator_type,
     assert_true,
@@ -108,7 +108,7 @@ class RuntimeAxes:
     check already guarantees one of them holds."""
 
     options: tuple[tuple[int, ...], ...]
-    selectors: tuple[ir.Value, ...]
+    selectors: tuple[mlir_ir.Value, ...]
 
 
 def reduce_axes(
@@ -218,10 +218,10 @@ def _reduced_shape(shape, axes, keepdims: bool) -> tuple:
     return tuple(dim for axis, dim in enumerate(shape) if axis not in axes)
 
 
-def _runtime_mask(ctx, axes_value, count: int, rank: int) -> ir.Value:
+def _runtime_mask(ctx, axes_value, count: int, rank: int) -> mlir_ir.Value:
     """The run-time axes as an i64 bit set (negative axes normalized); an axis out of range
     sets bit 63, which no candidate has."""
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     mask = constant(i64, 0)
     for axis in read_int_scalars(axes_value, count):
         negative = arith.CmpIOp(arith.CmpIPredicate.slt, axis, constant(i64, 0)).result
@@ -237,11 +237,11 @@ def _runtime_mask(ctx, axes_value, count: int, rank: int) -> ir.Value:
     return mask
 
 
-def _mask_in(mask: ir.Value, members: Sequence[tuple[int, ...]]) -> ir.Value:
+def _mask_in(mask: mlir_ir.Value, members: Sequence[tuple[int, ...]]) -> mlir_ir.Value:
     """i1: the bit set `mask` is exactly one of `members` (duplicated axes set fewer bits, so
     they match no member of `count` axes)."""
-    i64 = ir.IntegerType.get_signless(64)
-    matches = constant(ir.IntegerType.get_signless(1), 0)
+    i64 = mlir_ir.IntegerType.get_signless(64)
+    matches = constant(mlir_ir.IntegerType.get_signless(1), 0)
     for chosen in members:
         bits = sum(1 << axis for axis in chosen)
         equal = arith.CmpIOp(arith.CmpIPredicate.eq, mask, constant(i64, bits)).result
@@ -253,17 +253,17 @@ def _mask_in(mask: ir.Value, members: Sequence[tuple[int, ...]]) -> ir.Value:
 
 
 def reduce_into(
-    source: ir.Value,
+    source: mlir_ir.Value,
     axes: Sequence[int],
-    accumulator: ir.Type,
+    accumulator: mlir_ir.Type,
     start: float | int,
-    step: Callable[[ir.Value, ir.Value], ir.Value],
-    extra_inputs: Sequence[ir.Value] = (),
-) -> ir.Value:
+    step: Callable[[mlir_ir.Value, mlir_ir.Value], mlir_ir.Value],
+    extra_inputs: Sequence[mlir_ir.Value] = (),
+) -> mlir_ir.Value:
     """A reduction generic: the accumulator (the source shape without `axes`) starts at `start`
     and takes `step(element, accumulated)` for each element. `extra_inputs` have the accumulator's
     shape and are read at the same position; `step` then gets (element, *extras, accumulated)."""
-    rank = ir.RankedTensorType(source.type).rank
+    rank = mlir_ir.RankedTensorType(source.type).rank
     kept = [axis for axis in range(rank) if axis not in axes]
     sizes = tensor_sizes(source)
     init = fill(empty([sizes[axis] for axis in kept], accumulator), constant(accumulator, start))
@@ -273,18 +273,18 @@ def reduce_into(
 
 def finish_to_result(
     ctx: LoweringRuleContext,
-    accumulated: ir.Value,
+    accumulated: mlir_ir.Value,
     axes: Sequence[int],
     keepdims: bool,
-    finish: Callable[[ir.Value], ir.Value] | None,
-    source: ir.Value,
-) -> ir.Value:
+    finish: Callable[[mlir_ir.Value], mlir_ir.Value] | None,
+    source: mlir_ir.Value,
+) -> mlir_ir.Value:
     """The element-wise generic from an accumulator (the source shape without `axes`) to the
     op's result type; with keepdims the reduced dims are the result's 1s. `finish` None: the
     accumulator's elements are the result's, so without keepdims (same shape) it is the result
     itself, no copy."""
     result_type = ranked_result(ctx, 0)
-    rank = ir.RankedTensorType(source.type).rank
+    rank = mlir_ir.RankedTensorType(source.type).rank
     kept = [axis for axis in range(rank) if axis not in axes]
     source_sizes = tensor_sizes(source)
     if keepdims:
@@ -309,9 +309,9 @@ def finish_to_result(
         else:
             sizes.append(size)
     out_rank = len(expected)
-    dynamic = ir.ShapedType.get_dynamic_size()
+    dynamic = mlir_ir.ShapedType.get_dynamic_size()
     shape = [size if isinstance(size, int) else dynamic for size in sizes]
-    if finish is None and accumulated.type == ir.RankedTensorType.get(
+    if finish is None and accumulated.type == mlir_ir.RankedTensorType.get(
         shape, result_type.element_type
     ):
         return accumulated
@@ -325,7 +325,7 @@ def finish_to_result(
     )[0]
 
 
-def _combine(kind: str, scalar: ScalarType, left: ir.Value, right: ir.Value) -> ir.Value:
+def _combine(kind: str, scalar: ScalarType, left: mlir_ir.Value, right: mlir_ir.Value) -> mlir_ir.Value:
     floating = scalar.is_float
     unsigned = scalar.is_unsigned_integer or scalar.is_bool
     match kind:
@@ -354,7 +354,7 @@ def _start(kind: str, scalar: ScalarType) -> float | int:
     return identity_value(scalar, kind)
 
 
-def _prepare(kind: str, scalar: ScalarType, element: ir.Value) -> ir.Value:
+def _prepare(kind: str, scalar: ScalarType, element: mlir_ir.Value) -> mlir_ir.Value:
     match kind:
         case "none":
             return element
@@ -369,7 +369,7 @@ def _prepare(kind: str, scalar: ScalarType, element: ir.Value) -> ir.Value:
     raise AssertionError(f"unknown prepare {kind!r}")
 
 
-def _element_count(source: ir.Value, axes: Sequence[int], target: ir.Type, scalar) -> ir.Value:
+def _element_count(source: mlir_ir.Value, axes: Sequence[int], target: mlir_ir.Type, scalar) -> mlir_ir.Value:
     """The number of reduced elements as a scalar of `target` (float or integer)."""
     sizes = tensor_sizes(source)
     count = 1
@@ -381,16 +381,16 @@ def _element_count(source: ir.Value, axes: Sequence[int], target: ir.Type, scala
             dynamic.append(sizes[axis])
     if not dynamic:
         return constant(target, count)
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     total = constant(i64, count)
     for size in dynamic:
         total = arith.MulIOp(total, arith.IndexCastOp(i64, size).result).result
-    if isinstance(target, ir.IntegerType):
+    if isinstance(target, mlir_ir.IntegerType):
         return total if target.width == 64 else arith.TruncIOp(target, total).result
     return arith.SIToFPOp(target, total).result
 
 
-def lower_reduction(ctx: LoweringRuleContext, spec: ReductionSpec) -> Sequence[ir.Value]:
+def lower_reduction(ctx: LoweringRuleContext, spec: ReductionSpec) -> Sequence[mlir_ir.Value]:
     source = ctx.operands[0]
     scalar = element_type(ctx.niro_operands[0])
     if scalar.is_bool and spec.combine not in ("max", "min"):
@@ -405,7 +405,7 @@ def lower_reduction(ctx: LoweringRuleContext, spec: ReductionSpec) -> Sequence[i
     return [cast_to(_reduce(ctx, spec, axes), ctx.result_types[0])]
 
 
-def dispatch(ctx: LoweringRuleContext, runtime: RuntimeAxes, build: Callable) -> ir.Value:
+def dispatch(ctx: LoweringRuleContext, runtime: RuntimeAxes, build: Callable) -> mlir_ir.Value:
     """A chain of `scf.if`s running `build(option)` for the option the run-time axes select
     (the last option is the final else: the run-time check rules out the rest). Each option's
     value is cast to the result type, which a dynamic dim leaves less static than the option's."""
@@ -414,15 +414,15 @@ def dispatch(ctx: LoweringRuleContext, runtime: RuntimeAxes, build: Callable) ->
         return cast_to(build(runtime.options[last]), ctx.result_types[0])
     head = tried[0]
     branch = scf.IfOp(runtime.selectors[head], [ctx.result_types[0]], has_else=True)
-    with ir.InsertionPoint(branch.then_block):
+    with mlir_ir.InsertionPoint(branch.then_block):
         scf.YieldOp([cast_to(build(runtime.options[head]), ctx.result_types[0])])
-    with ir.InsertionPoint(branch.else_block):
+    with mlir_ir.InsertionPoint(branch.else_block):
         rest = RuntimeAxes(runtime.options[head + 1 :], runtime.selectors[head + 1 :])
         scf.YieldOp([dispatch(ctx, rest, build)])
     return branch.results[0]
 
 
-def _reduce(ctx: LoweringRuleContext, spec: ReductionSpec, axes: tuple[int, ...]) -> ir.Value:
+def _reduce(ctx: LoweringRuleContext, spec: ReductionSpec, axes: tuple[int, ...]) -> mlir_ir.Value:
     source = ctx.operands[0]
     scalar = element_type(ctx.niro_operands[0])
     keepdims = bool(attribute(ctx, "keepdims", 1))
@@ -430,13 +430,13 @@ def _reduce(ctx: LoweringRuleContext, spec: ReductionSpec, axes: tuple[int, ...]
     accumulator = element if spec.combine in ("max", "min") else accumulator_type(scalar)
     result_element = ranked_result(ctx, 0).element_type
 
-    def widen(value: ir.Value) -> ir.Value:
+    def widen(value: mlir_ir.Value) -> mlir_ir.Value:
         return convert(value, accumulator) if scalar.is_float else value
 
     if spec.finish == "logsumexp":
         return _log_sum_exp(ctx, source, axes, keepdims, accumulator, scalar)
 
-    def step(value: ir.Value, accumulated: ir.Value) -> ir.Value:
+    def step(value: mlir_ir.Value, accumulated: mlir_ir.Value) -> mlir_ir.Value:
         return _combine(
             spec.combine, scalar, _prepare(spec.prepare, scalar, widen(value)), accumulated
         )
@@ -444,7 +444,7 @@ def _reduce(ctx: LoweringRuleContext, spec: ReductionSpec, axes: tuple[int, ...]
     accumulated = reduce_into(source, axes, accumulator, _start(spec.combine, scalar), step)
     count = _element_count(source, axes, accumulator, scalar) if spec.finish == "mean" else None
 
-    def finish(value: ir.Value) -> ir.Value:
+    def finish(value: mlir_ir.Value) -> mlir_ir.Value:
         match spec.finish:
             case "sqrt":
                 value = math.SqrtOp(value).result
@@ -463,7 +463,7 @@ def _reduce(ctx: LoweringRuleContext, spec: ReductionSpec, axes: tuple[int, ...]
     return finish_to_result(ctx, accumulated, axes, keepdims, None if plain else finish, source)
 
 
-def _log_sum_exp(ctx, source, axes, keepdims, accumulator, scalar) -> ir.Value:
+def _log_sum_exp(ctx, source, axes, keepdims, accumulator, scalar) -> mlir_ir.Value:
     """log(sum(exp(x - m))) + m with m the max (0 where the max is infinite), in `accumulator`."""
     result_element = ranked_result(ctx, 0).element_type
     maximum = reduce_into(
@@ -476,7 +476,7 @@ def _log_sum_exp(ctx, source, axes, keepdims, accumulator, scalar) -> ir.Value:
         ),
     )
 
-    def shift_of(peak: ir.Value) -> ir.Value:
+    def shift_of(peak: mlir_ir.Value) -> mlir_ir.Value:
         infinite = arith.CmpFOp(
             arith.CmpFPredicate.OEQ, math.AbsFOp(peak).result, constant(accumulator, float("inf"))
         ).result
@@ -487,7 +487,7 @@ def _log_sum_exp(ctx, source, axes, keepdims, accumulator, scalar) -> ir.Value:
         return arith.AddFOp(math.ExpOp(shifted).result, accumulated).result
 
     summed = reduce_into(source, axes, accumulator, 0.0, step, extra_inputs=[maximum])
-    rank = ir.RankedTensorType(source.type).rank
+    rank = mlir_ir.RankedTensorType(source.type).rank
     kept = [axis for axis in range(rank) if axis not in axes]
     combined = generic(
         [(summed, list(range(len(kept)))), (maximum, list(range(len(kept))))],
@@ -510,7 +510,7 @@ def _log_sum_exp(ctx, source, axes, keepdims, accumulator, scalar) -> ir.Value:
 
 def _register(spec: ReductionSpec) -> None:
     @register_lowering(f"onnx.{spec.op_type}")
-    def rule(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+    def rule(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         return lower_reduction(ctx, spec)
 
 
@@ -521,7 +521,7 @@ for _spec in REDUCTIONS:
 # -- ArgMax / ArgMin ----------------------------------------------------------------------------
 
 
-def _lower_arg(ctx: LoweringRuleContext, largest: bool) -> Sequence[ir.Value]:
+def _lower_arg(ctx: LoweringRuleContext, largest: bool) -> Sequence[mlir_ir.Value]:
     source = ctx.operands[0]
     data = ctx.ranked(ctx.niro_operands[0], "operand #0")
     axis = normalize_axis(ctx, int(attribute(ctx, "axis", 0)), len(data.shape))
@@ -531,10 +531,10 @@ def _lower_arg(ctx: LoweringRuleContext, largest: bool) -> Sequence[ir.Value]:
     return [finish_to_result(ctx, indices, (axis,), keepdims, None, source)]
 
 
-def linear_index(ctx: LoweringRuleContext, source: ir.Value, axes: Sequence[int]) -> ir.Value:
+def linear_index(ctx: LoweringRuleContext, source: mlir_ir.Value, axes: Sequence[int]) -> mlir_ir.Value:
     """Inside a generic over `source`'s dims: the row-major position (i64) over `axes`."""
-    i64 = ir.IntegerType.get_signless(64)
-    shape = ir.RankedTensorType(source.type)
+    i64 = mlir_ir.IntegerType.get_signless(64)
+    shape = mlir_ir.RankedTensorType(source.type)
     position = None
     for axis in axes:
         index = arith.IndexCastOp(i64, linalg.IndexOp(axis).result).result
@@ -552,12 +552,12 @@ def linear_index(ctx: LoweringRuleContext, source: ir.Value, axes: Sequence[int]
 
 def arg_extreme(
     ctx: LoweringRuleContext,
-    source: ir.Value,
+    source: mlir_ir.Value,
     scalar: ScalarType,
     axes: Sequence[int],
     largest: bool,
     last: bool,
-) -> ir.Value:
+) -> mlir_ir.Value:
     """The i64 position (row-major over `axes`) of the first (or, with `last`, the last)
     largest or smallest element, over the source's dims without `axes`.
 
@@ -565,9 +565,9 @@ def arg_extreme(
     how the reduction is scheduled; NaN counts as the extreme, as in numpy."""
     if scalar.is_bool:
         raise ctx.error("does not take BOOL tensors")
-    rank = ir.RankedTensorType(source.type).rank
+    rank = mlir_ir.RankedTensorType(source.type).rank
     element = lower_scalar_type(scalar)
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     kept = [dim for dim in range(rank) if dim not in axes]
     sizes = tensor_sizes(source)
     start = identity_value(scalar, "max" if largest else "min")
@@ -617,10 +617,10 @@ def arg_extreme(
 
 
 @register_lowering("onnx.ArgMax")
-def _lower_argmax(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_argmax(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     return _lower_arg(ctx, largest=True)
 
 
 @register_lowering("onnx.ArgMin")
-def _lower_argmin(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_argmin(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     return _lower_arg(ctx, largest=False)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from niro.ir import ScalarType
 
-from ..bindings import arith, ir, linalg, math, tensor
+from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import constant, dim, dim_size, generic, i64_constant, index_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -58,7 +58,7 @@ COORDINATE_MODES = (
 )
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
-Scalar = float | ir.Value  # a compile-time float, or a run-time value of the coordinate type
+Scalar = float | mlir_ir.Value  # a compile-time float, or a run-time value of the coordinate type
 
 
 @dataclass(frozen=True)
@@ -77,8 +77,8 @@ class AxisPlan:
     """One resized axis: sizes, its scale and (tf_crop_and_resize) its roi start/end."""
 
     axis: int
-    in_size: int | ir.Value  # a run-time size (a dynamic dim) is a coordinate-type value
-    out_size: int | ir.Value
+    in_size: int | mlir_ir.Value  # a run-time size (a dynamic dim) is a coordinate-type value
+    out_size: int | mlir_ir.Value
     scale: Scalar
     roi: tuple[Scalar, Scalar] | None
 
@@ -92,7 +92,7 @@ _COORDINATE_TYPE: contextvars.ContextVar[ScalarType] = contextvars.ContextVar(
 X, else f32 (onnxruntime computes them in float; f16/bf16 would lose whole pixels)."""
 
 
-def _coordinate_type() -> ir.Type:
+def _coordinate_type() -> mlir_ir.Type:
     """The coordinate type (see `_COORDINATE_TYPE`)."""
     return lower_scalar_type(_COORDINATE_TYPE.get())
 
@@ -112,11 +112,11 @@ def _in_coordinates_of_x(lowering):
     return lower
 
 
-def _c(value: float) -> ir.Value:
+def _c(value: float) -> mlir_ir.Value:
     return constant(_coordinate_type(), value)
 
 
-def _v(value: Scalar) -> ir.Value:
+def _v(value: Scalar) -> mlir_ir.Value:
     return _c(value) if isinstance(value, (int, float)) else value
 
 
@@ -148,31 +148,31 @@ def _floor(a):
     return math.FloorOp(_v(a)).result
 
 
-def _to_i64(a: ir.Value) -> ir.Value:
-    return arith.FPToSIOp(ir.IntegerType.get_signless(64), a).result
+def _to_i64(a: mlir_ir.Value) -> mlir_ir.Value:
+    return arith.FPToSIOp(mlir_ir.IntegerType.get_signless(64), a).result
 
 
-def _minus(size: int | ir.Value, amount: float):
+def _minus(size: int | mlir_ir.Value, amount: float):
     """size - amount: a Python number for a static size (builds nothing), else a coordinate-type value."""
     return size - amount if isinstance(size, int) else _sub(size, amount)
 
 
-def _size_i64(size: int | ir.Value) -> ir.Value:
+def _size_i64(size: int | mlir_ir.Value) -> mlir_ir.Value:
     return i64_constant(size) if isinstance(size, int) else _to_i64(size)
 
 
-def _as_coordinate(value: ir.Value) -> ir.Value:
+def _as_coordinate(value: mlir_ir.Value) -> mlir_ir.Value:
     """A float value in the coordinate type (widened, or an f64 roi narrowed in an f32 op)."""
     target = _coordinate_type()
     if value.type == target:
         return value
-    if ir.FloatType(value.type).width > ir.FloatType(target).width:
+    if mlir_ir.FloatType(value.type).width > mlir_ir.FloatType(target).width:
         return arith.TruncFOp(target, value).result
     return arith.ExtFOp(target, value).result
 
 
-def _index_to_coordinate(index: ir.Value) -> ir.Value:
-    as_int = arith.IndexCastOp(ir.IntegerType.get_signless(64), index).result
+def _index_to_coordinate(index: mlir_ir.Value) -> mlir_ir.Value:
+    as_int = arith.IndexCastOp(mlir_ir.IntegerType.get_signless(64), index).result
     return arith.SIToFPOp(_coordinate_type(), as_int).result
 
 
@@ -322,7 +322,7 @@ def _plans(
         else:
             raise ctx.error(f"does not support keep_aspect_ratio_policy '{policy}'")
     plans = []
-    out_sizes: list[int | ir.Value] = list(out_shape)
+    out_sizes: list[int | mlir_ir.Value] = list(out_shape)
     for position, axis in enumerate(axes):
         scale = axis_scales[position]
         axis_roi = (roi[position], roi[count + position]) if roi is not None else None
@@ -360,7 +360,7 @@ def _plans(
     return plans, out_sizes
 
 
-def _dim_index(ctx: LoweringRuleContext, axis: int) -> ir.Value:
+def _dim_index(ctx: LoweringRuleContext, axis: int) -> mlir_ir.Value:
     """Input X's dim `axis` as an index (`tensor.dim`), for a result dim that follows from it.
 
     NOTE: IREE 3.13 fails to compile a dispatch whose dynamic dims come from float arithmetic
@@ -390,21 +390,21 @@ def _exact_ratio(scale: Scalar) -> tuple[int, int] | None:
     return numerator, denominator
 
 
-def _run_time_size(ctx: LoweringRuleContext, size: int | None, axis: int) -> int | ir.Value:
+def _run_time_size(ctx: LoweringRuleContext, size: int | None, axis: int) -> int | mlir_ir.Value:
     """A static size as it is, a dynamic one (None) as `tensor.dim` of input X in f64."""
     if size is not None:
         return size
     return _index_to_coordinate(dim_size(ctx.operands[0], axis))
 
 
-def _coordinate_size(size: float | int | ir.Value) -> ir.Value:
-    return size if isinstance(size, ir.Value) else _c(float(size))
+def _coordinate_size(size: float | int | mlir_ir.Value) -> mlir_ir.Value:
+    return size if isinstance(size, mlir_ir.Value) else _c(float(size))
 
 
 # -- the per-element computation -------------------------------------------------------------------
 
 
-def _source_coordinate(settings: Settings, plan: AxisPlan, y: ir.Value):
+def _source_coordinate(settings: Settings, plan: AxisPlan, y: mlir_ir.Value):
     """(x, extrapolated flag or None) for output index y (f64) on one axis."""
     in_size, scale = plan.in_size, plan.scale
     in_size = float(in_size) if isinstance(in_size, int) else in_size
@@ -440,7 +440,7 @@ def _source_coordinate(settings: Settings, plan: AxisPlan, y: ir.Value):
     return x, outside
 
 
-def _coefficients(settings: Settings, plan: AxisPlan, ratio: ir.Value) -> list[ir.Value]:
+def _coefficients(settings: Settings, plan: AxisPlan, ratio: mlir_ir.Value) -> list[mlir_ir.Value]:
     """The tap coefficients (f64) for `ratio` in (0, 1] — the spec's linear/cubic kernels."""
     a = settings.cubic_a
     if settings.mode == "linear" and not settings.antialias:
@@ -485,7 +485,7 @@ def _coefficients(settings: Settings, plan: AxisPlan, ratio: ir.Value) -> list[i
     return [_div(value, total) for value in raw]
 
 
-def _taps(settings: Settings, plan: AxisPlan, x: ir.Value, count: int) -> list[ir.Value]:
+def _taps(settings: Settings, plan: AxisPlan, x: mlir_ir.Value, count: int) -> list[mlir_ir.Value]:
     """The i64 indices (unclamped) of the `count` taps nearest x, ties to the smaller index.
 
     The taps start from floor(x), the floor the coefficients' ratio is taken from (`_axis_reads`):
@@ -506,14 +506,14 @@ def _taps(settings: Settings, plan: AxisPlan, x: ir.Value, count: int) -> list[i
     return [arith.AddIOp(start, i64_constant(tap)).result for tap in range(count)]
 
 
-def _clamp_index(index: ir.Value, size: int | ir.Value) -> ir.Value:
+def _clamp_index(index: mlir_ir.Value, size: int | mlir_ir.Value) -> mlir_ir.Value:
     clamped = arith.MaxSIOp(index, i64_constant(0)).result
     last = i64_constant(size - 1) if isinstance(size, int) else _size_i64(_sub(size, 1.0))
     clamped = arith.MinSIOp(clamped, last).result
-    return arith.IndexCastOp(ir.IndexType.get(), clamped).result
+    return arith.IndexCastOp(mlir_ir.IndexType.get(), clamped).result
 
 
-def _axis_reads(settings: Settings, plan: AxisPlan, y_index: ir.Value):
+def _axis_reads(settings: Settings, plan: AxisPlan, y_index: mlir_ir.Value):
     """[(clamped index, coefficient or None)] for one axis, and its extrapolation flag."""
     x, outside = _source_coordinate(settings, plan, _index_to_coordinate(y_index))
     floor = _floor(x)
@@ -527,9 +527,9 @@ def _axis_reads(settings: Settings, plan: AxisPlan, y_index: ir.Value):
             case "round_prefer_ceil":
                 upper = _cmp(arith.CmpFPredicate.OGE, ratio, 0.5)
             case "floor":
-                upper = arith.ConstantOp(ir.IntegerType.get_signless(1), 0).result
+                upper = arith.ConstantOp(mlir_ir.IntegerType.get_signless(1), 0).result
             case _:
-                upper = arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result
+                upper = arith.ConstantOp(mlir_ir.IntegerType.get_signless(1), 1).result
         upper = arith.OrIOp(upper, integral).result
         chosen = _select(upper, taps[1], taps[0])
         return [(_clamp_index(chosen, plan.in_size), None)], outside
@@ -554,14 +554,14 @@ def _axis_reads(settings: Settings, plan: AxisPlan, y_index: ir.Value):
 
 
 def _resize(
-    ctx: LoweringRuleContext, x: ir.Value, scalar: ScalarType, out_shape, plans, settings
-) -> ir.Value:
+    ctx: LoweringRuleContext, x: mlir_ir.Value, scalar: ScalarType, out_shape, plans, settings
+) -> mlir_ir.Value:
     element = lower_scalar_type(scalar)
     rank = len(out_shape)
     if all(isinstance(size, int) for size in out_shape):
         init = tensor.EmptyOp(list(out_shape), element).result
     else:  # NOTE: a run-time size is a coordinate-type value (a whole number): made an index here
-        index = ir.IndexType.get()
+        index = mlir_ir.IndexType.get()
         sizes = [
             size
             if isinstance(size, int) or size.type == index
@@ -629,7 +629,7 @@ def _data(ctx: LoweringRuleContext, settings: Settings, *, dynamic: bool = False
 
 @register_lowering("onnx.Resize", since=11)
 @_in_coordinates_of_x
-def _lower_resize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_resize(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     settings = _settings(ctx)
     x, scalar, in_shape, out_shape = _data(ctx, settings, dynamic=True)
     plans, out_sizes = _plans(ctx, in_shape, out_shape, settings)
@@ -638,7 +638,7 @@ def _lower_resize(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 @register_lowering("onnx.Upsample", since=7)
 @_in_coordinates_of_x
-def _lower_upsample(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_upsample(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     mode = attribute(ctx, "mode", "nearest")
     if mode != "nearest":
         raise ctx.error(f"supports mode 'nearest' only, got '{mode}'")

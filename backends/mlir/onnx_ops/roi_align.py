@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from niro.ir import ScalarType, format_type, op_name
 
-from ..bindings import arith, ir, linalg, math, tensor
+from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import (
     assert_true,
     constant,
@@ -118,23 +118,23 @@ def _check_types(ctx: LoweringRuleContext, pooled: tuple[int, int]) -> None:
         )
 
 
-def _result_init(ctx: LoweringRuleContext, element: ir.Type, pooled: tuple[int, int]):
+def _result_init(ctx: LoweringRuleContext, element: mlir_ir.Type, pooled: tuple[int, int]):
     """`tensor.empty` of the result type, its dynamic dims from the operands: the roi count
     from `rois`, the channels from `X`. Where the result type declares a dim static but its
     source is dynamic (or rois and batch_indices both are), a `cf.assert` checks they agree:
     the extracts would read out of bounds otherwise."""
     x, rois, batch_indices = ctx.operands
-    result_type = ir.RankedTensorType(ctx.result_types[0])
+    result_type = mlir_ir.RankedTensorType(ctx.result_types[0])
     where = f"{ctx.niro_location}: '{op_name(ctx.op)}' op"
     sources = [(rois, 0, "rois"), (x, 1, "input X")]
-    sizes: list[int | ir.Value] = []
+    sizes: list[int | mlir_ir.Value] = []
     for axis, (source, source_axis, what) in enumerate(sources):
         size = tensor_size(source, source_axis)
         if result_type.is_dynamic_dim(axis):
             sizes.append(size)
             continue
         sizes.append(result_type.shape[axis])
-        if isinstance(size, ir.Value):
+        if isinstance(size, mlir_ir.Value):
             _assert_equal(
                 size,
                 index_constant(result_type.shape[axis]),
@@ -145,7 +145,7 @@ def _result_init(ctx: LoweringRuleContext, element: ir.Type, pooled: tuple[int, 
         tensor_size(rois, 0),
         tensor_size(batch_indices, 0),
     )
-    if isinstance(roi_count, ir.Value) or isinstance(index_count, ir.Value):
+    if isinstance(roi_count, mlir_ir.Value) or isinstance(index_count, mlir_ir.Value):
         _assert_equal(
             index_value(roi_count),
             index_value(index_count),
@@ -155,7 +155,7 @@ def _result_init(ctx: LoweringRuleContext, element: ir.Type, pooled: tuple[int, 
     return empty(sizes, element)
 
 
-def _assert_equal(a: ir.Value, b: ir.Value, message: str) -> None:
+def _assert_equal(a: mlir_ir.Value, b: mlir_ir.Value, message: str) -> None:
     assert_true(arith.CmpIOp(arith.CmpIPredicate.eq, a, b).result, message)
 
 
@@ -163,20 +163,20 @@ class _Builder:
     """The scalar arithmetic of one RoiAlign, shared by the bodies of its generics: the roi's
     geometry (start, bin size, grid size per axis) and the bilinear sample of one grid point."""
 
-    def __init__(self, ctx: LoweringRuleContext, options: _Attributes, element: ir.Type):
+    def __init__(self, ctx: LoweringRuleContext, options: _Attributes, element: mlir_ir.Type):
         self.ctx = ctx
         self.options = options
         self.element = element
-        self.i64 = ir.IntegerType.get_signless(64)
+        self.i64 = mlir_ir.IntegerType.get_signless(64)
         x = ctx.operands[0]
         self.sizes = [tensor_size(x, axis) for axis in (2, 3)]
 
     # -- scalars ----------------------------------------------------------------------------------
 
-    def c(self, value: float) -> ir.Value:
+    def c(self, value: float) -> mlir_ir.Value:
         return constant(self.element, value)
 
-    def int_(self, value: int) -> ir.Value:
+    def int_(self, value: int) -> mlir_ir.Value:
         return constant(self.i64, value)
 
     def add(self, a, b):
@@ -191,13 +191,13 @@ class _Builder:
     def div(self, a, b):
         return arith.DivFOp(a, b).result
 
-    def to_float(self, value: ir.Value) -> ir.Value:
+    def to_float(self, value: mlir_ir.Value) -> mlir_ir.Value:
         """An i64 or index value as the element type."""
-        if isinstance(value.type, ir.IndexType):
+        if isinstance(value.type, mlir_ir.IndexType):
             value = arith.IndexCastOp(self.i64, value).result
         return arith.SIToFPOp(self.element, value).result
 
-    def extent(self, axis: int) -> ir.Value:
+    def extent(self, axis: int) -> mlir_ir.Value:
         """H (axis 0) or W (axis 1) of X as i64: a constant when static, else `tensor.dim`
         (built inside the body: a generic body may use values from above)."""
         size = self.sizes[axis]
@@ -207,7 +207,7 @@ class _Builder:
 
     # -- geometry ---------------------------------------------------------------------------------
 
-    def geometry(self, roi_index: ir.Value):
+    def geometry(self, roi_index: mlir_ir.Value):
         """Per axis (y, x): (start, bin size, grid size) of roi `roi_index` (an index). The grid
         size is an int for a fixed sampling_ratio, else an i64 value >= 0, as onnxruntime
         computes it: ceil(roi size / output size)."""
@@ -226,14 +226,14 @@ class _Builder:
             if not options.half_pixel:  # malformed rois are forced to 1x1
                 size = arith.MaximumFOp(size, self.c(1.0)).result
             bin_size = self.div(size, self.c(float(pooled)))
-            grid: int | ir.Value = options.sampling
+            grid: int | mlir_ir.Value = options.sampling
             if not grid:  # (maxnumf: a NaN roi gets an empty grid, not a poison size)
                 rounded = arith.MaxNumFOp(math.CeilOp(bin_size).result, self.c(0.0)).result
                 grid = arith.FPToSIOp(self.i64, rounded).result
             axes.append((start, bin_size, grid))
         return axes
 
-    def grid_count(self, axes) -> ir.Value | int:
+    def grid_count(self, axes) -> mlir_ir.Value | int:
         """Samples per bin: the product of the two grid sizes."""
         (_, _, grid_h), (_, _, grid_w) = axes
         if isinstance(grid_h, int):
@@ -263,7 +263,7 @@ class _Builder:
         high_index = arith.IndexCastOp(index_type(), high).result
         return position, low_index, high_index, self.sub(c(1.0), fraction), fraction
 
-    def outside(self, position, axis) -> ir.Value:
+    def outside(self, position, axis) -> mlir_ir.Value:
         """Whether a sample lies more than one pixel outside the image on `axis`."""
         below = arith.CmpFOp(arith.CmpFPredicate.OLT, position, self.c(-1.0)).result
         extent = self.to_float(self.extent(axis))
@@ -271,7 +271,7 @@ class _Builder:
         return arith.OrIOp(below, above).result
 
 
-def _sampling_body(builder: _Builder, accumulator: ir.Value) -> ir.Value:
+def _sampling_body(builder: _Builder, accumulator: mlir_ir.Value) -> mlir_ir.Value:
     """The main generic's body: one grid sample of one bin of one channel of one roi,
     accumulated (sum for avg, max for max); samples past an adaptive grid are skipped."""
     ctx, options, c = builder.ctx, builder.options, builder.c
@@ -315,12 +315,12 @@ def _sampling_body(builder: _Builder, accumulator: ir.Value) -> ir.Value:
     return arith.SelectOp(in_grid, updated, accumulator).result
 
 
-def _index_below(builder: _Builder, index: ir.Value, bound: ir.Value) -> ir.Value:
+def _index_below(builder: _Builder, index: mlir_ir.Value, bound: mlir_ir.Value) -> mlir_ir.Value:
     as_i64 = arith.IndexCastOp(builder.i64, index).result
     return arith.CmpIOp(arith.CmpIPredicate.slt, as_i64, bound).result
 
 
-def _largest_grid(builder: _Builder) -> list[ir.Value]:
+def _largest_grid(builder: _Builder) -> list[mlir_ir.Value]:
     """The largest adaptive grid size (y, x) over all rois, as index values: one reduction over
     the rois (iterated through batch_indices, one element per roi)."""
     i64 = builder.i64
@@ -345,7 +345,7 @@ def _largest_grid(builder: _Builder) -> list[ir.Value]:
     ]
 
 
-def _finish(builder: _Builder, pooled: ir.Value) -> ir.Value:
+def _finish(builder: _Builder, pooled: mlir_ir.Value) -> mlir_ir.Value:
     """avg: the sums divided by each roi's sample count (at least 1); max with an adaptive
     grid: 0 where a roi's grid is empty (onnxruntime's value), else the maximum."""
     options = builder.options
@@ -367,13 +367,13 @@ def _finish(builder: _Builder, pooled: ir.Value) -> ir.Value:
 
 
 @register_lowering("onnx.RoiAlign", since=10)
-def _lower_roi_align(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_roi_align(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     options = _attributes(ctx)
     _check_types(ctx, options.pooled)
     element = lower_scalar_type(element_type(ctx.niro_operands[0]))
     builder = _Builder(ctx, options, element)
     if options.sampling:
-        grid: list[int | ir.Value] = [options.sampling, options.sampling]
+        grid: list[int | mlir_ir.Value] = [options.sampling, options.sampling]
     else:
         grid = list(_largest_grid(builder))
     initial = builder.c(0.0 if options.mode == "avg" else float("-inf"))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from niro.ir import UnknownOp
 
-from ..bindings import arith, ir, scf, tensor
+from ..bindings import arith, mlir_ir, scf, tensor
 from ..builders import (
     DYNAMIC,
     assert_true,
@@ -47,13 +47,13 @@ def _flags(ctx: LoweringRuleContext, name: str, count: int, allowed: tuple[int, 
     return values
 
 
-def _slice_type(type_: ir.Type) -> ir.RankedTensorType:
-    ranked = ir.RankedTensorType(type_)
-    return ir.RankedTensorType.get(list(ranked.shape)[1:], ranked.element_type)
+def _slice_type(type_: mlir_ir.Type) -> mlir_ir.RankedTensorType:
+    ranked = mlir_ir.RankedTensorType(type_)
+    return mlir_ir.RankedTensorType.get(list(ranked.shape)[1:], ranked.element_type)
 
 
 @register_lowering("onnx.Scan", since=9)
-def _lower_scan(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_scan(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     op: UnknownOp = ctx.op  # type: ignore[assignment]
     if len(op.regions) != 1 or len(op.regions[0].blocks) != 1:
         raise ctx.error("expects one body region with one block")
@@ -89,12 +89,12 @@ def _lower_scan(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         )
     length = lengths.pop()
     sources = [
-        _permute(value, _axis_first(axis, ir.RankedTensorType(value.type).rank))
+        _permute(value, _axis_first(axis, mlir_ir.RankedTensorType(value.type).rank))
         for value, axis in zip(ctx.operands[states:], input_axes, strict=True)
     ]
     accumulators = []
     for type_, axis in zip(ctx.result_types[states:], output_axes, strict=True):
-        ranked = ir.RankedTensorType(type_)
+        ranked = mlir_ir.RankedTensorType(type_)
         shape = list(ranked.shape)
         order = _axis_first(axis, len(shape))
         accumulators.append(tensor.EmptyOp([shape[d] for d in order], ranked.element_type).result)
@@ -105,14 +105,14 @@ def _lower_scan(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         [*ctx.operands[:states], *accumulators],
     )
     body = loop.body
-    with ir.InsertionPoint(body):
+    with mlir_ir.InsertionPoint(body):
         position = loop.induction_variable
         backwards = arith.SubIOp(index_constant(length - 1), position).result
         carried = list(loop.inner_iter_args)
         pieces = []
         for index in range(len(block.arguments) - states):
             source = sources[index]
-            shape = list(ir.RankedTensorType(source.type).shape)
+            shape = list(mlir_ir.RankedTensorType(source.type).shape)
             offset = backwards if input_reverse[index] else position
             piece = tensor.ExtractSliceOp(
                 _slice_type(source.type),
@@ -134,7 +134,7 @@ def _lower_scan(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         for index, (piece, accumulator) in enumerate(
             zip(yielded[states:], carried[states:], strict=True)
         ):
-            shape = list(ir.RankedTensorType(accumulator.type).shape)
+            shape = list(mlir_ir.RankedTensorType(accumulator.type).shape)
             offset = backwards if output_reverse[index] else position
             stacked.append(
                 tensor.InsertSliceOp(
@@ -155,7 +155,7 @@ def _lower_scan(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     results = list(loop.results)
     for index, axis in enumerate(output_axes):
         if axis:
-            rank = ir.RankedTensorType(results[states + index].type).rank
+            rank = mlir_ir.RankedTensorType(results[states + index].type).rank
             results[states + index] = _permute(results[states + index], _axis_back(axis, rank))
     for index in range(states):  # a state's type may be less static than the Scan's result
         results[index] = cast_to(results[index], ctx.result_types[index])
@@ -175,7 +175,7 @@ class _Layout:
     output_reverse: list[int]
 
 
-def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> list[ir.Value]:
+def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> list[mlir_ir.Value]:
     """Scan with dynamic dims: the sequence length is the scan inputs' (checked equal at run
     time) and the slices take their sizes with `tensor.dim`. The scan outputs' slice sizes are
     known only once the body has run, so the first iteration is peeled (an
@@ -184,10 +184,10 @@ def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> lis
     unknown)."""
     states = layout.states
     sources = [
-        _permute(value, _axis_first(axis, ir.RankedTensorType(value.type).rank))
+        _permute(value, _axis_first(axis, mlir_ir.RankedTensorType(value.type).rank))
         for value, axis in zip(ctx.operands[states:], layout.input_axes, strict=True)
     ]
-    static_lengths = {ir.RankedTensorType(source.type).shape[0] for source in sources} - {DYNAMIC}
+    static_lengths = {mlir_ir.RankedTensorType(source.type).shape[0] for source in sources} - {DYNAMIC}
     static_lengths |= {
         ctx.ranked(value, f"scan output #{index}").shape[axis]
         for index, (value, axis) in enumerate(zip(ctx.niro_results[states:], layout.output_axes, strict=True))
@@ -206,7 +206,7 @@ def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> lis
     )
     last = sub(length, 1)
 
-    def bind(position: ir.Value, carried: Sequence[ir.Value]) -> list[ir.Value]:
+    def bind(position: mlir_ir.Value, carried: Sequence[mlir_ir.Value]) -> list[mlir_ir.Value]:
         """The values of the body's arguments at `position`: the states, then the slices."""
         backwards = sub(last, position)
         bound = []
@@ -223,7 +223,7 @@ def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> lis
         raise ctx.error(f"body yields {len(yield_types)} values, expected {states + layout.scan_outputs}")
     first = scf.ExecuteRegionOp(yield_types)
     entry = first.region.blocks.append()
-    with ir.InsertionPoint(entry):
+    with mlir_ir.InsertionPoint(entry):
         bound = bind(index_constant(0), ctx.operands[:states])
 
     def finish_first(yield_ctx: LoweringRuleContext) -> None:
@@ -234,14 +234,14 @@ def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> lis
     accumulators = []
     for index, piece in enumerate(peeled[states:]):
         sizes = [length, *tensor_sizes(piece)]
-        stacked = empty(sizes, ir.RankedTensorType(piece.type).element_type)
+        stacked = empty(sizes, mlir_ir.RankedTensorType(piece.type).element_type)
         offset = last if layout.output_reverse[index] else index_constant(0)
         accumulators.append(_insert_at(piece, stacked, offset))
     loop = scf.ForOp(
         index_constant(1), length, index_constant(1), [*peeled[:states], *accumulators]
     )
     body = loop.body
-    with ir.InsertionPoint(body):
+    with mlir_ir.InsertionPoint(body):
         position = loop.induction_variable
         carried = list(loop.inner_iter_args)
         bound = bind(position, carried[:states])
@@ -259,7 +259,7 @@ def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> lis
     for index, axis in enumerate(layout.output_axes):
         value = results[states + index]
         if axis:
-            value = _permute(value, _axis_back(axis, ir.RankedTensorType(value.type).rank))
+            value = _permute(value, _axis_back(axis, mlir_ir.RankedTensorType(value.type).rank))
         results[states + index] = cast_to(value, ctx.result_types[states + index])
     for index in range(states):
         results[index] = cast_to(results[index], ctx.result_types[index])
@@ -271,9 +271,9 @@ def _yielded(block) -> list:
     return list(block.operations[-1].operands)
 
 
-def _slice_at(ctx: LoweringRuleContext, source: ir.Value, offset: ir.Value) -> ir.Value:
+def _slice_at(ctx: LoweringRuleContext, source: mlir_ir.Value, offset: mlir_ir.Value) -> mlir_ir.Value:
     """Slice `offset` of an axis-first tensor, without the axis (dynamic sizes allowed)."""
-    shape = list(ir.RankedTensorType(source.type).shape)
+    shape = list(mlir_ir.RankedTensorType(source.type).shape)
     dynamic_sizes = [dim_size(source, dim) for dim in range(1, len(shape)) if shape[dim] == DYNAMIC]
     return tensor.ExtractSliceOp(
         _slice_type(source.type),
@@ -287,9 +287,9 @@ def _slice_at(ctx: LoweringRuleContext, source: ir.Value, offset: ir.Value) -> i
     ).result
 
 
-def _insert_at(piece: ir.Value, stacked: ir.Value, offset: ir.Value) -> ir.Value:
+def _insert_at(piece: mlir_ir.Value, stacked: mlir_ir.Value, offset: mlir_ir.Value) -> mlir_ir.Value:
     """`piece` written at `offset` of the leading axis of `stacked` (dynamic sizes allowed)."""
-    shape = list(ir.RankedTensorType(piece.type).shape)
+    shape = list(mlir_ir.RankedTensorType(piece.type).shape)
     dynamic_sizes = [size for size in tensor_sizes(piece) if not isinstance(size, int)]
     return tensor.InsertSliceOp(
         piece,
@@ -328,11 +328,11 @@ def _axis_back(axis: int, rank: int) -> list[int]:
     return [dim + 1 if dim < axis else 0 if dim == axis else dim for dim in range(rank)]
 
 
-def _permute(value: ir.Value, order: Sequence[int]) -> ir.Value:
+def _permute(value: mlir_ir.Value, order: Sequence[int]) -> mlir_ir.Value:
     """`value` with dim k of the result read from dim `order[k]`."""
     if list(order) == list(range(len(order))):
         return value
-    ranked = ir.RankedTensorType(value.type)
+    ranked = mlir_ir.RankedTensorType(value.type)
     sizes = tensor_sizes(value)
     init = empty([sizes[dim] for dim in order], ranked.element_type)
     spec = [list(order).index(dim) for dim in range(len(order))]

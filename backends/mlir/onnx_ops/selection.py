@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from niro.ir import ScalarType, format_type, op_name
 
-from ..bindings import arith, ir, linalg, tensor
+from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
     DYNAMIC,
     accumulator_type,
@@ -51,7 +51,7 @@ __all__: list[str] = []
 # -- CumSum, CumProd -------------------------------------------------------------------------
 
 
-def _cumulative(ctx: LoweringRuleContext, axis: int, combine: str) -> ir.Value:
+def _cumulative(ctx: LoweringRuleContext, axis: int, combine: str) -> mlir_ir.Value:
     """The running sum (`combine` "add") or product ("mul") along `axis`."""
     source = ctx.operands[0]
     data = ctx.ranked(ctx.niro_operands[0], "operand #0")
@@ -97,7 +97,7 @@ def _cumulative(ctx: LoweringRuleContext, axis: int, combine: str) -> ir.Value:
     )[0]
 
 
-def _lower_cumulative(ctx: LoweringRuleContext, combine: str) -> Sequence[ir.Value]:
+def _lower_cumulative(ctx: LoweringRuleContext, combine: str) -> Sequence[mlir_ir.Value]:
     """CumSum/CumProd: the axis is a constant input, or picked at run time (one `scf.if` per
     axis, guarded by a run-time range check)."""
     kind = "CumSum" if combine == "add" else "CumProd"
@@ -114,7 +114,7 @@ def _lower_cumulative(ctx: LoweringRuleContext, combine: str) -> Sequence[ir.Val
     if any(dim != 1 for dim in axis_type.shape):
         raise ctx.error(f"expects a one-element axis, got {format_type(axis_type)}")
     (axis,) = _first(ctx.operands[1])
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     negative = arith.CmpIOp(arith.CmpIPredicate.slt, axis, constant(i64, 0)).result
     axis = arith.SelectOp(negative, arith.AddIOp(axis, constant(i64, rank)).result, axis).result
     selectors = tuple(
@@ -130,22 +130,22 @@ def _lower_cumulative(ctx: LoweringRuleContext, combine: str) -> Sequence[ir.Val
 
 
 @register_lowering("onnx.CumSum", since=11)
-def _lower_cumsum(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_cumsum(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     return _lower_cumulative(ctx, "add")
 
 
 @register_lowering("onnx.CumProd", since=26)
-def _lower_cumprod(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_cumprod(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     return _lower_cumulative(ctx, "mul")
 
 
-def _first(value: ir.Value) -> list[ir.Value]:
+def _first(value: mlir_ir.Value) -> list[mlir_ir.Value]:
     """The first element of a 1-element tensor of any rank, as i64."""
-    shaped = ir.RankedTensorType(value.type)
-    zero = arith.ConstantOp(ir.IndexType.get(), ir.IntegerAttr.get(ir.IndexType.get(), 0)).result
+    shaped = mlir_ir.RankedTensorType(value.type)
+    zero = arith.ConstantOp(mlir_ir.IndexType.get(), mlir_ir.IntegerAttr.get(mlir_ir.IndexType.get(), 0)).result
     element = tensor.ExtractOp(value, [zero] * shaped.rank).result
-    i64 = ir.IntegerType.get_signless(64)
-    if ir.IntegerType(element.type).width < 64:
+    i64 = mlir_ir.IntegerType.get_signless(64)
+    if mlir_ir.IntegerType(element.type).width < 64:
         element = arith.ExtSIOp(i64, element).result
     return [element]
 
@@ -153,7 +153,7 @@ def _first(value: ir.Value) -> list[ir.Value]:
 # -- TopK ---------------------------------------------------------------------------------------
 
 
-def _comes_before(scalar: ScalarType, largest: bool, other, value, other_index, index) -> ir.Value:
+def _comes_before(scalar: ScalarType, largest: bool, other, value, other_index, index) -> mlir_ir.Value:
     """i1: `other` (at `other_index`) is ordered before `value` (at `index`): larger (smaller)
     first, NaN as the largest, equal elements by lower index."""
     if scalar.is_float:
@@ -188,7 +188,7 @@ def _comes_before(scalar: ScalarType, largest: bool, other, value, other_index, 
 
 
 @register_lowering("onnx.TopK")
-def _lower_topk(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_topk(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """Values and i64 indices of the K largest (smallest) elements along `axis`, sorted."""
     source = ctx.operands[0]
     data = ctx.ranked(ctx.niro_operands[0], "operand #0")
@@ -206,7 +206,7 @@ def _lower_topk(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             f"result {format_type(ctx.niro_results[0].type)} does not have the rank of the input"
         )
     length = data.shape[axis]
-    k: int | ir.Value
+    k: int | mlir_ir.Value
     if values_type.is_dynamic_dim(axis):
         k = _runtime_k(ctx, source, axis)
     else:
@@ -216,7 +216,7 @@ def _lower_topk(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             raise ctx.error(f"K = {k} exceeds the axis size {length}")
     if length is None or length > SHORT_AXIS:
         return _sorted_topk(ctx, source, axis, k, largest)
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     sizes = tensor_sizes(source)
 
     # ranks[..., i, ...] = how many elements along the axis come before element i.
@@ -269,23 +269,23 @@ SHORT_AXIS = 1024
 the short axes of most models and every node test); longer or dynamic axes are sorted."""
 
 
-def _sorted_topk(ctx: LoweringRuleContext, source: ir.Value, axis: int, k, largest: bool) -> list[ir.Value]:
+def _sorted_topk(ctx: LoweringRuleContext, source: mlir_ir.Value, axis: int, k, largest: bool) -> list[mlir_ir.Value]:
     """TopK by a bitonic sort of the whole axis, then its first K positions: O(n log^2 n).
     NOTE: the rank count is quadratic in the axis length; torchvision's RetinaNet takes the
     TopK of the ~10^5 scores over its threshold on an FPN level."""
     scalar = ctx.ranked(ctx.niro_operands[0], "operand #0").element_type
-    element = ir.RankedTensorType(source.type).element_type
+    element = mlir_ir.RankedTensorType(source.type).element_type
 
     def before(a, a_index, b, b_index):
         return _comes_before(scalar, largest, a, b, a_index, b_index)
 
     order, element_at = bitonic_sort(source, axis, before)
-    rank = ir.RankedTensorType(source.type).rank
+    rank = mlir_ir.RankedTensorType(source.type).rank
     sizes = tensor_sizes(source)
     out_sizes = [k if dim == axis else size for dim, size in enumerate(sizes)]
     dynamic = [size for size in out_sizes if not isinstance(size, int)]
     static = [size if isinstance(size, int) else DYNAMIC for size in out_sizes]
-    sliced = ir.RankedTensorType.get(static, ir.IntegerType.get_signless(64))
+    sliced = mlir_ir.RankedTensorType.get(static, mlir_ir.IntegerType.get_signless(64))
     indices = tensor.ExtractSliceOp(sliced, order, [], dynamic, [], [0] * rank, static, [1] * rank).result
     every = list(range(rank))
     values = generic(
@@ -301,12 +301,12 @@ def _sorted_topk(ctx: LoweringRuleContext, source: ir.Value, axis: int, k, large
     ]
 
 
-def _runtime_k(ctx: LoweringRuleContext, source: ir.Value, axis: int) -> ir.Value:
+def _runtime_k(ctx: LoweringRuleContext, source: mlir_ir.Value, axis: int) -> mlir_ir.Value:
     """K as an index, for a result whose size along `axis` is dynamic: the `k` attribute
     before opset 10, else the K input (read at run time unless constant). A constant K is
     range-checked now against a static axis; otherwise a `cf.assert` checks 0 <= K <= the axis
     length at run time (and a run-time K is clamped to that range, see `data_size`)."""
-    index = ir.IndexType.get()
+    index = mlir_ir.IndexType.get()
     length = tensor_size(source, axis)
     known: int | None = None
     if opset(ctx) < 10:

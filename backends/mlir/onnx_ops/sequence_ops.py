@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from niro.ir import ScalarType, TensorType, format_type
 
-from ..bindings import arith, ir, scf, tensor
+from ..bindings import arith, mlir_ir, scf, tensor
 from ..builders import assert_all, assert_true, constant, dim_size, index_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -29,12 +29,12 @@ from .indexing import clamp, cmp, gather_generic, mod, projection, select, sub, 
 __all__: list[str] = []
 
 
-def _size(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType, axis: int) -> ir.Value:
+def _size(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: TensorType, axis: int) -> mlir_ir.Value:
     dim = type_.shape[axis]
     return index_constant(dim) if dim is not None else dim_size(value, axis)
 
 
-def _result_sizes(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType) -> list:
+def _result_sizes(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: TensorType) -> list:
     """The index sizes of the dynamic dims of a result shaped like `value` (None when static)."""
     return [
         None if dim is not None else dim_size(value, axis) for axis, dim in enumerate(type_.shape)
@@ -45,7 +45,7 @@ def _result_sizes(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType) 
 
 
 @register_lowering("onnx.ReverseSequence", since=10)
-def _lower_reverse_sequence(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_reverse_sequence(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """out[b, t] = in[b, len[b] - 1 - t] for t < len[b], else in[b, t] (len clamped to [0, T])."""
     data_type = ctx.ranked(ctx.niro_operands[0], "input")
     lens_type = ctx.ranked(ctx.niro_operands[1], "sequence_lens")
@@ -88,7 +88,7 @@ def _lower_reverse_sequence(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("onnx.TensorScatter", since=24)
-def _lower_tensor_scatter(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_tensor_scatter(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """present[p, s, ...] = update[p, j, ...] when the sequence position s receives update row j
     of batch p[0] (s = w + j, modulo the max length in circular mode), else past[p, s, ...]."""
     past_type = ctx.ranked(ctx.niro_operands[0], "past_cache")
@@ -150,18 +150,18 @@ def _lower_tensor_scatter(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
             hit = arith.AndIOp(cmp("sge", row, 0), cmp("slt", row, length)).result
         # NOTE: read the update only on a hit: a dynamic update length may be 0 at run time.
         branch = scf.IfOp(hit, [element], has_else=True)
-        with ir.InsertionPoint(branch.then_block):
+        with mlir_ir.InsertionPoint(branch.then_block):
             source = list(position)
             source[axis] = row
             scf.YieldOp([tensor.ExtractOp(update, source).result])
-        with ir.InsertionPoint(branch.else_block):
+        with mlir_ir.InsertionPoint(branch.else_block):
             scf.YieldOp([elements[0]])
         return branch.results[0]
 
     return [gather_generic(ctx, result, _result_sizes(ctx, past, result), body, inputs)]
 
 
-def _check_write_indices(ctx, indices, mode: str, max_length: ir.Value, length: ir.Value) -> None:
+def _check_write_indices(ctx, indices, mode: str, max_length: mlir_ir.Value, length: mlir_ir.Value) -> None:
     """What the spec requires of the write indices: one per batch entry, and in linear mode
     0 <= w and w + sequence length <= max sequence length (checked at run time)."""
     value, niro = indices
@@ -174,7 +174,7 @@ def _check_write_indices(ctx, indices, mode: str, max_length: ir.Value, length: 
         )
     if mode == "circular":
         return
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     room = arith.IndexCastOp(i64, sub(max_length, length)).result
 
     def inside(elements):

@@ -16,7 +16,7 @@ import struct
 import numpy as np
 from niro.ir import ScalarType, TensorType, format_type, op_name
 
-from ..bindings import arith, ir, tensor
+from ..bindings import arith, mlir_ir, tensor
 from ..builders import (
     assert_true,
     cast_to,
@@ -67,13 +67,13 @@ def _source(ctx: LoweringRuleContext, index: int = 0, what: str = "input") -> Te
     return ctx.ranked(ctx.niro_operands[index], what)
 
 
-def _size(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType, axis: int) -> ir.Value:
+def _size(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: TensorType, axis: int) -> mlir_ir.Value:
     """The size of dim `axis` as an index value (a constant when static)."""
     dim = type_.shape[axis]
     return index_constant(dim) if dim is not None else dim_size(value, axis)
 
 
-def _count(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType) -> ir.Value:
+def _count(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: TensorType) -> mlir_ir.Value:
     total = index_constant(1)
     for axis in range(len(type_.shape)):
         total = mul(total, _size(ctx, value, type_, axis))
@@ -84,9 +84,9 @@ def _count(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType) -> ir.V
 
 
 @register_lowering("onnx.Reshape", since=5)
-def _lower_reshape(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_reshape(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source, target = _source(ctx, 0, "data"), _result(ctx)
-    sizes: list[ir.Value | None] = [None] * len(target.shape)
+    sizes: list[mlir_ir.Value | None] = [None] * len(target.shape)
     if not target.is_static:
         sizes = _reshape_sizes(ctx, source, target)
     return [reshape(ctx, ctx.operands[0], source, target, sizes)]
@@ -137,7 +137,7 @@ def _reshape_sizes(ctx: LoweringRuleContext, source: TensorType, target: TensorT
 _LARGEST_DIM = 2**31 - 1
 
 
-def _bounded(ctx: LoweringRuleContext, axis: int, size: ir.Value) -> ir.Value:
+def _bounded(ctx: LoweringRuleContext, axis: int, size: mlir_ir.Value) -> mlir_ir.Value:
     """`size`, checked at run time to lie in [0, 2**31 - 1], then clamped to that range (the
     same value) so that the compiler can bound it. Every result dim sized from run-time data
     goes through here: Reshape's, ConstantOfShape's, Range's, Expand's and Tile's.
@@ -157,7 +157,7 @@ def _bounded(ctx: LoweringRuleContext, axis: int, size: ir.Value) -> ir.Value:
 
 
 @register_lowering("onnx.Flatten", since=1)
-def _lower_flatten(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_flatten(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source, result = _source(ctx), _result(ctx)
     rank = len(source.shape)
     axis = attribute(ctx, "axis", 1)
@@ -210,7 +210,7 @@ _RUN_TIME = "run time"
 """What `_axes` returns for an axes input known only at run time."""
 
 
-def _run_time_units(ctx: LoweringRuleContext, rank: int, what: str) -> list[ir.Value]:
+def _run_time_units(ctx: LoweringRuleContext, rank: int, what: str) -> list[mlir_ir.Value]:
     """For each of `rank` axes, an i1 true when the run-time `axes` input (of static length)
     lists it; a run-time check makes the program fail unless the axes are distinct and in
     [-rank, rank) (then exactly `len(axes)` of the rank's positions are listed)."""
@@ -220,9 +220,9 @@ def _run_time_units(ctx: LoweringRuleContext, rank: int, what: str) -> list[ir.V
     read = read_int_scalars(ctx.operands[1], type_.shape[0])
     axes = [select(cmp("slt", axis, 0), add(axis, rank), axis) for axis in (to_index(value, ScalarType.I64) for value in read)]
     units = []
-    listed_count: ir.Value | int = 0
+    listed_count: mlir_ir.Value | int = 0
     for position in range(rank):
-        listed = arith.ConstantOp(ir.IntegerType.get_signless(1), 0).result
+        listed = arith.ConstantOp(mlir_ir.IntegerType.get_signless(1), 0).result
         for axis in axes:
             hit = cmp("eq", axis, position)
             listed = arith.OrIOp(listed, hit).result
@@ -235,7 +235,7 @@ def _run_time_units(ctx: LoweringRuleContext, rank: int, what: str) -> list[ir.V
     return units
 
 
-def _reshape_checked(ctx: LoweringRuleContext, source: TensorType, result: TensorType, sizes: list[ir.Value]) -> ir.Value:
+def _reshape_checked(ctx: LoweringRuleContext, source: TensorType, result: TensorType, sizes: list[mlir_ir.Value]) -> mlir_ir.Value:
     """The operand reshaped to `sizes` (the run-time extent of every result dim; the row-major
     order is kept), each static dim of the result checked against its extent."""
     for axis, (dim, size) in enumerate(zip(result.shape, sizes, strict=True)):
@@ -245,15 +245,15 @@ def _reshape_checked(ctx: LoweringRuleContext, source: TensorType, result: Tenso
     return cast_to(reshape(ctx, ctx.operands[0], source, dynamic, sizes), ctx.result_types[0])
 
 
-def _squeeze_run_time(ctx: LoweringRuleContext, source: TensorType, result: TensorType) -> ir.Value:
+def _squeeze_run_time(ctx: LoweringRuleContext, source: TensorType, result: TensorType) -> mlir_ir.Value:
     """Squeeze by run-time axes: a reshape to the dims not listed, each listed dim checked to
     be 1."""
     rank = len(source.shape)
     units = _run_time_units(ctx, rank, "squeeze")
     dims = [dim_size(ctx.operands[0], axis) for axis in range(rank)]
-    ones = arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result
-    kept: list[ir.Value] = []  # each source axis's position among the kept ones, -1 if squeezed
-    before: ir.Value | int = 0
+    ones = arith.ConstantOp(mlir_ir.IntegerType.get_signless(1), 1).result
+    kept: list[mlir_ir.Value] = []  # each source axis's position among the kept ones, -1 if squeezed
+    before: mlir_ir.Value | int = 0
     for unit, dim in zip(units, dims, strict=True):
         ones = arith.AndIOp(ones, arith.SelectOp(unit, cmp("eq", dim, 1), ones).result).result
         kept.append(select(unit, -1, before))
@@ -268,13 +268,13 @@ def _squeeze_run_time(ctx: LoweringRuleContext, source: TensorType, result: Tens
     return _reshape_checked(ctx, source, result, sizes)
 
 
-def _unsqueeze_run_time(ctx: LoweringRuleContext, source: TensorType, result: TensorType) -> ir.Value:
+def _unsqueeze_run_time(ctx: LoweringRuleContext, source: TensorType, result: TensorType) -> mlir_ir.Value:
     """Unsqueeze by run-time axes: a reshape with a 1 at each listed axis and the source's
     dims, in order, elsewhere."""
     units = _run_time_units(ctx, len(result.shape), "unsqueeze")
     dims = [dim_size(ctx.operands[0], axis) for axis in range(len(source.shape))]
     sizes = []
-    inserted: ir.Value | int = 0
+    inserted: mlir_ir.Value | int = 0
     for position, unit in enumerate(units):
         dim = index_constant(1)
         taken = sub(position, inserted)  # the source axis this position shows, if not listed
@@ -286,7 +286,7 @@ def _unsqueeze_run_time(ctx: LoweringRuleContext, source: TensorType, result: Te
 
 
 @register_lowering("onnx.Squeeze", since=1)
-def _lower_squeeze(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_squeeze(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source = _source(ctx, 0, "data")
     if source.is_static and _result(ctx).is_static:
         # Removing unit dims keeps the row-major order: a reshape, whichever 1s go.
@@ -319,7 +319,7 @@ def _lower_squeeze(ctx: LoweringRuleContext) -> list[ir.Value]:
 
 
 @register_lowering("onnx.Unsqueeze", since=1)
-def _lower_unsqueeze(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_unsqueeze(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source = _source(ctx, 0, "data")
     result = _result(ctx)
     if source.is_static and result.is_static:
@@ -355,15 +355,15 @@ def _lower_unsqueeze(ctx: LoweringRuleContext) -> list[ir.Value]:
 # -- Shape, Size, ConstantOfShape, Range, EyeLike ----------------------------------------------
 
 
-def _i64_tensor(ctx: LoweringRuleContext, values: list[ir.Value | int], type_: ir.Type) -> ir.Value:
+def _i64_tensor(ctx: LoweringRuleContext, values: list[mlir_ir.Value | int], type_: mlir_ir.Type) -> mlir_ir.Value:
     """A 1-D (or 0-d when `type_` is) i64 tensor of index values / Python ints."""
     if all(isinstance(value, int) for value in values):
         if not values:
-            return tensor.EmptyOp([0], ir.IntegerType.get_signless(64)).result
-        array = np.asarray(values, dtype=np.int64).reshape(ir.RankedTensorType(type_).shape)
-        return arith.ConstantOp(type_, ir.DenseElementsAttr.get(array, type=type_)).result
+            return tensor.EmptyOp([0], mlir_ir.IntegerType.get_signless(64)).result
+        array = np.asarray(values, dtype=np.int64).reshape(mlir_ir.RankedTensorType(type_).shape)
+        return arith.ConstantOp(type_, mlir_ir.DenseElementsAttr.get(array, type=type_)).result
     elements = [
-        arith.ConstantOp(ir.IntegerType.get_signless(64), value).result
+        arith.ConstantOp(mlir_ir.IntegerType.get_signless(64), value).result
         if isinstance(value, int)
         else from_index(value, ScalarType.I64)
         for value in values
@@ -372,7 +372,7 @@ def _i64_tensor(ctx: LoweringRuleContext, values: list[ir.Value | int], type_: i
 
 
 @register_lowering("onnx.Shape", since=1)
-def _lower_shape(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_shape(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source = _source(ctx, 0, "data")
     rank = len(source.shape)
     start, end = attribute(ctx, "start", 0), attribute(ctx, "end", rank)
@@ -386,9 +386,9 @@ def _lower_shape(ctx: LoweringRuleContext) -> list[ir.Value]:
 
 
 @register_lowering("onnx.Size", since=1)
-def _lower_size(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_size(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source = _source(ctx, 0, "data")
-    count: ir.Value | int = (
+    count: mlir_ir.Value | int = (
         _product(source.shape) if source.is_static else _count(ctx, ctx.operands[0], source)
     )  # type: ignore[assignment]
     return [_i64_tensor(ctx, [count], ctx.result_types[0])]
@@ -415,19 +415,19 @@ def _attribute_scalar(ctx: LoweringRuleContext, name: str, element: ScalarType):
     return bool(item) if element is ScalarType.BOOL else item
 
 
-def _fill(ctx: LoweringRuleContext, result: TensorType, sizes, scalar: ir.Value) -> ir.Value:
+def _fill(ctx: LoweringRuleContext, result: TensorType, sizes, scalar: mlir_ir.Value) -> mlir_ir.Value:
     init = empty_tensor(ctx, result, sizes)
     return fill(init, scalar)
 
 
 @register_lowering("onnx.ConstantOfShape", since=9)
-def _lower_constant_of_shape(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_constant_of_shape(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     result = _result(ctx)
     literal = _attribute_scalar(ctx, "value", result.element_type)
     element = scalar_attr(result.element_type, literal)
     if result.is_static:
         type_ = ctx.result_types[0]
-        return [arith.ConstantOp(type_, ir.DenseElementsAttr.get_splat(type_, element)).result]
+        return [arith.ConstantOp(type_, mlir_ir.DenseElementsAttr.get_splat(type_, element)).result]
     shape_type = _source(ctx, 0, "shape")
     sizes = [
         None
@@ -447,7 +447,7 @@ def _lower_constant_of_shape(ctx: LoweringRuleContext) -> list[ir.Value]:
 
 
 @register_lowering("onnx.Range", since=11)
-def _lower_range(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_range(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     result = _result(ctx)
     if len(result.shape) != 1:
         raise ctx.error(f"expected a 1-D result, got {format_type(result)}")
@@ -455,15 +455,15 @@ def _lower_range(ctx: LoweringRuleContext) -> list[ir.Value]:
     readers = [
         scalar_reader(ctx, ctx.operands[index], ctx.niro_operands[index]) for index in range(3)
     ]
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     narrow = element in (ScalarType.F16, ScalarType.BF16)
-    wide = ir.F64Type.get() if element is ScalarType.F64 else ir.F32Type.get()
+    wide = mlir_ir.F64Type.get() if element is ScalarType.F64 else mlir_ir.F32Type.get()
 
-    def read(index: int) -> ir.Value:
+    def read(index: int) -> mlir_ir.Value:
         value = readers[index]()
         return arith.ExtFOp(wide, value).result if narrow else value
 
-    sizes: list[ir.Value | None] = [None]
+    sizes: list[mlir_ir.Value | None] = [None]
     if result.shape[0] is None:
         if element not in HOST_SCALARS:
             raise ctx.error(
@@ -500,7 +500,7 @@ def _lower_range(ctx: LoweringRuleContext) -> list[ir.Value]:
 
 
 @register_lowering("onnx.EyeLike", since=9)
-def _lower_eye_like(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_eye_like(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     result = _result(ctx)
     if len(result.shape) != 2:
         raise ctx.error(f"needs a 2-D input, got {format_type(result)}")
@@ -524,7 +524,7 @@ def _lower_eye_like(ctx: LoweringRuleContext) -> list[ir.Value]:
 
 
 @register_lowering("onnx.Expand", since=8)
-def _lower_expand(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_expand(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source, result = _source(ctx), _result(ctx)
     rank = len(result.shape)
     offset = rank - len(source.shape)
@@ -532,7 +532,7 @@ def _lower_expand(ctx: LoweringRuleContext) -> list[ir.Value]:
         raise ctx.error(
             f"cannot expand {format_type(source)} to the lower-rank {format_type(result)}"
         )
-    sizes: list[ir.Value | None] = [None] * rank
+    sizes: list[mlir_ir.Value | None] = [None] * rank
     if not result.is_static:
         shape_type = _source(ctx, 1, "shape")
         for axis, dim in enumerate(result.shape):
@@ -551,12 +551,12 @@ def _lower_expand(ctx: LoweringRuleContext) -> list[ir.Value]:
     dynamic = [axis for axis, dim in enumerate(source.shape) if dim is None]
     if not dynamic:
         exprs = [
-            ir.AffineConstantExpr.get(0)
+            mlir_ir.AffineConstantExpr.get(0)
             if dim == 1 and result.shape[axis + offset] != 1
-            else ir.AffineDimExpr.get(axis + offset)
+            else mlir_ir.AffineDimExpr.get(axis + offset)
             for axis, dim in enumerate(source.shape)
         ]
-        input_map = ir.AffineMap.get(rank, 0, exprs)
+        input_map = mlir_ir.AffineMap.get(rank, 0, exprs)
         return [
             gather_generic(
                 ctx,
@@ -584,7 +584,7 @@ def _lower_expand(ctx: LoweringRuleContext) -> list[ir.Value]:
 
 
 @register_lowering("onnx.Tile", since=6)
-def _lower_tile(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_tile(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source, result = _source(ctx), _result(ctx)
     rank = len(source.shape)
     if len(result.shape) != rank:
@@ -592,7 +592,7 @@ def _lower_tile(ctx: LoweringRuleContext) -> list[ir.Value]:
             f"result {format_type(result)} does not have the rank of {format_type(source)}"
         )
     data = ctx.operands[0]
-    sizes: list[ir.Value | None] = [None] * rank
+    sizes: list[mlir_ir.Value | None] = [None] * rank
     if not result.is_static:
         given = constant_input(ctx, 1)
         if given is not None:
@@ -618,12 +618,12 @@ def _lower_tile(ctx: LoweringRuleContext) -> list[ir.Value]:
 
 def _runtime_tile_sizes(
     ctx: LoweringRuleContext, source: TensorType, result: TensorType
-) -> list[ir.Value | None]:
+) -> list[mlir_ir.Value | None]:
     """The dynamic result dims of a Tile whose `repeats` is computed at run time: the input
     dim times repeats[axis], read with `tensor.extract`; a `cf.assert` fails the program on a
     negative repeat (ONNX asks for non-negative ones), and `_bounded` on a product past 2**31 - 1."""
     repeats_type = _source(ctx, 1, "repeats")
-    sizes: list[ir.Value | None] = [None] * len(result.shape)
+    sizes: list[mlir_ir.Value | None] = [None] * len(result.shape)
     for axis, dim in enumerate(result.shape):
         if dim is not None:
             continue
@@ -638,14 +638,14 @@ def _runtime_tile_sizes(
 
 
 @register_lowering("onnx.Trilu", since=14)
-def _lower_trilu(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_trilu(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source, result = _source(ctx), _result(ctx)
     rank = len(source.shape)
     if rank < 2:
         raise ctx.error(f"needs a tensor of rank 2 or more, got {format_type(source)}")
     upper = bool(attribute(ctx, "upper", 1))
     k_input = input_value(ctx, 1)
-    k: ir.Value | int = 0
+    k: mlir_ir.Value | int = 0
     if k_input is not None:
         k = to_index(scalar_input(ctx, *k_input), k_input[1].type.element_type)  # type: ignore[union-attr]
     data = ctx.operands[0]
@@ -680,7 +680,7 @@ def _blocks(ctx: LoweringRuleContext) -> tuple[TensorType, TensorType, int, str]
 
 
 @register_lowering("onnx.DepthToSpace", since=1)
-def _lower_depth_to_space(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_depth_to_space(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source, result, b, mode = _blocks(ctx)
     data = ctx.operands[0]
     channels = (
@@ -714,7 +714,7 @@ def _lower_depth_to_space(ctx: LoweringRuleContext) -> list[ir.Value]:
 
 
 @register_lowering("onnx.SpaceToDepth", since=1)
-def _lower_space_to_depth(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_space_to_depth(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source, result, b, mode = _blocks(ctx)
     data = ctx.operands[0]
     channels = _size(ctx, data, source, 1)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 from niro.ir import TensorType, format_type, op_name
 
-from ..bindings import arith, ir, tensor
+from ..bindings import arith, mlir_ir, tensor
 from ..builders import (
     DYNAMIC,
     assert_true,
@@ -52,31 +52,31 @@ from .indexing import (
 
 __all__: list[str] = []
 
-Mixed = int | ir.Value
+Mixed = int | mlir_ir.Value
 INT64_MAX = np.iinfo(np.int64).max
 
 
-def _mixed(values: list[Mixed]) -> tuple[list[ir.Value], list[int]]:
+def _mixed(values: list[Mixed]) -> tuple[list[mlir_ir.Value], list[int]]:
     """Split offsets/sizes into MLIR's dynamic operands and static array (kDynamic marks)."""
     dynamic = [value for value in values if not isinstance(value, int)]
     static = [value if isinstance(value, int) else DYNAMIC for value in values]
     return dynamic, static
 
 
-def _offset_mark(values: list[Mixed]) -> tuple[list[ir.Value], list[int]]:
+def _offset_mark(values: list[Mixed]) -> tuple[list[mlir_ir.Value], list[int]]:
     """Like `_mixed` for offsets (MLIR uses the same kDynamic sentinel)."""
     return _mixed(values)
 
 
 def extract_slice(
-    source: ir.Value, element: ir.Type, offsets: list[Mixed], sizes: list[Mixed], strides: list[int]
-) -> ir.Value:
+    source: mlir_ir.Value, element: mlir_ir.Type, offsets: list[Mixed], sizes: list[Mixed], strides: list[int]
+) -> mlir_ir.Value:
     """`tensor.extract_slice`; the result type has a static dim wherever the size is an int.
     An empty slice is a `tensor.empty` (MLIR rejects even offset 0 into an empty dim)."""
     if any(isinstance(size, int) and size == 0 for size in sizes):
         return tensor.EmptyOp(list(sizes), element).result
     shape = [size if isinstance(size, int) else DYNAMIC for size in sizes]
-    result = ir.RankedTensorType.get(shape, element)
+    result = mlir_ir.RankedTensorType.get(shape, element)
     dyn_offsets, static_offsets = _offset_mark(offsets)
     dyn_sizes, static_sizes = _mixed(sizes)
     return tensor.ExtractSliceOp(
@@ -84,7 +84,7 @@ def extract_slice(
     ).result
 
 
-def _dim(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType, axis: int) -> Mixed:
+def _dim(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: TensorType, axis: int) -> Mixed:
     dim = type_.shape[axis]
     return dim if dim is not None else dim_size(value, axis)
 
@@ -94,7 +94,7 @@ def _dim(ctx: LoweringRuleContext, value: ir.Value, type_: TensorType, axis: int
 
 
 @register_lowering("onnx.Concat", since=4)
-def _lower_concat(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_concat(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     result = ctx.ranked(ctx.niro_results[0], "result")
     rank = len(result.shape)
     axis = normalize_axis(ctx, attribute(ctx, "axis", 0), rank)
@@ -127,17 +127,17 @@ def _lower_concat(ctx: LoweringRuleContext) -> list[ir.Value]:
     # infers from its operands up to the axis length: IREE's rewrites of a concat typed more
     # statically than its operands (`tensor<?x?xf32>` operands, a `tensor<?x17xf32>` result)
     # broke a Loop's carried type in iree-compile.
-    result_type = ir.RankedTensorType(ctx.result_types[0])
+    result_type = mlir_ir.RankedTensorType(ctx.result_types[0])
     aligned = []
     for part in parts:
         shape = list(result_type.shape)
-        shape[axis] = ir.RankedTensorType(part.type).shape[axis]
-        aligned.append(cast_to(part, ir.RankedTensorType.get(shape, result_type.element_type)))
-    lengths = [ir.RankedTensorType(part.type).shape[axis] for part in aligned]
+        shape[axis] = mlir_ir.RankedTensorType(part.type).shape[axis]
+        aligned.append(cast_to(part, mlir_ir.RankedTensorType.get(shape, result_type.element_type)))
+    lengths = [mlir_ir.RankedTensorType(part.type).shape[axis] for part in aligned]
     sizes = list(result_type.shape)
     sizes[axis] = DYNAMIC if DYNAMIC in lengths else sum(lengths)
     joined = tensor.ConcatOp(
-        ir.RankedTensorType.get(sizes, result_type.element_type), axis, aligned
+        mlir_ir.RankedTensorType.get(sizes, result_type.element_type), axis, aligned
     ).result
     return [cast_to(joined, result_type)]
 
@@ -152,7 +152,7 @@ def _split_sizes(ctx: LoweringRuleContext, source: TensorType, axis: int, count:
     split = None
     dim = source.shape[axis]
 
-    def whole() -> ir.Value:
+    def whole() -> mlir_ir.Value:
         return index_constant(dim) if dim is not None else dim_size(ctx.operands[0], axis)
 
     if opset(ctx) < 13:
@@ -171,7 +171,7 @@ def _split_sizes(ctx: LoweringRuleContext, source: TensorType, axis: int, count:
     return [chunk] * (count - 1) + [sub(total, mul(chunk, count - 1))]
 
 
-def _run_time_split(ctx: LoweringRuleContext, whole: ir.Value, count: int) -> list[Mixed]:
+def _run_time_split(ctx: LoweringRuleContext, whole: mlir_ir.Value, count: int) -> list[Mixed]:
     """Split sizes read at run time from a `split` input of static length (RotaryEmbedding's
     halves of a dynamic head size), checked at run time to be non-negative and to add up to
     the split dim."""
@@ -197,7 +197,7 @@ def _run_time_split(ctx: LoweringRuleContext, whole: ir.Value, count: int) -> li
 
 
 @register_lowering("onnx.Split", since=2)
-def _lower_split(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_split(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source = ctx.ranked(ctx.niro_operands[0], "input")
     rank = len(source.shape)
     axis = normalize_axis(ctx, attribute(ctx, "axis", 0), rank)
@@ -313,7 +313,7 @@ def _static_bounds(start: int, end: int, step: int, dim: int) -> tuple[int, int]
     return start, count
 
 
-def _runtime_bounds(start: Mixed, end: Mixed, step: Mixed, dim: ir.Value) -> tuple[ir.Value, ir.Value]:
+def _runtime_bounds(start: Mixed, end: Mixed, step: Mixed, dim: mlir_ir.Value) -> tuple[mlir_ir.Value, mlir_ir.Value]:
     """The same clamping as `_static_bounds` in `arith` (start, end or step known at run time;
     a run-time step's sign is selected on)."""
     start_v, end_v, step_v = index_value(start), index_value(end), index_value(step)
@@ -330,7 +330,7 @@ def _runtime_bounds(start: Mixed, end: Mixed, step: Mixed, dim: ir.Value) -> tup
 
 
 @register_lowering("onnx.Slice", since=1)
-def _lower_slice(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_slice(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source = ctx.ranked(ctx.niro_operands[0], "data")
     result = ctx.ranked(ctx.niro_results[0], "result")
     rank = len(source.shape)
@@ -442,9 +442,9 @@ def _pad_parameters(ctx: LoweringRuleContext, rank: int) -> tuple[list[Mixed], l
     return begin, end, mode
 
 
-def _pad_value(ctx: LoweringRuleContext, element: ir.Type) -> Callable[[], ir.Value] | None:
+def _pad_value(ctx: LoweringRuleContext, element: mlir_ir.Type) -> Callable[[], mlir_ir.Value] | None:
     """A builder of the constant-mode pad value (called where it is used), or None when it is
-    computed at run time and so must be read inside the dispatch (`pad_reader`)."""
+    computed at run time and so must be read inside the dispatch (`scalar_reader`, in `_lower_pad`)."""
     if opset(ctx) < 11:
         literal = float(attribute(ctx, "value", 0.0))
     elif input_value(ctx, 2) is None:
@@ -460,7 +460,7 @@ def _pad_value(ctx: LoweringRuleContext, element: ir.Type) -> Callable[[], ir.Va
 
 
 @register_lowering("onnx.Pad", since=1)
-def _lower_pad(ctx: LoweringRuleContext) -> list[ir.Value]:
+def _lower_pad(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source = ctx.ranked(ctx.niro_operands[0], "data")
     result = ctx.ranked(ctx.niro_results[0], "result")
     rank = len(source.shape)
@@ -474,7 +474,7 @@ def _lower_pad(ctx: LoweringRuleContext) -> list[ir.Value]:
     if constant_value is not None and all(isinstance(pad, int) and pad >= 0 for pad in pads):
         padded = tensor.PadOp(lower_type(_padded_type(source, begin, end)), data, [], [], begin, end)  # type: ignore[arg-type]
         block = padded.regions[0].blocks.append(*([index_type()] * rank))
-        with ir.InsertionPoint(block):
+        with mlir_ir.InsertionPoint(block):
             tensor.YieldOp(constant_value())
         return [cast_to(padded.result, ctx.result_types[0])]
     # The general form: negative pads crop first (as onnxruntime does), then each result index

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 from niro.ir import Value, format_type, op_name
 
-from ..bindings import arith, ir, linalg, tensor
+from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
     assert_true,
     constant,
@@ -79,33 +79,33 @@ def _tables(taps: int, bins: int, n: int, inverse: bool, onesided: bool) -> np.n
     return np.stack([cos, sin])
 
 
-def _table_constant(array: np.ndarray, compute: ir.Type) -> ir.Value:
-    dtype = np.float64 if isinstance(compute, ir.F64Type) else np.float32
+def _table_constant(array: np.ndarray, compute: mlir_ir.Type) -> mlir_ir.Value:
+    dtype = np.float64 if isinstance(compute, mlir_ir.F64Type) else np.float32
     data = np.ascontiguousarray(array, dtype=dtype)
-    type_ = ir.RankedTensorType.get(list(data.shape), compute)
-    return arith.ConstantOp(type_, ir.DenseElementsAttr.get(data, type=compute)).result
+    type_ = mlir_ir.RankedTensorType.get(list(data.shape), compute)
+    return arith.ConstantOp(type_, mlir_ir.DenseElementsAttr.get(data, type=compute)).result
 
 
-def _compute_type(element: ir.Type) -> ir.Type:
+def _compute_type(element: mlir_ir.Type) -> mlir_ir.Type:
     """Where a transform of `element`s sums: f64 for f64, f32 for every other float type."""
-    return ir.F64Type.get() if isinstance(element, ir.F64Type) else ir.F32Type.get()
+    return mlir_ir.F64Type.get() if isinstance(element, mlir_ir.F64Type) else mlir_ir.F32Type.get()
 
 
 def _transform(
-    x: ir.Value,
-    out_shape: Sequence[int | ir.Value],
+    x: mlir_ir.Value,
+    out_shape: Sequence[int | mlir_ir.Value],
     axis: int,
     n: int,
     inverse: bool,
     onesided: bool,
-    result_element: ir.Type,
-) -> ir.Value:
+    result_element: mlir_ir.Type,
+) -> mlir_ir.Value:
     """The DFT of static length `n` of `x` (last dim 1: real or 2: complex; static along
     `axis`) along `axis`, into a tensor of `out_shape` (static along `axis`, last dim 2, or 1
     for the IRFFT; an index value is a run-time size) of `result_element`."""
-    in_shape = list(ir.RankedTensorType(x.type).shape)
+    in_shape = list(mlir_ir.RankedTensorType(x.type).shape)
     rank = len(in_shape)
-    element = ir.RankedTensorType(x.type).element_type
+    element = mlir_ir.RankedTensorType(x.type).element_type
     compute = _compute_type(element)
     irfft = inverse and onesided
     taps = min(in_shape[axis], n // 2 + 1 if irfft else n)
@@ -118,12 +118,12 @@ def _transform(
     complex_input = in_shape[-1] == 2
     inputs = [(x, [*read, None])]
     if complex_input:
-        inputs.append((x, [*read, ir.AffineConstantExpr.get(1)]))
+        inputs.append((x, [*read, mlir_ir.AffineConstantExpr.get(1)]))
     inputs += [(cos, [row, axis]), (sin, [row, axis])]
     init = fill(empty(list(out_shape), compute), constant(compute, 0.0))
     real_only = out_shape[-1] == 1
 
-    def body(arguments: list[ir.Value]) -> list[ir.Value]:
+    def body(arguments: list[mlir_ir.Value]) -> list[mlir_ir.Value]:
         real = convert(arguments[0], compute)
         imag = convert(arguments[1], compute) if complex_input else None
         cos_j, sin_j, accumulated = arguments[-3:]
@@ -143,9 +143,9 @@ def _transform(
     return _narrow(result, result_element)
 
 
-def _narrow(value: ir.Value, element: ir.Type) -> ir.Value:
+def _narrow(value: mlir_ir.Value, element: mlir_ir.Type) -> mlir_ir.Value:
     """`value` converted element-wise to the float type `element` (no-op when it is already)."""
-    shaped = ir.RankedTensorType(value.type)
+    shaped = mlir_ir.RankedTensorType(value.type)
     if shaped.element_type == element:
         return value
     rank = shaped.rank
@@ -159,7 +159,7 @@ def _narrow(value: ir.Value, element: ir.Type) -> ir.Value:
 # -- run-time scalars -------------------------------------------------------------------------
 
 
-def _int_input(ctx: LoweringRuleContext, position: int, what: str) -> int | ir.Value | None:
+def _int_input(ctx: LoweringRuleContext, position: int, what: str) -> int | mlir_ir.Value | None:
     """ONNX input `position` (a one-element integer tensor): an int when it is a compile-time
     constant, an i64 value read at run time when not, None when the input is absent."""
     index = input_index(ctx, position)
@@ -176,22 +176,22 @@ def _int_input(ctx: LoweringRuleContext, position: int, what: str) -> int | ir.V
     return read_int_scalars(ctx.operands[index], 1)[0]
 
 
-def _equals(value: ir.Value, option: int) -> ir.Value:
-    i64 = ir.IntegerType.get_signless(64)
+def _equals(value: mlir_ir.Value, option: int) -> mlir_ir.Value:
+    i64 = mlir_ir.IntegerType.get_signless(64)
     return arith.CmpIOp(arith.CmpIPredicate.eq, value, constant(i64, option)).result
 
 
-def _all(conditions: Sequence[ir.Value]) -> ir.Value:
+def _all(conditions: Sequence[mlir_ir.Value]) -> mlir_ir.Value:
     """The i1 conjunction of `conditions` (true when there are none)."""
     if not conditions:
-        return constant(ir.IntegerType.get_signless(1), 1)
+        return constant(mlir_ir.IntegerType.get_signless(1), 1)
     result = conditions[0]
     for condition in conditions[1:]:
         result = arith.AndIOp(result, condition).result
     return result
 
 
-def _any(conditions: Sequence[ir.Value]) -> ir.Value:
+def _any(conditions: Sequence[mlir_ir.Value]) -> mlir_ir.Value:
     """The i1 disjunction of a non-empty `conditions`."""
     result = conditions[0]
     for condition in conditions[1:]:
@@ -202,8 +202,8 @@ def _any(conditions: Sequence[ir.Value]) -> ir.Value:
 def _select(
     ctx: LoweringRuleContext,
     options: Sequence[tuple[int, ...]],
-    runtime: Sequence[ir.Value | None],
-    extra: Sequence[ir.Value] | None,
+    runtime: Sequence[mlir_ir.Value | None],
+    extra: Sequence[mlir_ir.Value] | None,
     message: str,
 ) -> RuntimeAxes | None:
     """The `scf.if` selectors of `options` (tuples, one entry per parameter) on the run-time
@@ -252,7 +252,7 @@ def _default_length(in_shape, axis: int, inverse: bool, onesided: bool) -> int:
     return 2 * (in_shape[axis] - 1) if inverse and onesided else in_shape[axis]
 
 
-def _dft_axis(ctx: LoweringRuleContext, rank: int) -> int | ir.Value:
+def _dft_axis(ctx: LoweringRuleContext, rank: int) -> int | mlir_ir.Value:
     """The normalized DFT axis: the attribute (opset 17..19, default 1) or the input (opset 20+,
     default -2); a run-time input is normalized at run time."""
     if opset(ctx) < 20:
@@ -267,13 +267,13 @@ def _dft_axis(ctx: LoweringRuleContext, rank: int) -> int | ir.Value:
                 f"rank {rank} (the last dim holds the real and imaginary parts)"
             )
         return axis + rank if axis < 0 else axis
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     negative = arith.CmpIOp(arith.CmpIPredicate.slt, axis, constant(i64, 0)).result
     return arith.SelectOp(negative, arith.AddIOp(axis, constant(i64, rank)).result, axis).result
 
 
 @register_lowering("onnx.DFT", since=17)
-def _lower_dft(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_dft(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     x_niro = ctx.niro_operands[0]
     scalar = element_type(x_niro)
     if not scalar.is_float:
@@ -314,13 +314,13 @@ def _lower_dft(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
         ]
     shapes = f"input {format_type(x_niro.type)} and result {format_type(ctx.niro_results[0].type)}"
     if not options:
-        if isinstance(axis, int) and not isinstance(length, ir.Value):
+        if isinstance(axis, int) and not isinstance(length, mlir_ir.Value):
             n = _default_length(in_shape, axis, inverse, onesided) if length is None else length
             raise ctx.error(f"a DFT of length {n} along axis {axis} does not fit {shapes}")
         raise ctx.error(f"no axis and dft_length fit {shapes}")
     runtime = [
         None if isinstance(axis, int) else axis,
-        length if isinstance(length, ir.Value) else None,
+        length if isinstance(length, mlir_ir.Value) else None,
     ]
     dynamic = [position for position, value in enumerate(runtime) if value is not None]
     named = " and ".join(("axis", "dft_length")[position] for position in dynamic)
@@ -336,7 +336,7 @@ def _lower_dft(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     )
     element = lower_scalar_type(scalar)
 
-    def build(option: tuple[int, ...]) -> ir.Value:
+    def build(option: tuple[int, ...]) -> mlir_ir.Value:
         option_axis, n = option
         return _transform(ctx.operands[0], out_shape, option_axis, n, inverse, onesided, element)
 
@@ -349,21 +349,21 @@ def _lower_dft(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 def _frames(
-    signal: ir.Value,
-    window: ir.Value | None,
-    step: int | ir.Value,
-    sizes: Sequence[int | ir.Value],
-    compute: ir.Type,
-) -> ir.Value:
+    signal: mlir_ir.Value,
+    window: mlir_ir.Value | None,
+    step: int | mlir_ir.Value,
+    sizes: Sequence[int | mlir_ir.Value],
+    compute: mlir_ir.Type,
+) -> mlir_ir.Value:
     """(batch, frames, n, parts) of `sizes`: sample f * step + t of frame f, times window[t], in
     `compute`. A rank-2 signal [batch, length] is real (parts 1)."""
-    real_only = ir.RankedTensorType(signal.type).rank == 2
-    i64 = ir.IntegerType.get_signless(64)
+    real_only = mlir_ir.RankedTensorType(signal.type).rank == 2
+    i64 = mlir_ir.IntegerType.get_signless(64)
     step_value = constant(i64, step) if isinstance(step, int) else step
     inputs = [] if window is None else [(window, [2])]
     init = empty(list(sizes), compute)
 
-    def body(arguments: list[ir.Value]) -> list[ir.Value]:
+    def body(arguments: list[mlir_ir.Value]) -> list[mlir_ir.Value]:
         b, f, t, part = (linalg.IndexOp(dim).result for dim in range(4))
         start = arith.MulIOp(arith.IndexCastOp(i64, f).result, step_value).result
         position = arith.AddIOp(start, arith.IndexCastOp(i64, t).result).result
@@ -377,15 +377,15 @@ def _frames(
     return generic(inputs, [(init, [0, 1, 2, 3])], 4, [], body)[0]
 
 
-def _as_index(value: int | ir.Value) -> ir.Value:
+def _as_index(value: int | mlir_ir.Value) -> mlir_ir.Value:
     if isinstance(value, int):
         return index_constant(value)
-    if isinstance(value.type, ir.IndexType):
+    if isinstance(value.type, mlir_ir.IndexType):
         return value
     return arith.IndexCastOp(index_type(), value).result
 
 
-def _frame_count(samples: int | ir.Value, step: int | ir.Value, n: int) -> int | ir.Value:
+def _frame_count(samples: int | mlir_ir.Value, step: int | mlir_ir.Value, n: int) -> int | mlir_ir.Value:
     """(samples - n) // step + 1: an int when both are static, else an index computed at run
     time (a non-positive run-time step divides by 1 instead: the run-time check refuses it)."""
     if isinstance(samples, int) and isinstance(step, int):
@@ -398,17 +398,17 @@ def _frame_count(samples: int | ir.Value, step: int | ir.Value, n: int) -> int |
     return arith.AddIOp(arith.FloorDivSIOp(room, divisor).result, index_constant(1)).result
 
 
-def _index_compare(predicate, left: int | ir.Value, right: int | ir.Value) -> ir.Value:
+def _index_compare(predicate, left: int | mlir_ir.Value, right: int | mlir_ir.Value) -> mlir_ir.Value:
     return arith.CmpIOp(predicate, _as_index(left), _as_index(right)).result
 
 
 def _stft_checks(
-    samples: int | ir.Value,
-    step: int | ir.Value,
+    samples: int | mlir_ir.Value,
+    step: int | mlir_ir.Value,
     frames: int | None,
     n: int,
-    count: int | ir.Value,
-) -> list[ir.Value]:
+    count: int | mlir_ir.Value,
+) -> list[mlir_ir.Value]:
     """The run-time conditions under which frame length `n` fits: a positive run-time step,
     a run-time signal length of at least n, and `count` frames where the result has a static
     number of `frames` (none when everything is static: the shapes were checked already)."""
@@ -423,7 +423,7 @@ def _stft_checks(
 
 
 @register_lowering("onnx.STFT", since=17)
-def _lower_stft(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_stft(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     signal_niro = ctx.niro_operands[0]
     scalar = element_type(signal_niro)
     if not scalar.is_float:
@@ -455,7 +455,7 @@ def _lower_stft(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     step = _int_input(ctx, 1, "frame_step")
     length = _int_input(ctx, 3, "frame_length")
     window_index = input_index(ctx, 2)
-    window: tuple[ir.Value, Value] | None = None
+    window: tuple[mlir_ir.Value, Value] | None = None
     window_length = None
     if window_index is not None:
         window = ctx.operands[window_index], ctx.niro_operands[window_index]
@@ -513,16 +513,16 @@ def _lower_stft(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     choice = _select(
         ctx,
         options,
-        [length if isinstance(length, ir.Value) else None],
+        [length if isinstance(length, mlir_ir.Value) else None],
         extra,
         _stft_check_message(samples, step, length, frames, lengths, batch, out_shape[0]),
     )
     element = lower_scalar_type(scalar)
     compute = _compute_type(element)
     batch_size = out_shape[0] if out_shape[0] is not None else tensor_size(signal, 0)
-    result = ir.RankedTensorType(ctx.result_types[0])
+    result = mlir_ir.RankedTensorType(ctx.result_types[0])
 
-    def build(option: tuple[int, ...]) -> ir.Value:
+    def build(option: tuple[int, ...]) -> mlir_ir.Value:
         (n,) = option
         count = frames if frames is not None else counts[lengths.index(n)]
         framed = _frames(
@@ -554,7 +554,7 @@ def _stft_check_message(samples, step, length, frames, lengths, batch, result_ba
         wanted.append(f"a batch of {result_batch}")
     if samples is None:
         wanted.append(f"a signal of at least {min(lengths)} samples")
-    if isinstance(length, ir.Value):
+    if isinstance(length, mlir_ir.Value):
         wanted.append(f"a frame_length in {lengths}")
     if not isinstance(step, int):
         wanted.append("a positive frame_step")

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 from niro.ir import ScalarType, TensorType, format_type
 
-from ..bindings import arith, ir, tensor
+from ..bindings import arith, mlir_ir, tensor
 from ..builders import constant, dense_constant, dim_size, empty_tensor, fill, index_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -75,7 +75,7 @@ def _int(ctx: LoweringRuleContext, name: str) -> int:
 
 
 @register_lowering("onnx.TfIdfVectorizer", since=9)
-def _lower_tfidf_vectorizer(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_tfidf_vectorizer(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     source = ctx.ranked(ctx.niro_operands[0], "input X")
     result = ctx.ranked(ctx.niro_results[0], "result Y")
     scalar = element_type(ctx.niro_operands[0])
@@ -124,7 +124,7 @@ def _lower_tfidf_vectorizer(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     sizes = [dim_size(ctx.operands[0], 0) if batched and result.shape[0] is None else None]
     sizes = sizes[:1] if batched else []
     count_type = TensorType(ScalarType.I64, result.shape)
-    zero64 = constant(ir.IntegerType.get_signless(64), 0)
+    zero64 = constant(mlir_ir.IntegerType.get_signless(64), 0)
     counts_init = fill(empty_tensor(ctx, count_type, [*sizes, None]), zero64)
     if grams and width > 0:
         frequencies = _count_grams(ctx, grams, indexes, outputs, skips, width, batched, count_type, sizes, counts_init)
@@ -155,8 +155,8 @@ def _count_grams(ctx, grams, indexes, outputs, skips, width, batched, count_type
     gram_lengths = dense_constant(lengths, ScalarType.I64)
     data, scalar = ctx.operands[0], element_type(ctx.niro_operands[0])
     rank = 2 if batched else 1
-    i64 = ir.IntegerType.get_signless(64)
-    anchor = tensor.EmptyOp([per_column, distances, width], ir.IntegerType.get_signless(8)).result
+    i64 = mlir_ir.IntegerType.get_signless(64)
+    anchor = tensor.EmptyOp([per_column, distances, width], mlir_ir.IntegerType.get_signless(8)).result
     anchor_map = projection(rank + 3, [rank, rank + 1, rank + 2])
 
     def body(position, elements):
@@ -188,10 +188,10 @@ def _count_grams(ctx, grams, indexes, outputs, skips, width, batched, count_type
     )
 
 
-def _weigh(ctx, frequencies, count_type, result, sizes, mode, weights) -> ir.Value:
+def _weigh(ctx, frequencies, count_type, result, sizes, mode, weights) -> mlir_ir.Value:
     """Y from the frequencies: TF the count, IDF the weight (or 1) where the count is > 0,
     TFIDF the weight times the count (or the count), in f32."""
-    f32 = ir.F32Type.get()
+    f32 = mlir_ir.F32Type.get()
     output = TensorType(ScalarType.F32, result.shape)
     table = dense_constant(np.asarray(weights, np.float32), ScalarType.F32) if weights else None
     rank = len(result.shape)
@@ -202,7 +202,7 @@ def _weigh(ctx, frequencies, count_type, result, sizes, mode, weights) -> ir.Val
         weight = (
             tensor.ExtractOp(table, [position[rank - 1]]).result
             if table is not None
-            else arith.ConstantOp(f32, ir.FloatAttr.get(f32, 1.0)).result
+            else arith.ConstantOp(f32, mlir_ir.FloatAttr.get(f32, 1.0)).result
         )
         if mode == "TF":
             return as_float

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from niro.ir import ScalarType, format_type
 
-from ..bindings import arith, ir, math, tensor
+from ..bindings import arith, math, mlir_ir, tensor
 from ..builders import elementwise, index_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -30,11 +30,11 @@ __all__: list[str] = []
 
 _FLOATS = (ScalarType.F32, ScalarType.F64)
 
-Body = Callable[[ElementMath, Sequence[ir.Value]], ir.Value]
+Body = Callable[[ElementMath, Sequence[mlir_ir.Value]], mlir_ir.Value]
 """Computes one output element from the group's elements (X, G, then the accumulators)."""
 
 
-def _scalar(ctx: LoweringRuleContext, index: int, what: str, target: ScalarType) -> ir.Value:
+def _scalar(ctx: LoweringRuleContext, index: int, what: str, target: ScalarType) -> mlir_ir.Value:
     """Operand `index` (a one-element tensor, usually rank 0) as a scalar of type `target`."""
     value = ctx.niro_operands[index]
     type_ = ctx.ranked(value, what)
@@ -90,7 +90,7 @@ def _groups(ctx: LoweringRuleContext, per_tensor: int) -> tuple[int, ScalarType]
 
 def _update(
     ctx: LoweringRuleContext, count: int, per_tensor: int, bodies: Sequence[Body]
-) -> list[ir.Value]:
+) -> list[mlir_ir.Value]:
     """The outputs: for each body (one per output kind: new X, then new accumulators), one
     element-wise generic per optimized tensor over that tensor's group of inputs."""
     outputs = []
@@ -111,10 +111,10 @@ def _update(
     return outputs
 
 
-def _t_positive(ctx: LoweringRuleContext) -> ir.Value:
+def _t_positive(ctx: LoweringRuleContext) -> mlir_ir.Value:
     """i1: T > 0 (after the first update)."""
     steps = _scalar(ctx, 1, "update count T", ScalarType.I64)
-    zero = arith.ConstantOp(steps.type, ir.IntegerAttr.get(steps.type, 0)).result
+    zero = arith.ConstantOp(steps.type, mlir_ir.IntegerAttr.get(steps.type, 0)).result
     return arith.CmpIOp(arith.CmpIPredicate.sgt, steps, zero).result
 
 
@@ -122,7 +122,7 @@ def _t_positive(ctx: LoweringRuleContext) -> ir.Value:
 
 
 @register_lowering("ai.onnx.preview.training.Adagrad", since=1)
-def _lower_adagrad(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_adagrad(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """r' = R / (1 + T * decay_factor); g' = norm_coefficient * X + G; H' = H + g'^2;
     X' = X - r' * g' / (sqrt(H') + epsilon). Outputs: X'_1..n, H'_1..n."""
     count, scalar = _groups(ctx, 3)
@@ -154,7 +154,7 @@ def _lower_adagrad(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("ai.onnx.preview.training.Momentum", since=1)
-def _lower_momentum(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_momentum(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """g' = norm_coefficient * X + G; V' = alpha * V + beta' * g' (beta' = beta when T > 0,
     else 1); X' = X - R * V' ("standard") or X - R * (g' + alpha * V') ("nesterov").
     Outputs: X'_1..n, V'_1..n."""
@@ -194,7 +194,7 @@ def _lower_momentum(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
 
 
 @register_lowering("ai.onnx.preview.training.Adam", since=1)
-def _lower_adam(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_adam(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """g' = norm_coefficient * X + G; V' = alpha * V + (1 - alpha) * g';
     H' = beta * H + (1 - beta) * g'^2; r' = R * sqrt(1 - beta^T) / (1 - alpha^T) when T > 0,
     else R; X' = (1 - norm_coefficient_post) * (X - r' * V' / (sqrt(H') + epsilon)).

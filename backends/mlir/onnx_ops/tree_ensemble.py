@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 from niro.ir import ScalarType, TensorType, format_type
 
-from ..bindings import arith, ir, scf, tensor
+from ..bindings import arith, mlir_ir, scf, tensor
 from ..builders import dense_constant, dim_size, empty_tensor, fill, i64_constant, index_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -187,7 +187,7 @@ class _Ensemble:
 
 
 @register_lowering("ai.onnx.ml.TreeEnsemble", since=5)
-def _lower_tree_ensemble(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_tree_ensemble(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     source = ctx.ranked(ctx.niro_operands[0], "input X")
     result = ctx.ranked(ctx.niro_results[0], "result Y")
     scalar = element_type(ctx.niro_operands[0])
@@ -220,11 +220,11 @@ def _lower_tree_ensemble(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     return [_aggregate(ctx, ensemble, leaves, scalar, result, rows, aggregate)]
 
 
-def _walk_trees(ctx, ensemble: _Ensemble, scalar: ScalarType, batch, rows) -> ir.Value:
+def _walk_trees(ctx, ensemble: _Ensemble, scalar: ScalarType, batch, rows) -> mlir_ir.Value:
     """Leaf index [N, trees] (i64) of every row in every tree."""
     data = ctx.operands[0]
     element = lower_scalar_type(scalar)
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     index = index_type()
     starts = dense_constant(
         np.asarray([start for start, _ in ensemble.starts], np.int64), ScalarType.I64
@@ -254,11 +254,11 @@ def _walk_trees(ctx, ensemble: _Ensemble, scalar: ScalarType, batch, rows) -> ir
         done = arith.CmpIOp(arith.CmpIPredicate.ne, read(start_leaf, tree), i64_constant(0)).result
         loop = scf.WhileOp([index, done.type], [node, done])
         before = loop.before.blocks.append(index, done.type)
-        with ir.InsertionPoint(before):
+        with mlir_ir.InsertionPoint(before):
             going = arith.XOrIOp(before.arguments[1], _bool(True)).result
             scf.ConditionOp(going, list(before.arguments))
         after = loop.after.blocks.append(index, done.type)
-        with ir.InsertionPoint(after):
+        with mlir_ir.InsertionPoint(after):
             current = after.arguments[0]
             feature = clamp(
                 to_index(read(features, current), ScalarType.I64),
@@ -283,7 +283,7 @@ def _walk_trees(ctx, ensemble: _Ensemble, scalar: ScalarType, batch, rows) -> ir
     return gather_generic(ctx, leaves_type, [*rows, None], body)
 
 
-def _branch(value, mode, split, members, member_row, width, element) -> ir.Value:
+def _branch(value, mode, split, members, member_row, width, element) -> mlir_ir.Value:
     """Whether `value` takes the true branch of a node of `mode` (i64) with `split`."""
     predicates = {
         _LEQ: arith.CmpFPredicate.OLE, _LT: arith.CmpFPredicate.OLT, _GTE: arith.CmpFPredicate.OGE,
@@ -303,22 +303,22 @@ def _branch(value, mode, split, members, member_row, width, element) -> ir.Value
     return taken
 
 
-def _bool(value: bool) -> ir.Value:
-    i1 = ir.IntegerType.get_signless(1)
-    return arith.ConstantOp(i1, ir.IntegerAttr.get(i1, int(value))).result
+def _bool(value: bool) -> mlir_ir.Value:
+    i1 = mlir_ir.IntegerType.get_signless(1)
+    return arith.ConstantOp(i1, mlir_ir.IntegerAttr.get(i1, int(value))).result
 
 
-def _aggregate(ctx, ensemble: _Ensemble, leaves, scalar, result, rows, aggregate) -> ir.Value:
+def _aggregate(ctx, ensemble: _Ensemble, leaves, scalar, result, rows, aggregate) -> mlir_ir.Value:
     """Y[row, target]: the leaves' weights for `target` combined over the trees in order."""
     element = lower_scalar_type(scalar)
     info = np.finfo(np.dtype(scalar.numpy_name))
     start = {_MIN: float(info.max), _MAX: float(info.min)}.get(aggregate, 0.0)
     output = TensorType(scalar, result.shape)
-    initial = arith.ConstantOp(element, ir.FloatAttr.get(element, start)).result
+    initial = arith.ConstantOp(element, mlir_ir.FloatAttr.get(element, start)).result
     init = fill(empty_tensor(ctx, output, [*rows, None]), initial)
     weights = dense_constant(ensemble.weights, scalar)
     targets = dense_constant(ensemble.targets, ScalarType.I64)
-    count = arith.ConstantOp(element, ir.FloatAttr.get(element, float(len(ensemble.starts)))).result
+    count = arith.ConstantOp(element, mlir_ir.FloatAttr.get(element, float(len(ensemble.starts)))).result
     read_leaves = projection(3, [0, 2])
 
     def body(position, elements):

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 
 from niro.ir import ScalarType, format_type
 
-from ..bindings import arith, ir, linalg, tensor
+from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
     MapSpec,
     assert_true,
@@ -50,18 +50,18 @@ __all__: list[str] = []
 
 _I64 = ScalarType.I64
 
-Relation = Callable[[list[ir.Value]], tuple[ir.Value, ir.Value]]
+Relation = Callable[[list[mlir_ir.Value]], tuple[mlir_ir.Value, mlir_ir.Value]]
 """Decodes a pair's block arguments into (a equals b, a sorts before b)."""
 
 
 # -- comparing elements and slices ------------------------------------------------------------
 
 
-def _compare_elements(scalar: ScalarType, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+def _compare_elements(scalar: ScalarType, a: mlir_ir.Value, b: mlir_ir.Value) -> tuple[mlir_ir.Value, mlir_ir.Value]:
     """(a == b, a < b) for one element type: NaN == NaN and NaN after every number."""
     if scalar.is_float:
         if scalar in (ScalarType.F16, ScalarType.BF16):
-            f32 = ir.F32Type.get()
+            f32 = mlir_ir.F32Type.get()
             a, b = arith.ExtFOp(f32, a).result, arith.ExtFOp(f32, b).result
         a_nan = arith.CmpFOp(arith.CmpFPredicate.UNO, a, a).result
         b_nan = arith.CmpFOp(arith.CmpFPredicate.UNO, b, b).result
@@ -86,10 +86,10 @@ class _Pairs:
     compared axis: from the two elements themselves, or from the n x n slice table
     (0 equal, 1 a before b, 2 a after b)."""
 
-    def __init__(self, scalar: ScalarType, data: ir.Value | None, table: ir.Value | None):
+    def __init__(self, scalar: ScalarType, data: mlir_ir.Value | None, table: mlir_ir.Value | None):
         self.scalar, self.data, self.table = scalar, data, table
 
-    def inputs(self, a: int, b: int) -> list[tuple[ir.Value, MapSpec]]:
+    def inputs(self, a: int, b: int) -> list[tuple[mlir_ir.Value, MapSpec]]:
         if self.table is not None:
             return [(self.table, [a, b])]
         return [(self.data, [a]), (self.data, [b])]  # type: ignore[list-item]
@@ -98,7 +98,7 @@ class _Pairs:
     def width(self) -> int:
         return 1 if self.table is not None else 2
 
-    def decode(self, arguments: Sequence[ir.Value]) -> tuple[ir.Value, ir.Value]:
+    def decode(self, arguments: Sequence[mlir_ir.Value]) -> tuple[mlir_ir.Value, mlir_ir.Value]:
         if self.table is None:
             return _compare_elements(self.scalar, arguments[0], arguments[1])
         code = arguments[0]
@@ -108,8 +108,8 @@ class _Pairs:
 
 
 def _slice_table(
-    data: ir.Value, scalar: ScalarType, axis: int, sizes: Sequence[int | ir.Value]
-) -> ir.Value:
+    data: mlir_ir.Value, scalar: ScalarType, axis: int, sizes: Sequence[int | mlir_ir.Value]
+) -> mlir_ir.Value:
     """The n x n table comparing slices i and j along `axis` (i8: 0 equal, 1 i < j, 2 i > j),
     lexicographic in row-major order over the other dims."""
     rank = len(sizes)
@@ -119,13 +119,13 @@ def _slice_table(
     loops = 2 + len(others)
     read_i = [0 if dim == axis else 2 + others.index(dim) for dim in range(rank)]
     read_j = [1 if dim == axis else 2 + others.index(dim) for dim in range(rank)]
-    i64 = ir.IntegerType.get_signless(64)
-    slice_size: int | ir.Value = 1
+    i64 = mlir_ir.IntegerType.get_signless(64)
+    slice_size: int | mlir_ir.Value = 1
     for dim in others:
         slice_size = _multiply(slice_size, sizes[dim])
     slice_size_value = _as_i64(slice_size)
 
-    def linear_position() -> ir.Value:
+    def linear_position() -> mlir_ir.Value:
         """The row-major position within a slice of the current other-dim indices (i64)."""
         position = constant(i64, 0)
         for loop, dim in enumerate(others):
@@ -150,7 +150,7 @@ def _slice_table(
         reductions,
         first_difference,
     )[0]
-    i8 = ir.IntegerType.get_signless(8)
+    i8 = mlir_ir.IntegerType.get_signless(8)
     table_init = fill(empty([n, n], i8), constant(i8, 0))
 
     def order_there(arguments):
@@ -169,29 +169,29 @@ def _slice_table(
     )[0]
 
 
-def _multiply(a: int | ir.Value, b: int | ir.Value) -> int | ir.Value:
+def _multiply(a: int | mlir_ir.Value, b: int | mlir_ir.Value) -> int | mlir_ir.Value:
     if isinstance(a, int) and isinstance(b, int):
         return a * b
     return arith.MulIOp(index_value(a), index_value(b)).result
 
 
 
-def _as_i64(size: int | ir.Value) -> ir.Value:
-    i64 = ir.IntegerType.get_signless(64)
+def _as_i64(size: int | mlir_ir.Value) -> mlir_ir.Value:
+    i64 = mlir_ir.IntegerType.get_signless(64)
     if isinstance(size, int):
         return constant(i64, size)
     return arith.IndexCastOp(i64, size).result
 
 
-def _position(dim: int) -> ir.Value:
-    return arith.IndexCastOp(ir.IntegerType.get_signless(64), linalg.IndexOp(dim).result).result
+def _position(dim: int) -> mlir_ir.Value:
+    return arith.IndexCastOp(mlir_ir.IntegerType.get_signless(64), linalg.IndexOp(dim).result).result
 
 
 # -- the rule ---------------------------------------------------------------------------------
 
 
 @register_lowering("onnx.Unique", since=11)
-def _lower_unique(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_unique(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     source_type = ctx.ranked(ctx.niro_operands[0], "input")
     scalar = source_type.element_type
     sorted_ = attribute(ctx, "sorted", 1)
@@ -211,7 +211,7 @@ def _lower_unique(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     n = sizes[axis]
     table = _slice_table(data, scalar, axis, sizes) if len(data_type.shape) > 1 else None
     pairs = _Pairs(scalar, data if table is None else None, table)
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     zero64 = constant(i64, 0)
 
     # first[i]: the first position whose value equals position i's; count[i]: how many do.
@@ -294,7 +294,7 @@ def _lower_unique(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
     ]
 
 
-def _gather_y(data, scalar, axis, sizes, indices, distinct) -> ir.Value:
+def _gather_y(data, scalar, axis, sizes, indices, distinct) -> mlir_ir.Value:
     """Y: the slices (elements) of `data` at `indices` along `axis`."""
     rank = len(sizes)
     out_sizes = [distinct if dim == axis else size for dim, size in enumerate(sizes)]
@@ -308,11 +308,11 @@ def _gather_y(data, scalar, axis, sizes, indices, distinct) -> ir.Value:
     return generic([(indices, [axis])], [(init, list(range(rank)))], rank, (), body)[0]
 
 
-def _fit(ctx: LoweringRuleContext, index: int, value: ir.Value) -> ir.Value:
+def _fit(ctx: LoweringRuleContext, index: int, value: mlir_ir.Value) -> mlir_ir.Value:
     """`value` as result `index`'s type: a data-dependent dim the model declares static is
     checked at run time, then a `tensor.cast`; a static size that disagrees is refused."""
     declared = ctx.ranked(ctx.niro_results[index], f"result #{index}")
-    computed = ir.RankedTensorType(value.type)
+    computed = mlir_ir.RankedTensorType(value.type)
     if len(declared.shape) != computed.rank:
         raise ctx.error(
             f"result #{index} {format_type(ctx.niro_results[index].type)} does not have rank "

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from niro.ir import ScalarType, format_type
 
-from ..bindings import arith, ir, linalg, tensor
+from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
     assert_all,
     assert_true,
@@ -42,11 +42,11 @@ from .indexing import clamp, cmp, floordiv
 __all__: list[str] = []
 
 
-def _as_i64(value: ir.Value) -> ir.Value:
-    return arith.IndexCastOp(ir.IntegerType.get_signless(64), value).result
+def _as_i64(value: mlir_ir.Value) -> mlir_ir.Value:
+    return arith.IndexCastOp(mlir_ir.IntegerType.get_signless(64), value).result
 
 
-def _all(conditions: Sequence[ir.Value]) -> ir.Value:
+def _all(conditions: Sequence[mlir_ir.Value]) -> mlir_ir.Value:
     result = conditions[0]
     for condition in conditions[1:]:
         result = arith.AndIOp(result, condition).result
@@ -54,7 +54,7 @@ def _all(conditions: Sequence[ir.Value]) -> ir.Value:
 
 
 @register_lowering("onnx.MaxUnpool", since=9)
-def _lower_max_unpool(ctx: LoweringRuleContext) -> Sequence[ir.Value]:
+def _lower_max_unpool(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     scalar = element_type(ctx.niro_operands[0])
     if not scalar.is_float:
         raise ctx.error(f"does not support element type {scalar.spelling} (expected a float type)")
@@ -121,8 +121,8 @@ def _output_shape(ctx, inferred: tuple[int, ...]) -> tuple[int, ...]:
     return target
 
 
-def _check_at_run_time(ctx, shape: ir.Value, expected: tuple[int, ...]) -> None:
-    i64 = ir.IntegerType.get_signless(64)
+def _check_at_run_time(ctx, shape: mlir_ir.Value, expected: tuple[int, ...]) -> None:
+    i64 = mlir_ir.IntegerType.get_signless(64)
     equal = [
         arith.CmpIOp(arith.CmpIPredicate.eq, size, constant(i64, want)).result
         for size, want in zip(read_int_scalars(shape, len(expected)), expected, strict=True)
@@ -137,7 +137,7 @@ def _check_at_run_time(ctx, shape: ir.Value, expected: tuple[int, ...]) -> None:
 def _check_indices_in_windows(ctx, indices, x_shape, inferred, kernel, strides, pads_begin) -> None:
     """A run-time check that every index names a position of its own (n, c) plane inside its
     element's pooling window: what makes the gather form exact."""
-    i64 = ir.IntegerType.get_signless(64)
+    i64 = mlir_ir.IntegerType.get_signless(64)
     rank = len(x_shape)
     total = math.prod(inferred)
 
@@ -178,15 +178,15 @@ def _check_indices_in_windows(ctx, indices, x_shape, inferred, kernel, strides, 
     )
 
 
-def _unpool(x, indices, x_shape, inferred, result_shape, kernel, strides, pads_begin) -> ir.Value:
+def _unpool(x, indices, x_shape, inferred, result_shape, kernel, strides, pads_begin) -> mlir_ir.Value:
     """out[q] = the last X element (row-major) among those whose window covers q and whose index
     is q's row-major position in the inferred shape; 0 when none, or q is outside that shape."""
     rank, spatial = len(x_shape), len(x_shape) - 2
-    element = ir.RankedTensorType(x.type).element_type
-    i64 = ir.IntegerType.get_signless(64)
+    element = mlir_ir.RankedTensorType(x.type).element_type
+    i64 = mlir_ir.IntegerType.get_signless(64)
     candidates = [-(-extent // stride) for extent, stride in zip(kernel, strides, strict=True)]
     loops = rank + spatial
-    anchor = tensor.EmptyOp(candidates, ir.IntegerType.get_signless(8)).result
+    anchor = tensor.EmptyOp(candidates, mlir_ir.IntegerType.get_signless(8)).result
     values_init = fill(empty(list(result_shape), element), constant(element, 0.0))
     best_init = fill(empty(list(result_shape), i64), constant(i64, -1))
     identity = list(range(rank))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from niro.ir import op_name
 
-from ..bindings import arith, ir, tensor
+from ..bindings import arith, mlir_ir, tensor
 from ..builders import DYNAMIC, assert_true, crop, index_constant, pad, tensor_size
 from ..context import LoweringRuleContext
 from .common import attribute, ints_attribute
@@ -34,10 +34,10 @@ class WindowGeometry:
     kernel: tuple[int, ...]
     strides: tuple[int, ...]
     dilations: tuple[int, ...]
-    pads_begin: tuple[int | ir.Value | None, ...]
-    pads_end: tuple[int | ir.Value | None, ...]
+    pads_begin: tuple[int | mlir_ir.Value | None, ...]
+    pads_end: tuple[int | mlir_ir.Value | None, ...]
     extra_end: tuple[int, ...]
-    output: tuple[int | ir.Value | None, ...]
+    output: tuple[int | mlir_ir.Value | None, ...]
 
 
 def batch_shape(ctx: LoweringRuleContext, value, what: str) -> tuple[int | None, ...]:
@@ -68,8 +68,8 @@ def spatial_shape(ctx: LoweringRuleContext, value, what: str) -> tuple[int | Non
 
 
 def channels_from_filter(
-    ctx: LoweringRuleContext, x: ir.Value, x_niro, channels: int, what: str
-) -> tuple[ir.Value, tuple[int | None, ...]]:
+    ctx: LoweringRuleContext, x: mlir_ir.Value, x_niro, channels: int, what: str
+) -> tuple[mlir_ir.Value, tuple[int | None, ...]]:
     """`x` (MLIR) and its Niro shape with a dynamic channel dim 1 fixed to `channels`, the
     count the (static) filter implies; `x` and its shape as they are when dim 1 is static.
 
@@ -87,9 +87,9 @@ def channels_from_filter(
         f"{ctx.niro_location}: '{op_name(ctx.op)}' op: {what} has a run-time channel count "
         f"(dim 1) other than the {channels} its filter W needs",
     )
-    x_type = ir.RankedTensorType(x.type)
+    x_type = mlir_ir.RankedTensorType(x.type)
     fixed = [channels if axis == 1 else size for axis, size in enumerate(x_type.shape)]
-    cast = tensor.CastOp(ir.RankedTensorType.get(fixed, x_type.element_type), x).result
+    cast = tensor.CastOp(mlir_ir.RankedTensorType.get(fixed, x_type.element_type), x).result
     return cast, (shape[0], channels, *shape[2:])
 
 
@@ -176,7 +176,7 @@ def window_geometry(
 
 
 def at_run_time(
-    ctx: LoweringRuleContext, x: ir.Value, geometry: WindowGeometry, *, ceil_mode: bool = False
+    ctx: LoweringRuleContext, x: mlir_ir.Value, geometry: WindowGeometry, *, ceil_mode: bool = False
 ) -> WindowGeometry:
     """`geometry` with the output sizes (and SAME pads) of dynamic spatial axes computed from
     `tensor.dim` of `x` (N, C, S...) as index values; `geometry` itself when all are static.
@@ -232,14 +232,14 @@ def at_run_time(
     )
 
 
-def static_or_none(sizes: Sequence[int | ir.Value | None]) -> tuple[int | None, ...]:
+def static_or_none(sizes: Sequence[int | mlir_ir.Value | None]) -> tuple[int | None, ...]:
     """Mixed sizes as a Niro shape: an index value (a run-time size) is None."""
     return tuple(size if isinstance(size, int) else None for size in sizes)
 
 
 def pad_for_window(
-    ctx: LoweringRuleContext, x: ir.Value, geometry: WindowGeometry, padding: ir.Value
-) -> ir.Value:
+    ctx: LoweringRuleContext, x: mlir_ir.Value, geometry: WindowGeometry, padding: mlir_ir.Value
+) -> mlir_ir.Value:
     """`x` (N, C, S...) padded as `geometry` says and cut to exactly the extent the windows
     read, (O-1)*s + (K-1)*d + 1 per axis: linalg's static shape inference rejects an input
     larger than its windows read (trailing rows a stride skips)."""
@@ -248,20 +248,20 @@ def pad_for_window(
         for end, extra in zip(geometry.pads_end, geometry.extra_end, strict=True)
     ]
     padded = pad(x, [0, 0, *geometry.pads_begin], [0, 0, *high], padding)
-    shape = list(ir.RankedTensorType(padded.type).shape)
+    shape = list(mlir_ir.RankedTensorType(padded.type).shape)
     # NOTE: a dynamic axis with a stride is cut too, to a size computed at run time: linalg
     # itself takes the loop bounds from the output and the window, but IREE (3.13) miscompiles
     # a strided window op whose input is longer than its windows read when that input also
     # feeds another op (torchvision's FPN: LastLevelMaxPool (kernel 1, stride 2) and the RPN
     # head's conv both read the last FPN level; the conv computed wrong numbers). With a stride
     # of 1 the windows read the whole padded axis, so it is kept as it is.
-    needed: list[int | ir.Value] = shape[:2]
+    needed: list[int | mlir_ir.Value] = shape[:2]
     for out, s, k, d in zip(
         geometry.output, geometry.strides, geometry.kernel, geometry.dilations, strict=True
     ):
         if isinstance(out, int):
             needed.append((out - 1) * s + (k - 1) * d + 1)
-        elif isinstance(out, ir.Value) and s > 1:
+        elif isinstance(out, mlir_ir.Value) and s > 1:
             start = arith.SubIOp(out, index_constant(1)).result
             last = arith.MulIOp(start, index_constant(s)).result
             needed.append(arith.AddIOp(last, index_constant((k - 1) * d + 1)).result)

@@ -23,7 +23,7 @@ from niro.backends.mlir import (
     make_context,
     run_opt_tool,
 )
-from niro.backends.mlir.bindings import ir
+from niro.backends.mlir.bindings import mlir_ir
 from niro.frontends.onnx import import_model
 from niro.ir import ScalarType, TensorType, Value, ValueId
 
@@ -81,16 +81,16 @@ def tensor(element: ScalarType, *shape) -> TensorType:
     return TensorType(element, tuple(shape))
 
 
-def parse_back(text: str, *, allow_unregistered: bool = False) -> ir.Module:
+def parse_back(text: str, *, allow_unregistered: bool = False) -> mlir_ir.Module:
     """Parses (and so verifies) MLIR text in a fresh context (the module keeps it alive)."""
     context = make_context(allow_unregistered_dialects=allow_unregistered)
     with context:
-        module = ir.Module.parse(text)
+        module = mlir_ir.Module.parse(text)
         module.operation.verify()
     return module
 
 
-def generic_text(module: ir.Module) -> str:
+def generic_text(module: mlir_ir.Module) -> str:
     """Location-free custom-form text: what two equal modules print the same."""
     buffer = io.StringIO()
     module.operation.print(file=buffer)

@@ -17,7 +17,7 @@ from niro.backends.mlir import (
     register_lowering,
     unregister_lowering,
 )
-from niro.backends.mlir.bindings import func, ir, linalg, make_context, scf
+from niro.backends.mlir.bindings import func, linalg, make_context, mlir_ir, scf
 from niro.backends.mlir.builders import (
     constant,
     dense_constant,
@@ -46,11 +46,11 @@ F32 = ScalarType.F32
 
 def _built(build) -> str:
     """The text of a module whose one function's body `build()` makes (it returns nothing)."""
-    with make_context(), ir.Location.unknown():
-        module = ir.Module.create()
-        with ir.InsertionPoint(module.body):
-            function = func.FuncOp("f", ir.FunctionType.get([], []))
-            with ir.InsertionPoint(function.add_entry_block()):
+    with make_context(), mlir_ir.Location.unknown():
+        module = mlir_ir.Module.create()
+        with mlir_ir.InsertionPoint(module.body):
+            function = func.FuncOp("f", mlir_ir.FunctionType.get([], []))
+            with mlir_ir.InsertionPoint(function.add_entry_block()):
                 build()
                 func.ReturnOp([])
         assert module.operation.verify()
@@ -62,14 +62,14 @@ def _built(build) -> str:
     [(8, 255, "-1 : i8"), (8, -1, "-1 : i8"), (8, 300, "44 : i8"), (64, 2**64 - 1, "-1 : i64")],
 )
 def test_integer_constants_wrap_to_their_width(width, value, printed):
-    text = _built(lambda: constant(ir.IntegerType.get_signless(width), value))
+    text = _built(lambda: constant(mlir_ir.IntegerType.get_signless(width), value))
     assert f"arith.constant {printed}" in text
 
 
 def test_i1_and_float_and_index_constants():
     def build():
-        constant(ir.IntegerType.get_signless(1), 1)
-        constant(ir.F32Type.get(), 2)
+        constant(mlir_ir.IntegerType.get_signless(1), 1)
+        constant(mlir_ir.F32Type.get(), 2)
         index_constant(7)
 
     text = _built(build)
@@ -87,7 +87,7 @@ def test_dense_constant_wraps_unsigned_values():
 
 def test_fill_takes_the_init_then_the_value():
     def build():
-        f32 = ir.F32Type.get()
+        f32 = mlir_ir.F32Type.get()
         fill(empty([2, 3], f32), constant(f32, 1))
 
     text = _built(build)
@@ -98,7 +98,7 @@ def test_generic_makes_the_op_the_generated_class_makes():
     """The generic operation builder and `linalg.GenericOp` print the same op."""
 
     def by_builder():
-        f32 = ir.F32Type.get()
+        f32 = mlir_ir.F32Type.get()
         source = empty([4, 3], f32)
         init = fill(empty([3], f32), constant(f32, 0))
         generic(
@@ -106,42 +106,42 @@ def test_generic_makes_the_op_the_generated_class_makes():
             [(init, [1])],
             2,
             (0,),
-            lambda args: [ir.Operation.create("arith.addf", [f32], list(args)).result],
+            lambda args: [mlir_ir.Operation.create("arith.addf", [f32], list(args)).result],
         )
 
     def by_class():
-        f32 = ir.F32Type.get()
+        f32 = mlir_ir.F32Type.get()
         source = empty([4, 3], f32)
         init = fill(empty([3], f32), constant(f32, 0))
-        maps = [ir.AffineMap.get(2, 0, [ir.AffineDimExpr.get(d) for d in dims]) for dims in ([0, 1], [1])]
+        maps = [mlir_ir.AffineMap.get(2, 0, [mlir_ir.AffineDimExpr.get(d) for d in dims]) for dims in ([0, 1], [1])]
         op = linalg.GenericOp(
             [init.type],
             [source],
             [init],
-            ir.ArrayAttr.get([ir.AffineMapAttr.get(map_) for map_ in maps]),
-            ir.ArrayAttr.get(
+            mlir_ir.ArrayAttr.get([mlir_ir.AffineMapAttr.get(map_) for map_ in maps]),
+            mlir_ir.ArrayAttr.get(
                 [
-                    ir.Attribute.parse("#linalg.iterator_type<reduction>"),
-                    ir.Attribute.parse("#linalg.iterator_type<parallel>"),
+                    mlir_ir.Attribute.parse("#linalg.iterator_type<reduction>"),
+                    mlir_ir.Attribute.parse("#linalg.iterator_type<parallel>"),
                 ]
             ),
         )
         block = op.regions[0].blocks.append(f32, f32)
-        with ir.InsertionPoint(block):
-            linalg.YieldOp([ir.Operation.create("arith.addf", [f32], list(block.arguments)).result])
+        with mlir_ir.InsertionPoint(block):
+            linalg.YieldOp([mlir_ir.Operation.create("arith.addf", [f32], list(block.arguments)).result])
 
     assert _built(by_builder) == _built(by_class)
 
 
 def test_named_op_takes_its_attributes():
     def build():
-        f32 = ir.F32Type.get()
+        f32 = mlir_ir.F32Type.get()
         x = empty([1, 2, 5, 5], f32)
         w = empty([3, 2, 3, 3], f32)
         init = fill(empty([1, 3, 2, 2], f32), constant(f32, 0))
-        strides = ir.DenseIntElementsAttr.get_splat(
-            ir.RankedTensorType.get([2], ir.IntegerType.get_signless(64)),
-            ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 2),
+        strides = mlir_ir.DenseIntElementsAttr.get_splat(
+            mlir_ir.RankedTensorType.get([2], mlir_ir.IntegerType.get_signless(64)),
+            mlir_ir.IntegerAttr.get(mlir_ir.IntegerType.get_signless(64), 2),
         )
         named_op("linalg.conv_2d_nchw_fchw", [x, w], init, {"strides": strides})
 

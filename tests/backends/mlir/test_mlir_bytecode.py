@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from mlir_harness import IREE_COMPILE_FLAGS, Ids, call, load_vmfb, tensor
 from niro.backends.mlir import LoweredModule, find_tool, lower_to_mlir, make_context
-from niro.backends.mlir.bindings import ir
+from niro.backends.mlir.bindings import mlir_ir
 from niro.backends.mlir.bytecode import (
     SPLICE_MIN_BYTES,
     BlobSplicingWriter,
@@ -140,7 +140,7 @@ def spliced(lowered: LoweredModule) -> bytes:
     return b"".join(pieces)
 
 
-def print_with_blobs(module: ir.Module) -> str:
+def print_with_blobs(module: mlir_ir.Module) -> str:
     text = io.StringIO()
     module.operation.print(file=text, enable_debug_info=True)
     return text.getvalue()
@@ -270,7 +270,7 @@ def test_bytecode_loads_back_with_the_blob_data(name):
     lowered = lower(name)
     data = spliced(lowered)
     with make_context(allow_unregistered_dialects=lowered.has_generic_ops):
-        loaded = ir.Module.parse(data)
+        loaded = mlir_ir.Module.parse(data)
         loaded.operation.verify()
         text = print_with_blobs(loaded)
     with lowered.context:
@@ -348,8 +348,8 @@ def add_foreign_blob(lowered: LoweredModule, data: np.ndarray) -> None:
             for op in lowered.module.body.operations
             if op.operation.name == "func.func"
         ]
-        function.attributes["test.foreign"] = ir.DenseResourceElementsAttr.get_from_buffer(
-            data, "foreign", ir.Type.parse(f"tensor<{data.size}xf32>")
+        function.attributes["test.foreign"] = mlir_ir.DenseResourceElementsAttr.get_from_buffer(
+            data, "foreign", mlir_ir.Type.parse(f"tensor<{data.size}xf32>")
         )
 
 

@@ -16,7 +16,7 @@ from mlir_harness import (
     tensor,
 )
 from niro.backends.mlir import lower_to_mlir, make_context
-from niro.backends.mlir.bindings import ir
+from niro.backends.mlir.bindings import mlir_ir
 from niro.ir import (
     Add,
     Block,
@@ -96,7 +96,7 @@ def test_bytecode_loads_back_as_the_same_module():
     lowered.write_bytecode(stream)
     assert stream.getvalue().startswith(b"ML\xefR")
     with make_context():
-        from_bytecode = ir.Module.parse(stream.getvalue())
+        from_bytecode = mlir_ir.Module.parse(stream.getvalue())
         from_bytecode.operation.verify()
     assert generic_text(from_bytecode) == generic_text(parse_back(lowered.to_text()))
 

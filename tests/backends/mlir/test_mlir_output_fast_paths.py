@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from mlir_harness import Ids, parse_back, tensor
 from niro.backends.mlir import lower_to_mlir, make_context
-from niro.backends.mlir.bindings import ir
+from niro.backends.mlir.bindings import mlir_ir
 from niro.backends.mlir.output import _HEX_CHUNK, _uppercase_hex
 from niro.ir import (
     Add,
@@ -90,7 +90,7 @@ def test_weights_from_a_read_only_mapping_are_written_byte_for_byte(mapped_weigh
     stream = io.BytesIO()
     lowered.write_bytecode(stream)
     with make_context():
-        from_bytecode = ir.Module.parse(stream.getvalue())
+        from_bytecode = mlir_ir.Module.parse(stream.getvalue())
     from_text = parse_back(first)
     assert str(from_bytecode) == str(from_text)
     del lowered, view

@@ -4,8 +4,9 @@ ONNX's node tests (in tests/conformance/subset.py) cover the defaults, one direc
 and a single initial state. These one-node models add what they miss: bidirectional ops with
 every optional input, batch-major layout, absent outputs, f16/f64, and the attributes
 onnx.reference ignores (activations, clip, input_forget, per-entry `sequence_lens`), which are
-compared with onnxruntime instead; and the refusals, with their exact messages. Dynamic
-sequence and batch dims: test_recurrent_dynamic.py.
+compared with onnxruntime instead; and the refusals, with their exact messages. A static
+sequence is unrolled up to UNROLLED_STEPS steps (every case here but one) and walked by an
+`scf.for` beyond (the looped case); dynamic sequence and batch dims: test_recurrent_dynamic.py.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from niro.backends.mlir.onnx_ops.recurrent import UNROLLED_STEPS
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
@@ -207,6 +209,17 @@ CASES = {
         activations=["HardSigmoid", "Affine"],
         activation_alpha=[0.3, 0.5],
         activation_beta=[0.4, 0.1],
+        reference="onnxruntime",
+    ),
+    # a static sequence longer than the unrolled limit: the scf.for over time, with lengths
+    "lstm_bidirectional_looped_sequence_lens": lambda: recurrent_case(
+        "lstm_bidirectional_looped_sequence_lens",
+        "LSTM",
+        seq=UNROLLED_STEPS + 1,
+        batch=2,
+        direction="bidirectional",
+        optional=("B", "sequence_lens", "initial_h", "initial_c"),
+        lengths=[UNROLLED_STEPS + 1, 5],
         reference="onnxruntime",
     ),
     "lstm_input_forget_clip_activations": lambda: recurrent_case(

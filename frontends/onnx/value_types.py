@@ -1,0 +1,75 @@
+"""The typing step's result as the conversion reads it: types by onnx_ir value, folds by node.
+
+`inference.infer_types` types the proto (ONNX shape inference, folding, symbolic dims, in
+rounds) and answers in the proto's terms: a table of types by value name per graph, the tables
+of subgraphs by (node index, attribute, position), folded outputs by node index. `bind_types`
+ties that answer to the onnx_ir graph the conversion walks, once, so the conversion asks about a
+Value or a Node and never about a name or a position.
+
+Each value is typed in the table of the graph that defines it (its inputs, initializers and node
+outputs): inference typed each graph with its own names, so a value a subgraph captures from an
+enclosing graph is not in the subgraph's table (the conversion treats it as a value inference
+did not type there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import onnx
+import onnx_ir
+
+from .inference import GraphTypes
+
+__all__ = ["ValueTypes", "bind_types"]
+
+
+@dataclass
+class ValueTypes:
+    """Inferred types of the values of every graph typed so far, and the folded nodes."""
+
+    graphs: dict[onnx_ir.Graph, dict[onnx_ir.Value, onnx.TypeProto]] = field(default_factory=dict)
+    """Per graph, the inferred type of each value it defines (absent: inference gave none)."""
+    folded: dict[onnx_ir.Node, tuple[onnx.TensorProto, ...]] = field(default_factory=dict)
+    """Nodes whose outputs `folding` computed: the conversion emits these constants."""
+
+    def of_graph(self, graph: onnx_ir.Graph) -> Mapping[onnx_ir.Value, onnx.TypeProto]:
+        return self.graphs.get(graph) or {}
+
+
+def bind_types(graph: onnx_ir.Graph, types: GraphTypes, into: ValueTypes) -> None:
+    """Add `types` (inferred for the proto `graph` was read from, node for node) to `into`,
+    for `graph` and each subgraph in it."""
+    named = types.values
+    table: dict[onnx_ir.Value, onnx.TypeProto] = {}
+    into.graphs[graph] = table
+    for value in graph.inputs:
+        found = named.get(value.name or "")
+        if found is not None:
+            table[value] = found
+    for name, value in graph.initializers.items():
+        found = named.get(name)
+        if found is not None:
+            table[value] = found
+    folded = types.folded
+    subgraphs = types.subgraphs
+    for index, node in enumerate(graph):
+        for output in node.outputs:
+            if output.name:
+                found = named.get(output.name)
+                if found is not None:
+                    table[output] = found
+        if folded:
+            outputs = folded.get(index)
+            if outputs is not None:
+                into.folded[node] = outputs
+        if subgraphs:
+            for name, attribute in node.attributes.items():
+                if attribute.is_ref():
+                    continue
+                if attribute.type is onnx_ir.AttributeType.GRAPH:
+                    bind_types(attribute.value, types.subgraph(index, name, 0), into)
+                elif attribute.type is onnx_ir.AttributeType.GRAPHS:
+                    for position, subgraph in enumerate(attribute.value):
+                        bind_types(subgraph, types.subgraph(index, name, position), into)
