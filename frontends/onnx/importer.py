@@ -23,6 +23,7 @@ from collections.abc import Container, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 import onnx
 import onnx_ir
@@ -59,7 +60,7 @@ from .errors import OnnxImportError, first_line
 from .external_data import ExternalDataError, ExternalDataReader
 from .folding import FOLD_LIMIT, fold_node, may_fold
 from .functions import FunctionKey, specialization_key, specialize
-from .half_precision import plan_half_precision
+from .half_precision import fold_half_convs, plan_half_precision
 from .inference import GraphTypes, InferenceFailure, infer_types
 from .input_shapes import InputShapes, declared_types_rewritten
 from .loading import LoadedModel, deserialize_inputs, deserialize_model, load_model
@@ -214,6 +215,10 @@ class _Importer:
         if has_sequences(self.model):
             self.model = self._without_sequences(self.model, self.raw_views, self.error)
         types = self._infer(self.model)
+        folded = fold_half_convs(self.model, self._half_array)
+        if folded is not None:
+            self.model = folded
+            types = self._infer(self.model)
         planned = plan_half_precision(self.model, types)
         if planned is not None:
             self.model = planned
@@ -272,6 +277,21 @@ class _Importer:
             return TensorType(scalar, dims), memoryview(data).cast("B")
         except (TensorDataError, ExternalDataError) as error:
             raise self.error(f"{what}: {error}") from None
+
+    def _half_array(self, name: str) -> np.ndarray | None:
+        """Main-graph initializer `name` as a float16/bfloat16 array, None for other types."""
+        proto = next((tensor for tensor in self.model.graph.initializer if tensor.name == name), None)
+        if proto is None:
+            return None
+        tensor_type, data = self.read_tensor(
+            onnx_ir.serde.deserialize_tensor(proto), f"initializer '{name}'", self.raw_views.get(name)
+        )
+        dtype = {ScalarType.F16: np.float16, ScalarType.BF16: ml_dtypes.bfloat16}.get(
+            tensor_type.element_type
+        )
+        if dtype is None:
+            return None
+        return np.frombuffer(data, dtype).reshape(tensor_type.shape)
 
     def _read_external(self, tensor: onnx_ir.ExternalTensor) -> tuple[TensorType, Buffer]:
         scalar = scalar_type_for(int(tensor.dtype))
