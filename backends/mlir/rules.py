@@ -34,10 +34,9 @@ from niro.ir import (
 
 from . import sub_byte
 from .bindings import arith, cf, func, mlir_ir, scf, tensor
-from .builders import Arithmetic, binary_arithmetic, dim_size, empty_tensor, index_constant
+from .builders import Arithmetic, binary_arithmetic, dim_size, empty_tensor, index_constant, matmul
 from .context import LoweringRuleContext
 from .literals import scalar_attr, tensor_data_attr
-from .onnx_ops.linalg_ops import matmul
 from .registry import KNOWN_LOWERINGS, lowering, registered_lowering
 from .types import index_type, lower_type
 

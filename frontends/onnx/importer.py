@@ -3,7 +3,7 @@
 1. Load (`loading`): the ModelProto, its main graph's weights as views of the file.
 2. Check (`validation`, `input_shapes`): what must hold before anything reads the model.
 3. Rewrite (`sequences`, `half_precision`): sequence values into tensor ops; fp16/bf16 graphs
-   computed where onnxruntime computes. Both read inferred types, so they work on the proto.
+   computed where onnxruntime computes (Convs on constant half weights folded first). Both read inferred types, so they work on the proto.
 4. Type (`inference`): ONNX shape inference on a weightless copy, folding and symbolic dims in
    rounds, answered in the proto's names.
 5. Read into onnx_ir once (`loading.deserialize_model`) and bind the types to its values and
@@ -22,16 +22,18 @@ from collections.abc import Container, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import ml_dtypes
+import numpy as np
 import onnx
 import onnx_ir
-from niro.ir import Module, Type
+from niro.ir import Module, ScalarType, Type
 
 from .calls import FunctionCalls
 from .context import NodeContext, resolve_type
 from .conversion import Converter
 from .errors import OnnxImportError, first_line
 from .functions import FunctionKey, specialize
-from .half_precision import plan_half_precision
+from .half_precision import fold_half_convs, plan_half_precision
 from .inference import GraphTypes, InferenceFailure, infer_types
 from .input_shapes import InputShapes, declared_types_rewritten
 from .loading import LoadedModel, deserialize_inputs, deserialize_model, load_model
@@ -109,6 +111,10 @@ class _Importer:
         if has_sequences(self.model):
             self.model = self._without_sequences(self.model, self.raw_views, self.error)
         types = self._infer(self.model)
+        folded = fold_half_convs(self.model, self._half_array)
+        if folded is not None:
+            self.model = folded
+            types = self._infer(self.model)
         planned = plan_half_precision(self.model, types)
         if planned is not None:
             self.model = planned
@@ -146,6 +152,21 @@ class _Importer:
         return ir_model
 
     # -- the proto steps -----------------------------------------------------------------------
+
+    def _half_array(self, name: str) -> np.ndarray | None:
+        """Main-graph initializer `name` as a float16/bfloat16 array, None for other types."""
+        proto = next((tensor for tensor in self.model.graph.initializer if tensor.name == name), None)
+        if proto is None:
+            return None
+        tensor_type, data = self.converter.read_tensor(
+            onnx_ir.serde.deserialize_tensor(proto), f"initializer '{name}'", self.raw_views.get(name)
+        )
+        dtype = {ScalarType.F16: np.float16, ScalarType.BF16: ml_dtypes.bfloat16}.get(
+            tensor_type.element_type
+        )
+        if dtype is None:
+            return None
+        return np.frombuffer(data, dtype).reshape(tensor_type.shape)
 
     def _check(self, model: onnx.ModelProto, what: str, raw_elsewhere: Container[str] = frozenset()) -> None:
         try:

@@ -10,6 +10,8 @@
   at run time.
 - `arithmetic`: element-wise add and multiply (`binary_arithmetic`), the one lowering of Niro's
   Add/Mul and ONNX's.
+- `contraction`: sums of products over index labels (`contract`, einsum's view) and `matmul`,
+  the one lowering of Niro's MatMul and ONNX's.
 - `checks`: run-time checks (`assert_true`, `assert_all`).
 - `elements`: element types (accumulators, float conversions) and reading integer scalars.
 
@@ -20,6 +22,7 @@ from .arithmetic import Arithmetic, binary_arithmetic
 from .broadcast import elementwise
 from .checks import assert_all, assert_true
 from .constants import constant, dense_constant, i64_constant, identity_value, index_constant
+from .contraction import Label, contract, matmul, matmul_labels, multiply_all, narrow_to_result
 from .elements import accumulator_type, convert, is_float, read_int_scalars, small_elements
 from .shapes import (
     DYNAMIC,
@@ -34,6 +37,7 @@ from .shapes import (
     extract_slice,
     index_value,
     pad,
+    ranked_result,
     reassociation,
     tensor_size,
     tensor_sizes,
@@ -42,6 +46,13 @@ from .shapes import (
 from .structured import MapSpec, affine_map, dim, fill, filled, generic, named_op
 
 __all__ = [
+    "ranked_result",
+    "narrow_to_result",
+    "multiply_all",
+    "matmul_labels",
+    "matmul",
+    "contract",
+    "Label",
     "DYNAMIC",
     "Arithmetic",
     "MapSpec",

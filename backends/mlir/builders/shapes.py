@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DYNAMIC",
+    "ranked_result",
     "tensor_type",
     "dim_size",
     "index_value",
@@ -75,6 +76,13 @@ def tensor_sizes(value: mlir_ir.Value) -> list[int | mlir_ir.Value]:
 def empty(sizes: Sequence[int | mlir_ir.Value], element: mlir_ir.Type) -> mlir_ir.Value:
     """`tensor.empty` of mixed `sizes`."""
     return tensor.EmptyOp(list(sizes), element).result
+
+
+def ranked_result(ctx: LoweringRuleContext, index: int = 0) -> mlir_ir.RankedTensorType:
+    """The MLIR type of result `index`, refused clearly when it is not a ranked tensor (e.g.
+    ONNX shape inference could not find its rank)."""
+    ctx.ranked(ctx.niro_results[index], f"result #{index}")
+    return mlir_ir.RankedTensorType(ctx.result_types[index])
 
 
 def empty_tensor(

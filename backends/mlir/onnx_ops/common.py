@@ -20,7 +20,7 @@ from niro.ir import (
     read_imported_op,
 )
 
-from ..bindings import mlir_ir
+from ..builders import ranked_result
 from ..context import LoweringRuleContext
 
 __all__ = [
@@ -100,13 +100,6 @@ def output_positions(ctx: LoweringRuleContext) -> tuple[int, ...]:
 __all__.append("output_positions")
 
 
-def ranked_result(ctx: LoweringRuleContext, index: int = 0) -> mlir_ir.RankedTensorType:
-    """The MLIR type of result `index`, refused clearly when it is not a ranked tensor (e.g.
-    ONNX shape inference could not find its rank)."""
-    ctx.ranked(ctx.niro_results[index], f"result #{index}")
-    return mlir_ir.RankedTensorType(ctx.result_types[index])
-
-
 def static_shape(ctx: LoweringRuleContext, value: Value, what: str) -> tuple[int, ...]:
     """The shape of a Niro tensor value when fully static, else a clear refusal."""
     shape = ctx.ranked(value, what).shape
@@ -128,4 +121,4 @@ def ints_attribute(
     return value
 
 
-__all__ += ["ranked_result", "static_shape", "ints_attribute"]
+__all__ += ["ranked_result", "static_shape", "ints_attribute"]  # ranked_result: builders'

@@ -35,6 +35,7 @@ from ..builders import (
     accumulator_type,
     collapse_dims,
     constant,
+    convert,
     dim,
     empty,
     empty_like,
@@ -103,7 +104,7 @@ def _finish(ctx: LoweringRuleContext, y: mlir_ir.Value, scalar: ScalarType) -> m
         [(init, loops)],
         len(loops),
         (),
-        lambda args: [arith.TruncFOp(element, args[0]).result],
+        lambda args: [convert(args[0], element)],
     )[0]
 
 

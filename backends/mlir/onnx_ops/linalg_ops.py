@@ -1,217 +1,42 @@
-"""MLIR lowerings of the contractions: N-D MatMul, MatMulInteger and Einsum.
+"""MLIR lowerings of the ONNX contractions: N-D MatMul, MatMulInteger and Einsum.
 
-All three are one `linalg.generic` built from index labels (einsum's view): every operand dim
-and every result dim carries a label, each label is one loop, labels absent from the result are
-reduction loops. A static size-1 operand dim whose label is larger elsewhere reads index 0
-(NumPy broadcasting of batch dims); a dynamic batch dim must equal its label's size at run time
-(checked). MatMul follows NumPy: a 1-D lhs is a row vector and a 1-D
-rhs a column vector, whose unit dim is then dropped. Rank-2 MatMul is Niro's own op and never
-gets here. f16/bf16 products accumulate in f32, integers in their own type (wrapping, as ONNX
-MatMul on integers); MatMulInteger widens to i32 after subtracting the zero points. One
-exception: a batched MatMul of equal static batch dims and a static reduced dim is the named
-`linalg.batch_matmul` (`_batch_matmul` says why).
+All three are `builders.contract`'s `linalg.generic` over index labels (einsum's view), MatMul
+through `builders.matmul`, the lowering Niro's own (rank-2) MatMul shares. MatMul follows
+NumPy: a 1-D lhs is a row vector and a 1-D rhs a column vector, whose unit dim is then dropped.
+f16/bf16 products accumulate in f32, integers in their own type (wrapping, as ONNX MatMul on
+integers); MatMulInteger widens to i32 after subtracting the zero points. A batched MatMul of
+equal static batch dims and a static reduced dim is the named `linalg.batch_matmul`
+(`builders.contraction._batch_matmul` says why).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
-from niro.ir import ScalarType, Value, format_type, op_name
+from niro.ir import ScalarType, format_type, op_name
 
 from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
+    Label,
     MapSpec,
     accumulator_type,
     assert_true,
-    collapse_dims,
-    constant,
-    convert,
-    dim_size,
+    contract,
     empty,
-    empty_tensor,
-    expand_dim,
-    fill,
     generic,
     index_constant,
     index_value,
-    named_op,
+    matmul,
+    matmul_labels,
+    multiply_all,
+    narrow_to_result,
     tensor_size,
 )
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from .common import element_type, input_value, ranked_result
+from .common import element_type, input_value
 
-__all__ = ["contract", "integer_matmul", "matmul", "matmul_row_column_dims", "parse_einsum"]
-
-Label = object  # a str letter, or ("...", i) for the i-th broadcast (ellipsis) dim
-
-
-def contract(
-    ctx: LoweringRuleContext,
-    operands: Sequence[tuple[mlir_ir.Value, Value, Sequence[Label]]],
-    output: Sequence[Label],
-    accumulator: mlir_ir.Type,
-    product: Callable[[list[mlir_ir.Value]], mlir_ir.Value],
-    finish: Callable[..., mlir_ir.Value] | None,
-    finish_operands: Sequence[tuple[mlir_ir.Value, MapSpec]] = (),
-) -> mlir_ir.Value:
-    """sum over the labels not in `output` of `product(elements)`, then `finish` it into the
-    op's result type (None: the sum, in the accumulator type, is the result). Each operand
-    is (MLIR value, Niro value, one label per dim).
-    `finish(sum, *elements)` also gets one element of each of `finish_operands` (MLIR value,
-    indexing map over the result's dims), e.g. a per-column scale."""
-    order: list[Label] = list(output)
-    for _, _, labels in operands:
-        for label in labels:
-            if label not in order:
-                order.append(label)
-    loop_of = {label: loop for loop, label in enumerate(order)}
-    static: dict[Label, int] = {}
-    dynamic_source: dict[Label, tuple[mlir_ir.Value, int]] = {}
-    for value, niro_value, labels in operands:
-        shape = ctx.ranked(niro_value, "operand").shape
-        if len(shape) != len(labels):
-            raise ctx.error(
-                f"operand {format_type(niro_value.type)} has rank {len(shape)}, "
-                f"the equation gives it {len(labels)} labels"
-            )
-        for axis, (label, dim) in enumerate(zip(labels, shape, strict=True)):
-            if dim is None:
-                dynamic_source.setdefault(label, (value, axis))
-                continue
-            known = static.get(label, 1)
-            if known != 1 and dim != 1 and known != dim:
-                raise ctx.error(f"sizes {known} and {dim} of one index disagree")
-            static[label] = max(known, dim) if dim != 0 and known != 0 else 0
-    inputs = []
-    for value, niro_value, labels in operands:
-        shape = ctx.ranked(niro_value, "operand").shape
-        # A static 1 against a larger (or dynamic) size of its label broadcasts: index 0.
-        index_map = [
-            None
-            if dim == 1 and (static.get(label, 1) != 1 or label in dynamic_source)
-            else loop_of[label]
-            for label, dim in zip(labels, shape, strict=True)
-        ]
-        inputs.append((value, index_map))
-    result_type = ranked_result(ctx, 0)
-    if result_type.rank != len(output):
-        raise ctx.error(
-            f"result {format_type(ctx.niro_results[0].type)} does not have rank {len(output)}"
-        )
-    sizes: list[int | mlir_ir.Value] = []
-    for axis, label in enumerate(output):
-        if not result_type.is_dynamic_dim(axis):
-            sizes.append(result_type.shape[axis])
-        elif label in static and static[label] != 1:
-            sizes.append(static[label])
-        elif label in dynamic_source:
-            sizes.append(_label_size(operands, label))
-        else:
-            sizes.append(static.get(label, 1))
-    _assert_label_sizes(ctx, operands, static, dynamic_source)
-    loops = len(order)
-    identity = list(range(len(output)))
-    init = fill(empty(sizes, accumulator), constant(accumulator, 0))
-    floating = not isinstance(accumulator, mlir_ir.IntegerType)
-    add = arith.AddFOp if floating else arith.AddIOp
-    summed = generic(
-        inputs,
-        [(init, identity)],
-        loops,
-        tuple(range(len(output), loops)),
-        lambda arguments: [add(product(arguments[:-1]), arguments[-1]).result],
-    )[0]
-    if finish is None:
-        return summed  # the sum is the result: no copy
-    return generic(
-        [(summed, identity), *finish_operands],
-        [(empty(sizes, result_type.element_type), identity)],
-        len(output),
-        (),
-        lambda arguments: [finish(*arguments[:-1])],
-    )[0]
-
-
-def _label_size(operands, label: Label) -> mlir_ir.Value:
-    """The run-time size of a label that only dynamic dims carry: their largest (a 1 that
-    another dim exceeds then fails `_assert_label_sizes`, instead of shrinking the result)."""
-    size = None
-    for value, _, labels in operands:
-        for axis, each in enumerate(labels):
-            if each == label:
-                dim = tensor_size(value, axis)
-                dim = index_value(dim)
-                size = dim if size is None else arith.MaxSIOp(size, dim).result
-    return size
-
-
-def _assert_label_sizes(ctx: LoweringRuleContext, operands, static, dynamic_source) -> None:
-    """A run-time check that every dynamic dim equals the size of its label (a static size,
-    else the largest dynamic one): the loops run over one size per label, so a dim of another
-    length (a run-time 1 meant to broadcast, a mismatched K) would be read out of bounds or
-    shrink the result. Static shapes have nothing to check."""
-    for label in dynamic_source:
-        known = static.get(label, 1)
-        expected = index_constant(known) if known != 1 else _label_size(operands, label)
-        for index, (value, _, labels) in enumerate(operands):
-            for axis, (each, dim) in enumerate(
-                zip(labels, ctx.ranked(operands[index][1], "operand").shape, strict=True)
-            ):
-                size = tensor_size(value, axis)
-                if each != label or dim is not None or isinstance(size, int):
-                    continue
-                equal = arith.CmpIOp(arith.CmpIPredicate.eq, size, expected).result
-                assert_true(
-                    equal,
-                    f"{ctx.niro_location}: '{op_name(ctx.op)}' op: dynamic dim {axis} of operand #{index} "
-                    "differs from the other operands' size of that dim",
-                )
-
-
-def _multiply_all(scalar: ScalarType, accumulator: mlir_ir.Type) -> Callable[[list[mlir_ir.Value]], mlir_ir.Value]:
-    def product(elements: list[mlir_ir.Value]) -> mlir_ir.Value:
-        result = None
-        for element in elements:
-            if scalar.is_float:
-                element = convert(element, accumulator)
-            if result is None:
-                result = element
-            else:
-                result = (arith.MulFOp if scalar.is_float else arith.MulIOp)(result, element).result
-        assert result is not None
-        return result
-
-    return product
-
-
-def _narrow_to_result(
-    ctx: LoweringRuleContext, accumulator: mlir_ir.Type
-) -> Callable[[mlir_ir.Value], mlir_ir.Value] | None:
-    """The f32 sum of f16/bf16 operands narrowed to the result's type; None (no copy) when the
-    sum already has it."""
-    element = ranked_result(ctx, 0).element_type
-    return None if element == accumulator else (lambda value: convert(value, element))
-
-
-def _matmul_labels(lhs_rank: int, rhs_rank: int) -> tuple[list, list, list]:
-    """NumPy matmul as labels: batch dims right-aligned, then (m, k) x (k, n)."""
-    if lhs_rank < 1 or rhs_rank < 1:
-        raise ValueError("MatMul operands must have rank >= 1")
-    lhs_batch = max(lhs_rank - 2, 0)
-    rhs_batch = max(rhs_rank - 2, 0)
-    batch = max(lhs_batch, rhs_batch)
-    lhs = [("batch", batch - lhs_batch + axis) for axis in range(lhs_batch)]
-    rhs = [("batch", batch - rhs_batch + axis) for axis in range(rhs_batch)]
-    out = [("batch", axis) for axis in range(batch)]
-    lhs += ["m", "k"] if lhs_rank >= 2 else ["k"]
-    rhs += ["k", "n"] if rhs_rank >= 2 else ["k"]
-    if lhs_rank >= 2:
-        out.append("m")
-    if rhs_rank >= 2:
-        out.append("n")
-    return lhs, rhs, out
+__all__ = ["integer_matmul", "matmul_row_column_dims", "parse_einsum"]
 
 
 @register_lowering("onnx.MatMul")
@@ -229,69 +54,6 @@ def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
             f"expects operands of rank >= 1, got {format_type(lhs)} and {format_type(rhs)}"
         )
     return [matmul(ctx, accumulator_type(scalar))]
-
-
-def matmul(ctx: LoweringRuleContext, accumulator: mlir_ir.Type) -> mlir_ir.Value:
-    """The one lowering of a matrix product (Niro's MatMul and `onnx.MatMul`): NumPy's matmul of
-    the op's two operands (numbers of one type, ranks >= 1), the products summed in
-    `accumulator`. Niro's rank-2 MatMul sums in its element type; `onnx.MatMul` sums f16/bf16
-    in f32 (`accumulator_type`).
-
-    Summed in the result's element type, two matrices are the named `linalg.matmul` and a batch
-    that fits `_batch_matmul_fits` is `linalg.batch_matmul`; everything else (vectors,
-    broadcast or dynamic batches, a wider accumulator) is `contract`'s generic."""
-    lhs = ctx.ranked(ctx.niro_operands[0], "operand #0")
-    rhs = ctx.ranked(ctx.niro_operands[1], "operand #1")
-    result = ctx.ranked(ctx.niro_results[0], "result")
-    in_result_type = accumulator == ctx.mlir_type(result.element_type)
-    if in_result_type and len(lhs.shape) == 2 and len(rhs.shape) == 2:
-        sizes = [
-            dim_size(ctx.operands[0], 0) if result.shape[0] is None else None,
-            dim_size(ctx.operands[1], 1) if result.shape[1] is None else None,
-        ]
-        init = empty_tensor(ctx, result, sizes)
-        return named_op("linalg.matmul", [ctx.operands[0], ctx.operands[1]], fill(init, constant(accumulator, 0)))
-    if in_result_type and _batch_matmul_fits(lhs.shape, rhs.shape):
-        return _batch_matmul(ctx, lhs.shape, accumulator)
-    lhs_labels, rhs_labels, out = _matmul_labels(len(lhs.shape), len(rhs.shape))
-    operands = [
-        (ctx.operands[0], ctx.niro_operands[0], lhs_labels),
-        (ctx.operands[1], ctx.niro_operands[1], rhs_labels),
-    ]
-    return contract(
-        ctx,
-        operands,
-        out,
-        accumulator,
-        _multiply_all(lhs.element_type, accumulator),
-        _narrow_to_result(ctx, accumulator),
-    )
-
-
-def _batch_matmul_fits(lhs: Sequence[int | None], rhs: Sequence[int | None]) -> bool:
-    """Operands of one rank >= 3 whose batch dims are static and equal (no broadcasting) and
-    whose reduced dim is static on both sides (a dynamic one needs `contract`'s run-time
-    check)."""
-    if len(lhs) != len(rhs) or len(lhs) < 3 or lhs[-1] is None or lhs[-1] != rhs[-2]:
-        return False
-    batch = lhs[:-2]
-    return all(dim is not None for dim in batch) and list(batch) == list(rhs[:-2])
-
-
-def _batch_matmul(ctx: LoweringRuleContext, shape: Sequence[int | None], element: mlir_ir.Type) -> mlir_ir.Value:
-    """A batched MatMul as the named `linalg.batch_matmul` (its batch dims collapsed into one,
-    expanded back after). Why: IREE folds a transpose feeding a generic contraction into that
-    contraction's operand reads (strided loads in the matmul's inner loop: attention's
-    Q x K^T and weights x V ran ~1.5x slower so); a named op's operands stay contiguous, the
-    transposes run as their own cheap copies."""
-    batch = [dim for dim in shape[:-2] if dim is not None]
-    operands = [ctx.operands[0], ctx.operands[1]]
-    if len(batch) > 1:
-        operands = [collapse_dims(operand, 0, len(batch)) for operand in operands]
-    lhs, rhs = operands
-    sizes = [math.prod(batch), tensor_size(lhs, 1), tensor_size(rhs, 2)]
-    product = named_op("linalg.batch_matmul", operands, fill(empty(sizes, element), constant(element, 0)))
-    return expand_dim(product, 0, batch) if len(batch) > 1 else product
 
 
 @register_lowering("onnx.MatMulInteger", since=10)
@@ -325,7 +87,7 @@ def integer_matmul(
         raise ctx.error(
             f"expects operands of rank >= 1, got {format_type(lhs)} and {format_type(rhs)}"
         )
-    lhs_labels, rhs_labels, out = labels or _matmul_labels(len(lhs.shape), len(rhs.shape))
+    lhs_labels, rhs_labels, out = labels or matmul_labels(len(lhs.shape), len(rhs.shape))
     operands = [
         (ctx.operands[a_position], ctx.niro_operands[a_position], lhs_labels),
         (ctx.operands[b_position], ctx.niro_operands[b_position], rhs_labels),
@@ -406,7 +168,7 @@ def _zero_point_per_row(
 def matmul_row_column_dims(lhs_rank: int, rhs_rank: int) -> tuple[int | None, int | None]:
     """The result dims of a NumPy matmul of operands of these ranks that index A's rows (m)
     and B's columns (n); None where a 1-D operand has none."""
-    _, _, out = _matmul_labels(lhs_rank, rhs_rank)
+    _, _, out = matmul_labels(lhs_rank, rhs_rank)
     return (
         out.index("m") if "m" in out else None,
         out.index("n") if "n" in out else None,
@@ -506,7 +268,7 @@ def _lower_einsum(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
             operands,
             output,
             accumulator,
-            _multiply_all(scalar, accumulator),
-            _narrow_to_result(ctx, accumulator),
+            multiply_all(scalar, accumulator),
+            narrow_to_result(ctx, accumulator),
         )
     ]
