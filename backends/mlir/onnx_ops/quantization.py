@@ -26,7 +26,7 @@ from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .cast import convert_element
 from .common import attribute, element_type, input_value, normalize_axis, static_shape
-from .conv import add_channel_bias, grouped_conv, integer_mul_add
+from .conv import ConvSpec, add_channel_bias, grouped_conv, integer_mul_add
 from .linalg_ops import integer_matmul, matmul_row_column_dims
 from .windows import batch_shape, pad_for_window, window_geometry
 
@@ -395,17 +395,10 @@ def _integer_conv(ctx, x, x_niro, x_zero, w, w_niro, w_zero) -> mlir_ir.Value:
     ws = _shifted(ctx, w, element_type(w_niro), w_shape, w_zero, 0)
     padded = pad_for_window(ctx, xs, geometry, constant(_i32(), 0))
     group = int(attribute(ctx, "group", 1))
-    return grouped_conv(
-        ctx,
-        padded,
-        ws,
-        group,
-        geometry.strides,
-        geometry.dilations,
-        geometry.output,
-        _i32(),
-        integer_mul_add,
+    spec = ConvSpec(
+        group, geometry.strides, geometry.dilations, geometry.output, _i32(), integer_mul_add
     )
+    return grouped_conv(ctx, padded, ws, spec)
 
 
 @register_lowering("onnx.ConvInteger", since=10)
