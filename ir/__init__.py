@@ -51,7 +51,7 @@ from .ops import (
 )
 from .parser import parse_module
 from .printer import print_module, write_module
-from .shapes import broadcast_shapes
+from .shapes import broadcast_names, broadcast_shapes
 from .structure import Block, Function, FunctionType, Global, Module, Region, SymbolName
 from .types import (
     Dim,
@@ -84,6 +84,7 @@ __all__ = [
     "REGIONS_ATTRIBUTE",
     "VERIFIER_RULES",
     "VerifierRule",
+    "broadcast_names",
     "broadcast_shapes",
     "literal_problem",
     "register_op_type_rule",

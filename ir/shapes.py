@@ -7,9 +7,9 @@ Pure functions over `Shape` (a tuple of dims, None for a dynamic dim; None for u
 
 from __future__ import annotations
 
-from .types import Dim, Shape
+from .types import Dim, Shape, TensorType
 
-__all__ = ["broadcast_shapes", "format_shape", "shape_refines"]
+__all__ = ["broadcast_names", "broadcast_shapes", "format_shape", "shape_refines"]
 
 
 def format_shape(shape: Shape) -> str:
@@ -52,6 +52,26 @@ def broadcast_shapes(lhs: Shape, rhs: Shape) -> Shape:
                 f"dim {left} vs {right} at axis {axis} of the broadcast result"
             )
     return tuple(result)
+
+
+def broadcast_names(result: Shape, *operands: TensorType) -> tuple[str | None, ...] | None:
+    """The dim names (`TensorType.dim_names`) of the broadcast of `operands` to `result`: a
+    dynamic result dim is named n when every operand dim on it is absent, a static 1, or
+    dynamic and named n (at least one): a 1 stretches to the named size, and equal names are
+    equal sizes. Any other mix (an unnamed dynamic dim, two names) leaves it unnamed."""
+    if result is None:
+        return None
+    names: list[str | None] = []
+    for axis in range(len(result)):
+        found: set[str | None] = set()
+        for operand in operands:
+            offset = len(result) - (operand.rank or 0)
+            if operand.shape is None:
+                found.add(None)
+            elif axis >= offset and operand.shape[axis - offset] != 1:
+                found.add(operand.dim_name(axis - offset))
+        names.append(found.pop() if result[axis] is None and len(found) == 1 else None)
+    return tuple(names) if any(names) else None
 
 
 def shape_refines(declared: Shape, inferred: Shape) -> bool:

@@ -8,7 +8,7 @@ MLIR's because our users read both.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Union
 
 __all__ = [
@@ -231,6 +231,11 @@ class TensorType:
 
     element_type: ScalarType
     shape: Shape
+    dim_names: tuple[str | None, ...] | None = field(default=None, compare=False, repr=False)
+    """Per dim, a name shared with every other dynamic dim known to have the same run-time
+    size (an ONNX dim_param the importer trusts), or None. Not part of the type's identity:
+    equality, hashing and the spelling ignore it, so a type built without names is the same
+    type and only loses the knowledge (a lowering then checks equality at run time)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.element_type, ScalarType):
@@ -243,6 +248,10 @@ class TensorType:
             for dim in self.shape:
                 if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool)):
                     raise TypeError(f"TensorType dims must be int or None, got {dim!r}")
+        if self.dim_names is not None and (
+            self.shape is None or len(self.dim_names) != len(self.shape)
+        ):
+            raise TypeError("TensorType dim_names needs one entry per dim of a ranked shape")
 
     @property
     def rank(self) -> int | None:
@@ -251,6 +260,12 @@ class TensorType:
     @property
     def is_ranked(self) -> bool:
         return self.shape is not None
+
+    def dim_name(self, axis: int) -> str | None:
+        """The name of dynamic dim `axis` (see `dim_names`), or None."""
+        if self.dim_names is None or self.shape is None or self.shape[axis] is not None:
+            return None
+        return self.dim_names[axis]
 
     @property
     def is_static(self) -> bool:

@@ -49,7 +49,9 @@ from niro.ir import (
 
 from . import rules as _rules  # noqa: F401  (fills KNOWN_LOWERINGS; checks it is complete)
 from . import sub_byte
-from .bindings import func, make_context, mlir_ir
+from .bindings import arith, func, make_context, mlir_ir
+from .builders.checks import assert_true
+from .builders.shapes import dim_size
 from .context import LoweringRuleContext
 from .errors import LoweringError, refused_together
 from .literals import ResourceTable, generic_attr, scalar_attr, tensor_data_attr
@@ -295,6 +297,47 @@ class ModuleLowering:
         )
 
 
+def _check_named_dims(function: Function, entry: mlir_ir.Block) -> None:
+    """At the top of `entry`, a run-time check per function argument dim that has the name of
+    an earlier argument's dim (`TensorType.dim_names`) that the two sizes agree: the model
+    declares them equal (one ONNX dim_param), and the lowerings rely on it to check nothing
+    where such dims meet, so a call that breaks the declaration stops here, with a message.
+    """
+    first: dict[str, tuple[int, int]] = {}
+    checks = []
+    for position, argument in enumerate(function.body.blocks[0].arguments):  # type: ignore[union-attr]
+        if not isinstance(argument.type, TensorType) or argument.type.rank is None:
+            continue
+        for axis in range(argument.type.rank):
+            name = argument.type.dim_name(axis)
+            if name is None:
+                continue
+            if name in first:
+                checks.append((first[name], (position, axis), name))
+            else:
+                first[name] = (position, axis)
+    if not checks:
+        return
+    names = function.input_names or ()
+
+    def label(position: int) -> str:
+        given = names[position] if position < len(names) else None
+        return f"input '{given}'" if given else f"input #{position}"
+
+    with mlir_ir.InsertionPoint.at_block_begin(entry), mlir_ir.Location.unknown():
+        for (earlier, earlier_axis), (position, axis), name in checks:
+            equal = arith.CmpIOp(
+                arith.CmpIPredicate.eq,
+                dim_size(entry.arguments[earlier], earlier_axis),
+                dim_size(entry.arguments[position], axis),
+            ).result
+            assert_true(
+                equal,
+                f"@{function.name}: {label(earlier)} dim {earlier_axis} and {label(position)} "
+                f"dim {axis} are both '{name}' in the model, but their sizes differ",
+            )
+
+
 class FunctionLowering:
     """Lowers one Function: owns its ValueId -> MLIR value map and Niro -> MLIR block map."""
 
@@ -324,6 +367,7 @@ class FunctionLowering:
             func_op.res_attrs = _name_attrs(function.output_names)
         if function.body is not None:
             self.lower_region(function.body, func_op.body, (), yield_builder=None)
+            _check_named_dims(function, func_op.body.blocks[0])
 
     # -- services for rules ---------------------------------------------------------------------
 

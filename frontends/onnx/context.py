@@ -91,6 +91,7 @@ def resolve_type(
     filename: str,
     fallback_element: Callable[[], ScalarType | None] | None = None,
     unknown_because: str = "shape inference could not type it",
+    trusted_names: frozenset[str] = frozenset(),
 ) -> TensorType:
     """The Niro type of a value from its inferred `type_proto` (or its declared type).
 
@@ -101,7 +102,7 @@ def resolve_type(
     """
     prefix = f"value '{onnx_value.name}' ({what})"
     try:
-        found = niro_type_from_proto(type_proto)
+        found = niro_type_from_proto(type_proto, trusted_names)
     except UnsupportedTypeError as error:
         raise OnnxImportError(f"{prefix}: {error}", filename=filename) from None
     if found is None and onnx_value.type is not None:
@@ -142,6 +143,8 @@ class NodeContext:
     read_tensor: Callable[[onnx_ir.TensorProtocol, str], tuple[TensorType, Buffer]]
     """(tensor, what) -> its Niro type and packed bytes; `what` names it in errors."""
     build_region: Callable[[NodeContext, str, int], tuple[Region, tuple[Value, ...]]]
+    trusted_names: frozenset[str] = frozenset()
+    """The dim names its graph's Niro types keep (`inference.GraphTypes.dim_names`)."""
     """(ctx, graph attribute name, position) -> the subgraph as a Region and its yielded values."""
     _retyped: dict[int, TensorType] | None = field(default=None, init=False)
     _contrib: tuple[dict[int, TensorType] | None] | None = field(default=None, init=False)
@@ -218,6 +221,7 @@ class NodeContext:
             self.filename,
             lambda: schema_element_type(self.node, output_index, self.inputs, self.opset(self.node.domain)),
             because,
+            self.trusted_names,
         )
         if found.shape is None or (
             None in found.shape and (self._has_constant_operand() or self._operand_typed_better())

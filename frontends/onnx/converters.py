@@ -24,6 +24,7 @@ from niro.ir import (
     TensorType,
     Transpose,
     Value,
+    broadcast_names,
     broadcast_shapes,
     format_type,
 )
@@ -149,7 +150,9 @@ def _binary(ctx: NodeContext, op_class: type[Add] | type[Mul]) -> bool:
         shape = broadcast_shapes(lhs.type.shape, rhs.type.shape)
     except ValueError as error:
         raise ctx.error(str(error)) from None
-    result = ctx.new_value(TensorType(lhs.type.element_type, shape))
+    result = ctx.new_value(
+        TensorType(lhs.type.element_type, shape, broadcast_names(shape, lhs.type, rhs.type))
+    )
     ctx.emit(op_class(result, lhs, rhs, loc=ctx.loc))
     ctx.bind(0, result)
     return True
@@ -181,7 +184,10 @@ def _matmul(ctx: NodeContext, lhs: Value, rhs: Value) -> Value:
         raise ctx.error(
             f"inner dimensions differ: {format_type(lhs.type)} x {format_type(rhs.type)}"
         )
-    result = ctx.new_value(TensorType(lhs.type.element_type, (rows, columns)))
+    names = (lhs.type.dim_name(0), rhs.type.dim_name(1))
+    result = ctx.new_value(
+        TensorType(lhs.type.element_type, (rows, columns), names if any(names) else None)
+    )
     ctx.emit(MatMul(result, lhs, rhs, loc=ctx.loc))
     return result
 
@@ -209,7 +215,14 @@ def convert_matmul(ctx: NodeContext) -> bool:
 def _transpose(ctx: NodeContext, operand: Value, permutation: tuple[int, ...]) -> Value:
     assert isinstance(operand.type, TensorType) and operand.type.shape is not None
     shape = operand.type.shape
-    result = ctx.new_value(TensorType(operand.type.element_type, tuple(shape[axis] for axis in permutation)))
+    names = operand.type.dim_names
+    result = ctx.new_value(
+        TensorType(
+            operand.type.element_type,
+            tuple(shape[axis] for axis in permutation),
+            None if names is None else tuple(names[axis] for axis in permutation),
+        )
+    )
     ctx.emit(Transpose(result, operand, permutation, loc=ctx.loc))
     return result
 
@@ -281,7 +294,9 @@ def convert_gemm(ctx: NodeContext) -> bool:
             shape = broadcast_shapes(product.type.shape, c.type.shape)
         except ValueError as error:
             raise ctx.error(f"C does not broadcast to A @ B: {error}") from None
-        total = ctx.new_value(TensorType(product.type.element_type, shape))
+        total = ctx.new_value(
+            TensorType(product.type.element_type, shape, broadcast_names(shape, product.type, c.type))
+        )
         ctx.emit(Add(total, product, bias, loc=ctx.loc))
         product = total
     ctx.bind(0, product)

@@ -10,7 +10,7 @@ its input to its output, and a transformer block is rounded to fp16 only around 
 LayerNormalizations and its reshape/split/transpose chains. Rounding per op instead differs by
 tens of ulps on outputs that cancel.
 
-`plan_half_precision` rewrites the main graph the same way before niroc types it: a node that
+`plan_half_precision` rewrites the model's graphs the same way before niroc types it: a node that
 onnxruntime would run in f32 reads f32 values (a Cast from the fp16/bf16 value, or its f32
 producer's result directly) and yields f32; a Cast back to fp16/bf16 is written only where a
 node that keeps its half type, a graph output or a subgraph reads the value. A user's Cast to
@@ -21,6 +21,20 @@ Reshape, which keeps that input's fp16 producer from being isolated: modelled in
 `_fused_reshape_reader`. Every op is then lowered as before: with no half operand it computes in
 f32; LayerNormalization and the data-movement ops keep fp16 and round once.
 
+Subgraph bodies (If branches, Loop and Scan bodies) are planned the same way, each on its own:
+onnxruntime partitions and casts every subgraph separately, so a body reads its half inputs and
+the outer values it uses through Casts of its own, and rounds its half outputs (a Loop's carried
+values each iteration). The control-flow node itself has a kernel for both types and keeps them.
+
+onnxruntime's basic-level Conv rewrite rules fold a BatchNormalization, or a Mul or Add by a
+per-channel constant, into the Conv's fp16 weights before any Cast, rounding every step in fp16:
+`fold_half_convs` makes the same weights (the importer runs it before the plan). The fusions it
+runs after the Casts (Gelu, MatMul+Transpose and MatMul+scale into FusedMatMul, Conv and Gemm
+with their activation, NCHWc Convs) match f32 nodes and compute in f32 from the same f32
+values: they change f32 arithmetic by an ulp at most, no fp16 rounding point. SkipLayerNorm
+and the Attention fusions do not match torch's fp16 exports (a Cast sits between the f32 Add and
+the fp16 LayerNormalization).
+
 bf16: onnxruntime's Cast insertion handles fp16 only, and its CPU provider has no bf16 Conv,
 MatMul or Gemm. The same rule is applied with its bf16 kernels (`BF16_KERNELS`), so a bf16
 model is computed as its fp16 twin would be.
@@ -28,21 +42,29 @@ model is computed as its fp16 twin would be.
 The kernel tables are onnxruntime 1.32's CPU registrations (ai.onnx and com.microsoft domains;
 tests/frontends/onnx/test_half_precision.py checks them against the installed onnxruntime).
 A model with no fp16/bf16 value is returned as None: f32 models are never copied or changed.
-Subgraph bodies (If/Loop/Scan) and calls of model-local functions keep per-op rounding.
+Calls of model-local functions keep per-op rounding (onnxruntime inlines them first; not
+modelled).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
+import ml_dtypes
+import numpy as np
 import onnx
 from onnx import TensorProto
 
 from .inference import GraphTypes, all_graphs, copy_fields
 
-__all__ = ["BF16_KERNELS", "F16_KERNELS", "HALF_TYPES", "plan_half_precision"]
+__all__ = ["BF16_KERNELS", "F16_KERNELS", "HALF_TYPES", "fold_half_convs", "plan_half_precision"]
 
 HALF_TYPES = frozenset({TensorProto.FLOAT16, TensorProto.BFLOAT16})
+_HALF_ARRAYS = {
+    np.dtype(np.float16): TensorProto.FLOAT16,
+    np.dtype(ml_dtypes.bfloat16): TensorProto.BFLOAT16,
+}
 
 _Ranges = tuple[tuple[int, int | None], ...]
 _ALWAYS: _Ranges = ((1, None),)
@@ -111,34 +133,92 @@ _CAST_LIKE = frozenset({"Cast", "CastLike"})
 
 
 def plan_half_precision(model: onnx.ModelProto, types: GraphTypes) -> onnx.ModelProto | None:
-    """A copy of `model` whose main graph computes in f32 where onnxruntime's CPU provider does
-    (module docstring), or None when the main graph has no fp16/bf16 value or nothing to change.
-    `types` are the model's inferred types; initializers are shared, never copied."""
-    plan = _Plan(model, types)
-    if not plan.half or not any(plan.in_f32):
+    """A copy of `model` whose graphs compute in f32 where onnxruntime's CPU provider does
+    (module docstring), or None when no graph has an fp16/bf16 value or anything to change.
+    `types` are the model's inferred types."""
+    opsets = {
+        ("" if entry.domain in _DEFAULT_DOMAINS else entry.domain): entry.version
+        for entry in model.opset_import
+    }
+    return _with_graph(
+        model,
+        _planned_graph(model.graph, types, opsets, _Scope({}, {}, frozenset()), _names(model)),
+    )
+
+
+def _with_graph(model: onnx.ModelProto, graph: onnx.GraphProto | None) -> onnx.ModelProto | None:
+    """A copy of `model` with `graph` as its main graph; None when `graph` is."""
+    if graph is None:
         return None
     rewritten = onnx.ModelProto()
     copy_fields(model, rewritten, frozenset({"graph"}))
-    copy_fields(model.graph, rewritten.graph, frozenset({"node"}))
-    rewritten.graph.node.extend(plan.nodes())
+    rewritten.graph.CopyFrom(graph)
+    return rewritten
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """What a graph sees of the graphs around it: the element types and dims of outer values,
+    and which of them are constants (initializers, Constant nodes)."""
+
+    elements: Mapping[str, int]
+    dims: Mapping[str, list[int | None] | None]
+    constants: frozenset[str]
+
+
+def _planned_graph(
+    graph: onnx.GraphProto,
+    types: GraphTypes,
+    opsets: Mapping[str, int],
+    scope: _Scope,
+    taken: set[str],
+) -> onnx.GraphProto | None:
+    """`graph` rewritten by its plan, its bodies by theirs; None when nothing changes in it or
+    in any body. `taken`: every name in the model, grown by the names the rewrite makes."""
+    plan = _Plan(graph, types, opsets, scope)
+    inner = _Scope(plan.elements, plan.dims, frozenset(plan.constants))
+    bodies: dict[tuple[int, str], list[onnx.GraphProto]] = {}
+    for index, node in enumerate(graph.node):
+        for attribute in node.attribute:
+            graphs = _bodies(attribute)
+            planned = [
+                _planned_graph(
+                    body, types.subgraph(index, attribute.name, position), opsets, inner, taken
+                )
+                for position, body in enumerate(graphs)
+            ]
+            if any(body is not None for body in planned):
+                bodies[(index, attribute.name)] = [
+                    body if body is not None else graphs[position]
+                    for position, body in enumerate(planned)
+                ]
+    if not any(plan.in_f32) and not bodies:
+        return None
+    rewritten = onnx.GraphProto()
+    copy_fields(graph, rewritten, frozenset({"node"}))
+    rewritten.node.extend(plan.nodes(taken, bodies))
     return rewritten
 
 
 class _Plan:
-    """The per-node decision (`in_f32`) and the rewrite of one main graph."""
+    """The per-node decision (`in_f32`) and the rewrite of one graph (the main graph or a
+    body, which sees the values of the graphs around it through `scope`)."""
 
-    def __init__(self, model: onnx.ModelProto, types: GraphTypes) -> None:
-        graph = model.graph
+    def __init__(
+        self,
+        graph: onnx.GraphProto,
+        types: GraphTypes,
+        opsets: Mapping[str, int],
+        scope: _Scope,
+    ) -> None:
         self.graph = graph
-        self.opsets = {
-            ("" if entry.domain in _DEFAULT_DOMAINS else entry.domain): entry.version
-            for entry in model.opset_import
-        }
-        self.elements = self._element_types(graph, types)
-        self.dims = {name: _dims(type_) for name, type_ in types.values.items()}
+        self.opsets = opsets
+        self.elements = {**scope.elements, **self._element_types(graph, types)}
+        self.dims = {**scope.dims}
+        self.dims.update({name: _dims(type_) for name, type_ in types.values.items()})
         self.dims.update({tensor.name: list(tensor.dims) for tensor in graph.initializer})
         self.half = {name for name, element in self.elements.items() if element in HALF_TYPES}
-        self.constants = {tensor.name for tensor in graph.initializer}
+        self.constants = set(scope.constants) | {tensor.name for tensor in graph.initializer}
         self.producer: dict[str, int] = {}
         self.consumers: dict[str, list[int]] = {}
         for index, node in enumerate(graph.node):
@@ -150,15 +230,7 @@ class _Plan:
                 if name:
                     self.consumers.setdefault(name, []).append(index)
         self.graph_outputs = {output.name for output in graph.output}
-        self.read_by_subgraphs = {
-            name
-            for node in graph.node
-            for attribute in node.attribute
-            for body in _bodies(attribute)
-            for sub in all_graphs(body)
-            for inner in sub.node
-            for name in inner.input
-        }
+        self.read_by_subgraphs = _read_by_subgraphs(graph)
         self.no_kernel = [self._lacks_kernel(node) for node in graph.node]
         self.in_f32 = list(self.no_kernel)
         for index in range(len(graph.node)):
@@ -253,31 +325,21 @@ class _Plan:
         bias_dims = self.dims.get(bias[0])
         return bias_dims is not None and len(bias_dims) == 1 and bias_dims[0] == b[1]
 
-    def nodes(self) -> Iterable[onnx.NodeProto]:
-        """The main graph's nodes, rewritten: Casts to f32 before the nodes that read them, f32
-        nodes with renamed half results, and Casts back where a half reader needs them."""
-        taken = {
-            name
-            for sub in all_graphs(self.graph)
-            for node in sub.node
-            for name in (*node.input, *node.output)
-        }
-        taken |= {value.name for value in (*self.graph.input, *self.graph.output)}
-        taken |= self.constants
+    def nodes(
+        self, taken: set[str], bodies: Mapping[tuple[int, str], list[onnx.GraphProto]]
+    ) -> Iterable[onnx.NodeProto]:
+        """The graph's nodes, rewritten: Casts to f32 before the nodes that read them, f32 nodes
+        with renamed half results, Casts back where a half reader needs them, and the planned
+        `bodies` ((node index, attribute name) -> its graphs) in their control-flow nodes."""
         wide: dict[str, str] = {}
         """half value -> the name of its f32 value, once there is one."""
 
         def fresh(name: str) -> str:
-            candidate, number = f"{name}_f32", 0
-            while candidate in taken:
-                number += 1
-                candidate = f"{name}_f32_{number}"
-            taken.add(candidate)
-            return candidate
+            return _fresh(name, "f32", taken)
 
         for index, node in enumerate(self.graph.node):
             if not self.in_f32[index]:
-                yield from self._kept(node, wide)
+                yield from self._kept(_with_bodies(node, index, bodies), wide)
                 continue
             inputs = []
             for name in node.input:
@@ -348,6 +410,62 @@ def _cast(source: str, result: str, to: int, at: str) -> onnx.NodeProto:
     )
 
 
+def _names(model: onnx.ModelProto) -> set[str]:
+    """Every value name in `model`, at any depth: what a new name must not be."""
+    return {
+        name
+        for graph in all_graphs(model.graph)
+        for name in (
+            *(name for node in graph.node for name in (*node.input, *node.output)),
+            *(value.name for value in (*graph.input, *graph.output)),
+            *(tensor.name for tensor in graph.initializer),
+        )
+    }
+
+
+def _fresh(name: str, suffix: str, taken: set[str]) -> str:
+    """`name` + `suffix` (numbered if needed), a name not in `taken`, which now holds it."""
+    candidate, number = f"{name}_{suffix}", 0
+    while candidate in taken:
+        number += 1
+        candidate = f"{name}_{suffix}_{number}"
+    taken.add(candidate)
+    return candidate
+
+
+def _read_by_subgraphs(graph: onnx.GraphProto) -> set[str]:
+    """The names the bodies of `graph`'s nodes read, at any depth."""
+    return {
+        name
+        for node in graph.node
+        for attribute in node.attribute
+        for body in _bodies(attribute)
+        for sub in all_graphs(body)
+        for inner in sub.node
+        for name in inner.input
+    }
+
+
+def _with_bodies(
+    node: onnx.NodeProto, index: int, bodies: Mapping[tuple[int, str], list[onnx.GraphProto]]
+) -> onnx.NodeProto:
+    """`node` (number `index`) with its planned bodies, if any changed."""
+    if not any((index, attribute.name) in bodies for attribute in node.attribute):
+        return node
+    planned = onnx.NodeProto()
+    planned.CopyFrom(node)
+    for attribute in planned.attribute:
+        graphs = bodies.get((index, attribute.name))
+        if graphs is None:
+            continue
+        if attribute.HasField("g"):
+            attribute.g.CopyFrom(graphs[0])
+        else:
+            del attribute.graphs[:]
+            attribute.graphs.extend(graphs)
+    return planned
+
+
 def _bodies(attribute: onnx.AttributeProto) -> list[onnx.GraphProto]:
     return [attribute.g, *attribute.graphs] if attribute.HasField("g") else list(attribute.graphs)
 
@@ -370,3 +488,180 @@ def _dims(type_: onnx.TypeProto | None) -> list[int | None] | None:
 
 def _static(dims: list[int | None] | None) -> list[int | None] | None:
     return None if dims is None or None in dims else dims
+
+
+# -- onnxruntime's Conv folds ---------------------------------------------------------------------
+
+ReadInitializer = Callable[[str], "np.ndarray | None"]
+"""An initializer's values by name (fp16 as float16, bf16 as ml_dtypes' bfloat16), or None."""
+
+
+def fold_half_convs(model: onnx.ModelProto, read: ReadInitializer) -> onnx.ModelProto | None:
+    """A copy of `model` whose main graph has onnxruntime's Conv folds (`_folded_convs`)
+    applied, or None when none applies (always for a model without fp16/bf16 Conv weights).
+    Run before `plan_half_precision`, as onnxruntime folds before it casts."""
+    half_weights = {
+        tensor.name for tensor in model.graph.initializer if tensor.data_type in HALF_TYPES
+    }
+    if not any(
+        node.op_type == "Conv" and len(node.input) > 1 and node.input[1] in half_weights
+        for node in model.graph.node
+    ):
+        return None
+    return _with_graph(model, _folded_convs(model.graph, read, _names(model)))
+
+
+def _folded_convs(
+    graph: onnx.GraphProto, read: ReadInitializer, taken: set[str]
+) -> onnx.GraphProto | None:
+    """`graph` with onnxruntime's basic-level Conv rewrite rules applied (ConvBNFusion,
+    ConvMulFusion, ConvAddFusion), or None when none applies: a Conv with fp16/bf16 constant
+    weights whose only reader is a BatchNormalization, or a Mul or Add by a per-channel
+    constant, takes that op into its weights and bias. onnxruntime folds them before it casts
+    anything, in the initializers' own type with a rounding after every step
+    (`_fold_into_conv`), so the model it runs has other weights than the exported ones; a
+    CNN exported with BatchNormalization differs by up to ~1,800 ulp where the outputs cancel
+    if the fold is not done as it does it."""
+    initializers = {tensor.name for tensor in graph.initializer}
+    overridable = {value.name for value in graph.input}
+    made: dict[str, np.ndarray] = {}
+
+    def constant(name: str) -> np.ndarray | None:
+        if name in made:
+            return made[name]
+        if name not in initializers or name in overridable:
+            return None
+        return read(name)
+
+    def fresh(name: str, array: np.ndarray) -> str:
+        made[_fresh(name, "folded", taken)] = array
+        return next(reversed(made))
+
+    nodes = list(graph.node)
+    outputs = {value.name for value in graph.output}
+    inner_reads = _read_by_subgraphs(graph)
+    folded = True
+    while folded:
+        folded = False
+        for index, conv in enumerate(nodes):
+            if conv.op_type != "Conv" or conv.domain not in _DEFAULT_DOMAINS:
+                continue
+            result = conv.output[0]
+            readers = [node for node in nodes if result in node.input]
+            if len(readers) != 1 or result in outputs or result in inner_reads:
+                continue
+            reader = readers[0]
+            if reader.domain not in _DEFAULT_DOMAINS or [*reader.input].count(result) != 1:
+                continue
+            weights = _fold_into_conv(conv, reader, constant)
+            if weights is None:
+                continue
+            weight, bias = weights
+            replacement = onnx.NodeProto()
+            replacement.CopyFrom(conv)
+            del replacement.input[1:]
+            replacement.input.append(fresh(conv.input[1], weight))
+            if bias is not None:
+                replacement.input.append(fresh(result, bias))
+            replacement.output[0] = reader.output[0]
+            nodes[index] = replacement
+            nodes.remove(reader)
+            folded = True
+            break
+    if not made:
+        return None
+    rewritten = onnx.GraphProto()
+    copy_fields(graph, rewritten, frozenset({"node", "initializer"}))
+    rewritten.node.extend(nodes)
+    read_names = {
+        name for sub in all_graphs(rewritten) for node in sub.node for name in node.input
+    } | {value.name for value in (*graph.input, *graph.output)}
+    rewritten.initializer.extend(
+        tensor for tensor in graph.initializer if tensor.name in read_names
+    )
+    for name, array in made.items():
+        if name in read_names:
+            rewritten.initializer.append(_half_tensor(name, array))
+    return rewritten
+
+
+def _fold_into_conv(
+    conv: onnx.NodeProto, reader: onnx.NodeProto, constant: Callable[[str], np.ndarray | None]
+) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """The Conv's new (weight, bias) when onnxruntime folds `reader` (its result's only reader,
+    reading it first) into it, else None. Each step computes in f32 and rounds to the weights'
+    type, as onnxruntime's `Initializer` arithmetic does on fp16/bf16."""
+    weight = constant(conv.input[1])
+    if weight is None or weight.dtype not in _HALF_ARRAYS or weight.ndim < 3:
+        return None
+    half = weight.dtype
+    channels = weight.shape[0]
+    bias = None
+    if len(conv.input) == 3:
+        bias = constant(conv.input[2]) if conv.input[2] else None
+        if bias is None or bias.dtype != half or bias.shape != (channels,):
+            return None
+
+    def rounded(value) -> np.ndarray:
+        return np.asarray(value, np.float32).astype(half)
+
+    def wide(array: np.ndarray) -> np.ndarray:
+        return array.astype(np.float32)
+
+    def per_channel(array: np.ndarray) -> np.ndarray:
+        return wide(array).reshape((-1,) + (1,) * (weight.ndim - 1))
+
+    if reader.op_type == "BatchNormalization":
+        if reader.input[0] != conv.output[0] or len([n for n in reader.output if n]) != 1:
+            return None
+        parameters = [constant(name) for name in reader.input[1:5]]
+        if any(
+            array is None or array.dtype != half or array.shape != (channels,)
+            for array in parameters
+        ):
+            return None
+        scale, offset, mean, variance = (array for array in parameters if array is not None)
+        epsilon = np.float32(
+            next((a.f for a in reader.attribute if a.name == "epsilon"), np.float32(1e-5))
+        )
+        deviation = rounded(np.sqrt(wide(rounded(wide(variance) + epsilon))))
+        factor = rounded(wide(scale) / wide(deviation))
+        weight = rounded(wide(weight) * per_channel(factor))
+        if bias is not None:
+            bias = rounded(wide(rounded(wide(bias) - wide(mean))) * wide(factor))
+            return weight, rounded(wide(bias) + wide(offset))
+        return weight, rounded(wide(offset) - wide(rounded(wide(mean) * wide(factor))))
+    if reader.op_type not in ("Mul", "Add") or reader.input[0] != conv.output[0]:
+        return None
+    operand = constant(reader.input[1])
+    if operand is None or weight.ndim < 4:
+        return None
+    per_channel_shape = (
+        operand.ndim == weight.ndim - 1 and operand.ndim > 0 and operand.shape[0] == channels
+    )
+    if per_channel_shape and any(dim != 1 for dim in operand.shape[1:]):
+        return None
+    if reader.op_type == "Mul":
+        if operand.dtype != half or not (operand.ndim == 0 or per_channel_shape):
+            return None
+        factor = wide(operand) if operand.ndim == 0 else per_channel(operand)
+        weight = rounded(wide(weight) * factor)
+        if bias is None:
+            return weight, None
+        return weight, rounded(wide(bias) * wide(operand).reshape(-1))
+    if not per_channel_shape or operand.dtype not in _HALF_ARRAYS:
+        return None
+    if bias is None:
+        return weight, operand.reshape(channels)
+    if operand.dtype != half:
+        return None
+    return weight, rounded(wide(bias) + wide(operand).reshape(channels))
+
+
+def _half_tensor(name: str, array: np.ndarray) -> onnx.TensorProto:
+    tensor = onnx.TensorProto()
+    tensor.name = name
+    tensor.data_type = _HALF_ARRAYS[array.dtype]
+    tensor.dims.extend(array.shape)
+    tensor.raw_data = np.ascontiguousarray(array).view(np.uint16).tobytes()
+    return tensor

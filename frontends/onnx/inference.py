@@ -51,6 +51,13 @@ class GraphTypes:
     subgraphs: dict[tuple[int, str, int], GraphTypes] = field(default_factory=dict)
     folded: dict[int, tuple[onnx.TensorProto, ...]] = field(default_factory=dict)
     """Nodes (by index) whose outputs `folding` computed: the importer emits these constants."""
+    dim_names: frozenset[str] = frozenset()
+    """The dim names (`dim_param`) kept in this graph's Niro types: the main graph's input dim
+    names, which ONNX inference carries only to dims its op semantics make equal (a broadcast
+    of `a` against `1` is `a`; `a` against `b` is left unnamed). Two graph inputs may share a
+    name; the lowering checks once, at the function's entry, that their sizes agree (see
+    `backends.mlir.lowering`), so every later op can rely on it. Subgraphs keep none: a Loop
+    may change a carried value's dims from one iteration to the next."""
 
     def subgraph(self, node_index: int, attribute: str, position: int = 0) -> GraphTypes:
         return self.subgraphs.get((node_index, attribute, position)) or GraphTypes()
@@ -281,6 +288,14 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
         types = _collect(inferred.graph)
     types.folded = folded
     _refine_backwards(inferred.graph, types.values)
+    initializers = {initializer.name for initializer in model.graph.initializer}
+    types.dim_names = frozenset(
+        dim.dim_param
+        for value in model.graph.input
+        if value.name not in initializers and value.type.HasField("tensor_type")
+        for dim in value.type.tensor_type.shape.dim
+        if dim.dim_param and not dim.HasField("dim_value")
+    )
     return types
 
 

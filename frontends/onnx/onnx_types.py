@@ -1,7 +1,8 @@
 """ONNX `TypeProto` <-> Niro types.
 
 ONNX values are tensors; Niro keeps them tensors (a rank-0 ONNX tensor is `tensor<f32>`, never a
-scalar). Symbolic dims (`dim_param`) and missing dims become dynamic (None); a missing shape
+scalar). Symbolic dims (`dim_param`) and missing dims become dynamic (None), a trusted
+`dim_param` kept as the dim's name; a missing shape
 becomes an unknown rank. Sequence, map, optional and sparse types have no Niro type: they raise
 `UnsupportedTypeError` with the reason, which the caller prefixes with the value's name.
 """
@@ -38,8 +39,13 @@ class UnsupportedTypeError(ValueError):
     """A value whose ONNX type has no Niro type."""
 
 
-def niro_type_from_proto(type_proto: onnx.TypeProto | None) -> TensorType | None:
-    """The Niro tensor type of `type_proto`; None when not even the element type is known."""
+def niro_type_from_proto(
+    type_proto: onnx.TypeProto | None, trusted_names: frozenset[str] = frozenset()
+) -> TensorType | None:
+    """The Niro tensor type of `type_proto`; None when not even the element type is known.
+
+    A dynamic dim whose `dim_param` is in `trusted_names` keeps it as its `dim_names` entry
+    (see `inference.GraphTypes.dim_names` for which names are trusted, and why)."""
     if type_proto is None:
         return None
     kind = type_proto.WhichOneof("value")
@@ -60,7 +66,11 @@ def niro_type_from_proto(type_proto: onnx.TypeProto | None) -> TensorType | None
         dim.dim_value if dim.HasField("dim_value") and dim.dim_value >= 0 else None
         for dim in tensor.shape.dim
     )
-    return TensorType(element, dims)
+    names = tuple(
+        dim.dim_param if size is None and dim.dim_param in trusted_names else None
+        for size, dim in zip(dims, tensor.shape.dim, strict=True)
+    )
+    return TensorType(element, dims, names if any(names) else None)
 
 
 def type_proto_from_niro(tensor_type: TensorType) -> onnx.TypeProto:

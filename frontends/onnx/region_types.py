@@ -111,13 +111,14 @@ def loop_body_input_types(
 
 
 def refine_type(declared: Type, known: Type | None) -> Type:
-    """`declared`, or `known` when `declared` is a tensor of unknown rank and `known` a tensor
-    of the same element type."""
+    """`declared`, or `known`'s shape when `declared` is a tensor of unknown rank and `known` a
+    tensor of the same element type. Without `known`'s dim names: a Loop's carried value may
+    change its dims from one iteration to the next (`TensorType.dim_names`)."""
     if (
         isinstance(declared, TensorType)
         and declared.shape is None
         and isinstance(known, TensorType)
         and known.element_type is declared.element_type
     ):
-        return known
+        return TensorType(known.element_type, known.shape)
     return declared

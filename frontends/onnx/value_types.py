@@ -34,8 +34,14 @@ class ValueTypes:
     folded: dict[onnx_ir.Node, tuple[onnx.TensorProto, ...]] = field(default_factory=dict)
     """Nodes whose outputs `folding` computed: the conversion emits these constants."""
 
+    dim_names: dict[onnx_ir.Graph, frozenset[str]] = field(default_factory=dict)
+    """Per graph, the dim names its Niro types keep (`inference.GraphTypes.dim_names`)."""
+
     def of_graph(self, graph: onnx_ir.Graph) -> Mapping[onnx_ir.Value, onnx.TypeProto]:
         return self.graphs.get(graph) or {}
+
+    def names_of(self, graph: onnx_ir.Graph) -> frozenset[str]:
+        return self.dim_names.get(graph, frozenset())
 
 
 def bind_types(graph: onnx_ir.Graph, types: GraphTypes, into: ValueTypes) -> None:
@@ -44,6 +50,7 @@ def bind_types(graph: onnx_ir.Graph, types: GraphTypes, into: ValueTypes) -> Non
     named = types.values
     table: dict[onnx_ir.Value, onnx.TypeProto] = {}
     into.graphs[graph] = table
+    into.dim_names[graph] = types.dim_names
     for value in graph.inputs:
         found = named.get(value.name or "")
         if found is not None:

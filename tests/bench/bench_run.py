@@ -166,10 +166,18 @@ MODELS.update(
             _fixed(_exported("gru"), {"batch": 1, "seq": 32}),
         ),
         "unet": Spec("small UNet, 1x3x32x32", _exported("unet"), {"batch": 1}),
+        "unet_static": Spec(
+            "unet with batch=1 fixed in the model (as `--dim`)",
+            _fixed(_exported("unet"), {"batch": 1}),
+        ),
         "mobilenet": Spec(
             "MobileNetV3-style, 1x3x224x224",
             _exported("mobilenet_hw"),
             {"batch": 1, "h": 224, "w": 224},
+        ),
+        "mobilenet_static": Spec(
+            "mobilenet with batch=1, h=w=224 fixed in the model (as `--dim`)",
+            _fixed(_exported("mobilenet_hw"), {"batch": 1, "h": 224, "w": 224}),
         ),
     }
 )

@@ -186,13 +186,21 @@ def _assert_dynamic_dims_match(
     ctx: LoweringRuleContext, inputs, shapes, result_type, sizes
 ) -> None:
     """A run-time check per dynamic operand dim that it equals the result dim it maps to,
-    or is 1 where that dim is a static N > 1 (broadcast, see `elementwise`)."""
+    or is 1 where that dim is a static N > 1 (broadcast, see `elementwise`). None where the
+    dim has the name of the operand dim the result's size is read from (`_broadcast_size`):
+    the frontend named both after one ONNX dim, so they are equal (`TensorType.dim_names`)."""
     extents = _static_extents(result_type.shape, shapes)
-    for index, ((value, _), (offset, shape)) in enumerate(zip(inputs, shapes, strict=True)):
+    for index, ((value, niro_value), (offset, shape)) in enumerate(
+        zip(inputs, shapes, strict=True)
+    ):
         for axis, dim in enumerate(shape):
             if dim is not None:
                 continue
             result_axis = offset + axis
+            name = niro_value.type.dim_name(axis)
+            if name is not None and sizes[result_axis] is not None:
+                if name == _size_source_name(result_axis, inputs, shapes):
+                    continue
             expected = sizes[result_axis]
             if expected is None:
                 expected = index_constant(result_type.shape[result_axis])
@@ -227,6 +235,21 @@ def _broadcast_size(axis, inputs, shapes) -> mlir_ir.Value | None:
         if dim is None and dynamic_source is None:
             dynamic_source = (value, axis - offset)
     return None if dynamic_source is None else dim_size(*dynamic_source)
+
+
+def _size_source_name(axis, inputs, shapes) -> str | None:
+    """The name of the operand dim `_broadcast_size` reads dynamic result dim `axis` from
+    (the first operand dynamic there), or None (a static size, or an unnamed dim)."""
+    dynamic = []
+    for (_, niro_value), (offset, shape) in zip(inputs, shapes, strict=True):
+        if axis < offset:
+            continue
+        dim = shape[axis - offset]
+        if dim is not None and dim != 1:
+            return None
+        if dim is None:
+            dynamic.append(niro_value.type.dim_name(axis - offset))
+    return dynamic[0] if dynamic else None
 
 
 def _static_extents(result_shape: tuple, shapes) -> list[int | None]:

@@ -145,9 +145,18 @@ def _assert_label_sizes(ctx: LoweringRuleContext, operands, static, dynamic_sour
     """A run-time check that every dynamic dim equals the size of its label (a static size,
     else the largest dynamic one): the loops run over one size per label, so a dim of another
     length (a run-time 1 meant to broadcast, a mismatched K) would be read out of bounds or
-    shrink the result. Static shapes have nothing to check."""
+    shrink the result. Static shapes have nothing to check, nor has a label whose dims are
+    all dynamic with one name (`TensorType.dim_names`: known equal)."""
     for label in dynamic_source:
         known = static.get(label, 1)
+        names = {
+            ctx.ranked(niro_value, "operand").dim_name(axis)
+            for _, niro_value, labels in operands
+            for axis, each in enumerate(labels)
+            if each == label
+        }
+        if known == 1 and len(names) == 1 and None not in names:
+            continue
         expected = index_constant(known) if known != 1 else _label_size(operands, label)
         for index, (value, _, labels) in enumerate(operands):
             for axis, (each, dim) in enumerate(

@@ -7,7 +7,7 @@ from niro.ir import ScalarType
 
 from ..bindings import arith, mlir_ir, tensor
 from ..types import lower_scalar_type
-from .constants import index_constant
+from .constants import constant, index_constant
 
 __all__ = ["is_float", "accumulator_type", "convert", "read_int_scalars", "small_elements"]
 
@@ -25,13 +25,38 @@ def accumulator_type(scalar: ScalarType) -> mlir_ir.Type:
 
 
 def convert(value: mlir_ir.Value, target: mlir_ir.Type) -> mlir_ir.Value:
-    """Float widening/narrowing between float types (identity when the types agree)."""
+    """Float widening/narrowing between float types (identity when the types agree). An f32
+    narrowed to bf16 is rounded first (`_bf16_rounded`), so that the rounding survives IREE."""
     source = value.type
     if source == target:
         return value
     if mlir_ir.FloatType(source).width < mlir_ir.FloatType(target).width:
         return arith.ExtFOp(target, value).result
+    if isinstance(source, mlir_ir.F32Type) and isinstance(target, mlir_ir.BF16Type):
+        value = _bf16_rounded(value)
     return arith.TruncFOp(target, value).result
+
+
+def _bf16_rounded(value: mlir_ir.Value) -> mlir_ir.Value:
+    """An f32 scalar rounded to the nearest bf16 (ties to even), still as an f32, by integer
+    arithmetic on its bits; NaN kept. The `arith.truncf` after it is then exact.
+
+    NOTE: IREE 3.13's CPU codegen (iree-convert-bf16-arith-to-f32) deletes an
+    `arith.truncf` f32 -> bf16 whose result an `arith.extf` widens again in the same dispatch:
+    the value is never rounded. That happens wherever a bf16 result is read by an op computed
+    in f32 and IREE fuses the two (a bf16 LayerNormalization before its f32 MatMul), and the
+    output then differs from onnxruntime's by many ulps. Integer ops are not touched by it.
+    Test: test_bf16_rounding_inside_a_dispatch in tests/backends/mlir/test_element_types.py."""
+    i32 = mlir_ir.IntegerType.get_signless(32)
+    bits = arith.BitcastOp(i32, value).result
+    lowest_kept = arith.AndIOp(
+        arith.ShRUIOp(bits, constant(i32, 16)).result, constant(i32, 1)
+    ).result
+    bias = arith.AddIOp(constant(i32, 0x7FFF), lowest_kept).result
+    kept = arith.AndIOp(arith.AddIOp(bits, bias).result, constant(i32, 0xFFFF0000)).result
+    rounded = arith.BitcastOp(value.type, kept).result
+    is_nan = arith.CmpFOp(arith.CmpFPredicate.UNO, value, value).result
+    return arith.SelectOp(is_nan, value, rounded).result
 
 
 def read_int_scalars(value: mlir_ir.Value, count: int) -> list[mlir_ir.Value]:

@@ -34,16 +34,13 @@ from collections.abc import Sequence
 from niro.ir import ScalarType
 
 from ..bindings import arith, math, mlir_ir
-from ..builders import constant, elementwise
+from ..builders import constant, convert, elementwise
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type
 
 __all__ = ["convert_element"]
-
-_FLOAT_BITS = {ScalarType.F16: 16, ScalarType.BF16: 16, ScalarType.F32: 32, ScalarType.F64: 64}
-
 
 def _bits(scalar: ScalarType) -> int:
     return 1 if scalar.is_bool else scalar.bit_width
@@ -256,8 +253,7 @@ def _float_to_float(value: mlir_ir.Value, source: ScalarType, target: ScalarType
     if {source, target} == {ScalarType.F16, ScalarType.BF16}:
         value = arith.ExtFOp(lower_scalar_type(ScalarType.F32), value).result
         source = ScalarType.F32
-    op_class = arith.ExtFOp if _FLOAT_BITS[target] > _FLOAT_BITS[source] else arith.TruncFOp
-    return op_class(lower_scalar_type(target), value).result
+    return convert(value, lower_scalar_type(target))
 
 
 def _float_to_integer(value: mlir_ir.Value, source: ScalarType, target: ScalarType) -> mlir_ir.Value:

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+import numpy as np
 from niro.ir import ScalarType
 
 from ..bindings import arith, linalg, mlir_ir, tensor
@@ -35,6 +37,7 @@ from ..builders import (
     accumulator_type,
     collapse_dims,
     constant,
+    convert,
     dim,
     empty,
     empty_like,
@@ -43,6 +46,7 @@ from ..builders import (
     filled,
     generic,
     index_constant,
+    named_op,
     pad,
     reassociation,
     tensor_size,
@@ -59,7 +63,7 @@ from .windows import (
     window_geometry,
 )
 
-__all__ = ["grouped_conv", "add_channel_bias", "float_mul_add", "integer_mul_add"]
+__all__ = ["ConvSpec", "grouped_conv", "add_channel_bias", "float_mul_add", "integer_mul_add"]
 
 FLOATS = (ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64)
 
@@ -103,7 +107,7 @@ def _finish(ctx: LoweringRuleContext, y: mlir_ir.Value, scalar: ScalarType) -> m
         [(init, loops)],
         len(loops),
         (),
-        lambda args: [arith.TruncFOp(element, args[0]).result],
+        lambda args: [convert(args[0], element)],
     )[0]
 
 
@@ -112,52 +116,95 @@ IM2COL_LIMIT = 1 << 26
 before it is computed in place instead (256 MiB of f32): the matrix-product form copies every
 input element once per kernel tap it meets."""
 
+NAMED_FEATURES = 32
+"""The most output channels a 2-D convolution (stride 1, a kernel of more than one tap) may have
+to stay IREE's named NCHW convolution (`_named_conv`): with few outputs per window the im2col
+copy costs as much as the product it feeds."""
 
-def grouped_conv(
-    ctx: LoweringRuleContext,
-    x: mlir_ir.Value,
-    w: mlir_ir.Value,
-    group: int,
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    output: Sequence[int | mlir_ir.Value],
-    accumulator: mlir_ir.Type,
-    mul_add: MulAdd = float_mul_add,
-) -> mlir_ir.Value:
+
+@dataclass(frozen=True)
+class ConvSpec:
+    """What every form of `grouped_conv` needs besides its operands: the group count, the
+    window's strides and dilations, the spatial output sizes (an index value on a dynamic
+    axis), the accumulator element type and the body's multiply-add."""
+
+    group: int
+    strides: Sequence[int]
+    dilations: Sequence[int]
+    output: Sequence[int | mlir_ir.Value]
+    accumulator: mlir_ir.Type
+    mul_add: MulAdd = float_mul_add
+
+
+def grouped_conv(ctx: LoweringRuleContext, x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
     """Convolution of an already padded `x` (N, C, S...; C static) with `w` (M, C/G, K...):
-    (N, M, output...) of element `accumulator`, `mul_add(w, x, acc)` the body (the factors
-    commute; the filter's comes first); an `output` size may be an index value (a dynamic
-    spatial axis).
+    (N, M, output...) of element `spec.accumulator`, `spec.mul_add(w, x, acc)` the body (the
+    factors commute; the filter's comes first).
 
     As a matrix product per group (`_im2col_conv`) unless each output reads one input channel
     (depthwise: a product with a reduction of only the kernel taps gains nothing) or the
-    gathered windows would be too large (`IM2COL_LIMIT`); then in place (`_direct_conv`)."""
+    gathered windows would be too large (`IM2COL_LIMIT`); then in place (`_direct_conv`). An
+    f32 2-D convolution of one group, stride 1, a kernel of more than one tap and at most
+    `NAMED_FEATURES` outputs is IREE's named `linalg.conv_2d_nchw_fchw` (`_named_conv`)."""
     x_shape = mlir_ir.RankedTensorType(x.type).shape
     w_shape = mlir_ir.RankedTensorType(w.type).shape
     channels = x_shape[1]
     features, group_channels = w_shape[0], w_shape[1]
-    if channels != group * group_channels or features % group:
+    if channels != spec.group * group_channels or features % spec.group:
         raise ctx.error(
             f"has {channels} input channels and a filter of shape {tuple(w_shape)}, "
-            f"which do not agree with group={group}"
+            f"which do not agree with group={spec.group}"
         )
+    if _named_fits(x, w, spec):
+        return _named_conv(x, w, spec)
     window = channels * math.prod(w_shape[2:])
-    columns = math.prod(size for size in output if isinstance(size, int))
+    columns = math.prod(size for size in spec.output if isinstance(size, int))
     if group_channels > 1 and window * columns <= IM2COL_LIMIT:
-        return _im2col_conv(x, w, group, strides, dilations, output, accumulator, mul_add)
-    return _direct_conv(x, w, group, strides, dilations, output, accumulator, mul_add)
+        return _im2col_conv(x, w, spec)
+    return _direct_conv(x, w, spec)
 
 
-def _im2col_conv(
-    x: mlir_ir.Value,
-    w: mlir_ir.Value,
-    group: int,
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    output: Sequence[int | mlir_ir.Value],
-    accumulator: mlir_ir.Type,
-    mul_add: MulAdd,
-) -> mlir_ir.Value:
+def _named_fits(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> bool:
+    """Whether `linalg.conv_2d_nchw_fchw` computes `grouped_conv` and is the faster form."""
+    f32 = mlir_ir.F32Type.get()
+    w_shape = mlir_ir.RankedTensorType(w.type).shape
+    return (
+        len(w_shape) == 4
+        and spec.group == 1
+        and w_shape[0] <= NAMED_FEATURES
+        and math.prod(w_shape[2:]) > 1
+        and all(s == 1 for s in spec.strides)
+        and spec.mul_add is float_mul_add
+        and spec.accumulator == f32
+        and mlir_ir.RankedTensorType(x.type).element_type == f32
+        and mlir_ir.RankedTensorType(w.type).element_type == f32
+    )
+
+
+def _named_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
+    """`grouped_conv` as IREE's named NCHW convolution.
+
+    NOTE: IREE 3.13 runs a stride-1 `linalg.conv_2d_nchw_fchw` of a 3x3 or 5x5 kernel with at
+    most 32 output channels 1.1-4x faster than `_im2col_conv` (CPU time per call: 16 -> 8
+    channels at 32x32 0.43 against 0.48 ms, 512 -> 32 at 7x7 1.06 against 2.28 ms), but 1.2x
+    slower at 64 outputs and 9x slower at 256 (ResNet-50's 3x3 at 14x14: 108 against 12 ms); a
+    1x1 kernel is 2x faster as the product (a plain reshape, no copy); so is a stride-2 one."""
+    features = mlir_ir.RankedTensorType(w.type).shape[0]
+    init = filled(
+        [tensor_size(x, 0), features, *spec.output], spec.accumulator, constant(spec.accumulator, 0)
+    )
+    window = {
+        "strides": _i64_vector(spec.strides),
+        "dilations": _i64_vector(spec.dilations),
+    }
+    return named_op("linalg.conv_2d_nchw_fchw", [x, w], init, window)
+
+
+def _i64_vector(values: Sequence[int]) -> mlir_ir.Attribute:
+    return mlir_ir.DenseElementsAttr.get(np.array(values, dtype=np.int64))
+
+
+def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
     """`grouped_conv` as a matrix product per image and group: the windows of `x` gathered
     into columns (N, G, C/G * prod K, prod O) by one copying `linalg.generic` (im2col; a plain
     reshape for a 1x1 kernel of stride 1), the filter reshaped to (G, M/G, C/G * prod K), and
@@ -172,17 +219,17 @@ def _im2col_conv(
     w_shape = mlir_ir.RankedTensorType(w.type).shape
     features, group_channels, kernel = w_shape[0], w_shape[1], list(w_shape[2:])
     rank = len(kernel)
-    group_features = features // group
-    grouped = expand_dim(x, 1, (group, group_channels))  # (N, G, C/G, S...)
-    if all(k == 1 for k in kernel) and all(s == 1 for s in strides):
+    group_features = features // spec.group
+    grouped = expand_dim(x, 1, (spec.group, group_channels))  # (N, G, C/G, S...)
+    if all(k == 1 for k in kernel) and all(s == 1 for s in spec.strides):
         columns = collapse_dims(grouped, 3, rank)  # the padded input is exactly the output
     else:
-        gathered = [tensor_size(x, 0), group, group_channels, *kernel, *output]
+        gathered = [tensor_size(x, 0), spec.group, group_channels, *kernel, *spec.output]
         # loops: n, g, c, k_0..k_{r-1}, o_0..o_{r-1}
         ks = [dim(3 + axis) for axis in range(rank)]
         outs = [dim(3 + rank + axis) for axis in range(rank)]
         x_map = [dim(0), dim(1), dim(2)] + [
-            outs[a] * strides[a] + ks[a] * dilations[a] for a in range(rank)
+            outs[a] * spec.strides[a] + ks[a] * spec.dilations[a] for a in range(rank)
         ]
         element = mlir_ir.RankedTensorType(x.type).element_type
         windows = generic(
@@ -193,46 +240,37 @@ def _im2col_conv(
             lambda args: [args[0]],
         )[0]
         columns = collapse_dims(collapse_dims(windows, 3 + rank, rank), 2, 1 + rank)
-    rows = expand_dim(collapse_dims(w, 1, 1 + rank), 0, (group, group_features))
-    product_shape = [tensor_size(columns, 0), group, group_features, tensor_size(columns, 3)]
-    init = filled(product_shape, accumulator, constant(accumulator, 0))
+    rows = expand_dim(collapse_dims(w, 1, 1 + rank), 0, (spec.group, group_features))
+    product_shape = [tensor_size(columns, 0), spec.group, group_features, tensor_size(columns, 3)]
+    init = filled(product_shape, spec.accumulator, constant(spec.accumulator, 0))
     # loops: n, g, m, p, k
     product = generic(
         [(rows, [1, 2, 4]), (columns, [0, 1, 4, 3])],
         [(init, [0, 1, 2, 3])],
         5,
         (4,),
-        lambda args: [mul_add(args[0], args[1], args[2])],
+        lambda args: [spec.mul_add(args[0], args[1], args[2])],
     )[0]
-    return collapse_dims(expand_dim(product, 3, list(output)), 1, 2)
+    return collapse_dims(expand_dim(product, 3, list(spec.output)), 1, 2)
 
 
-def _direct_conv(
-    x: mlir_ir.Value,
-    w: mlir_ir.Value,
-    group: int,
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    output: Sequence[int | mlir_ir.Value],
-    accumulator: mlir_ir.Type,
-    mul_add: MulAdd,
-) -> mlir_ir.Value:
+def _direct_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
     """`grouped_conv` in place: the channels split into (N, G, C/G, ...) and (G, M/G, C/G, ...)
     and one `linalg.generic` summing w[g, m, c, k] * x[n, g, c, o*s + k*d] over (c, k)."""
     w_shape = mlir_ir.RankedTensorType(w.type).shape
     features, group_channels, kernel = w_shape[0], w_shape[1], w_shape[2:]
     rank = len(kernel)
-    group_features = features // group
-    xg = expand_dim(x, 1, (group, group_channels))
-    wg = expand_dim(w, 0, (group, group_features))
-    out_shape = [tensor_size(x, 0), group, group_features, *output]
-    init = filled(out_shape, accumulator, constant(accumulator, 0))
+    group_features = features // spec.group
+    xg = expand_dim(x, 1, (spec.group, group_channels))
+    wg = expand_dim(w, 0, (spec.group, group_features))
+    out_shape = [tensor_size(x, 0), spec.group, group_features, *spec.output]
+    init = filled(out_shape, spec.accumulator, constant(spec.accumulator, 0))
     # loops: n, g, m, o_0..o_{r-1}, c, k_0..k_{r-1}
     n, g, m = dim(0), dim(1), dim(2)
     outs = [dim(3 + axis) for axis in range(rank)]
     c = dim(3 + rank)
     ks = [dim(4 + rank + axis) for axis in range(rank)]
-    x_map = [n, g, c] + [outs[a] * strides[a] + ks[a] * dilations[a] for a in range(rank)]
+    x_map = [n, g, c] + [outs[a] * spec.strides[a] + ks[a] * spec.dilations[a] for a in range(rank)]
     w_map = [g, m, c, *ks]
     o_map = [n, g, m, *outs]
     result = generic(
@@ -240,7 +278,7 @@ def _direct_conv(
         [(init, o_map)],
         4 + 2 * rank,
         range(3 + rank, 4 + 2 * rank),
-        lambda args: [mul_add(args[1], args[0], args[2])],
+        lambda args: [spec.mul_add(args[1], args[0], args[2])],
     )[0]
     return collapse_dims(result, 1, 2)
 
@@ -302,16 +340,10 @@ def _lower_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     _check_output(ctx, (x_shape[0], w_shape[0], *geometry.output))
     geometry = at_run_time(ctx, x, geometry)
     padded = pad_for_window(ctx, x, geometry, constant(element, 0))
-    y = grouped_conv(
-        ctx,
-        padded,
-        w,
-        group,
-        geometry.strides,
-        geometry.dilations,
-        geometry.output,
-        accumulator_type(scalar),
+    spec = ConvSpec(
+        group, geometry.strides, geometry.dilations, geometry.output, accumulator_type(scalar)
     )
+    y = grouped_conv(ctx, padded, w, spec)
     return [_finish(ctx, y, scalar)]
 
 
@@ -417,9 +449,8 @@ def _lower_conv_transpose(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     flipped_shape = [group, group_features, group_channels, *kernel]
     flipped = _flip_filter(ctx, wg, flipped_shape, element)
     flipped = collapse_dims(flipped, 0, 2)
-    y = grouped_conv(
-        ctx, padded, flipped, group, (1,) * rank, dilations, output, accumulator_type(scalar)
-    )
+    spec = ConvSpec(group, (1,) * rank, dilations, output, accumulator_type(scalar))
+    y = grouped_conv(ctx, padded, flipped, spec)
     return [_finish(ctx, y, scalar)]
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from niro.ir import ScalarType, Value
 
 from ..bindings import arith, math, mlir_ir
-from ..builders import elementwise
+from ..builders import convert, elementwise
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
@@ -197,7 +197,7 @@ class FloatMath(ElementMath):
     def narrow(self, value: mlir_ir.Value) -> mlir_ir.Value:
         if self.storage is self.scalar:
             return value
-        return arith.TruncFOp(self.storage_type, value).result
+        return convert(value, self.storage_type)
 
     def apply(self, op_class, value: mlir_ir.Value) -> mlir_ir.Value:
         """The one-operand math-dialect op `op_class` on `value`.

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from niro.ir import ScalarType
 
 from ..bindings import arith, linalg, math, mlir_ir, tensor
-from ..builders import constant, dim, dim_size, generic, i64_constant, index_constant
+from ..builders import constant, convert, dim, dim_size, generic, i64_constant, index_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
@@ -270,7 +270,7 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
             return total
         if scalar is ScalarType.F64:
             return arith.ExtFOp(element, total).result
-        return arith.TruncFOp(element, total).result
+        return convert(total, element)
 
     loops = [dim(axis) for axis in range(len(out_sizes))]
     init = tensor.EmptyOp(out_sizes, element).result

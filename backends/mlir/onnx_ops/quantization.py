@@ -20,13 +20,13 @@ from collections.abc import Sequence
 from niro.ir import ScalarType
 
 from ..bindings import arith, math, mlir_ir, tensor
-from ..builders import constant, dim, filled, generic, index_constant, tensor_size
+from ..builders import constant, convert, dim, filled, generic, index_constant, tensor_size
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .cast import convert_element
 from .common import attribute, element_type, input_value, normalize_axis, static_shape
-from .conv import add_channel_bias, grouped_conv, integer_mul_add
+from .conv import ConvSpec, add_channel_bias, grouped_conv, integer_mul_add
 from .linalg_ops import integer_matmul, matmul_row_column_dims
 from .windows import batch_shape, pad_for_window, window_geometry
 
@@ -86,15 +86,7 @@ def to_float(value: mlir_ir.Value, scalar: ScalarType, target: mlir_ir.Type) -> 
     if scalar.is_narrow_float or scalar.is_sub_byte:
         return to_float(convert_element(value, scalar, ScalarType.F32), ScalarType.F32, target)
     if scalar.is_float:
-        source = value.type
-        if source == target:
-            return value
-        widths = {mlir_ir.F16Type: 16, mlir_ir.BF16Type: 16, mlir_ir.F32Type: 32, mlir_ir.F64Type: 64}
-        source_bits = next(bits for kind, bits in widths.items() if isinstance(source, kind))
-        target_bits = next(bits for kind, bits in widths.items() if isinstance(target, kind))
-        if source_bits < target_bits:
-            return arith.ExtFOp(target, value).result
-        return arith.TruncFOp(target, value).result
+        return convert(value, target)
     if scalar.is_unsigned_integer:
         return arith.UIToFPOp(target, value).result
     return arith.SIToFPOp(target, value).result
@@ -264,7 +256,7 @@ def _result_shape(ctx: LoweringRuleContext, index: int = 0) -> tuple[int | None,
 def _rounded_to(value: mlir_ir.Value, scalar: ScalarType) -> mlir_ir.Value:
     """An f32 rounded to f16/bf16 and back (exact both ways but the rounding)."""
     narrow = lower_scalar_type(scalar)
-    return arith.ExtFOp(_f32(), arith.TruncFOp(narrow, value).result).result
+    return arith.ExtFOp(_f32(), convert(value, narrow)).result
 
 
 @register_lowering("onnx.QuantizeLinear", since=10)
@@ -403,17 +395,10 @@ def _integer_conv(ctx, x, x_niro, x_zero, w, w_niro, w_zero) -> mlir_ir.Value:
     ws = _shifted(ctx, w, element_type(w_niro), w_shape, w_zero, 0)
     padded = pad_for_window(ctx, xs, geometry, constant(_i32(), 0))
     group = int(attribute(ctx, "group", 1))
-    return grouped_conv(
-        ctx,
-        padded,
-        ws,
-        group,
-        geometry.strides,
-        geometry.dilations,
-        geometry.output,
-        _i32(),
-        integer_mul_add,
+    spec = ConvSpec(
+        group, geometry.strides, geometry.dilations, geometry.output, _i32(), integer_mul_add
     )
+    return grouped_conv(ctx, padded, ws, spec)
 
 
 @register_lowering("onnx.ConvInteger", since=10)

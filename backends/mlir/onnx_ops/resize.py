@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from niro.ir import ScalarType
 
 from ..bindings import arith, linalg, math, mlir_ir, tensor
-from ..builders import constant, dim, dim_size, generic, i64_constant, index_constant
+from ..builders import constant, convert, dim, dim_size, generic, i64_constant, index_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
@@ -593,9 +593,7 @@ def _resize(
                     if coefficient is not None:
                         element_value = _mul(element_value, coefficient)
                 total = element_value if total is None else _add(total, element_value)
-            value = (
-                total if element == _coordinate_type() else arith.TruncFOp(element, total).result
-            )
+            value = total if element == _coordinate_type() else convert(total, element)
         if flags:
             outside = flags[0]
             for flag in flags[1:]:

@@ -21,6 +21,7 @@ from ..builders import (
     assert_true,
     cast_to,
     constant,
+    convert,
     dim_size,
     empty_tensor,
     fill,
@@ -494,7 +495,7 @@ def _lower_range(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
             return arith.AddIOp(start, arith.MulIOp(position, delta).result).result
         position = arith.SIToFPOp(wide, arith.IndexCastOp(i64, indices[0]).result).result
         value = arith.AddFOp(start, arith.MulFOp(position, delta).result).result
-        return arith.TruncFOp(lower_scalar_type(element), value).result if narrow else value
+        return convert(value, lower_scalar_type(element)) if narrow else value
 
     return [gather_generic(ctx, result, sizes, body)]
 

@@ -9,11 +9,18 @@ says. End to end through IREE: tests/backends/mlir/test_half_precision_models.py
 
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
 import onnx
 import onnxruntime
 import pytest
-from niro.frontends.onnx.half_precision import BF16_KERNELS, F16_KERNELS, plan_half_precision
+from niro.frontends.onnx.half_precision import (
+    BF16_KERNELS,
+    F16_KERNELS,
+    fold_half_convs,
+    plan_half_precision,
+)
 from niro.frontends.onnx.inference import infer_types
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
@@ -189,3 +196,179 @@ def test_a_matmul_onnxruntime_fuses_keeps_its_input_in_fp16():
     planned = _plan(model)
     assert ("d_f32", "d") in _casts(planned) and ("n", "n_f32") in _casts(planned)
     _assert_onnxruntime_agrees(model, planned, [2, 4, 8])
+
+
+def _body_casts(node) -> list[list[tuple[str, str]]]:
+    """The (source, result) of the Casts in each body of `node`."""
+    return [
+        [(inner.input[0], inner.output[0]) for inner in body.node if inner.op_type == "Cast"]
+        for attribute in node.attribute
+        for body in ([attribute.g] if attribute.HasField("g") else attribute.graphs)
+    ]
+
+
+def _assert_same_bits(model, planned, feeds):
+    runs = [
+        onnxruntime.InferenceSession(
+            case.SerializeToString(), providers=["CPUExecutionProvider"]
+        ).run(None, feeds)
+        for case in (model, planned)
+    ]
+    for written, rewritten in zip(*runs, strict=True):
+        np.testing.assert_array_equal(written.view(np.uint16), rewritten.view(np.uint16))
+
+
+def _fp16(*shape, seed):
+    return (np.random.default_rng(seed).standard_normal(shape) * 4).astype(np.float16)
+
+
+def if_model() -> onnx.ModelProto:
+    """Exp(x) read by an If on `c` whose branches compute op(e, x) + x then * e, in fp16."""
+
+    def branch(name, op):
+        nodes = [
+            helper.make_node(op, ["e", "x"], [f"{name}_m"]),
+            helper.make_node("Add", [f"{name}_m", "x"], [f"{name}_a"]),
+            helper.make_node("Mul", [f"{name}_a", "e"], [name]),
+        ]
+        return helper.make_graph(
+            nodes, name, [], [helper.make_tensor_value_info(name, TensorProto.FLOAT16, None)]
+        )
+
+    nodes = [
+        helper.make_node("Exp", ["x"], ["e"]),
+        helper.make_node(
+            "If", ["c"], ["y"], then_branch=branch("t", "Mul"), else_branch=branch("f", "Sub")
+        ),
+    ]
+    model = _model(nodes, [("x", [256])], ["y"])
+    model.graph.input.insert(0, helper.make_tensor_value_info("c", TensorProto.BOOL, []))
+    return model
+
+
+def if_feeds(condition: bool) -> dict[str, np.ndarray]:
+    return {"c": np.array(condition), "x": _fp16(256, seed=4)}
+
+
+def loop_model() -> onnx.ModelProto:
+    """A Loop of `n` iterations carrying an fp16 value: acc * b + c from a."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Mul", ["acc", "b"], ["m"]),
+            helper.make_node("Add", ["m", "c"], ["next"]),
+            helper.make_node("Identity", ["go"], ["go_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("go", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc", TensorProto.FLOAT16, None),
+        ],
+        [
+            helper.make_tensor_value_info("go_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("next", TensorProto.FLOAT16, None),
+        ],
+    )
+    nodes = [helper.make_node("Loop", ["n", "", "a"], ["y"], body=body)]
+    model = _model(nodes, [("a", [256]), ("b", [256]), ("c", [256])], ["y"])
+    model.graph.input.insert(0, helper.make_tensor_value_info("n", TensorProto.INT64, []))
+    return model
+
+
+def loop_feeds() -> dict[str, np.ndarray]:
+    return {
+        "n": np.array(3, np.int64),
+        "a": _fp16(256, seed=5),
+        "b": _fp16(256, seed=6) / 4,
+        "c": _fp16(256, seed=7),
+    }
+
+
+def test_if_branches_are_planned_as_onnxruntime_plans_subgraphs():
+    """onnxruntime casts each branch on its own: the branch reads the outer fp16 values (an f32
+    node's result rounded for it, a graph input) through Casts, computes in f32 and rounds its
+    output once."""
+    model = if_model()
+    planned = _plan(model)
+    assert [result for _, result in _casts(planned)].count("e") == 1  # rounded for the If
+    [if_node] = [node for node in planned.graph.node if node.op_type == "If"]
+    for casts in _body_casts(if_node):
+        assert {source for source, _ in casts} >= {"e", "x"}
+        assert len(casts) == 3  # e and x widened, the output rounded: nothing between
+    for condition in (True, False):
+        _assert_same_bits(model, planned, if_feeds(condition))
+
+
+def test_loop_bodies_round_their_carried_values_each_iteration():
+    """The Loop body computes acc * b + c in f32 from Casts of the carried value and the outer
+    ones, and rounds the carried value at the end of each iteration, as onnxruntime does."""
+    model = loop_model()
+    planned = _plan(model)
+    [casts] = _body_casts(planned.graph.node[0])
+    assert {source for source, _ in casts} >= {"acc", "b", "c"}
+    assert [result for _, result in casts].count("next") == 1 and len(casts) == 4
+    _assert_same_bits(model, planned, loop_feeds())
+
+
+def conv_fold_model() -> onnx.ModelProto:
+    """Conv(+bias) -> BatchNormalization -> Relu -> Conv -> Mul -> Conv -> Add -> Conv (no
+    bias) -> BatchNormalization, fp16, per-channel constants: every fold onnxruntime makes."""
+    rng = np.random.default_rng(8)
+
+    def values(name, *shape, low=None):
+        array = rng.standard_normal(shape) if low is None else rng.random(shape) + low
+        return numpy_helper.from_array(array.astype(np.float16), name)
+
+    nodes, initializers, x = [], [], "x"
+    for stage, (reader, bias) in enumerate(
+        [("BatchNormalization", True), ("Mul", True), ("Add", False), ("BatchNormalization", False)]
+    ):
+        conv_inputs = [x, f"w{stage}"] + ([f"cb{stage}"] if bias else [])
+        initializers.append(values(f"w{stage}", 4, 4 if stage else 3, 3, 3))
+        if bias:
+            initializers.append(values(f"cb{stage}", 4))
+        nodes.append(helper.make_node("Conv", conv_inputs, [f"c{stage}"], pads=[1, 1, 1, 1]))
+        if reader == "BatchNormalization":
+            names = [f"{part}{stage}" for part in ("s", "b", "m", "v")]
+            initializers += [values(names[0], 4, low=0.5), values(names[1], 4)]
+            initializers += [values(names[2], 4), values(names[3], 4, low=0.1)]
+            nodes.append(helper.make_node(reader, [f"c{stage}", *names], [f"n{stage}"]))
+        else:
+            initializers.append(values(f"k{stage}", 4, 1, 1))
+            nodes.append(helper.make_node(reader, [f"c{stage}", f"k{stage}"], [f"n{stage}"]))
+        nodes.append(helper.make_node("Relu", [f"n{stage}"], [f"r{stage}"]))
+        x = f"r{stage}"
+    nodes[-1].output[0] = "y"
+    return _model(nodes, [("x", [1, 3, 8, 8])], ["y"], initializers)
+
+
+def test_conv_folds_give_onnxruntimes_weights():
+    """The folded weights and biases are onnxruntime's, bit for bit (its model after the basic
+    rewrite rules), and the planned model computes what onnxruntime does."""
+    model = conv_fold_model()
+    arrays = {tensor.name: numpy_helper.to_array(tensor) for tensor in model.graph.initializer}
+    folded = fold_half_convs(model, arrays.get)
+    assert folded is not None
+    assert [node.op_type for node in folded.graph.node] == ["Conv", "Relu"] * 4
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    with tempfile.TemporaryDirectory() as folder:
+        options.optimized_model_filepath = f"{folder}/basic.onnx"
+        onnxruntime.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+        basic = onnx.load(options.optimized_model_filepath)
+    theirs = {tensor.name: numpy_helper.to_array(tensor) for tensor in basic.graph.initializer}
+    ours = {tensor.name: numpy_helper.to_array(tensor) for tensor in folded.graph.initializer}
+    widened = {node.output[0]: node.input[0] for node in basic.graph.node if node.op_type == "Cast"}
+    their_convs = [node for node in basic.graph.node if node.op_type == "Conv"]
+    our_convs = [node for node in folded.graph.node if node.op_type == "Conv"]
+    assert len(their_convs) == len(our_convs) == 4
+    for their, our in zip(their_convs, our_convs, strict=True):
+        assert len(their.input) == len(our.input) == 3
+        for their_name, our_name in zip(their.input[1:], our.input[1:], strict=True):
+            expected = theirs[widened.get(their_name, their_name)]
+            assert expected.dtype == np.float16
+            np.testing.assert_array_equal(ours[our_name].view(np.uint16), expected.view(np.uint16))
+    planned = plan_half_precision(folded, infer_types(folded))
+    _assert_onnxruntime_agrees(model, planned, [1, 3, 8, 8])

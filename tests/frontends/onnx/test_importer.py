@@ -14,16 +14,16 @@ BROKEN = '<ir_version: 8, opset_import: ["" : 17]> g (float[2] x) => (y) { y = R
 
 
 def _collector_state_during_import(monkeypatch) -> list[bool]:
-    import niro.frontends.onnx.importer as importer
+    from niro.frontends.onnx.conversion import Converter
 
     seen = []
-    real_convert = importer._Importer._convert_nodes
+    real_convert = Converter._convert_nodes
 
     def recording_convert(self, *args):
         seen.append(gc.isenabled())
         return real_convert(self, *args)
 
-    monkeypatch.setattr(importer._Importer, "_convert_nodes", recording_convert)
+    monkeypatch.setattr(Converter, "_convert_nodes", recording_convert)
     return seen
 
 
