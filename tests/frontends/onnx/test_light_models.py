@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import niro.ir as nir
@@ -21,10 +20,8 @@ def test_the_wheel_ships_the_light_models() -> None:
 
 @pytest.mark.parametrize("path", MODELS, ids=lambda path: path.stem)
 def test_light_model_imports_and_verifies(path: Path) -> None:
-    started = time.perf_counter()
     imported = import_model_with_info(path)
     assert nir.verify(imported.module) == []
-    assert time.perf_counter() - started < 10
     model = onnx.load(path)
     function = imported.module.get_function(imported.main)
     assert function is not None

@@ -29,9 +29,10 @@ def test_node_test_passes(name: str) -> None:
     assert outcome.passed, f"{outcome.stage}: {outcome.message}"
 
 
-def _model(channels: int | str, **attributes) -> onnx.ModelProto:
+def _model(channels: int | str, roi_count_of_batch: str = "R", **attributes) -> onnx.ModelProto:
     """One RoiAlign over X (N, C, H, W) with rois (R, 4) and batch_indices (R,), every dim but
-    the 4 coordinates (and C when an int) named, so dynamic."""
+    the 4 coordinates (and C when an int) named, so dynamic. A different `roi_count_of_batch`
+    leaves the two roi counts unproven equal, so RoiAlign itself checks them."""
     node = helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], **attributes)
     graph = helper.make_graph(
         [node],
@@ -39,7 +40,7 @@ def _model(channels: int | str, **attributes) -> onnx.ModelProto:
         [
             helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", channels, "H", "W"]),
             helper.make_tensor_value_info("rois", TensorProto.FLOAT, ["R", 4]),
-            helper.make_tensor_value_info("batch", TensorProto.INT64, ["R"]),
+            helper.make_tensor_value_info("batch", TensorProto.INT64, [roi_count_of_batch]),
         ],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
     )
@@ -203,7 +204,7 @@ def test_no_rois_give_an_empty_result(tmp_path) -> None:
 
 
 def test_disagreeing_roi_counts_stop_with_the_reason(tmp_path) -> None:
-    model = _model(3, sampling_ratio=2)
+    model = _model(3, "B", sampling_ratio=2)
     vm_module = compile_onnx(model, tmp_path)
     feeds = _feeds(4, 3, 5, 5, 1.0)
     feeds["batch"] = feeds["batch"][:2]
