@@ -38,7 +38,10 @@ run. Models whose ops niroc cannot lower yet get `--allow-unknown` (the table sa
 text output of every niroc run is hashed: different bytes for the same model fail the run.
 After the measured runs, one more `niroc --timing -q M -o out.mlir` per model shows where
 niroc's time goes (load, verify, lower, write, the rest); it is reported, not measured.
-Results: a table on stdout and `testdata/generated/bench/report.md` (+ `report.json`).
+Results: a table on stdout and `testdata/generated/bench/report.md` (+ `report.json`); the
+figures section of docs/compiler-speed.md is rewritten from them (`--no-docs`: not). The page's
+rows are kept per model in docs/compiler-speed.json, so a run of some models (`--only`) replaces
+theirs and keeps the others', each with when and under what load it was measured.
 Not collected by pytest; `make bench` runs it.
 """
 
@@ -66,6 +69,19 @@ ON_REQUEST = ("mlp_huge",)
 WEIGHT_BOUND = ("mlp_external", "mlp_inline", "transformer")
 BOUNDED_MEMORY = ("mlp_external", "mlp_huge")
 """Models whose niroc outputs must stream: peak RSS <= 256 MiB whatever the weights' size."""
+DOCS = ROOT / "docs" / "compiler-speed.md"
+DOCS_ROWS = ROOT / "docs" / "compiler-speed.json"  # the figures' rows per model, merged with each later run's
+FIGURES_BEGIN = "<!-- figures: written by `make bench` (tests/bench/bench_models.py) from its latest runs -->"
+FIGURES_END = "<!-- end of figures -->"
+WHAT = {
+    "one_node": "one Add of two 2x2 inputs: start-up",
+    "small_nodes": "20,000 nodes on 8x8 f32, 6,487 initializers (2.4 MiB)",
+    "transformer": "12-layer encoder, 599 nodes, 93 MiB of inline weights",
+    "mlp_inline": "25 x 2048x2048 f32 MatMul + bias, 400 MiB inline",
+    "mlp_external": "16 x 4096x4096 f32 MatMul + bias, 1.0 GiB of external data",
+    "mlp_huge": "17 x 8192x8192 f32 MatMul + bias, 4.25 GiB of external data",
+}
+"""What each model is, for the docs' figures (testdata/bench/generate.py makes them)."""
 MLIR_FLOOR_INPUT = "out.floor-input.mlirbc"
 """niroc's bytecode output of small_nodes, made before the measured runs: the `MLIR parse` floors read it."""
 HEX_CHUNK = 256 << 10
@@ -590,11 +606,85 @@ def markdown(rows: list[Row], found: list[Check], header: dict[str, str]) -> str
     return "\n".join(lines) + "\n"
 
 
+# -- docs/compiler-speed.md's figures ------------------------------------------------------------
+
+
+def merged_figures(rows: list[Row], found: list[Check], measured: str) -> dict[str, dict]:
+    """docs/compiler-speed.json's models with this run's replacing those it measured: per model
+    its rows, its checks and when and under what load they were measured (one run's figures)."""
+    figures = json.loads(DOCS_ROWS.read_text()) if DOCS_ROWS.exists() else {}
+    for model in dict.fromkeys(row.model for row in rows):
+        figures[model] = {
+            "measured": measured,
+            "rows": [asdict(row) for row in rows if row.model == model],
+            "checks": [asdict(check) for check in found if check.model == model],
+        }
+    return {model: figures[model] for model in MODELS if model in figures}
+
+
+def _cell(row: Row | None) -> str:
+    """`wall / CPU / peak` of a command's median, '-' when it was not run, 'failed' when it failed."""
+    if row is None:
+        return "-"
+    if not row.ok:
+        return "failed"
+    return f"{row.median('wall'):.2f} s / {row.cpu:.2f} s / {row.median('rss_mib'):.0f} MiB"
+
+
+def figures_markdown(figures: dict[str, dict]) -> str:
+    """The figures section: the commands of each model as wall / CPU (user + sys) / peak RSS
+    medians, then every ratio and target of the same runs, then when each model was measured."""
+    columns = ("niroc text", "niroc bytecode", "niroc params", "copy", "hex", "onnx.load", "iree-import-onnx")
+    lines = [
+        "Each cell: wall / CPU (user + sys) / peak RSS, medians of whole processes; '-': not run on",
+        "that model. `copy` and `hex` are the bytecode and text floors.",
+        "",
+        "| model | " + " | ".join(f"`{column}`" for column in columns) + " |",
+        "| --- |" + " --- |" * len(columns),
+    ]
+    models: dict[str, tuple[list[Row], list[Check]]] = {}
+    for model, entry in figures.items():
+        rows = [Row(row["model"], row["command"], row["note"], [Sample(**sample) for sample in row["samples"]])
+                for row in entry["rows"]]
+        models[model] = (rows, [Check(**check) for check in entry["checks"]])
+        cells = [_cell(_find_any(rows, model, column)) for column in columns]
+        lines.append(f"| `{model}`: {WHAT.get(model, '')} | " + " | ".join(cells) + " |")
+    extra = [(model, row) for model, (rows, _) in models.items() for row in rows
+             if row.command not in columns and row.command not in ("python -c pass", "read")]
+    if extra:
+        lines += ["", "| model | other command | wall / CPU / peak |", "| --- | --- | --- |"]
+        lines += [f"| `{model}` | `{row.command}` | {_cell(row)} |" for model, row in extra]
+    lines += ["", "| model | ratio (same run) | value | target | met | detail |", "| --- | --- | ---: | --- | --- | --- |"]
+    for model, (_, found) in models.items():
+        for check in found:
+            met = {True: "yes", False: "**no**", None: "-"}[check.met]
+            cells = (check.what, f"{check.value:.3g}", check.target, met, check.detail)
+            lines.append(f"| `{model}` | " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    lines += ["", "| model | measured |", "| --- | --- |"]
+    lines += [f"| `{model}` | {entry['measured']} |" for model, entry in figures.items()]
+    return "\n".join(lines)
+
+
+def _find_any(rows: list[Row], model: str, command: str) -> Row | None:
+    """The row of `command`, failed or not (`_find` takes only successful ones)."""
+    return next((row for row in rows if row.model == model and row.command == command), None)
+
+
+def write_figures(figures: dict[str, dict]) -> None:
+    """Replace the figures section of docs/compiler-speed.md (between its markers) and keep the
+    rows it shows in docs/compiler-speed.json."""
+    page = DOCS.read_text()
+    start, end = page.index(FIGURES_BEGIN) + len(FIGURES_BEGIN), page.index(FIGURES_END)
+    DOCS.write_text(page[:start] + "\n" + figures_markdown(figures) + "\n" + page[end:])
+    DOCS_ROWS.write_text(json.dumps(figures, indent=1) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per command (median reported)")
     parser.add_argument("--only", nargs="*", choices=MODELS, help="these models only")
     parser.add_argument("--skip-peer", action="store_true", help="do not run iree-import-onnx")
+    parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/compiler-speed.md's figures")
     options = parser.parse_args()
     names = options.only or [name for name in MODELS if name not in ON_REQUEST]
     subprocess.run([str(BIN / "python"), str(GENERATOR), "--only", *names], check=True)
@@ -624,6 +714,10 @@ def main() -> int:
                     "step_times": STEP_TIMES}, indent=1)
     )
     print(f"written: {(OUT / 'report.md').relative_to(ROOT)}")
+    if not options.no_docs:
+        measured = f"{header['started']}, load {header['load average at start (1, 5, 15 min)'].split()[0]}"
+        write_figures(merged_figures(rows, found, measured))
+        print(f"written: {DOCS.relative_to(ROOT)}")
     nondeterministic = [check for check in found if check.what.startswith("same bytes") and check.met is False]
     return 1 if nondeterministic else 0
 
