@@ -2,7 +2,8 @@
 (`dynamic_axes={'x': {0: 'batch'}}`): X is (batch, C, spatial...) with the channel and spatial
 dims static. Each model is compiled once with iree-compile and run at batch 1 and 3 against
 onnxruntime. Also: the quantized convolutions with dynamic spatial dims, and what stays
-refused (a pool's dynamic channel dim, DeformConv with a dynamic batch), with the exact messages.
+refused (a pool's dynamic channel dim), with the exact messages; DeformConv whose X is dynamic
+(its batch checked against the offsets').
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from niro.backends.mlir import LoweringError, cannot_lower, lower_to_mlir
 from niro.frontends.onnx import import_model
 from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
 
 from ..mlir_harness import assert_matches_onnxruntime, compile_onnx
 from .dynamic_models import graph_model, one_node_model, random_weights
@@ -263,12 +265,18 @@ def test_quantized_convs_with_dynamic_spatial_dims_match_onnxruntime(tmp_path) -
         )
 
 
-def test_deform_conv_with_a_dynamic_batch_is_refused() -> None:
+def test_deform_conv_with_dynamic_batch_and_spatial_dims(tmp_path) -> None:
+    """X's batch is the offsets' (checked at run time), its height and width stay dynamic:
+    the result matches onnx.reference at two image sizes; X of another batch stops the run."""
     weights = random_weights(2, w=(2, 3, 2, 2), offset=(1, 8, 3, 3))
-    node = helper.make_node("DeformConv", ["x", "w", "offset"], ["y"])
-    model = graph_model([node], (BATCH, 3, 4, 4), weights)
-    with pytest.raises(
-        LoweringError,
-        match=r"'onnx.DeformConv' op needs a static shape for input X, got \(None, 3, 4, 4\)",
-    ):
-        _lower(model)
+    node = helper.make_node("DeformConv", ["x", "w", "offset"], ["y"], strides=[2, 2])
+    model = graph_model([node], (BATCH, 3, "h", "w"), weights)
+    vm_module = compile_onnx(model, tmp_path, "deform")
+    reference = ReferenceEvaluator(model)
+    for shape in ((1, 3, 6, 6), (1, 3, 7, 6)):  # each makes the offsets' 3x3 output
+        x = np.random.default_rng(shape[2]).standard_normal(shape).astype(np.float32)
+        (expected,) = reference.run(None, {"x": x})
+        np.testing.assert_allclose(vm_module.g(x).to_host(), expected, rtol=1e-4, atol=1e-5)
+    with pytest.raises(Exception, match=r"'onnx.DeformConv' op: dim 0 of input X is not 1"):
+        vm_module.g(np.zeros((2, 3, 6, 6), np.float32))
+
