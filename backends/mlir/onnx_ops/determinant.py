@@ -27,18 +27,14 @@ from ..builders import (
     fill,
     generic,
     index_constant,
+    index_value,
     tensor_sizes,
 )
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from ..types import index_type
 from .common import ranked_result
 
 __all__: list[str] = []
-
-
-def _index_of(value: mlir_ir.Value) -> mlir_ir.Value:
-    return arith.IndexCastOp(index_type(), value).result
 
 
 def _pivot_rows(matrices: mlir_ir.Value, batch: int, step: int) -> mlir_ir.Value:
@@ -89,7 +85,7 @@ def _eliminate(matrices: mlir_ir.Value, pivots: mlir_ir.Value, batch: int, step:
     zero = constant(compute, 0.0)
 
     def body(arguments):
-        pivot_row = _index_of(arguments[0])
+        pivot_row = index_value(arguments[0])
         positions = [linalg.IndexOp(loop).result for loop in range(loops)]
         batch_position, row, column = positions[:batch], positions[batch], positions[batch + 1]
         k = index_constant(step)

@@ -37,6 +37,7 @@ from ..builders import (
     empty,
     fill,
     generic,
+    i64_value,
     index_constant,
     index_value,
     tensor_size,
@@ -310,14 +311,10 @@ def _sampling_body(builder: _Builder, accumulator: mlir_ir.Value) -> mlir_ir.Val
     if isinstance(grid_h, int):
         return updated
     in_grid = arith.AndIOp(
-        _index_below(builder, index[4], grid_h), _index_below(builder, index[5], grid_w)
+        arith.CmpIOp(arith.CmpIPredicate.slt, i64_value(index[4]), grid_h).result,
+        arith.CmpIOp(arith.CmpIPredicate.slt, i64_value(index[5]), grid_w).result,
     ).result
     return arith.SelectOp(in_grid, updated, accumulator).result
-
-
-def _index_below(builder: _Builder, index: mlir_ir.Value, bound: mlir_ir.Value) -> mlir_ir.Value:
-    as_i64 = arith.IndexCastOp(builder.i64, index).result
-    return arith.CmpIOp(arith.CmpIPredicate.slt, as_i64, bound).result
 
 
 def _largest_grid(builder: _Builder) -> list[mlir_ir.Value]:
