@@ -33,6 +33,8 @@ from .contraction import Label, contract, matmul, matmul_labels, multiply_all, n
 from .elements import accumulator_type, convert, is_float, read_int_scalars, small_elements
 from .shapes import (
     DYNAMIC,
+    as_i64,
+    as_index,
     cast_to,
     collapse_dims,
     crop,
@@ -43,7 +45,6 @@ from .shapes import (
     expand_dim,
     extract_slice,
     i64_tensor,
-    i64_value,
     index_value,
     pad,
     ranked_result,
@@ -90,7 +91,8 @@ __all__ = [
     "i64_constant",
     "i64_elements",
     "i64_tensor",
-    "i64_value",
+    "as_i64",
+    "as_index",
     "identity_value",
     "index_constant",
     "index_value",

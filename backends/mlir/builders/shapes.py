@@ -27,7 +27,8 @@ __all__ = [
     "tensor_type",
     "dim_size",
     "index_value",
-    "i64_value",
+    "as_index",
+    "as_i64",
     "i64_tensor",
     "tensor_size",
     "tensor_sizes",
@@ -54,8 +55,14 @@ def tensor_type(sizes: Sequence[int | mlir_ir.Value], element: mlir_ir.Type) -> 
 
 
 def index_value(size: int | mlir_ir.Value) -> mlir_ir.Value:
+    """A mixed size (or position) as a value: an int becomes an index constant, a value stays
+    as it is (`indexing`'s arithmetic takes i64 values too; `as_index` casts them)."""
+    return index_constant(size) if isinstance(size, int) else size
+
+
+def as_index(size: int | mlir_ir.Value) -> mlir_ir.Value:
     """A mixed size (or position) as an index value: an int becomes an index constant, an
-    integer value is cast (signed) to index."""
+    integer value is cast (signed) to index, an index value stays."""
     if isinstance(size, int):
         return index_constant(size)
     if isinstance(size.type, mlir_ir.IndexType):
@@ -63,7 +70,7 @@ def index_value(size: int | mlir_ir.Value) -> mlir_ir.Value:
     return arith.IndexCastOp(index_type(), size).result
 
 
-def i64_value(size: int | mlir_ir.Value) -> mlir_ir.Value:
+def as_i64(size: int | mlir_ir.Value) -> mlir_ir.Value:
     """A mixed size (or position) as an i64 value, ONNX's integer of shapes and indices: an int
     becomes an i64 constant, an index value is cast (signed) to i64, an i64 value stays."""
     if isinstance(size, int):
@@ -81,7 +88,7 @@ def i64_tensor(sizes: Sequence[int | mlir_ir.Value], type_: mlir_ir.Type) -> mli
             return tensor.EmptyOp([0], mlir_ir.IntegerType.get_signless(64)).result
         array = np.asarray(sizes, dtype=np.int64).reshape(mlir_ir.RankedTensorType(type_).shape)
         return arith.ConstantOp(type_, mlir_ir.DenseElementsAttr.get(array, type=type_)).result
-    return tensor.FromElementsOp(type_, [i64_value(size) for size in sizes]).result
+    return tensor.FromElementsOp(type_, [as_i64(size) for size in sizes]).result
 
 
 def dim_size(value: mlir_ir.Value, axis: int) -> mlir_ir.Value:

@@ -20,6 +20,7 @@ from niro.ir import format_type
 from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import (
     accumulator_type,
+    as_index,
     cast_to,
     constant,
     convert,
@@ -27,7 +28,6 @@ from ..builders import (
     fill,
     generic,
     index_constant,
-    index_value,
     tensor_sizes,
 )
 from ..context import LoweringRuleContext
@@ -85,7 +85,7 @@ def _eliminate(matrices: mlir_ir.Value, pivots: mlir_ir.Value, batch: int, step:
     zero = constant(compute, 0.0)
 
     def body(arguments):
-        pivot_row = index_value(arguments[0])
+        pivot_row = as_index(arguments[0])
         positions = [linalg.IndexOp(loop).result for loop in range(loops)]
         batch_position, row, column = positions[:batch], positions[batch], positions[batch + 1]
         k = index_constant(step)

@@ -32,12 +32,12 @@ from niro.ir import ScalarType, format_type, op_name
 
 from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import (
+    as_i64,
     assert_true,
     constant,
     empty,
     fill,
     generic,
-    i64_value,
     index_constant,
     index_value,
     tensor_size,
@@ -311,8 +311,8 @@ def _sampling_body(builder: _Builder, accumulator: mlir_ir.Value) -> mlir_ir.Val
     if isinstance(grid_h, int):
         return updated
     in_grid = arith.AndIOp(
-        arith.CmpIOp(arith.CmpIPredicate.slt, i64_value(index[4]), grid_h).result,
-        arith.CmpIOp(arith.CmpIPredicate.slt, i64_value(index[5]), grid_w).result,
+        arith.CmpIOp(arith.CmpIPredicate.slt, as_i64(index[4]), grid_h).result,
+        arith.CmpIOp(arith.CmpIPredicate.slt, as_i64(index[5]), grid_w).result,
     ).result
     return arith.SelectOp(in_grid, updated, accumulator).result
 

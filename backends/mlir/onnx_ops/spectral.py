@@ -35,6 +35,7 @@ from niro.ir import Value, format_type, op_name
 
 from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
+    as_index,
     assert_true,
     constant,
     convert,
@@ -43,7 +44,6 @@ from ..builders import (
     fill,
     generic,
     index_constant,
-    index_value,
     read_int_scalars,
     tensor_size,
     tensor_sizes,
@@ -383,11 +383,11 @@ def _frame_count(samples: int | mlir_ir.Value, step: int | mlir_ir.Value, n: int
     time (a non-positive run-time step divides by 1 instead: the run-time check refuses it)."""
     if isinstance(samples, int) and isinstance(step, int):
         return (samples - n) // step + 1
-    divisor = index_value(step)
+    divisor = as_index(step)
     if not isinstance(step, int):
         positive = arith.CmpIOp(arith.CmpIPredicate.sgt, divisor, index_constant(0)).result
         divisor = arith.SelectOp(positive, divisor, index_constant(1)).result
-    room = arith.SubIOp(index_value(samples), index_constant(n)).result
+    room = arith.SubIOp(as_index(samples), index_constant(n)).result
     return arith.AddIOp(arith.FloorDivSIOp(room, divisor).result, index_constant(1)).result
 
 
@@ -403,11 +403,11 @@ def _stft_checks(
     number of `frames` (none when everything is static: the shapes were checked already)."""
     conditions = []
     if not isinstance(step, int):
-        conditions.append(arith.CmpIOp(arith.CmpIPredicate.sgt, index_value(step), index_value(0)).result)
+        conditions.append(arith.CmpIOp(arith.CmpIPredicate.sgt, as_index(step), as_index(0)).result)
     if not isinstance(samples, int):
-        conditions.append(arith.CmpIOp(arith.CmpIPredicate.sge, index_value(samples), index_value(n)).result)
+        conditions.append(arith.CmpIOp(arith.CmpIPredicate.sge, as_index(samples), as_index(n)).result)
     if frames is not None and not isinstance(count, int):
-        conditions.append(arith.CmpIOp(arith.CmpIPredicate.eq, index_value(count), index_value(frames)).result)
+        conditions.append(arith.CmpIOp(arith.CmpIPredicate.eq, as_index(count), as_index(frames)).result)
     return conditions
 
 
@@ -494,7 +494,7 @@ def _lower_stft(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     extra = None if not any(checks) else [_all(conditions) for conditions in checks]
     if batch is None and out_shape[0] is not None:
         same = arith.CmpIOp(
-            arith.CmpIPredicate.eq, index_value(tensor_size(signal, 0)), index_value(out_shape[0])
+            arith.CmpIPredicate.eq, as_index(tensor_size(signal, 0)), as_index(out_shape[0])
         ).result
         extra = [
             same if condition is None else arith.AndIOp(condition, same).result
