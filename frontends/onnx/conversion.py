@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import onnx
@@ -80,7 +80,8 @@ def serialized_node(node: onnx_ir.Node) -> onnx.NodeProto | None:
 
 def _small_static(type_: TensorType) -> bool:
     """A fully static type of at most FOLD_LIMIT elements (what import-time folding may make)."""
-    return type_.shape is not None and None not in type_.shape and math.prod(type_.shape) <= FOLD_LIMIT
+    shape = type_.static_shape
+    return shape is not None and math.prod(shape) <= FOLD_LIMIT
 
 
 def _numpy_kind(element: ScalarType) -> str:
@@ -139,17 +140,18 @@ class Converter:
             if isinstance(tensor, onnx_ir.serde.TensorProtoTensor):
                 return pack_tensor_proto(tensor.raw, raw_view)
             scalar = scalar_type_for(int(tensor.dtype))
-            dims = tuple(int(dim) for dim in tensor.shape.dims)
+            dims = tuple(int(cast(int, dim)) for dim in tensor.shape.dims)
             data = np.ascontiguousarray(tensor.numpy())
-            return TensorType(scalar, dims), memoryview(data).cast("B")
+            return TensorType(scalar, dims), data.data.cast("B")
         except (TensorDataError, ExternalDataError) as error:
             raise self.error(f"{what}: {error}") from None
 
     def _read_external(self, tensor: onnx_ir.ExternalTensor) -> tuple[TensorType, Buffer]:
         scalar = scalar_type_for(int(tensor.dtype))
-        dims = tuple(tensor.shape.dims)
-        if any(not isinstance(dim, int) or dim < 0 for dim in dims):
-            raise TensorDataError(f"has invalid dims {list(dims)}")
+        given = tuple(tensor.shape.dims)
+        if any(not isinstance(dim, int) or dim < 0 for dim in given):
+            raise TensorDataError(f"has invalid dims {list(given)}")
+        dims = cast(tuple[int, ...], given)
         tensor_type = TensorType(scalar, dims)
         count = 1
         for dim in dims:
@@ -296,7 +298,7 @@ class Converter:
         types = self.types.of_graph(graph)
         folded_nodes = self.types.folded
         for index, node in enumerate(graph):
-            inputs = []
+            inputs: list[Value | None] = []
             loc = node_label(node, index)
             for onnx_value in node.inputs:
                 if onnx_value is None or not onnx_value.name:
@@ -374,8 +376,8 @@ class Converter:
         dims: list[list[int] | None] = []
         for value in ctx.inputs:
             tensor_type = value.type if value is not None and isinstance(value.type, TensorType) else None
-            static = tensor_type is not None and tensor_type.shape is not None and None not in tensor_type.shape
-            dims.append(list(tensor_type.shape) if static else None)
+            static = None if tensor_type is None else tensor_type.static_shape
+            dims.append(None if static is None else list(static))
             proto = None if value is None else ctx.builder.constant_data(value)
             arrays.append(None if proto is None else numpy_helper.to_array(proto))
         if node.op_type not in ("Shape", "Size") and any(

@@ -26,7 +26,7 @@ import ml_dtypes
 import numpy as np
 import onnx
 import onnx_ir
-from niro.ir import Module, ScalarType, Type
+from niro.ir import Module, ScalarType, TensorType
 
 from .calls import FunctionCalls
 from .context import NodeContext
@@ -135,7 +135,7 @@ class _Importer:
         ctx: NodeContext,
         key: FunctionKey,
         function_proto: onnx.FunctionProto,
-        input_types: list[Type | None],
+        input_types: list[TensorType | None],
         call_attributes: dict[str, onnx.AttributeProto],
     ) -> onnx_ir.Model:
         """A function body specialised to one call site, as a model: checked, rewritten, typed,
