@@ -21,7 +21,7 @@ from ..builders import DYNAMIC, assert_true, crop, index_constant, pad, tensor_s
 from ..context import LoweringRuleContext
 from .common import attribute, ints_attribute
 
-__all__ = ["WindowGeometry", "window_geometry", "batch_shape"]
+__all__ = ["WindowGeometry", "window_geometry"]
 
 
 @dataclass(frozen=True)
@@ -38,19 +38,6 @@ class WindowGeometry:
     pads_end: tuple[int | mlir_ir.Value | None, ...]
     extra_end: tuple[int, ...]
     output: tuple[int | mlir_ir.Value | None, ...]
-
-
-def batch_shape(ctx: LoweringRuleContext, value, what: str) -> tuple[int | None, ...]:
-    """The shape of a Niro tensor value whose dims are static except perhaps dim 0 (the batch,
-    None when dynamic), else a clear refusal: the window lowerings compute their geometry,
-    padding and AveragePool divisors at compile time from the channel and spatial sizes, but
-    loop over the batch, so only its size comes from `tensor.dim` at run time."""
-    shape = ctx.ranked(value, what).shape
-    if any(size is None for size in shape[1:]):
-        raise ctx.error(
-            f"needs a static shape for {what} (only the batch dim 0 may be dynamic), got {shape}"
-        )
-    return tuple(shape)
 
 
 def spatial_shape(ctx: LoweringRuleContext, value, what: str) -> tuple[int | None, ...]:
