@@ -271,7 +271,7 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
     dims (`symbolic_dims`) are written in, re-inferring after each round that changed
     something, at most `FOLD_ROUNDS` times."""
     stripped = strip_weights(model, split_raw)
-    _forget_declared_names(stripped)
+    _forget_declared_dims(stripped)
     inferred = _infer(stripped, data_prop=False)
     data_prop = _has_shape_data(stripped) and not _has_long_vector(inferred.graph)
     if data_prop:
@@ -300,28 +300,42 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
     return types
 
 
-def _forget_declared_names(model: onnx.ModelProto) -> None:
-    """Clear the dim names (`dim_param`) that `model` declares anywhere but on the main
-    graph's data inputs: on value_info, graph outputs, and subgraph inputs.
+def _forget_declared_dims(model: onnx.ModelProto) -> None:
+    """Clear the dims (names `dim_param` and sizes `dim_value`) that `model` declares on
+    value_info, on subgraph inputs and outputs, and on main-graph outputs that a node reads.
+    The ranks and element types stay.
 
-    ONNX inference keeps a declared name over the one it infers, so a model whose value_info
-    calls an intermediate's dim `batch` when it is not would make that dim `batch` for the
-    lowering (which then skips the run-time check where it meets a true `batch`) and for
-    `symbolic_dims` (which could then divide it out to a constant). Only the names on the
-    graph inputs are checked (once, on entry; see `GraphTypes.dim_names`): every name left
-    after this is one inference carried from them by the ops' semantics. The sizes declared
-    stay."""
+    ONNX inference keeps a declared dim over the one it infers, and nothing checks it at run
+    time: a value_info that calls `Relu(x)` [3, 4] when x is [b, 4] would type the Relu static 3,
+    and the Add after it would read a 1-row x as 3 rows; a value_info that calls an
+    intermediate's dim `batch` when it is not would make the lowering skip the run-time check
+    where it meets a true `batch` and let `symbolic_dims` divide it out to a constant. Exporters
+    write such declarations with the dims they traced, on models exported with dynamic axes.
+    Only the graph inputs' dims are checked (once, on entry; see `GraphTypes.dim_names`), so
+    every dim left after this is one inference carried from them by the ops' semantics: where
+    it knows less than a declaration, the value stays dynamic.
+
+    The sizes declared on a main-graph output that no node reads are still kept, unchecked (a
+    lying one there is still believed): ONNX's node tests declare the outputs of ops whose shape
+    comes from a data input (Reshape's shape, TopK's k, Resize's sizes), and 19 of them are
+    refused without those static sizes. Their names are cleared all the same."""
     graph = model.graph
     initializers = {initializer.name for initializer in graph.initializer}
+    read = {name for current in all_graphs(graph) for node in current.node for name in node.input}
     for current in all_graphs(graph):
         inputs = current.input
         if current is graph:  # the data inputs keep theirs
             inputs = [value for value in inputs if value.name in initializers]
         for info in chain(inputs, current.value_info, current.output):
-            if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
-                for dim in info.type.tensor_type.shape.dim:
-                    if dim.HasField("dim_param"):
-                        dim.ClearField("dim_param")
+            if not info.type.HasField("tensor_type") or not info.type.tensor_type.HasField("shape"):
+                continue
+            # an initializer's size is its own; an output nothing reads keeps its sizes (above)
+            keep_sizes = current is graph and (info.name in initializers or info.name not in read)
+            for dim in info.type.tensor_type.shape.dim:
+                if keep_sizes:
+                    dim.ClearField("dim_param")
+                else:
+                    dim.Clear()
 
 
 def _tighten(graph: onnx.GraphProto, refined: Mapping[str, onnx.TypeProto]) -> bool:
