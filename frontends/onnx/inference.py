@@ -302,8 +302,8 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
 
 def _forget_declared_dims(model: onnx.ModelProto) -> None:
     """Clear the dims (names `dim_param` and sizes `dim_value`) that `model` declares on
-    value_info, on subgraph inputs and outputs, and on main-graph outputs that a node reads.
-    The ranks and element types stay.
+    value_info and on main-graph outputs that a node reads, and the names declared on subgraph
+    inputs and outputs and on the other graph outputs. The ranks and element types stay.
 
     ONNX inference keeps a declared dim over the one it infers, and nothing checks it at run
     time: a value_info that calls `Relu(x)` [3, 4] when x is [b, 4] would type the Relu static 3,
@@ -312,13 +312,15 @@ def _forget_declared_dims(model: onnx.ModelProto) -> None:
     where it meets a true `batch` and let `symbolic_dims` divide it out to a constant. Exporters
     write such declarations with the dims they traced, on models exported with dynamic axes.
     Only the graph inputs' dims are checked (once, on entry; see `GraphTypes.dim_names`), so
-    every dim left after this is one inference carried from them by the ops' semantics: where
-    it knows less than a declaration, the value stays dynamic.
+    every dim left on those values is one inference carried from them by the ops' semantics:
+    where it knows less than a declaration, the value stays dynamic.
 
-    The sizes declared on a main-graph output that no node reads are still kept, unchecked (a
-    lying one there is still believed): ONNX's node tests declare the outputs of ops whose shape
-    comes from a data input (Reshape's shape, TopK's k, Resize's sizes), and 19 of them are
-    refused without those static sizes. Their names are cleared all the same."""
+    The sizes declared on subgraph inputs and outputs, on main-graph outputs no node reads and
+    on the outputs of ops ONNX has no schema for (custom domains) are still kept, unchecked (a
+    lying one there is still believed): nothing else types the latter; ONNX inference leaves a
+    Loop-carried value unsized without its body's declarations (folding in Loop bodies needs
+    them), and ONNX's node tests declare the outputs of ops whose shape comes from a data input
+    (Reshape's shape, TopK's k, Resize's sizes), 19 of which are refused without them."""
     graph = model.graph
     initializers = {initializer.name for initializer in graph.initializer}
     read = {name for current in all_graphs(graph) for node in current.node for name in node.input}
@@ -326,16 +328,24 @@ def _forget_declared_dims(model: onnx.ModelProto) -> None:
         inputs = current.input
         if current is graph:  # the data inputs keep theirs
             inputs = [value for value in inputs if value.name in initializers]
-        for info in chain(inputs, current.value_info, current.output):
-            if not info.type.HasField("tensor_type") or not info.type.tensor_type.HasField("shape"):
-                continue
-            # an initializer's size is its own; an output nothing reads keeps its sizes (above)
-            keep_sizes = current is graph and (info.name in initializers or info.name not in read)
-            for dim in info.type.tensor_type.shape.dim:
-                if keep_sizes:
-                    dim.ClearField("dim_param")
-                else:
-                    dim.Clear()
+        for info in inputs:
+            _forget_dims(info, sizes=False)
+        unknown = {name for node in current.node if not onnx.defs.has(node.op_type, node.domain) for name in node.output}
+        for info in current.value_info:  # an op ONNX has no schema for is typed by nothing else
+            _forget_dims(info, sizes=info.name not in unknown)
+        for info in current.output:
+            read_here = current is graph and info.name in read
+            _forget_dims(info, sizes=read_here and info.name not in initializers and info.name not in unknown)
+
+
+def _forget_dims(info: onnx.ValueInfoProto, *, sizes: bool) -> None:
+    """Clear the names of `info`'s declared dims, and their sizes too if `sizes`."""
+    if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
+        for dim in info.type.tensor_type.shape.dim:
+            if sizes:
+                dim.Clear()
+            else:
+                dim.ClearField("dim_param")
 
 
 def _tighten(graph: onnx.GraphProto, refined: Mapping[str, onnx.TypeProto]) -> bool:
