@@ -23,6 +23,7 @@ try:  # NOTE: the upstream package wins when both are installed (docs/design.md)
     from mlir._mlir_libs._mlirDialectsLinalg import fill_builtin_region  # type: ignore[import-not-found]
     from mlir.dialects import _linalg_ops_gen as linalg  # type: ignore[import-not-found]
     from mlir.dialects import arith, cf, func, math, scf, tensor  # type: ignore[import-not-found]
+    from mlir.passmanager import PassManager  # type: ignore[import-not-found]
 
     BINDING = "mlir"
 except ImportError:
@@ -31,6 +32,7 @@ except ImportError:
     from iree.compiler._mlir_libs._mlirDialectsLinalg import fill_builtin_region  # type: ignore[no-redef]
     from iree.compiler.dialects import _linalg_ops_gen as linalg  # type: ignore[no-redef]
     from iree.compiler.dialects import arith, cf, func, math, scf, tensor  # type: ignore[no-redef]
+    from iree.compiler.passmanager import PassManager  # type: ignore[no-redef]
 
     BINDING = "iree.compiler"
 
@@ -46,6 +48,7 @@ __all__ = [
     "scf",
     "tensor",
     "make_context",
+    "PassManager",
     "REQUIRED_OPERATIONS",
 ]
 

@@ -53,6 +53,7 @@ from .bindings import arith, func, make_context, mlir_ir
 from .builders.checks import assert_true
 from .builders.shapes import dim_size
 from .context import LoweringRuleContext
+from .early_checks import hoist_checks
 from .errors import LoweringError, refused_together
 from .literals import ResourceTable, generic_attr, scalar_attr, tensor_data_attr
 from .nesting import recursion_headroom
@@ -110,6 +111,10 @@ def lower_to_mlir(
             if state.refusals:
                 raise refused_together(state.refusals)
             _verify(mlir_module, diagnostics)
+            # NOTE: IREE 3.13 cuts the device work at every cf.assert left between two tensor
+            # ops (one more submission each); the checks move up first (early_checks.py).
+            if hoist_checks(mlir_module):
+                _verify(mlir_module, diagnostics)
     finally:
         handler.detach()
     return LoweredModule(

@@ -271,6 +271,7 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
     dims (`symbolic_dims`) are written in, re-inferring after each round that changed
     something, at most `FOLD_ROUNDS` times."""
     stripped = strip_weights(model, split_raw)
+    _forget_declared_names(stripped)
     inferred = _infer(stripped, data_prop=False)
     data_prop = _has_shape_data(stripped) and not _has_long_vector(inferred.graph)
     if data_prop:
@@ -297,6 +298,30 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
         if dim.dim_param and not dim.HasField("dim_value")
     )
     return types
+
+
+def _forget_declared_names(model: onnx.ModelProto) -> None:
+    """Clear the dim names (`dim_param`) that `model` declares anywhere but on the main
+    graph's data inputs: on value_info, graph outputs, and subgraph inputs.
+
+    ONNX inference keeps a declared name over the one it infers, so a model whose value_info
+    calls an intermediate's dim `batch` when it is not would make that dim `batch` for the
+    lowering (which then skips the run-time check where it meets a true `batch`) and for
+    `symbolic_dims` (which could then divide it out to a constant). Only the names on the
+    graph inputs are checked (once, on entry; see `GraphTypes.dim_names`): every name left
+    after this is one inference carried from them by the ops' semantics. The sizes declared
+    stay."""
+    graph = model.graph
+    initializers = {initializer.name for initializer in graph.initializer}
+    for current in all_graphs(graph):
+        inputs = current.input
+        if current is graph:  # the data inputs keep theirs
+            inputs = [value for value in inputs if value.name in initializers]
+        for info in chain(inputs, current.value_info, current.output):
+            if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
+                for dim in info.type.tensor_type.shape.dim:
+                    if dim.HasField("dim_param"):
+                        dim.ClearField("dim_param")
 
 
 def _tighten(graph: onnx.GraphProto, refined: Mapping[str, onnx.TypeProto]) -> bool:

@@ -10,7 +10,8 @@ modules are loaded with iree.runtime (`local-task`) and called on the same input
 onnxruntime session (CPU, defaults). Every output of both modules is checked against
 onnxruntime (rtol 1e-3, atol 1e-4 of the largest expected magnitude, as the zoo test does).
 Timing: two warm-up calls each, then `--runs` rounds calling niroc, the peer and onnxruntime in
-turn (so a load change on the shared machine hits all three alike); medians are reported with
+turn (so a load change on the shared machine hits all three alike), each timed call right after
+an untimed one of the same module (so none pays for the threads of the one before it); medians are reported with
 the ratios niroc/peer and niroc/onnxruntime of the same run, and the compile times (frontend +
 iree-compile, wall). A model the peer cannot import or compile shows "-". With `--extra-flags`,
 niroc's MLIR is compiled and timed a second time with those iree-compile flags added.
@@ -327,6 +328,12 @@ def bench(name: str, runs: int, extra_flags: list[str]) -> Result:
     times: dict[str, list[float]] = {key: [] for key in callers}
     for _ in range(runs):
         for key, caller in callers.items():
+            # NOTE: each timed call follows an untimed call of the same module. onnxruntime's
+            # worker threads spin on for a while after a call returns and take a core from
+            # whatever runs next: timed straight after it, the module called next was up to
+            # 25% slower (the transformer's niroc/peer read 1.24 in the order ort, niroc,
+            # peer and 0.92 in the order ort, peer, niroc, load ~12).
+            caller()
             started = time.perf_counter()
             caller()
             times[key].append(time.perf_counter() - started)
@@ -378,7 +385,8 @@ def report(results: list[Result]) -> str:
         + " ".join(f"`{flag}`" for flag in FLAGS)
         + " (otherwise its defaults) for both niroc's and iree-import-onnx's MLIR; iree.runtime"
         " `local-task`; onnxruntime CPU defaults; median of the calls (see 'measured') after 2"
-        ' warm-ups, the three called in turn. Batch 1. "-": the peer cannot import or compile the'
+        " warm-ups, the three called in turn, each timed call right after an untimed one of the"
+        ' same module. Batch 1. "-": the peer cannot import or compile the'
         " model. Compile times are wall seconds of the frontend plus iree-compile. Every output of"
         " every module shown was checked against onnxruntime. A row's figures are of one run"
         " ('measured': when, the 1-minute load, the calls); rows of different runs are merged.",

@@ -12,7 +12,7 @@
   Add/Mul and ONNX's.
 - `contraction`: sums of products over index labels (`contract`, einsum's view) and `matmul`,
   the one lowering of Niro's MatMul and ONNX's.
-- `checks`: run-time checks (`assert_true`, `assert_all`).
+- `checks`: run-time checks (`assert_true`, `assert_all`, `checked_cast`).
 - `elements`: element types (accumulators, float conversions) and reading integer scalars.
 
 Rules import the names from here (`from ..builders import fill, generic`).
@@ -20,7 +20,7 @@ Rules import the names from here (`from ..builders import fill, generic`).
 
 from .arithmetic import Arithmetic, binary_arithmetic
 from .broadcast import elementwise
-from .checks import assert_all, assert_true
+from .checks import assert_all, assert_true, checked_cast
 from .constants import constant, dense_constant, i64_constant, identity_value, index_constant
 from .contraction import Label, contract, matmul, matmul_labels, multiply_all, narrow_to_result
 from .elements import accumulator_type, convert, is_float, read_int_scalars, small_elements
@@ -61,6 +61,7 @@ __all__ = [
     "affine_map",
     "assert_all",
     "assert_true",
+    "checked_cast",
     "binary_arithmetic",
     "cast_to",
     "collapse_dims",

@@ -6,16 +6,32 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..bindings import arith, cf, mlir_ir, tensor
-from .constants import constant
-from .shapes import empty
+from .constants import constant, index_constant
+from .shapes import dim_size, empty
 from .structured import MapSpec, fill, generic
 
-__all__ = ["assert_true", "assert_all"]
+__all__ = ["assert_true", "assert_all", "checked_cast"]
 
 
 def assert_true(condition: mlir_ir.Value, message: str) -> None:
     """A run-time check (`cf.assert`): the program fails with `message` when it is false."""
     cf.AssertOp(condition, message)
+
+
+def checked_cast(value: mlir_ir.Value, target: mlir_ir.Type, where: str, what: str) -> mlir_ir.Value:
+    """`value` as the compatible tensor type `target` (`tensor.cast`). Each dim that the cast
+    makes static is checked at run time ("`where`: dim 1 of `what` is not 4"), so a wrong
+    size stops the program instead of reading out of bounds."""
+    if value.type == target:
+        return value
+    if isinstance(value.type, mlir_ir.RankedTensorType) and isinstance(target, mlir_ir.RankedTensorType):
+        source = mlir_ir.RankedTensorType(value.type)
+        for axis in range(source.rank):
+            if source.is_dynamic_dim(axis) and not target.is_dynamic_dim(axis):
+                want = target.shape[axis]
+                equal = arith.CmpIOp(arith.CmpIPredicate.eq, dim_size(value, axis), index_constant(want))
+                assert_true(equal.result, f"{where}: dim {axis} of {what} is not {want}")
+    return tensor.CastOp(target, value).result
 
 
 def assert_all(

@@ -22,6 +22,7 @@ from .checks import assert_true
 from .constants import constant, index_constant
 from .elements import convert
 from .shapes import (
+    cast_to,
     collapse_dims,
     dim_size,
     empty,
@@ -117,15 +118,20 @@ def contract(
         tuple(range(len(output), loops)),
         lambda arguments: [add(product(arguments[:-1]), arguments[-1]).result],
     )[0]
+    # A dim the result's type leaves dynamic may be static here (a static operand's size of
+    # its label): the value is cast to the result's type.
     if finish is None:
-        return summed  # the sum is the result: no copy
-    return generic(
-        [(summed, identity), *finish_operands],
-        [(empty(sizes, result_type.element_type), identity)],
-        len(output),
-        (),
-        lambda arguments: [finish(*arguments[:-1])],
-    )[0]
+        return cast_to(summed, ctx.result_types[0])  # the sum is the result: no copy
+    return cast_to(
+        generic(
+            [(summed, identity), *finish_operands],
+            [(empty(sizes, result_type.element_type), identity)],
+            len(output),
+            (),
+            lambda arguments: [finish(*arguments[:-1])],
+        )[0],
+        ctx.result_types[0],
+    )
 
 
 def _label_size(operands, label: Label) -> mlir_ir.Value:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from niro.ir import ScalarType
 
 from ..bindings import arith, linalg, math, mlir_ir, tensor
-from ..builders import constant, dim, filled, generic
+from ..builders import cast_to, checked_cast, constant, dim, dim_size, filled, generic
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
@@ -35,25 +35,34 @@ def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     scalar = element_type(x_niro)
     if scalar not in (ScalarType.F32, ScalarType.F64):
         raise ctx.error(f"supports f32/f64 inputs only, got {scalar.spelling}")
-    x_shape = static_shape(ctx, x_niro, "input X")
+    x_shape = ctx.ranked(x_niro, "input X").shape
     w_shape = static_shape(ctx, w_niro, "filter W")
     offset_shape = static_shape(ctx, offset_niro, "offset")
     if len(x_shape) != 4:
         raise ctx.error(f"supports 2-D inputs (N, C, H, W) only, got {x_shape}")
-    batch, channels, height, width = x_shape
     features, group_channels, kernel_h, kernel_w = w_shape
     group = int(attribute(ctx, "group", 1))
     offset_group = int(attribute(ctx, "offset_group", 1))
-    if channels != group_channels * group or features % group or channels % offset_group:
+    batch, channels = offset_shape[0], group_channels * group  # N: the offsets'; C: W's
+    if (
+        x_shape[0] not in (None, batch)
+        or x_shape[1] not in (None, channels)
+        or features % group
+        or channels % offset_group
+    ):
         raise ctx.error(
-            f"X {x_shape}, W {w_shape}, group {group} and offset_group {offset_group} disagree"
+            f"X {x_shape}, W {w_shape}, offset {offset_shape}, group {group} and offset_group "
+            f"{offset_group} disagree"
         )
     strides = tuple(int(v) for v in attribute(ctx, "strides", (1, 1)))
     dilations = tuple(int(v) for v in attribute(ctx, "dilations", (1, 1)))
     pads = tuple(int(v) for v in attribute(ctx, "pads", (0, 0, 0, 0)))
     out_h, out_w = offset_shape[2], offset_shape[3]
     out_shape = (batch, features, out_h, out_w)
-    if static_shape(ctx, ctx.niro_results[0], "the result") != out_shape:
+    result_shape = ctx.ranked(ctx.niro_results[0], "the result").shape
+    if len(result_shape) != 4 or any(
+        dim is not None and dim != size for dim, size in zip(result_shape, out_shape, strict=True)
+    ):
         raise ctx.error(f"result shape differs from the computed {out_shape}")
     if offset_shape[1] != offset_group * 2 * kernel_h * kernel_w:
         raise ctx.error(f"offset shape {offset_shape} does not fit offset_group {offset_group}")
@@ -62,6 +71,20 @@ def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     index_type = mlir_ir.IndexType.get()
     c = lambda value: constant(element, value)  # noqa: E731
     k = lambda value: constant(i64, value)  # noqa: E731
+    # X's batch and channels are the offsets' and W's (checked at run time when dynamic); its
+    # height and width may stay dynamic: the taps read inside them only.
+    x_type = mlir_ir.RankedTensorType(x.type)
+    x = checked_cast(
+        x,
+        mlir_ir.RankedTensorType.get([batch, channels, *x_type.shape[2:]], x_type.element_type),
+        f"{ctx.niro_location}: 'onnx.DeformConv' op",
+        "input X",
+    )
+    height, width = (
+        arith.IndexCastOp(i64, dim_size(x, axis)).result if size is None else k(size)
+        for axis, size in ((2, x_shape[2]), (3, x_shape[3]))
+    )
+    last_row, last_column = (arith.SubIOp(size, k(1)).result for size in (height, width))
     features_per_group = features // group
     channels_per_offset_group = channels // offset_group
 
@@ -110,14 +133,14 @@ def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
                 for value, size in ((row, height), (col, width)):
                     for check in (
                         arith.CmpIOp(arith.CmpIPredicate.sge, value, k(0)).result,
-                        arith.CmpIOp(arith.CmpIPredicate.slt, value, k(size)).result,
+                        arith.CmpIOp(arith.CmpIPredicate.slt, value, size).result,
                     ):
                         inside = check if inside is None else arith.AndIOp(inside, check).result
-                clamp = lambda v, size: to_index(  # noqa: E731
-                    arith.MinSIOp(arith.MaxSIOp(v, k(0)).result, k(size - 1)).result
+                clamp = lambda v, last: to_index(  # noqa: E731
+                    arith.MinSIOp(arith.MaxSIOp(v, k(0)).result, last).result
                 )
                 pixel = tensor.ExtractOp(
-                    x, [n_i, channel_i, clamp(row, height), clamp(col, width)]
+                    x, [n_i, channel_i, clamp(row, last_row), clamp(col, last_column)]
                 ).result
                 pixel = arith.SelectOp(inside, pixel, c(0.0)).result
                 term = arith.MulFOp(arith.MulFOp(weight_h, weight_w).result, pixel).result
@@ -138,4 +161,4 @@ def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     )[0]
     if bias is not None:
         result = add_channel_bias(result, bias[0], lambda a, b: arith.AddFOp(a, b).result)
-    return [result]
+    return [cast_to(result, ctx.result_types[0])]

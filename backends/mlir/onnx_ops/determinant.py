@@ -1,7 +1,8 @@
 """MLIR lowering of ONNX Det: the determinant of each square matrix in a batch, by Gaussian
 elimination with partial pivoting (an LU factorization, as LAPACK's getrf under numpy's det).
 
-The matrix size N must be static: the elimination is N - 1 steps, each two `linalg.generic`s
+The matrix size N must be static (one of the two matrix dims may be dynamic: it is checked
+to equal the other at run time): the elimination is N - 1 steps, each two `linalg.generic`s
 over the whole batch (the pivot row: the first largest |a[i, k]| for i >= k; then one step of
 elimination, the pivot row swapped into row k). A swap would flip the determinant's sign; the
 swapped-in row is negated instead, so every step keeps the determinant and the result is the
@@ -21,6 +22,7 @@ from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import (
     accumulator_type,
     cast_to,
+    checked_cast,
     constant,
     convert,
     empty,
@@ -144,6 +146,14 @@ def _map(value: mlir_ir.Value, element: mlir_ir.Type, convert_one) -> mlir_ir.Va
     )[0]
 
 
+def _square(ctx: LoweringRuleContext, matrices: mlir_ir.Value, batch: int, size: int) -> mlir_ir.Value:
+    """`matrices` typed size x size: a matrix dim that is dynamic must equal the other, static
+    one (square matrices), checked at run time."""
+    shaped = mlir_ir.RankedTensorType(matrices.type)
+    square = mlir_ir.RankedTensorType.get([*shaped.shape[:batch], size, size], shaped.element_type)
+    return checked_cast(matrices, square, f"{ctx.niro_location}: 'onnx.Det' op", "the input (square matrices)")
+
+
 @register_lowering("onnx.Det", since=11)
 def _lower_det(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     data = ctx.ranked(ctx.niro_operands[0], "input")
@@ -154,13 +164,15 @@ def _lower_det(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     if rank < 2:
         raise ctx.error(f"expects an input of rank >= 2, got {format_type(data)}")
     rows, columns = data.shape[-2:]
-    if rows is None or columns is None:
+    if rows is None and columns is None:
         raise ctx.error(
             f"needs a static matrix size (the elimination is unrolled), got {format_type(data)}"
         )
-    if rows != columns:
+    if None not in (rows, columns) and rows != columns:
         raise ctx.error(f"expects square matrices, got {format_type(data)}")
     batch = rank - 2
+    size = rows if rows is not None else columns
+    matrices = _square(ctx, ctx.operands[0], batch, size)
     result = ctx.ranked(ctx.niro_results[0], "result")
     if len(result.shape) != batch or any(
         None not in (got, want) and got != want
@@ -171,10 +183,9 @@ def _lower_det(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         )
     result_element = ranked_result(ctx, 0).element_type
     compute = accumulator_type(scalar)
-    matrices = ctx.operands[0]
     if compute != result_element:
         matrices = _map(matrices, compute, lambda value: convert(value, compute))
-    for step in range(rows - 1):
+    for step in range(size - 1):
         pivots = _pivot_rows(matrices, batch, step)
         matrices = _eliminate(matrices, pivots, batch, step)
     determinant = _diagonal_product(matrices, batch)

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..bindings import mlir_ir, tensor
-from ..builders import constant, filled
+from ..builders import constant, filled, tensor_sizes
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type, lower_type
-from .common import attribute, imported_op, input_index, opset, static_shape
+from .common import attribute, imported_op, input_index, opset
 
 __all__: list[str] = []
 
@@ -52,10 +52,10 @@ def _lower_dropout(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     if len(ctx.niro_results) > 1 and 1 not in imported_op(ctx).absent_outputs:
         # NOTE: shape inference may leave the mask unranked (old opsets); it has X's shape.
         mask_type = ctx.niro_results[1].type
-        shape = static_shape(ctx, ctx.niro_operands[0], "input X")
+        ctx.ranked(ctx.niro_operands[0], "input X")
         element = lower_scalar_type(mask_type.element_type)
         one = constant(element, 1 if isinstance(element, mlir_ir.IntegerType) else 1.0)
-        mask = filled(shape, element, one)
+        mask = filled(tensor_sizes(ctx.operands[0]), element, one)
         target = lower_type(mask_type)
         if mask.type != target:
             mask = tensor.CastOp(target, mask).result

@@ -44,6 +44,7 @@ from ..bindings import arith, mlir_ir, scf, tensor
 from ..builders import (
     DYNAMIC,
     assert_true,
+    checked_cast,
     dim_size,
     empty_tensor,
     extract_slice,
@@ -107,24 +108,11 @@ def _compatible(source: TensorType, target: TensorType) -> bool:
 
 
 def _checked_cast(
-    ctx: LoweringRuleContext, value: mlir_ir.Value, source: TensorType, target: TensorType, what: str
+    ctx: LoweringRuleContext, value: mlir_ir.Value, target: TensorType, what: str
 ) -> mlir_ir.Value:
-    """`value` (of the compatible `source`) as `target`; each dim that becomes static is checked
-    at run time, so a wrong size stops the program instead of reading out of bounds."""
-    target_type = lower_type(target)
-    if value.type == target_type:
-        return value
-    if target.shape is not None:
-        for axis, (have, want) in enumerate(zip(source.shape, target.shape, strict=True)):
-            if have is None and want is not None:
-                equal = arith.CmpIOp(
-                    arith.CmpIPredicate.eq, dim_size(value, axis), index_constant(want)
-                ).result
-                assert_true(
-                    equal,
-                    f"{ctx.niro_location}: 'onnx.Loop' op: dim {axis} of {what} is not {want}",
-                )
-    return tensor.CastOp(target_type, value).result
+    """`value` (of a compatible type) as `target`; each dim that becomes static is checked at
+    run time (`checked_cast`)."""
+    return checked_cast(value, lower_type(target), f"{ctx.niro_location}: 'onnx.Loop' op", what)
 
 
 CARRIED_BYTES = 1 << 60
@@ -475,13 +463,11 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     starts = [
         _bounded_dims(
             ctx,
-            _checked_cast(ctx, value, niro.type, type_, f"loop-carried value #{index}"),
+            _checked_cast(ctx, value, type_, f"loop-carried value #{index}"),
             type_ if bounds else None,
             f"loop-carried value #{index}",
         )
-        for index, (value, niro, type_) in enumerate(
-            zip(initial, ctx.niro_operands[first_carried:], carried_types, strict=True)
-        )
+        for index, (value, type_) in enumerate(zip(initial, carried_types, strict=True))
     ]
     if rows is None:
         # NOTE: IREE copies a loop-carried tensor whole on every iteration, so a buffer of M
@@ -554,7 +540,7 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
                     f"takes {format_type(body_type)} and yields {format_type(produced)}"
                 )
             what = f"loop-carried value #{index} yielded by the body"
-            value = _checked_cast(ctx, values[1 + index], produced, body_type, what)
+            value = _checked_cast(ctx, values[1 + index], body_type, what)
             nexts.append(_bounded_dims(ctx, value, body_type if bounds else None, what))
         offset = arith.IndexCastOp(index_type(), iteration).result
         stacked = []
@@ -563,7 +549,6 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
             piece = _checked_cast(
                 ctx,
                 values[position],
-                niro_values[position].type,
                 scan.slice_type,
                 f"scan output #{scan.index}'s slice",
             )
@@ -591,7 +576,7 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
                 f"body, but its result is declared {format_type(declared)}"
             )
         outputs[result_index] = _checked_cast(
-            ctx, finals[2 + index], carried_types[index], declared, f"loop-carried value #{index}"
+            ctx, finals[2 + index], declared, f"loop-carried value #{index}"
         )
     count = None
     if exact:
@@ -613,6 +598,6 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
             buffer = _first_rows(ctx, buffer, count, scan.slice_type)
             stacked_type = TensorType(stacked_type.element_type, (None, *scan.slice_type.shape))
         outputs[scan.result] = _checked_cast(
-            ctx, buffer, stacked_type, scan.declared, f"scan output #{scan.index}"
+            ctx, buffer, scan.declared, f"scan output #{scan.index}"
         )
     return outputs  # type: ignore[return-value]

@@ -21,6 +21,7 @@ from niro.ir import TensorType, format_type
 from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import (
     accumulator_type,
+    cast_to,
     constant,
     convert,
     empty,
@@ -142,20 +143,22 @@ def _elementwise(
     result_index: int = 0,
 ) -> mlir_ir.Value:
     """A generic over `source`'s dims: `body([source element, *input elements])` writes result
-    `result_index` (its type must have the source's shape)."""
+    `result_index` (its type must have the source's shape; a dim it leaves dynamic may be
+    static in the source: the value is cast to it)."""
     rank = mlir_ir.RankedTensorType(source.type).rank
     result_type = ranked_result(ctx, result_index)
     sizes = [
         size if result_type.is_dynamic_dim(axis) else result_type.shape[axis]
         for axis, size in enumerate(tensor_sizes(source))
     ]
-    return generic(
+    computed = generic(
         [(source, list(range(rank))), *inputs],
         [(empty(sizes, result_type.element_type), list(range(rank)))],
         rank,
         (),
         lambda arguments: [body(arguments[: len(inputs) + 1])],
     )[0]
+    return cast_to(computed, ctx.result_types[result_index])
 
 
 def _narrow(value: mlir_ir.Value, ctx: LoweringRuleContext, result_index: int = 0) -> mlir_ir.Value:
@@ -585,9 +588,8 @@ def _lower_group_norm(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         (),
         body,
     )[0]
-    collapsed = tensor.CollapseShapeOp(
-        ctx.result_types[0],
-        normalized,
-        reassociation(merged),
+    collapsed_type = mlir_ir.RankedTensorType.get(
+        [size if isinstance(size, int) else DYNAMIC for size in sizes], result_element
     )
-    return [collapsed.result]
+    collapsed = tensor.CollapseShapeOp(collapsed_type, normalized, reassociation(merged))
+    return [cast_to(collapsed.result, ctx.result_types[0])]  # C is static, the result may not say so

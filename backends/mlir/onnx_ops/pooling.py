@@ -1,9 +1,11 @@
 """MaxPool, AveragePool, LpPool and their Global forms as window `linalg.generic`s.
 
-A window pool reads the padded input at (n, c, o*s + k*d) for every kernel position k; the
-kernel loops get their bounds from an uninitialised "window" operand of the kernel's shape, as
-linalg's named pooling ops do. Padding uses the reduction's neutral value (-inf or the type's
-minimum for max, 0 for sums), so padded positions never win or add. The one thing that depends
+A window pool reads the padded input at (n, c, o*s + k*d) for every kernel position k: of a
+static input, one element-wise generic combines the strided slices of its `window_taps` (IREE
+vectorizes that form); else one generic reduces over the window, whose loops get their bounds
+from an uninitialised "window" operand of the kernel's shape, as linalg's named pooling ops do.
+Padding uses the reduction's neutral value (-inf or the type's minimum for max, 0 for sums), so
+padded positions never win or add. The one thing that depends
 on where a window lies is AveragePool's divisor: it is computed at compile time (static shapes)
 as the count of window positions inside the input (count_include_pad=0) or inside the
 explicitly padded input (count_include_pad=1), and divides the window sums as a small constant.
@@ -37,7 +39,14 @@ from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .common import attribute, element_type
-from .windows import WindowGeometry, at_run_time, pad_for_window, spatial_shape, window_geometry
+from .windows import (
+    WindowGeometry,
+    at_run_time,
+    pad_for_window,
+    spatial_shape,
+    window_geometry,
+    window_taps,
+)
 
 __all__: list[str] = []
 
@@ -68,11 +77,28 @@ def _check_output(ctx: LoweringRuleContext, expected: Sequence[int | None]) -> N
 def _window_reduce(
     ctx, x, shape, geometry: WindowGeometry, padding, init_value, combine
 ) -> mlir_ir.Value:
-    """out[n, c, o] = combine over k of padded[n, c, o*s + k*d] (starting from init_value)."""
+    """out[n, c, o] = combine over k of padded[n, c, o*s + k*d] (starting from init_value):
+    one element-wise generic over the `window_taps` when there are, else one reducing over
+    the window."""
     element = mlir_ir.RankedTensorType(x.type).element_type
     padded = pad_for_window(ctx, x, geometry, padding)
     rank = len(geometry.kernel)
     out_shape = [tensor_size(x, 0), shape[1], *geometry.output]
+    taps = window_taps(
+        padded, geometry.kernel, geometry.strides, geometry.dilations, geometry.output
+    )
+    if taps is not None:
+
+        def fold(args):
+            total = init_value
+            for value in args[: len(taps)]:
+                total = combine(value, total)
+            return [total]
+
+        loops = list(range(2 + rank))
+        return generic(
+            [(tap, loops) for tap in taps], [(empty_like(taps[0]), loops)], 2 + rank, (), fold
+        )[0]
     init = filled(out_shape, element, init_value)
     window = tensor.EmptyOp(list(geometry.kernel), element).result
     outs = [dim(2 + a) for a in range(rank)]

@@ -28,7 +28,7 @@ from .cast import convert_element
 from .common import attribute, element_type, input_value, normalize_axis, static_shape
 from .conv import ConvSpec, add_channel_bias, grouped_conv, integer_mul_add
 from .linalg_ops import integer_matmul, matmul_row_column_dims
-from .windows import batch_shape, pad_for_window, window_geometry
+from .windows import at_run_time, pad_for_window, spatial_shape, window_geometry
 
 __all__ = [
     "dequantize_element",
@@ -382,17 +382,18 @@ def _shifted(
 
 def _integer_conv(ctx, x, x_niro, x_zero, w, w_niro, w_zero) -> mlir_ir.Value:
     """The i32 convolution of (x - x_zero) and (w - w_zero) with the op's window attributes."""
-    x_shape = batch_shape(ctx, x_niro, "input x")
+    x_shape = spatial_shape(ctx, x_niro, "input x")
     w_shape = static_shape(ctx, w_niro, "filter w")
     if len(x_shape) < 3 or len(w_shape) != len(x_shape):
         raise ctx.error(f"needs x of rank >= 3 and w of the same rank, got {x_shape} and {w_shape}")
     geometry = window_geometry(ctx, x_shape[2:], w_shape[2:])
     expected = (x_shape[0], w_shape[0], *geometry.output)
-    result = batch_shape(ctx, ctx.niro_results[0], "the result")
+    result = spatial_shape(ctx, ctx.niro_results[0], "the result")
     if result != expected:
         raise ctx.error(f"computed output shape {expected} but the result type says {result}")
     xs = _shifted(ctx, x, element_type(x_niro), x_shape, x_zero, None)
     ws = _shifted(ctx, w, element_type(w_niro), w_shape, w_zero, 0)
+    geometry = at_run_time(ctx, xs, geometry)  # the sizes of dynamic spatial axes
     padded = pad_for_window(ctx, xs, geometry, constant(_i32(), 0))
     group = int(attribute(ctx, "group", 1))
     spec = ConvSpec(
@@ -476,7 +477,7 @@ def _lower_qlinear_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     w_scale, w_scale_niro = input_value(ctx, 4)
     w_scale_type = element_type(w_scale_niro)
     w_scale_shape = static_shape(ctx, w_scale_niro, "w_scale")
-    out_shape = batch_shape(ctx, ctx.niro_results[0], "the result")
+    out_shape = spatial_shape(ctx, ctx.niro_results[0], "the result")
     rank = len(out_shape)
     loops = [dim(index) for index in range(rank)]
     if len(w_scale_shape) == 0 or w_scale_shape == (1,):

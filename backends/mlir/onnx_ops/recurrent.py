@@ -203,13 +203,16 @@ def _step(
     return new, y
 
 
-LOOPED_STEPS = 4
+LOOPED_STEPS = 8
 """Steps per iteration of the `scf.for` over a sequence that is not unrolled (a loop of one
 step per iteration does the rest).
 
-NOTE: IREE 3.13 runs each iteration of an `scf.for` over tensors from the host: the bench's
-dynamic 2-layer bidirectional LSTM (32 steps) took 1.6 ms of CPU with one step per iteration
-and 1.1 ms with four (iree-benchmark-module, local-sync)."""
+NOTE: IREE 3.13 runs each iteration of an `scf.for` over tensors from the host (one submission,
+two allocations and a copy of the carried Y each): the bench's dynamic 2-layer bidirectional
+LSTM (32 steps) took 1.6 ms of CPU with one step per iteration and 1.1 ms with four; per call
+(iree.runtime local-task, load ~19) 3.16 ms with four, 2.58 ms with eight, 2.24 ms with sixteen,
+iree-compile's time alike for the three. Eight: a length of n steps takes about n/8 + 3.5
+iterations (the rest one by one), fewest near the 20-130 steps of typical sequences."""
 
 
 def _looped(

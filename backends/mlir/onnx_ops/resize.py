@@ -260,7 +260,7 @@ def _plans(
                 "needs an roi input for coordinate_transformation_mode 'tf_crop_and_resize'"
             )
     for axis in range(rank):
-        if axis not in axes and in_shape[axis] != out_shape[axis]:
+        if axis not in axes and out_shape[axis] is not None and in_shape[axis] != out_shape[axis]:
             raise ctx.error(f"result dim {axis} differs from the input but the axis is not resized")
     in_sizes = [_run_time_size(ctx, size, axis) for axis, size in enumerate(in_shape)]
     axis_scales: list[Scalar]

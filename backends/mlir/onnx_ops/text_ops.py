@@ -26,7 +26,7 @@ from ..builders import constant, dense_constant, dim_size, empty_tensor, fill, i
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from .common import attribute, element_type
-from .indexing import add, clamp, cmp, gather_generic, mul, projection, to_index
+from .indexing import add, clamp, cmp, gather_generic, mul, projection, sub, to_index
 
 __all__: list[str] = []
 
@@ -83,9 +83,9 @@ def _lower_tfidf_vectorizer(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]
         raise ctx.error(f"expects an int32 or int64 input X, got {format_type(source)}")
     if len(source.shape) not in (1, 2):
         raise ctx.error(f"expects an input X of shape [C] or [N, C], got {format_type(source)}")
-    width = source.shape[-1]
-    if width is None:
-        raise ctx.error(f"needs a static last dim (C) of input X, got {format_type(source)}")
+    width: int | mlir_ir.Value | None = source.shape[-1]
+    if width is None:  # C at run time: the start positions and the reads are bounded by it
+        width = dim_size(ctx.operands[0], len(source.shape) - 1)
     if attribute(ctx, "pool_strings") is not None:
         raise ctx.error("cannot match 'pool_strings': Niro IR has no string tensors")
     mode = attribute(ctx, "mode")
@@ -126,7 +126,7 @@ def _lower_tfidf_vectorizer(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]
     count_type = TensorType(ScalarType.I64, result.shape)
     zero64 = constant(mlir_ir.IntegerType.get_signless(64), 0)
     counts_init = fill(empty_tensor(ctx, count_type, [*sizes, None]), zero64)
-    if grams and width > 0:
+    if grams and (not isinstance(width, int) or width > 0):
         frequencies = _count_grams(ctx, grams, indexes, outputs, skips, width, batched, count_type, sizes, counts_init)
     else:  # an empty row or no n-gram to look for: every frequency is 0 (as the reference)
         frequencies = counts_init
@@ -157,6 +157,7 @@ def _count_grams(ctx, grams, indexes, outputs, skips, width, batched, count_type
     rank = 2 if batched else 1
     i64 = mlir_ir.IntegerType.get_signless(64)
     anchor = tensor.EmptyOp([per_column, distances, width], mlir_ir.IntegerType.get_signless(8)).result
+    last_place = width - 1 if isinstance(width, int) else sub(width, 1)
     anchor_map = projection(rank + 3, [rank, rank + 1, rank + 2])
 
     def body(position, elements):
@@ -172,7 +173,7 @@ def _count_grams(ctx, grams, indexes, outputs, skips, width, batched, count_type
         last = add(start, mul(add(length, -1), distance))
         valid = arith.AndIOp(valid, cmp("slt", last, width)).result
         for item in range(longest):
-            place = clamp(add(start, mul(item, distance)), 0, width - 1)
+            place = clamp(add(start, mul(item, distance)), 0, last_place)
             value = tensor.ExtractOp(data, [*row, place]).result
             if scalar is ScalarType.I32:
                 value = arith.ExtSIOp(i64, value).result

@@ -11,7 +11,8 @@ ceil(kernel / stride) per spatial axis) and takes the one whose index names it. 
 when every index lies in its own element's window, as MaxPool's indices do; a run-time check
 (`cf.assert`) over I fails the program otherwise, rather than dropping such an element.
 
-X and I need static shapes, and so does the result unless `output_shape` is a constant (its
+X and I need static shapes (a dim may be dynamic in one of them: it is checked to be the
+other's size at run time), and so does the result unless `output_shape` is a constant (its
 rank must be known). X must be a float tensor (ONNX's T1).
 """
 
@@ -27,6 +28,7 @@ from ..builders import (
     assert_all,
     assert_true,
     cast_to,
+    checked_cast,
     constant,
     empty,
     fill,
@@ -36,7 +38,7 @@ from ..builders import (
 )
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from .common import element_type, input_index, input_value, ints_attribute, static_shape
+from .common import element_type, input_index, input_value, ints_attribute
 from .indexing import clamp, cmp, floordiv
 
 __all__: list[str] = []
@@ -60,9 +62,7 @@ def _lower_max_unpool(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         raise ctx.error(f"does not support element type {scalar.spelling} (expected a float type)")
     if element_type(ctx.niro_operands[1]) is not ScalarType.I64:
         raise ctx.error(f"expects int64 indices, got {element_type(ctx.niro_operands[1]).spelling}")
-    x_shape = static_shape(ctx, ctx.niro_operands[0], "input X")
-    if static_shape(ctx, ctx.niro_operands[1], "indices I") != x_shape:
-        raise ctx.error(f"expects indices I of the shape of X {x_shape}")
+    x_shape = _shape_of_both(ctx)
     if len(x_shape) < 3:
         raise ctx.error(f"needs an input of rank >= 3 (N, C, spatial...), got {x_shape}")
     spatial = len(x_shape) - 2
@@ -83,17 +83,37 @@ def _lower_max_unpool(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     if any(size <= 0 for size in (*x_shape, *inferred)):
         raise ctx.error(f"has an empty input or inferred output shape {inferred}")
     result_shape = _output_shape(ctx, inferred)
-    x, indices = ctx.operands[0], ctx.operands[1]
+    where = f"{ctx.niro_location}: 'onnx.MaxUnpool' op"
+    x, indices = (
+        checked_cast(value, mlir_ir.RankedTensorType.get(list(x_shape), element), where, what)
+        for value, what, element in (
+            (ctx.operands[0], "input X", mlir_ir.RankedTensorType(ctx.operands[0].type).element_type),
+            (ctx.operands[1], "indices I", mlir_ir.IntegerType.get_signless(64)),
+        )
+    )
     _check_indices_in_windows(ctx, indices, x_shape, inferred, kernel, strides, pads[:spatial])
     values = _unpool(x, indices, x_shape, inferred, result_shape, kernel, strides, pads[:spatial])
     return [cast_to(values, ctx.result_types[0])]
 
 
-def _output_shape(ctx, inferred: tuple[int, ...]) -> tuple[int, ...]:
+def _shape_of_both(ctx) -> tuple[int, ...]:
+    """The static shape X and I share: a dim one of them leaves dynamic takes the other's size
+    (checked at run time when they are cast to it); a dim both leave dynamic is refused."""
+    x = ctx.ranked(ctx.niro_operands[0], "input X").shape
+    i = ctx.ranked(ctx.niro_operands[1], "indices I").shape
+    if len(x) != len(i) or any(a is not None and b is not None and a != b for a, b in zip(x, i, strict=True)):
+        raise ctx.error(f"expects indices I of the shape of X {x}, got {i}")
+    shape = tuple(a if a is not None else b for a, b in zip(x, i, strict=True))
+    if None in shape:
+        raise ctx.error(f"needs a static shape for input X or indices I, got {x} and {i}")
+    return shape  # type: ignore[return-value]
+
+
+def _output_shape(ctx, inferred: tuple[int, ...]) -> tuple:
     """The shape of the result: the inferred shape, or `output_shape` when given, which must be
     no smaller (ONNX's reference cannot place the inferred tensor otherwise). A constant
-    `output_shape` decides it; a run-time one must be the static result shape (checked at run
-    time). The result type must agree where it is known."""
+    `output_shape` decides it; a run-time one gives the result's dynamic dims as index values
+    (`_run_time_shape`). The result type must agree where it is known."""
     given = input_value(ctx, 2)
     result_type = ctx.ranked(ctx.niro_results[0], "result")  # IREE returns no unranked tensor
     known = result_type.shape
@@ -104,11 +124,9 @@ def _output_shape(ctx, inferred: tuple[int, ...]) -> tuple[int, ...]:
         if shape_type.shape != (len(inferred),):
             raise ctx.error(f"expects a 1-D output_shape of {len(inferred)} values")
         constant_shape = ctx.constant_operand(input_index(ctx, 2))
-        if constant_shape is not None:
-            target = tuple(int(size) for size in constant_shape)
-        else:
-            target = static_shape(ctx, ctx.niro_results[0], "result")
-            _check_at_run_time(ctx, given[0], target)
+        if constant_shape is None:
+            return _run_time_shape(ctx, given[0], known, inferred)
+        target = tuple(int(size) for size in constant_shape)
         if any(out < size for out, size in zip(target, inferred, strict=True)):
             raise ctx.error(
                 f"output_shape {target} is smaller than the inferred output shape {inferred}"
@@ -121,17 +139,28 @@ def _output_shape(ctx, inferred: tuple[int, ...]) -> tuple[int, ...]:
     return target
 
 
-def _check_at_run_time(ctx, shape: mlir_ir.Value, expected: tuple[int, ...]) -> None:
+def _run_time_shape(ctx, shape: mlir_ir.Value, known, inferred: tuple[int, ...]) -> tuple:
+    """The result sizes a run-time `output_shape` gives: a dim the result type fixes must be
+    that size, any other at least the inferred size (both checked at run time); those others
+    are index values."""
+    if len(known) != len(inferred):
+        raise ctx.error(f"expects a result of rank {len(inferred)}, got {len(known)}")
     i64 = mlir_ir.IntegerType.get_signless(64)
-    equal = [
-        arith.CmpIOp(arith.CmpIPredicate.eq, size, constant(i64, want)).result
-        for size, want in zip(read_int_scalars(shape, len(expected)), expected, strict=True)
-    ]
+    target: list = []
+    holds = []
+    for size, dim, least in zip(read_int_scalars(shape, len(inferred)), known, inferred, strict=True):
+        if dim is not None:
+            holds.append(arith.CmpIOp(arith.CmpIPredicate.eq, size, constant(i64, dim)).result)
+            target.append(dim)
+        else:
+            holds.append(arith.CmpIOp(arith.CmpIPredicate.sge, size, constant(i64, least)).result)
+            target.append(arith.IndexCastOp(mlir_ir.IndexType.get(), size).result)
     assert_true(
-        _all(equal),
-        f"{ctx.niro_location}: MaxUnpool's output_shape differs from the static result shape "
-        f"{expected}",
+        _all(holds),
+        f"{ctx.niro_location}: MaxUnpool's output_shape differs from the result shape "
+        f"{tuple(known)} or is smaller than the inferred output shape {inferred}",
     )
+    return tuple(target)
 
 
 def _check_indices_in_windows(ctx, indices, x_shape, inferred, kernel, strides, pads_begin) -> None:

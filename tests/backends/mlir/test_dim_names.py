@@ -46,7 +46,8 @@ def _run(text: str, *inputs: np.ndarray) -> np.ndarray:
         text, target_backends=["llvm-cpu"], extra_args=["--iree-llvmcpu-target-cpu=host"]
     )
     module = iree_runtime.load_vm_flatbuffer(vmfb, driver="local-task")
-    return module.names(*inputs).to_host()
+    results = module.names(*inputs)  # the first output, when there are several
+    return (results[0] if isinstance(results, tuple | list) else results).to_host()
 
 
 def test_broadcast_names():
@@ -108,3 +109,32 @@ def test_matmul_batch_dims_of_one_name(tmp_path):
     b = np.arange(16, dtype=np.float32).reshape(2, 4, 2)
     np.testing.assert_allclose(_run(shared, a, b), a @ b)
     assert "'onnx.MatMul' op: dynamic dim 0" in lowered(["n", 3, 4], ["m", 4, 2])
+
+
+@pytest.mark.parametrize("declared_as", ["value_info", "output"])
+def test_names_declared_past_the_inputs_are_not_trusted(tmp_path, declared_as):
+    """A model whose value_info (or graph output) calls `Relu(y)`'s dim `b`, the name of `x`'s
+    dim, when `y`'s dim is `c`: ONNX inference keeps the declared name, but only the inputs'
+    names are checked on entry, so the Add of `x` and `Relu(y)` keeps its own check. A call
+    with y of 1 row stops there with a message (without it, Add read past y's one row)."""
+    lying = helper.make_tensor_value_info("t", TensorProto.FLOAT, ["b", 4])
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["y"], ["t"]), helper.make_node("Add", ["x", "t"], ["z"])],
+        "names",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 4]),
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["c", 4]),
+        ],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)]
+        + ([lying] if declared_as == "output" else []),
+        value_info=[lying] if declared_as == "value_info" else [],
+    )
+    file = tmp_path / "lying.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), file)
+    text = lower_to_mlir(import_model(str(file))).to_text()
+    assert "'niro.add' op: dynamic dim 0 of operand #1 differs" in text
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    y = np.arange(12, dtype=np.float32).reshape(3, 4) - 6
+    np.testing.assert_allclose(_run(text, x, y), x + np.maximum(y, 0))
+    with pytest.raises(Exception, match=r"'niro.add' op: dynamic dim 0 of operand #1 differs"):
+        _run(text, x, np.ones((1, 4), np.float32))

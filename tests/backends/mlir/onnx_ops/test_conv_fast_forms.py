@@ -2,7 +2,9 @@
 onnxruntime: a convolution as a matrix product per image and group (the windows gathered by one
 im2col copy, or a plain reshape for a 1x1 kernel of stride 1), with strides, dilations, pads,
 groups, 1-D and 3-D kernels, and dynamic batch and spatial dims; a depthwise convolution
-(one input channel per output) kept as one direct `linalg.generic`; a small stride-1
+(one input channel per output) of a static input as one element-wise sum over its kernel taps
+(f32, f16 and the integer one of ConvInteger), or in place past `TAPS_LIMIT` taps or with a
+dynamic dim; a small stride-1
 convolution (at most 32 outputs, more than one tap) as IREE's named `linalg.conv_2d_nchw_fchw`;
 ConvTranspose through the same forms.
 """
@@ -83,6 +85,83 @@ def _three_d():
     return graph_model(nodes, ("n", 3, 4, 5, 3), weights)
 
 
+def _depthwise(x_shape=(1, 4, 11, 12)):
+    """Depthwise convolutions: MobileNet's 5x5 (stride 1, bias) and 3x3 (stride 2), a depth
+    multiplier of 2 with dilations, a 1x5 kernel, and a 9x9 kernel (81 taps, past
+    `TAPS_LIMIT`: computed in place)."""
+    weights = random_weights(
+        9,
+        w5=(4, 1, 5, 5),
+        b5=(4,),
+        w3=(4, 1, 3, 3),
+        wm=(8, 1, 3, 3),
+        wr=(4, 1, 1, 5),
+        w9=(4, 1, 9, 9),
+    )
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "w5", "b5"], ["dw_5x5"], group=4, pads=[2, 2, 2, 2]),
+        node("Conv", ["x", "w3"], ["dw_strided"], group=4, strides=[2, 2], pads=[1, 1, 1, 1]),
+        node("Conv", ["x", "wm"], ["multiplier"], group=4, dilations=[2, 1], pads=[2, 1, 1, 0]),
+        node("Conv", ["x", "wr"], ["row"], group=4, strides=[1, 3], auto_pad="SAME_LOWER"),
+        node("Conv", ["x", "w9"], ["dw_9x9"], group=4, pads=[4, 4, 4, 4]),
+    ]
+    names = [n.output[0] for n in nodes]
+    return graph_model(nodes, x_shape, weights, outputs={n: TensorProto.FLOAT for n in names})
+
+
+def _depthwise_f16():
+    weights = {"w": random_weights(10, w=(6, 1, 3, 3))["w"].astype(np.float16)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], group=6, pads=[1, 1, 1, 1])]
+    return graph_model(
+        nodes,
+        (2, 6, 7, 9),
+        weights,
+        x_type=TensorProto.FLOAT16,
+        outputs={"y": TensorProto.FLOAT16},
+    )
+
+
+def _depthwise_integer():
+    """ConvInteger of one channel per group: the tap sum on i32 with the zero points
+    subtracted."""
+    rng = np.random.default_rng(11)
+    weights = {
+        "w": rng.integers(0, 255, (3, 1, 3, 3)).astype(np.uint8),
+        "x_zero": np.array(120, np.uint8),
+        "w_zero": np.array(130, np.uint8),
+    }
+    node = helper.make_node(
+        "ConvInteger",
+        ["x", "w", "x_zero", "w_zero"],
+        ["y"],
+        group=3,
+        pads=[1, 1, 1, 1],
+        strides=[2, 1],
+    )
+    return graph_model(
+        [node],
+        (2, 3, 6, 7),
+        weights,
+        outputs={"y": TensorProto.INT32},
+        x_type=TensorProto.UINT8,
+    )
+
+
+def _upsampling(x_shape=(1, 4, 5, 6)):
+    """ConvTranspose whose strides equal its kernel (a UNet's upsampling): 2x2 with a bias, and
+    3x2 in two groups; one with pads (the general form) beside them."""
+    weights = random_weights(12, w1=(4, 3, 2, 2), b1=(3,), w2=(4, 2, 3, 2), w3=(4, 3, 2, 2))
+    node = helper.make_node
+    nodes = [
+        node("ConvTranspose", ["x", "w1", "b1"], ["up"], strides=[2, 2]),
+        node("ConvTranspose", ["x", "w2"], ["grouped"], strides=[3, 2], group=2),
+        node("ConvTranspose", ["x", "w3"], ["padded"], strides=[2, 2], pads=[0, 1, 1, 0]),
+    ]
+    names = [n.output[0] for n in nodes]
+    return graph_model(nodes, x_shape, weights, outputs={n: TensorProto.FLOAT for n in names})
+
+
 def _text(model) -> str:
     out = io.BytesIO()
     lower_to_mlir(import_model(model)).write_text(out)
@@ -99,6 +178,16 @@ CASES = {
         [(1, 8, 9, 10), (2, 8, 7, 12), (1, 8, 4, 5)],
     ),
     "small": (_small, [(1, 6, 9, 10)]),
+    "depthwise": (_depthwise, [(1, 4, 11, 12)]),
+    "upsampling": (_upsampling, [(1, 4, 5, 6)]),
+    "upsampling_dynamic": (
+        lambda: _upsampling(("batch", 4, "h", "w")),
+        [(2, 4, 5, 6), (1, 4, 3, 7)],
+    ),
+    "depthwise_dynamic": (
+        lambda: _depthwise(("batch", 4, "h", "w")),
+        [(2, 4, 11, 12), (1, 4, 9, 16)],
+    ),
     "small_dynamic": (lambda: _small(("batch", 6, "h", "w")), [(2, 6, 9, 10), (1, 6, 5, 11)]),
 }
 
@@ -115,6 +204,43 @@ def test_fast_conv_forms_match_onnxruntime(name, tmp_path) -> None:
     )
 
 
+def test_depthwise_f16_and_integer_tap_sums_match_onnxruntime(tmp_path) -> None:
+    rng = np.random.default_rng(6)
+    half = _depthwise_f16()
+    integer = _depthwise_integer()
+    for model in (half, integer):
+        assert DIRECT not in _text(model)
+        assert "tensor.extract_slice" in _text(model)
+    feeds = [{"x": rng.standard_normal(shape).astype(np.float16)} for shape in [(2, 6, 7, 9)]]
+    assert_matches_onnxruntime(
+        compile_onnx(half, tmp_path, "half"), half, feeds, function="g", rtol=1e-2, atol=1e-2
+    )
+    feeds = [{"x": rng.integers(0, 255, (2, 3, 6, 7)).astype(np.uint8)}]
+    assert_matches_onnxruntime(
+        compile_onnx(integer, tmp_path, "integer"), integer, feeds, function="g", rtol=0, atol=0
+    )
+
+
+def test_depthwise_convolutions_are_tap_sums() -> None:
+    text = _text(_depthwise())
+    # four of them are one element-wise generic over (n, g, m, h, w) whose operands are a
+    # strided slice of the padded input and a filter column per tap: 25, 9, 9 and 5 taps
+    assert (
+        text.count('iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]}')
+        == 4
+    )
+    assert text.count("to tensor<4x1x1xf32>") == 25 + 9 + 5
+    assert text.count("to tensor<4x2x1xf32>") == 9
+    assert text.count("[1, 1, 2, 2] : tensor<1x4x13x13xf32> to tensor<1x4x6x6xf32>") == 9
+    # the 9x9 one (81 taps) reduces over the unit channel and the taps in place
+    assert text.count(DIRECT) == 1
+    # with a dynamic batch all five are direct (IREE copied each slice on its own there)
+    dynamic = _text(_depthwise(("batch", 4, 11, 12)))
+    assert dynamic.count(DIRECT) == 5
+    assert "tensor<4x1x1xf32>" not in dynamic
+
+
+DIRECT = '"parallel", "parallel", "reduction", "reduction", "reduction"]'
 PRODUCT = 'iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]'
 IM2COL = "iterator_types = [" + ", ".join(['"parallel"'] * 7) + "]"
 
@@ -128,8 +254,8 @@ def test_the_forms_are_in_the_mlir() -> None:
     # every other convolution but the depthwise one is a contraction over (n, g, m, p, k),
     # its filter operand first (IREE then compiles it as a matmul)
     assert text.count(PRODUCT) == 8
-    # the depthwise one reduces over the (unit) channel and the 3x3 taps in place
-    assert text.count('"parallel", "parallel", "reduction", "reduction", "reduction"]') == 1
+    # the depthwise one sums its 3x3 taps element-wise (`test_depthwise_convolutions_are_tap_sums`)
+    assert DIRECT not in text
     # the two 1x1 convolutions of stride 1 read the input as it is: 6 im2col copies, one per
     # other contraction (pure parallel generics over n, g, c, k_h, k_w, o_h, o_w)
     assert text.count(IM2COL) == 6
@@ -142,3 +268,13 @@ def test_small_stride_one_convolutions_are_named() -> None:
     assert "dilations = dense<[1, 2]> : tensor<2xi64>" in text
     assert text.count(PRODUCT) == 2
     assert text.count(IM2COL) == 1
+
+
+def test_conv_transpose_of_stride_equal_to_kernel_is_one_product() -> None:
+    for shape in [(1, 4, 5, 6), ("batch", 4, "h", "w")]:
+        text = _text(_upsampling(shape))
+        # the two patch-wise ones: a contraction over the input channels with the loops
+        # n, g, m, (i, k) per axis, then c; the padded one stays zeros inserted + a convolution
+        patches = "iterator_types = [" + '"parallel", ' * 7 + '"reduction"]'
+        assert text.count(patches) == 2
+        assert text.count("tensor.pad") == 2  # the padded one's zeros between and around

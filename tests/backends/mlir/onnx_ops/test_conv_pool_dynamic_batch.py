@@ -1,8 +1,9 @@
 """Convolutions and pools with a dynamic batch dim, as PyTorch exports CNNs
 (`dynamic_axes={'x': {0: 'batch'}}`): X is (batch, C, spatial...) with the channel and spatial
 dims static. Each model is compiled once with iree-compile and run at batch 1 and 3 against
-onnxruntime. Also: what stays refused (a dynamic channel or spatial dim, DeformConv with a
-dynamic batch), with the exact messages.
+onnxruntime. Also: the quantized convolutions with dynamic spatial dims, and what stays
+refused (a pool's dynamic channel dim), with the exact messages; DeformConv whose X is dynamic
+(its batch checked against the offsets').
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from niro.backends.mlir import LoweringError, cannot_lower, lower_to_mlir
 from niro.frontends.onnx import import_model
 from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
 
 from ..mlir_harness import assert_matches_onnxruntime, compile_onnx
 from .dynamic_models import graph_model, one_node_model, random_weights
@@ -64,7 +66,7 @@ def _cnn() -> onnx.ModelProto:
     return graph_model(nodes, (BATCH, 3, 12, 12), weights, opset=17)
 
 
-def _conv_integer() -> onnx.ModelProto:
+def _conv_integer(x_shape=(BATCH, 3, 6, 5)) -> onnx.ModelProto:
     rng = np.random.default_rng(3)
     weights = {
         "w": rng.integers(0, 255, (4, 3, 3, 3)).astype(np.uint8),
@@ -73,14 +75,14 @@ def _conv_integer() -> onnx.ModelProto:
     node = helper.make_node("ConvInteger", ["x", "w", "x_zero"], ["y"], pads=[1, 1, 1, 1])
     return graph_model(
         [node],
-        (BATCH, 3, 6, 5),
+        x_shape,
         weights,
         outputs={"y": TensorProto.INT32},
         x_type=TensorProto.UINT8,
     )
 
 
-def _qlinear_conv() -> onnx.ModelProto:
+def _qlinear_conv(x_shape=(BATCH, 4, 5, 6)) -> onnx.ModelProto:
     rng = np.random.default_rng(4)
     weights = {
         "x_scale": np.array(0.05, np.float32),
@@ -97,7 +99,7 @@ def _qlinear_conv() -> onnx.ModelProto:
     )
     return graph_model(
         [node],
-        (BATCH, 4, 5, 6),
+        x_shape,
         weights,
         outputs={"y": TensorProto.UINT8},
         x_type=TensorProto.UINT8,
@@ -242,32 +244,39 @@ def test_a_dynamic_channel_dim_is_taken_from_the_filter() -> None:
         _lower(pool)
 
 
-def test_a_dynamic_spatial_dim_of_a_quantized_conv_is_refused() -> None:
-    # NOTE: Conv, ConvTranspose and the pools take dynamic spatial dims too
-    # (test_conv_pool_dynamic_spatial.py); the quantized convolutions do not yet.
-    weights = {"w": np.ones((4, 3, 3, 3), np.uint8)}
-    node = helper.make_node("ConvInteger", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
-    model = graph_model(
-        [node],
-        (BATCH, 3, "h", 5),
-        weights,
-        outputs={"y": TensorProto.INT32},
-        x_type=TensorProto.UINT8,
-    )
-    with pytest.raises(
-        LoweringError,
-        match=r"'onnx.ConvInteger' op needs a static shape for input x \(only the batch dim 0 may "
-        r"be dynamic\), got \(None, 3, None, 5\)",
+def test_quantized_convs_with_dynamic_spatial_dims_match_onnxruntime(tmp_path) -> None:
+    """ConvInteger and QLinearConv take dynamic spatial dims as Conv does (run-time output
+    sizes and pads), compiled once and run at two image sizes."""
+    for name, model in (
+        ("conv_integer_hw", _conv_integer((BATCH, 3, "h", 5))),
+        ("qlinear_conv_hw", _qlinear_conv((BATCH, 4, "h", "w"))),
     ):
-        _lower(model)
+        vm_module = compile_onnx(model, tmp_path, name)
+        channels = model.graph.input[0].type.tensor_type.shape.dim[1].dim_value
+        rng = np.random.default_rng(5)
+        feeds = [
+            {"x": rng.integers(0, 255, (batch, channels, h, w)).astype(np.uint8)}
+            for batch, h, w in ((1, 4, 5), (2, 9, 5 if name == "conv_integer_hw" else 7))
+        ]
+        # NOTE: onnxruntime requantizes QLinearConv's uint8 in f32, niroc in f64 (see above).
+        assert_matches_onnxruntime(
+            vm_module, model, feeds, function="g", rtol=0,
+            atol=lambda reference: 1 if reference.dtype == np.uint8 else 0,
+        )
 
 
-def test_deform_conv_with_a_dynamic_batch_is_refused() -> None:
+def test_deform_conv_with_dynamic_batch_and_spatial_dims(tmp_path) -> None:
+    """X's batch is the offsets' (checked at run time), its height and width stay dynamic:
+    the result matches onnx.reference at two image sizes; X of another batch stops the run."""
     weights = random_weights(2, w=(2, 3, 2, 2), offset=(1, 8, 3, 3))
-    node = helper.make_node("DeformConv", ["x", "w", "offset"], ["y"])
-    model = graph_model([node], (BATCH, 3, 4, 4), weights)
-    with pytest.raises(
-        LoweringError,
-        match=r"'onnx.DeformConv' op needs a static shape for input X, got \(None, 3, 4, 4\)",
-    ):
-        _lower(model)
+    node = helper.make_node("DeformConv", ["x", "w", "offset"], ["y"], strides=[2, 2])
+    model = graph_model([node], (BATCH, 3, "h", "w"), weights)
+    vm_module = compile_onnx(model, tmp_path, "deform")
+    reference = ReferenceEvaluator(model)
+    for shape in ((1, 3, 6, 6), (1, 3, 7, 6)):  # each makes the offsets' 3x3 output
+        x = np.random.default_rng(shape[2]).standard_normal(shape).astype(np.float32)
+        (expected,) = reference.run(None, {"x": x})
+        np.testing.assert_allclose(vm_module.g(x).to_host(), expected, rtol=1e-4, atol=1e-5)
+    with pytest.raises(Exception, match=r"'onnx.DeformConv' op: dim 0 of input X is not 1"):
+        vm_module.g(np.zeros((2, 3, 6, 6), np.float32))
+

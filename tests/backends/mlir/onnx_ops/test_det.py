@@ -1,6 +1,7 @@
 """Det (backends/mlir/onnx_ops/determinant.py) run end to end against onnx.reference (numpy's
 LU determinant): matrices that need row swaps, singular ones (an exact 0, not NaN), 1x1 to 8x8,
-batch dims (one dynamic), f64 and f16; a dynamic matrix size is refused."""
+batch dims (one dynamic), f64 and f16, one matrix dim dynamic (checked at run time to be the
+other's size); a matrix size with both dims dynamic is refused."""
 
 from __future__ import annotations
 
@@ -55,6 +56,11 @@ MODEL_CASES = {
         [helper.make_node("Det", ["x"], ["y"])],
         {"x": (RNG.standard_normal((4, 3, 3)).astype(np.float32), ["B", 3, 3])},
     ),
+    "dynamic_rows": lambda: graph_case(
+        "dynamic_rows",
+        [helper.make_node("Det", ["x"], ["y"])],
+        {"x": (RNG.standard_normal((4, 3, 3)).astype(np.float32), ["B", "M", 3])},
+    ),
 }
 
 
@@ -92,3 +98,17 @@ def test_dynamic_matrix_size_is_refused() -> None:
         r"tensor<\?x\?xf32>$",
         outcome.message,
     ), outcome.message
+
+
+def test_a_dynamic_matrix_dim_other_than_the_static_one_stops_the_run() -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Det", ["x"], ["y"], name="Det_0")],
+        "not_square",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, "N"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    x = np.ones((2, 3, 4), np.float32)
+    outcome = run_case(NodeTestCase("not_square", model, (((x,), (np.zeros(2, np.float32),)),), 1e-3, 1e-5))
+    assert (outcome.stage, outcome.refused) == ("run", True), outcome
+    assert "'onnx.Det' op: dim 2 of the input (square matrices) is not 3" in outcome.message

@@ -1,7 +1,8 @@
 """Every combination of the window pools' attributes, at static and at dynamic spatial dims.
 
-Static shapes fold AveragePool's divisor into a constant table; dynamic ones compute it at run
-time, so the two are separate code paths that must agree with onnxruntime on the same
+Static shapes fold AveragePool's divisor into a constant table and combine each window's taps
+(strided slices) in one element-wise generic; dynamic ones compute the divisor at run time and
+reduce over each window, so the two are separate code paths that must agree with onnxruntime on the same
 attributes. One model holds a node per combination (kernel, strides, explicit pads or
 auto_pad, count_include_pad, ceil_mode, dilations) reading one input, so each form is compiled
 once with iree-compile; the dynamic form is run at several image sizes.
@@ -129,6 +130,26 @@ def test_every_attribute_combination_matches_at_static_spatial_dims(shape, tmp_p
     assert_matches_onnxruntime(
         vm_module, model, [_feeds(shape)], function="g", rtol=1e-5, atol=1e-5
     )
+
+
+def _text(model: onnx.ModelProto) -> str:
+    return str(lower_to_mlir(import_model(model)).module)
+
+
+def test_static_pools_combine_window_taps_and_dynamic_ones_reduce() -> None:
+    pools = sum(len(_combinations(op)) for op in POOLS)
+    static = _model(SIZES[0])
+    static_text = _text(static)
+    assert '"reduction"' not in static_text
+    # one strided slice of the padded input per tap of every window (2x2, 3x2 or 3x3)
+    taps = sum(
+        int(np.prod(next(a.ints for a in node.attribute if a.name == "kernel_shape")))
+        for node in static.graph.node
+    )
+    assert static_text.count("tensor.extract_slice") >= taps
+    dynamic_text = _text(_model(("n", 3, "h", "w")))
+    reducing = '"parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]'
+    assert dynamic_text.count(reducing) == pools
 
 
 def test_a_window_onnx_and_onnxruntime_count_differently_is_refused_not_guessed() -> None:

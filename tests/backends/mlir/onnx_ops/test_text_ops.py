@@ -1,7 +1,7 @@
 """TfIdfVectorizer runs end to end against onnx.reference beyond ONNX's TF-only node tests: IDF
 and TFIDF with and without weights, int64 input, trigrams with skips, a repeated n-gram (the
 last id wins), two ids sharing an output column, n-gram sizes outside [min, max] (their ids
-are skipped). Refusals name the reason. The node tests run in tests/conformance/subset.py."""
+are skipped), a run-time row length. Refusals name the reason. The node tests run in tests/conformance/subset.py."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 from niro.backends.mlir import LoweringError, lower_to_mlir
 from niro.ir import parse_module
+from onnx import helper
 
 from tests.conformance.pipeline import run_case
 
 from .model_cases import one_node_case
+from .test_shape_ops import graph_case
 
 RNG = np.random.default_rng(5)
 POOL = [2, 3, 5, 4, 5, 6, 7, 8, 6, 7, 5, 6, 7]  # 4 unigrams, 3 bigrams, 1 trigram
@@ -88,13 +90,18 @@ GOOD = (
 )
 
 
-def test_dynamic_row_length_is_refused() -> None:
-    with pytest.raises(
-        LoweringError,
-        match=r"'onnx\.TfIdfVectorizer' op needs a static last dim \(C\) of input X, got "
-        r"tensor<2x\?xi64>$",
-    ):
-        lower_to_mlir(parse_module(_module("tensor<2x?xi64>", "tensor<2x3xf32>", GOOD)))
+@pytest.mark.parametrize("length", [2, 14])
+def test_a_run_time_row_length(length: int) -> None:
+    """C dynamic: the n-gram starts and reads are bounded at run time (2 is shorter than the
+    trigram and the skipped bigrams)."""
+    node = helper.make_node(
+        "TfIdfVectorizer", ["x"], ["y"], mode="TFIDF", min_gram_length=1, max_gram_length=3,
+        max_skip_count=2, ngram_counts=[0, 4, 10], ngram_indexes=list(range(8)), pool_int64s=POOL,
+        weights=[0.1, 1.5, 2.0, 3.0, 0.3, 4.0, 5.0, 6.7],
+    )
+    x = RNG.integers(2, 9, (2, length)).astype(np.int64)
+    outcome = run_case(graph_case("row_length", [node], {"x": (x, [2, "C"])}, opset=9))
+    assert outcome.passed, f"{outcome.stage}: {outcome.message}"
 
 
 def test_unknown_mode_is_refused() -> None:

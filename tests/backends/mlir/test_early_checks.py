@@ -1,0 +1,76 @@
+"""Run-time size checks sit at the top of the function, before the ops that compute tensors
+(backends/mlir/early_checks.py): IREE cuts the device work at every check left between two
+tensor ops. A check still stops a call that breaks it, with its message, and the numbers of a
+call that passes stay right (real iree-compile, run, compared with onnxruntime)."""
+
+from __future__ import annotations
+
+import iree.compiler as iree_compiler
+import iree.runtime as iree_runtime
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from niro.backends.mlir import lower_to_mlir
+from niro.frontends.onnx import import_model
+from onnx import TensorProto, helper, numpy_helper
+
+
+def _model(path) -> tuple[str, str]:
+    """y = x @ W (x: [a, 4]), r = Reshape(y, [Shape(x)[0], 2, 4]), z = r + v (v: [c, 2, 4]):
+    the Add's check of dim 0 (a against c) reads the dim of the Reshape's result, which the
+    hoisting must trace back to x's dim."""
+    weight = np.arange(32, dtype=np.float32).reshape(4, 8) / 10.0
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["y"]),
+        helper.make_node("Shape", ["x"], ["s"], end=1),
+        helper.make_node("Concat", ["s", "tail"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["y", "shape"], ["r"]),
+        helper.make_node("Add", ["r", "v"], ["z"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "early",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["a", 4]),
+            helper.make_tensor_value_info("v", TensorProto.FLOAT, ["c", 2, 4]),
+        ],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+        initializer=[
+            numpy_helper.from_array(weight, "W"),
+            numpy_helper.from_array(np.array([2, 4], np.int64), "tail"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    file = path / "model.onnx"
+    onnx.save(model, file)
+    return str(file), lower_to_mlir(import_model(str(file))).to_text()
+
+
+def _run(text: str, *inputs: np.ndarray) -> np.ndarray:
+    vmfb = iree_compiler.compile_str(
+        text, target_backends=["llvm-cpu"], extra_args=["--iree-llvmcpu-target-cpu=host"]
+    )
+    module = iree_runtime.load_vm_flatbuffer(vmfb, driver="local-task")
+    return module.early(*inputs).to_host()
+
+
+def test_checks_come_before_the_tensor_ops(tmp_path):
+    _, text = _model(tmp_path)
+    lines = text.splitlines()
+    check = next(i for i, line in enumerate(lines) if "'niro.add' op: dynamic dim 0" in line)
+    first_compute = next(i for i, line in enumerate(lines) if "linalg." in line)
+    assert check < first_compute, "\n".join(lines[: check + 1])
+    reshape = next(i for i, line in enumerate(lines) if "tensor.reshape" in line)
+    assert check < reshape
+
+
+def test_hoisted_checks_keep_numbers_and_messages(tmp_path):
+    path, text = _model(tmp_path)
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    v = np.random.default_rng(1).standard_normal((3, 2, 4)).astype(np.float32)
+    (expected,) = session.run(None, {"x": x, "v": v})
+    np.testing.assert_allclose(_run(text, x, v), expected, rtol=1e-5, atol=1e-5)
+    with pytest.raises(Exception, match=r"'niro.add' op: dynamic dim 0 of operand #1 differs"):
+        _run(text, x, np.ones((2, 2, 4), np.float32))
