@@ -20,6 +20,7 @@ from niro.ir import TensorType, format_type
 
 from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import (
+    DYNAMIC,
     accumulator_type,
     cast_to,
     constant,
