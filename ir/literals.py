@@ -101,13 +101,14 @@ def _tensor_problem(tensor: TensorType, literal: object) -> tuple[LiteralProblem
             "kind",
             f"expected a buffer of packed bytes for {spelling}, got {_describe(literal)}",
         )
-    if not tensor.is_static:
+    shape = tensor.static_shape
+    if shape is None:
         return ("static-shape", f"a tensor literal needs a static shape, got {spelling}")
     count = 1
-    for dim in tensor.shape:  # type: ignore[union-attr]
-        if dim < 0:  # type: ignore[operator]
+    for dim in shape:
+        if dim < 0:
             return ("static-shape", f"{spelling} has a negative dimension")
-        count *= dim  # type: ignore[operator]
+        count *= dim
     element = tensor.element_type
     expected = element.buffer_size(count)
     got = buffer_nbytes(literal)

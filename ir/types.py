@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Union, cast
 
 __all__ = [
     "ScalarType",
@@ -272,6 +272,13 @@ class TensorType:
         """Ranked with every dim known."""
         return self.shape is not None and all(dim is not None for dim in self.shape)
 
+    @property
+    def static_shape(self) -> tuple[int, ...] | None:
+        """The shape when every dim is known (`is_static`), else None."""
+        if self.shape is None or None in self.shape:
+            return None
+        return cast(tuple[int, ...], self.shape)
+
     def __str__(self) -> str:
         return format_type(self)
 
@@ -299,9 +306,10 @@ def element_type_of(type_: Type) -> ScalarType:
 
 def static_element_count(tensor: TensorType) -> int:
     """Number of elements of a static-shaped tensor (1 for rank zero)."""
-    if not tensor.is_static:
+    shape = tensor.static_shape
+    if shape is None:
         raise ValueError(f"{format_type(tensor)} has no static element count")
     count = 1
-    for dim in tensor.shape:  # type: ignore[union-attr]
-        count *= dim  # type: ignore[operator]
+    for dim in shape:
+        count *= dim
     return count

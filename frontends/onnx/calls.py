@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import onnx
 import onnx_ir
-from niro.ir import Call, Function, TensorType, Type, format_type
+from niro.ir import Call, Function, TensorType, format_type
 
 from .context import NodeContext
 from .contrib_functions import ContribFunctionError, contrib_function
@@ -32,10 +32,25 @@ from .schema_functions import (
 __all__ = ["FunctionCalls", "PrepareFunction"]
 
 PrepareFunction = Callable[
-    [NodeContext, FunctionKey, onnx.FunctionProto, list[Type | None], dict[str, onnx.AttributeProto]], onnx_ir.Model
+    [NodeContext, FunctionKey, onnx.FunctionProto, list[TensorType | None], dict[str, onnx.AttributeProto]],
+    onnx_ir.Model,
 ]
 """(call site, key, body, input types, call attributes) -> the specialised body as a model in
 onnx_ir, checked, rewritten and typed (its types bound in the converter's `types`)."""
+
+
+def _tensor_types(ctx: NodeContext, refusal: str) -> list[TensorType | None]:
+    """The types of the node's inputs (None where absent); an input that is not a tensor is
+    refused with `refusal` followed by its type."""
+    types: list[TensorType | None] = []
+    for value in ctx.inputs:
+        if value is None:
+            types.append(None)
+        elif isinstance(value.type, TensorType):
+            types.append(value.type)
+        else:
+            raise ctx.error(f"{refusal} {format_type(value.type)}")
+    return types
 
 
 class FunctionCalls:
@@ -72,11 +87,7 @@ class FunctionCalls:
         node = ctx.node
         if onnx.defs.has(node.op_type, "" if node.domain in DEFAULT_DOMAINS else node.domain):
             return False
-        input_types = []
-        for value in ctx.inputs:
-            if value is not None and not isinstance(value.type, TensorType):
-                raise ctx.error(f"needs tensor inputs, got {format_type(value.type)}")
-            input_types.append(None if value is None else value.type)
+        input_types = _tensor_types(ctx, "needs tensor inputs, got")
         attributes = {name: attribute.value for name, attribute in node.attributes.items()}
         wanted = tuple(bool(output.name) for output in node.outputs)
         try:
@@ -111,7 +122,10 @@ class FunctionCalls:
         if serialized is None:
             return False  # an attribute onnx_ir cannot write back: the generic path says which
         node_proto = with_schema_defaults(serialized, domain, opset)
-        input_types = [None if value is None else type_proto_from_niro(value.type) for value in ctx.inputs]
+        input_types = [
+            None if type_ is None else type_proto_from_niro(type_)
+            for type_ in _tensor_types(ctx, "needs tensor inputs, got")
+        ]
         function_proto = schema_function(node_proto, domain, opset, input_types)
         if function_proto is None:
             return False
@@ -150,11 +164,7 @@ class FunctionCalls:
             raise ctx.error(f"passes {len(ctx.inputs)} inputs to a function of {len(function_proto.input)}")
         if len(ctx.node.outputs) > len(function_proto.output):
             raise ctx.error(f"expects {len(ctx.node.outputs)} outputs from a function of {len(function_proto.output)}")
-        input_types = []
-        for value in ctx.inputs:
-            if value is not None and not isinstance(value.type, TensorType):
-                raise ctx.error(f"function input has non-tensor type {format_type(value.type)}")
-            input_types.append(None if value is None else value.type)
+        input_types = _tensor_types(ctx, "function input has non-tensor type")
         spec_key = (specialization_key(key, input_types, call_attributes), outputs)
         function = self.specializations.get(spec_key)
         if function is None:

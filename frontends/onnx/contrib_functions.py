@@ -32,8 +32,10 @@ ContribFunctionError with the reason; the importer names the node.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import onnx
@@ -98,7 +100,7 @@ class _Site:
             raise ContribFunctionError(f"attribute '{name}' must be a float, got {found!r}")
         return float(found)
 
-    def refuse_outputs(self, positions: Sequence[int], why: str) -> None:
+    def refuse_outputs(self, positions: Sequence[builtins.int], why: str) -> None:
         for position in positions:
             if position < len(self.outputs) and self.outputs[position]:
                 raise ContribFunctionError(f"output #{position} {why}")
@@ -117,10 +119,14 @@ class _Body:
         self.counter += 1
         return f"t{self.counter}"
 
-    def op(self, op_type: str, *inputs: str, outputs: int = 1, **attributes) -> str:
+    def op(self, op_type: str, *inputs: str, **attributes) -> str:
+        return self.op_outputs(op_type, *inputs, outputs=1, **attributes)[0]
+
+    def op_outputs(self, op_type: str, *inputs: str, outputs: int, **attributes) -> list[str]:
+        """`op` of a node with `outputs` outputs: their names."""
         names = [self.fresh() for _ in range(outputs)]
         self.nodes.append(onnx.helper.make_node(op_type, list(inputs), names, **attributes))
-        return names[0] if outputs == 1 else names  # type: ignore[return-value]
+        return names
 
     def const(self, value, dtype=np.int64) -> str:
         tensor = onnx.numpy_helper.from_array(np.asarray(value, dtype=dtype))
@@ -244,7 +250,7 @@ def _skip_layer_normalization(site: _Site) -> onnx.FunctionProto:
     x = body.f32(total, scalar)
     gamma = body.f32("gamma", site.type(2, "gamma").element_type)
     beta = body.f32("beta", site.type(3, "beta").element_type) if site.has(3) else ""
-    y, mean, inverse = body.op(
+    y, mean, inverse = body.op_outputs(
         "LayerNormalization",
         x,
         gamma,
@@ -342,9 +348,9 @@ def _matmul_nbits(site: _Site) -> onnx.FunctionProto:
                 # NOTE: onnxruntime 1.32's CPU kernel reads no packed zero point when g_idx is
                 # given (it dequantizes with 2^(bits-1)): which one the model means is unclear
                 raise ContribFunctionError("does not implement g_idx with packed uint8 zero_points")
-            per_row = -(-blocks * bits // 8)
+            row_bytes = -(-blocks * bits // 8)
             zeros = _unpacked(
-                body, body.op("Reshape", "zero_points", body.const([n, per_row])), bits
+                body, body.op("Reshape", "zero_points", body.const([n, row_bytes])), bits
             )
             zeros = body.slice(zeros, 0, blocks, 1)
             zeros = body.op("Cast", zeros, to=onnx.TensorProto.FLOAT)
@@ -545,14 +551,15 @@ def _split_last(body: _Body, name: str, half: int) -> str:
 def _cos_sin(body: _Body, positions: str, axis: int) -> tuple[str, str]:
     """cos_cache / sin_cache rows at `positions` [B, S], unsqueezed at `axis` for the heads."""
     where = body.const([axis])
-    return tuple(
+    cos, sin = (
         body.op(
             "Unsqueeze",
             body.f32(body.op("Gather", cache, positions, axis=0), ScalarType.F32),
             where,
         )
         for cache in ("cos_cache", "sin_cache")
-    )  # type: ignore[return-value]
+    )
+    return cos, sin
 
 
 def _rotary_embedding(site: _Site) -> onnx.FunctionProto:
@@ -1082,8 +1089,8 @@ def _attention(site: _Site) -> onnx.FunctionProto:
         if site.has(position):
             raise ContribFunctionError(f"does not implement {what}")
     width = site.static(1, "weights", 1)
-    sizes = site.attributes.get("qkv_hidden_sizes") or (width // 3,) * 3
-    sizes = tuple(int(size) for size in sizes)
+    given = cast(Sequence[int], site.attributes.get("qkv_hidden_sizes") or (width // 3,) * 3)
+    sizes = tuple(int(size) for size in given)
     if (
         len(sizes) != 3
         or sum(sizes) != width
@@ -1183,13 +1190,13 @@ def _multi_head_attention(site: _Site) -> onnx.FunctionProto:
         v = body.op("Concat", body.f32("past_value", scalar), v, axis=2)
     else:
         past_length = body.const(0)
-    bias = (
+    attention_bias = (
         body.f32("attention_bias", site.type(5, "attention_bias").element_type)
         if site.has(5)
         else None
     )
     context = _masked_attention(
-        body, site, q, k, v, head, past_length, (4, "key_padding_mask"), bias
+        body, site, q, k, v, head, past_length, (4, "key_padding_mask"), attention_bias
     )
     output = body.op(
         "Reshape", body.op("Transpose", context, perm=[0, 2, 1, 3]), body.const([0, 0, value_width])

@@ -30,6 +30,7 @@ from niro.ir import (
     Value,
     absent_positions,
     by_position,
+    element_type_of,
     format_type,
     register_op_type_rule_source,
 )
@@ -144,7 +145,7 @@ def _element_type(
             return ScalarType.F32  # no y_scale: the output is the float result
         if zero_point is None:
             raise ContribTypeError("needs y_zero_point with y_scale (it gives the output type)")
-    element = zero_point.type.element_type if zero_point is not None else first.element_type
+    element = element_type_of(zero_point.type) if zero_point is not None else first.element_type
     if element not in _QUANTIZED:
         raise ContribTypeError(f"supports int8/uint8 quantized values only, got {element.spelling}")
     return element

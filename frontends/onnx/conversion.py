@@ -7,10 +7,11 @@ converter in `CONVERTERS`, to a Call of a specialised function (`calls`), or els
 UnknownOp named `onnx.<OpType>` (`<domain>.<OpType>` for other domains) whose graph
 attributes become regions. Tensor data comes from `tensors` and `external_data` without copies.
 
-What the conversion still types itself, from the Niro values it has built: a node re-typed
-from its operands' types and constant data (`NodeContext.result_type`, `node_inference`), the
-results of Scan/Loop/If from their imported bodies (`region_types`), onnxruntime's contrib ops
-(`contrib_types`), and shape arithmetic folded on constants the walk made known (`_fold`).
+The walk reads every type it gives an ONNX value through `refinements` (graph typing's answer,
+refined where the walk knows more: a node re-typed from its operands' Niro types and constant
+data, Scan/Loop/If results from their imported bodies, onnxruntime's contrib ops); the Niro ops
+a converter builds type their results by Niro's own rules; and shape arithmetic on constants
+the walk made known is folded here (`_fold`).
 
 Every failure is an OnnxImportError naming the node, value or initializer.
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import onnx
@@ -49,19 +50,13 @@ from niro.ir.shapes import shape_refines
 from onnx import numpy_helper
 
 from .attributes import AttributeConversionError, generic_attribute
-from .context import FunctionBuilder, NodeContext, Scope, describe_node, node_label, resolve_type
+from .context import FunctionBuilder, NodeContext, Scope, describe_node, node_label
 from .converters import CONVERTERS
 from .errors import OnnxImportError
 from .external_data import ExternalDataError, ExternalDataReader
 from .folding import FOLD_LIMIT, fold_node, may_fold
 from .loading import LoadedModel
-from .region_types import (
-    if_result_types,
-    loop_body_input_types,
-    loop_result_types,
-    refine_type,
-    scan_result_types,
-)
+from .refinements import ResultTypes, body_input_types, body_result_types, input_type
 from .symbols import SymbolTable
 from .tensors import TensorDataError, pack_tensor_proto, scalar_type_for
 from .value_types import ValueTypes
@@ -85,7 +80,8 @@ def serialized_node(node: onnx_ir.Node) -> onnx.NodeProto | None:
 
 def _small_static(type_: TensorType) -> bool:
     """A fully static type of at most FOLD_LIMIT elements (what import-time folding may make)."""
-    return type_.shape is not None and None not in type_.shape and math.prod(type_.shape) <= FOLD_LIMIT
+    shape = type_.static_shape
+    return shape is not None and math.prod(shape) <= FOLD_LIMIT
 
 
 def _numpy_kind(element: ScalarType) -> str:
@@ -108,12 +104,6 @@ def _constant_kind(type_: Type) -> str:
 def op_name(node: onnx_ir.Node) -> str:
     domain = "onnx" if node.domain in DEFAULT_DOMAINS else node.domain
     return f"{domain}.{node.op_type}"
-
-
-def _yielded(region: Region) -> tuple[Value, ...]:
-    """The values a one-block region's Yield gives (none if it ends otherwise)."""
-    terminator = region.blocks[0].operations[-1] if region.blocks[0].operations else None
-    return terminator.operands if isinstance(terminator, Yield) else ()
 
 
 class Converter:
@@ -150,17 +140,18 @@ class Converter:
             if isinstance(tensor, onnx_ir.serde.TensorProtoTensor):
                 return pack_tensor_proto(tensor.raw, raw_view)
             scalar = scalar_type_for(int(tensor.dtype))
-            dims = tuple(int(dim) for dim in tensor.shape.dims)
+            dims = tuple(int(cast(int, dim)) for dim in tensor.shape.dims)
             data = np.ascontiguousarray(tensor.numpy())
-            return TensorType(scalar, dims), memoryview(data).cast("B")
+            return TensorType(scalar, dims), data.data.cast("B")
         except (TensorDataError, ExternalDataError) as error:
             raise self.error(f"{what}: {error}") from None
 
     def _read_external(self, tensor: onnx_ir.ExternalTensor) -> tuple[TensorType, Buffer]:
         scalar = scalar_type_for(int(tensor.dtype))
-        dims = tuple(tensor.shape.dims)
-        if any(not isinstance(dim, int) or dim < 0 for dim in dims):
-            raise TensorDataError(f"has invalid dims {list(dims)}")
+        given = tuple(tensor.shape.dims)
+        if any(not isinstance(dim, int) or dim < 0 for dim in given):
+            raise TensorDataError(f"has invalid dims {list(given)}")
+        dims = cast(tuple[int, ...], given)
         tensor_type = TensorType(scalar, dims)
         count = 1
         for dim in dims:
@@ -188,20 +179,20 @@ class Converter:
         what: str,
         known: tuple[Type | None, ...] = (),
     ) -> tuple[Value, ...]:
-        """The graph's inputs as new values; `known[i]` types input i where inference could not
-        (see `region_types`)."""
+        """The graph's inputs as new values; `known[i]` is what the walk knows of input i
+        (`refinements.body_input_types`)."""
         arguments = []
         types = self.types.of_graph(graph)
+        names = self.types.names_of(graph)
         for position, onnx_value in enumerate(graph.inputs):
-            type_ = resolve_type(
-                types.get(onnx_value),
+            type_ = input_type(
+                types,
                 onnx_value,
                 f"input of {what}",
                 self.filename,
-                trusted_names=self.types.names_of(graph),
+                names,
+                known[position] if position < len(known) else None,
             )
-            if position < len(known):
-                type_ = refine_type(type_, known[position])
             value = builder.new_value(type_)
             scope.bind(onnx_value, value)
             arguments.append(value)
@@ -245,7 +236,7 @@ class Converter:
         block = Block()
         scope = Scope(block, parent=ctx.scope)
         what = f"graph '{graph.name}' (attribute '{attribute}' of {describe_node(ctx.node, ctx.index)})"
-        known = loop_body_input_types(ctx.node, attribute, ctx.inputs)
+        known = body_input_types(ctx, attribute)
         block.arguments = self._typed_inputs(graph, ctx.builder, scope, what, known)
         self._register_initializers(graph)
         self._convert_nodes(graph, scope, ctx.builder, ctx.opsets)
@@ -307,7 +298,7 @@ class Converter:
         types = self.types.of_graph(graph)
         folded_nodes = self.types.folded
         for index, node in enumerate(graph):
-            inputs = []
+            inputs: list[Value | None] = []
             loc = node_label(node, index)
             for onnx_value in node.inputs:
                 if onnx_value is None or not onnx_value.name:
@@ -355,8 +346,9 @@ class Converter:
         node = ctx.node
         if self.calls.call_model_function(ctx):
             return
+        result_types = ResultTypes(ctx)
         if node.domain in DEFAULT_DOMAINS:
-            if self._fold(ctx):
+            if self._fold(ctx, result_types):
                 return
             converter = CONVERTERS.get(node.op_type)
             if converter is not None and converter(ctx):
@@ -365,9 +357,9 @@ class Converter:
             return
         if self.calls.expand_schema_function(ctx):
             return
-        self._convert_generic(ctx)
+        self._convert_generic(ctx, result_types)
 
-    def _fold(self, ctx: NodeContext) -> bool:
+    def _fold(self, ctx: NodeContext, result_types: ResultTypes) -> bool:
         """Fold shape arithmetic where graph-level folding could not see it (in subgraphs, or
         on constants that typing at import made known): see `folding.fold_node`."""
         node = ctx.node
@@ -384,8 +376,8 @@ class Converter:
         dims: list[list[int] | None] = []
         for value in ctx.inputs:
             tensor_type = value.type if value is not None and isinstance(value.type, TensorType) else None
-            static = tensor_type is not None and tensor_type.shape is not None and None not in tensor_type.shape
-            dims.append(list(tensor_type.shape) if static else None)
+            static = None if tensor_type is None else tensor_type.static_shape
+            dims.append(None if static is None else list(static))
             proto = None if value is None else ctx.builder.constant_data(value)
             arrays.append(None if proto is None else numpy_helper.to_array(proto))
         if node.op_type not in ("Shape", "Size") and any(
@@ -394,7 +386,7 @@ class Converter:
             return False
         # NOTE: the results' types must be known small before anything is evaluated: a
         # Range or ConstantOfShape on constants can ask for any amount of memory
-        expected_types = [ctx.result_type(position) for position in range(len(node.outputs))]
+        expected_types = [result_types.of(position) for position in range(len(node.outputs))]
         if not all(_small_static(type_) for type_ in expected_types):
             return False
         node_proto = serialized_node(node)
@@ -415,7 +407,7 @@ class Converter:
         self._emit_folded(node, ctx.index, tuple(tensors), ctx.scope, ctx.builder)
         return True
 
-    def _convert_generic(self, ctx: NodeContext) -> None:
+    def _convert_generic(self, ctx: NodeContext, result_types: ResultTypes) -> None:
         """An UnknownOp keeping the node's operands, attributes, subgraphs (as regions) and
         typed results, by the contract of `niro.ir.ImportedOp` (absent inputs and outputs,
         region names, the opset of the node's domain)."""
@@ -433,16 +425,13 @@ class Converter:
                     attributes[name] = generic_attribute(name, attribute, ctx.read_node_tensor)
                 except AttributeConversionError as error:
                     raise ctx.error(str(error)) from None
-        from_body = self._body_result_types(ctx, list(regions.values()))
+        from_body = body_result_types(ctx, list(regions.values()))
         outputs: list[Value | None] = []
         for position, output in enumerate(node.outputs):
             if not output.name:
                 outputs.append(None)
                 continue
-            type_ = ctx.result_type(position)
-            if type_.shape is None and position in from_body:
-                type_ = from_body[position]
-            result = ctx.new_value(type_)
+            result = ctx.new_value(result_types.of(position, from_body))
             outputs.append(result)
             ctx.bind(position, result)
         imported = ImportedOp(
@@ -462,25 +451,3 @@ class Converter:
             ctx.emit(write_imported_op(imported))
         except ImportedOpError as error:
             raise ctx.error(str(error)) from None
-
-    @staticmethod
-    def _body_result_types(ctx: NodeContext, regions: list[Region]) -> dict[int, TensorType]:
-        """Scan/Loop/If result types derived from the imported bodies (see `region_types`)."""
-        if ctx.node.domain not in DEFAULT_DOMAINS:
-            return {}
-        if ctx.node.op_type == "If" and len(regions) == 2:
-            return if_result_types(*(_yielded(region) for region in regions))
-        if len(regions) != 1:
-            return {}
-        yielded = _yielded(regions[0])
-        if ctx.node.op_type == "Scan" and ctx.opset() >= 9:
-            return scan_result_types(
-                ctx.inputs,
-                yielded,
-                ctx.int_attribute("num_scan_inputs", 0),
-                ctx.ints_attribute("scan_input_axes"),
-                ctx.ints_attribute("scan_output_axes"),
-            )
-        if ctx.node.op_type == "Loop":
-            return loop_result_types(yielded, max(0, len(ctx.inputs) - 2))
-        return {}

@@ -274,11 +274,12 @@ def convert_gemm(ctx: NodeContext) -> bool:
     if not (_is_matrix(a) and _is_matrix(b)) or not _is_numeric(a):
         return False
     assert isinstance(a.type, TensorType)
+    element = a.type.element_type
     # NOTE: Gemm-1/6 broadcast C only when asked (`broadcast=1`), by the same unidirectional rule
     # as later versions; NumPy broadcasting agrees with both whenever the model is valid.
     alpha = ctx.float_attribute("alpha", 1.0)
     beta = ctx.float_attribute("beta", 1.0)
-    if not a.type.element_type.is_float and (alpha != 1.0 or (beta != 1.0 and c is not None)):
+    if not element.is_float and (alpha != 1.0 or (beta != 1.0 and c is not None)):
         return False  # integer Gemm scales in float; a Const of the element type would truncate
     if ctx.int_attribute("transA", 0):
         a = _transpose(ctx, a, (1, 0))
@@ -286,7 +287,7 @@ def convert_gemm(ctx: NodeContext) -> bool:
         b = _transpose(ctx, b, (1, 0))
     product = _scaled(ctx, _matmul(ctx, a, b), alpha)
     if c is not None:
-        if not isinstance(c.type, TensorType) or c.type.element_type is not a.type.element_type:
+        if not isinstance(c.type, TensorType) or c.type.element_type is not element:
             raise ctx.error(f"C must be a tensor like A, got {format_type(c.type)}")
         bias = _scaled(ctx, c, beta)
         assert isinstance(product.type, TensorType)

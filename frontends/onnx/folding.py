@@ -68,7 +68,7 @@ _INTEGER_TYPES = frozenset(
 )
 _INTEGER_KINDS = ("b", "i", "u")
 """numpy kinds of the integer (and boolean) arrays `fold_node` evaluates a node on."""
-_NUMERIC_TYPES = _INTEGER_TYPES | {
+_NUMERIC_TYPES: frozenset[int] = _INTEGER_TYPES | {
     onnx.TensorProto.FLOAT,
     onnx.TensorProto.DOUBLE,
     onnx.TensorProto.FLOAT16,
@@ -89,7 +89,8 @@ def _static_dims(type_: onnx.TypeProto | None) -> list[int] | None:
 def _small_output(type_: onnx.TypeProto | None) -> bool:
     dims = _static_dims(type_)
     return (
-        dims is not None
+        type_ is not None
+        and dims is not None
         and math.prod(dims) <= FOLD_LIMIT
         and type_.tensor_type.elem_type in _NUMERIC_TYPES
     )

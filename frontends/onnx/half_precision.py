@@ -125,7 +125,10 @@ BF16_KERNELS: Mapping[tuple[str, str], _Ranges] = {
 }  # fmt: skip
 """(domain, op type) -> the opset ranges onnxruntime's CPU provider has a bf16 kernel for."""
 
-_KERNELS = {TensorProto.FLOAT16: F16_KERNELS, TensorProto.BFLOAT16: BF16_KERNELS}
+_KERNELS: Mapping[int, Mapping[tuple[str, str], _Ranges]] = {
+    TensorProto.FLOAT16: F16_KERNELS,
+    TensorProto.BFLOAT16: BF16_KERNELS,
+}
 _DEFAULT_DOMAINS = frozenset({"", "ai.onnx"})
 _KNOWN_DOMAINS = _DEFAULT_DOMAINS | {"com.microsoft"}
 _CAST_LIKE = frozenset({"Cast", "CastLike"})
@@ -596,6 +599,7 @@ def _fold_into_conv(
         return None
     half = weight.dtype
     channels = weight.shape[0]
+    rank = weight.ndim
     bias = None
     if len(conv.input) == 3:
         bias = constant(conv.input[2]) if conv.input[2] else None
@@ -609,7 +613,7 @@ def _fold_into_conv(
         return array.astype(np.float32)
 
     def per_channel(array: np.ndarray) -> np.ndarray:
-        return wide(array).reshape((-1,) + (1,) * (weight.ndim - 1))
+        return wide(array).reshape((-1,) + (1,) * (rank - 1))
 
     if reader.op_type == "BatchNormalization":
         if reader.input[0] != conv.output[0] or len([n for n in reader.output if n]) != 1:

@@ -75,7 +75,7 @@ def _shape_reads(
                 reads.append(f"the shape of {_name(source)}")
             sources.append(source)
             continue
-        if producer.op_type == "Gather" and len(producer.inputs) > 1:
+        if producer.op_type == "Gather" and len(producer.inputs) > 1 and producer.inputs[0] is not None:
             indices = None if producer.inputs[1] is None else constant_ints(producer.inputs[1])
             stack.append((producer.inputs[0], indices))
             continue

@@ -26,10 +26,10 @@ import ml_dtypes
 import numpy as np
 import onnx
 import onnx_ir
-from niro.ir import Module, ScalarType, Type
+from niro.ir import Module, ScalarType, TensorType
 
 from .calls import FunctionCalls
-from .context import NodeContext, resolve_type
+from .context import NodeContext
 from .conversion import Converter
 from .errors import OnnxImportError, first_line
 from .functions import FunctionKey, specialize
@@ -37,6 +37,7 @@ from .half_precision import fold_half_convs, plan_half_precision
 from .inference import GraphTypes, InferenceFailure, infer_types
 from .input_shapes import InputShapes, declared_types_rewritten
 from .loading import LoadedModel, deserialize_inputs, deserialize_model, load_model
+from .refinements import resolve_type
 from .schema_functions import ExpandPredicate
 from .sequences import SequenceRewriteError, eliminate_sequences, has_sequences
 from .validation import StructureError, check_graph, check_ir_version, check_opsets, check_text
@@ -134,7 +135,7 @@ class _Importer:
         ctx: NodeContext,
         key: FunctionKey,
         function_proto: onnx.FunctionProto,
-        input_types: list[Type | None],
+        input_types: list[TensorType | None],
         call_attributes: dict[str, onnx.AttributeProto],
     ) -> onnx_ir.Model:
         """A function body specialised to one call site, as a model: checked, rewritten, typed,

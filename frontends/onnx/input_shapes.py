@@ -85,7 +85,7 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int | None, ...]]:
     name, dims_text = match["name"].strip(), match["size"].strip()
     if not dims_text:
         return name, ()
-    dims = []
+    dims: list[int | None] = []
     for position, part in enumerate(dims_text.split("x")):
         if part.strip() == "?":
             dims.append(UNCHANGED)
@@ -113,10 +113,10 @@ class InputShapes:
             if not isinstance(size, int) or size < 0:
                 raise ValueError(f"dim '{name}': size {size} is not a whole number >= 0")
         for name, dims_ in (shapes or {}).items():
-            for position, size in enumerate(dims_):
-                if size is not None and (not isinstance(size, int) or size < 0):
+            for position, given in enumerate(dims_):
+                if given is not None and (not isinstance(given, int) or given < 0):
                     raise ValueError(
-                        f"input '{name}' dim {position}: size {size} is not a whole number >= 0"
+                        f"input '{name}' dim {position}: size {given} is not a whole number >= 0"
                     )
         return cls(dict(dims or {}), {name: tuple(value) for name, value in (shapes or {}).items()})
 
@@ -228,7 +228,7 @@ class _Rewriter:
 
     @staticmethod
     def _named_dims(values) -> set[str]:
-        names = set()
+        names: set[str] = set()
         for value in values:
             shape = _shape_of(value)
             if shape is not None:

@@ -27,8 +27,8 @@ CONSTANT_LIMIT = 1024
 
 def constant_proto(tensor_type: TensorType, literal) -> onnx.TensorProto | None:
     """A small constant's data as a TensorProto (None when it is too big or not plain data)."""
-    shape = tensor_type.shape
-    if shape is None or any(dim is None for dim in shape) or int(np.prod(shape, dtype=np.int64)) > CONSTANT_LIMIT:
+    shape = tensor_type.static_shape
+    if shape is None or int(np.prod(shape, dtype=np.int64)) > CONSTANT_LIMIT:
         return None
     try:
         array = np.frombuffer(literal, dtype=np.dtype(tensor_type.element_type.numpy_name)).reshape(shape)

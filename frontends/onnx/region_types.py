@@ -1,5 +1,7 @@
 """Types of Scan, Loop and If values from what the importer knows, where graph inference lost them.
 
+The rules only; `refinements` decides where the conversion applies them.
+
 Results (below) come from the imported body. A Loop body's *inputs* come from their first
 values: ONNX's Loop inference clears the shapes of the loop-carried values before it types the
 body (they may change from one iteration to the next), so a body whose inputs are not declared

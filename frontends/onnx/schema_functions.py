@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from typing import Protocol, cast
 
 import onnx
 import onnx.defs
@@ -23,9 +24,28 @@ ExpandPredicate = Callable[[str, int], bool]
 op's ONNX function body instead of keeping it as an UnknownOp."""
 
 
-def _schema(op_type: str, domain: str, opset: int) -> onnx.defs.OpSchema | None:
+class _FunctionSchema(Protocol):
+    """The part of `onnx.defs.OpSchema` that gives an op's function bodies (the C++ binding
+    has it; onnx's type stubs do not declare it)."""
+
+    name: str
+    domain: str
+    attributes: dict[str, onnx.defs.OpSchema.Attribute]
+    has_function: bool
+    has_context_dependent_function: bool
+    function_opset_versions: Sequence[int]
+    context_dependent_function_opset_versions: Sequence[int]
+
+    def get_function_with_opset_version(self, opset: int) -> bytes: ...
+
+    def get_context_dependent_function_with_opset_version(
+        self, opset: int, node: bytes, input_types: list[bytes]
+    ) -> bytes: ...
+
+
+def _schema(op_type: str, domain: str, opset: int) -> _FunctionSchema | None:
     try:
-        return onnx.defs.get_schema(op_type, opset, domain)
+        return cast(_FunctionSchema, onnx.defs.get_schema(op_type, opset, domain))
     except onnx.defs.SchemaError:
         return None
 
@@ -44,7 +64,7 @@ def function_body_since(domain: str, op_type: str) -> int | None:
 @functools.cache
 def _first_bodies() -> dict[tuple[str, str], int]:
     first: dict[tuple[str, str], int] = {}
-    for schema in onnx.defs.get_all_schemas_with_history():
+    for schema in cast(list[_FunctionSchema], onnx.defs.get_all_schemas_with_history()):
         versions = (*schema.function_opset_versions, *schema.context_dependent_function_opset_versions)
         if versions:
             key = (schema.domain, schema.name)

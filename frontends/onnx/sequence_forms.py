@@ -392,7 +392,8 @@ class RewriteContext:
             names.append(like)
             types.append(self.type_of(like))
         shapes = {dims_of(type_) for type_ in types}
-        static = len(shapes) == 1 and None not in next(iter(shapes)) if None not in shapes else False
+        only = next(iter(shapes)) if len(shapes) == 1 else None
+        static = only is not None and None not in only
         if not types or not (static or (isinstance(form, Listed) and len(set(names)) == 1)):
             raise self.error(
                 "needs its sequence as one stacked tensor, but the elements (and the tensor inserted) "

@@ -43,8 +43,8 @@ def rewrite_loop(at: RewriteContext) -> None:
     carried = len(states)
     if len(body.input) != carried + 2 or len(body.output) < carried + 1:
         raise at.error("its body's inputs and outputs do not match its loop-carried values")
-    forms = {position: at.scope.sequence(name) for position, name in enumerate(states) if name}
-    forms = {position: form for position, form in forms.items() if form is not None}
+    found = {position: at.scope.sequence(name) for position, name in enumerate(states) if name}
+    forms = {position: form for position, form in found.items() if form is not None}
     inside = SequenceScope(at.scope)
     appends: dict[int, tuple[int, str]] = {}  # state -> (SequenceInsert's index, the appended tensor)
     for position, form in forms.items():

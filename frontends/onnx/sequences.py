@@ -29,6 +29,7 @@ context a handler works in; `sequence_loops` the Loop handler.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import cast
 
 import numpy as np
 import onnx
@@ -139,9 +140,9 @@ def _sequence_insert(at: RewriteContext) -> None:
     if not has_position:
         joined = at.emit("Concat", [stacked.tensor, piece], axis=0)
     else:
-        where = at.emit("Reshape", [at.input(2), at.ints([1])])
-        before = at.slice(stacked.tensor, at.ints([0]), where)
-        after = at.slice(stacked.tensor, where, at.ints([_INT64_MAX]))
+        position = at.emit("Reshape", [at.input(2), at.ints([1])])
+        before = at.slice(stacked.tensor, at.ints([0]), position)
+        after = at.slice(stacked.tensor, position, at.ints([_INT64_MAX]))
         joined = at.emit("Concat", [before, piece, after], axis=0)
     at.define(at.output(), Stacked(joined, stacked.element or at.type_of(tensor)))
 
@@ -207,7 +208,7 @@ def _concat_from_sequence(at: RewriteContext) -> None:
     moved = at.emit("Transpose", [form.tensor], perm=perm) if axis else form.tensor
     others = [dim for position, dim in enumerate(dims) if position != axis]
     if size and all(dim for dim in others):
-        shape = at.ints([*dims[:axis], -1, *dims[axis + 1 :]])
+        shape = at.ints(cast(list[int], [*dims[:axis], -1, *dims[axis + 1 :]]))  # (all known)
     else:
         whole = at.emit("Shape", [moved])
         head = at.slice(whole, at.ints([0]), at.ints([axis]))
@@ -275,7 +276,9 @@ def _split_to_sequence(at: RewriteContext) -> None:
         piece = at.slice(data, at.ints([start]), at.ints([start + length]), axis)
         chunk_dims = list(dims)
         chunk_dims[axis] = length
-        at.rewriter.types[piece] = with_dims(data_type, tuple(chunk_dims))
+        piece_type = with_dims(data_type, tuple(chunk_dims))
+        if piece_type is not None:  # (always: data_type has dims)
+            at.rewriter.types[piece] = piece_type
         elements.append(piece)
         start += length
     at.define(at.output(), Listed(tuple(elements)))
@@ -287,9 +290,10 @@ def _sequence_map(at: RewriteContext) -> None:
     sequences = {position: form for position, form in forms.items() if form is not None}
     if 0 not in sequences:
         raise at.error(f"input #0 '{at.input(0)}' is not a sequence built inside the model")
-    if not all(isinstance(form, Listed) for form in sequences.values()):
+    listed = [form for form in sequences.values() if isinstance(form, Listed)]
+    if len(listed) != len(sequences):
         raise at.error("maps over a sequence of run-time length; niroc unrolls SequenceMap only over sequences of static length")
-    lengths = {len(form.elements) for form in sequences.values()}  # type: ignore[union-attr]
+    lengths = {len(form.elements) for form in listed}
     if len(lengths) != 1:
         raise at.error(f"maps over sequences of different lengths {sorted(lengths)}")
     length = lengths.pop()

@@ -126,7 +126,7 @@ def _from_int32_data(field, count: int, scalar: ScalarType) -> np.ndarray:
 
 def _typed_field(
     proto: TensorProto, scalar: ScalarType
-) -> tuple[str, Callable[[object, int], np.ndarray]] | None:
+) -> tuple[str, Callable[[object, int], np.ndarray]]:
     """The typed repeated field that holds `proto`'s data, and how to pack it."""
     if scalar in (ScalarType.F32,):
         return "float_data", lambda field, n: np.fromiter(field, dtype="<f4", count=n)
@@ -178,7 +178,7 @@ def pack_tensor_proto(
         )
     if count == 0:
         return tensor_type, b""
-    return tensor_type, memoryview(pack(field, entries)).cast("B")
+    return tensor_type, pack(field, entries).data.cast("B")
 
 
 def pack_scalar(value: float | int | bool, scalar: ScalarType) -> bytes:

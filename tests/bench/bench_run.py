@@ -9,9 +9,12 @@ same flags (its defaults plus `--iree-llvmcpu-target-cpu=host`), one compile at 
 modules are loaded with iree.runtime (`local-task`) and called on the same inputs, and so is an
 onnxruntime session (CPU, defaults). Every output of both modules is checked against
 onnxruntime (rtol 1e-3, atol 1e-4 of the largest expected magnitude, as the zoo test does).
-Timing: two warm-up calls each, then `--runs` rounds calling niroc, the peer and onnxruntime in
-turn (so a load change on the shared machine hits all three alike), each timed call right after
-an untimed one of the same module (so none pays for the threads of the one before it); medians are reported with
+Timing: onnxruntime first, in a block of its own (two warm-ups, `--runs` timed calls), then its
+session is dropped (its threads spin on after each call and slow whatever runs next); then two
+warm-up calls of each IREE module and `--runs` rounds calling niroc's and the peer's in turn, the
+order reversed each round (so a load change on the shared machine hits both alike and neither
+always follows the other), each timed call right after an untimed one of the same module;
+medians are reported with
 the ratios niroc/peer and niroc/onnxruntime of the same run, and the compile times (frontend +
 iree-compile, wall). A model the peer cannot import or compile shows "-". With `--extra-flags`,
 niroc's MLIR is compiled and timed a second time with those iree-compile flags added.
@@ -31,6 +34,8 @@ latest figures; its rows, kept in docs/performance.json, merge with each later r
 from __future__ import annotations
 
 import argparse
+import functools
+import gc
 import json
 import math
 import os
@@ -275,6 +280,18 @@ def _check(actual: list[np.ndarray], expected: list[np.ndarray]) -> str | None:
     return None
 
 
+def _median_ms(call, runs: int) -> float:
+    """The median wall time of `runs` calls after 2 warm-ups, in milliseconds."""
+    call()
+    call()
+    values = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        call()
+        values.append(time.perf_counter() - started)
+    return statistics.median(values) * 1e3
+
+
 def bench(name: str, runs: int, extra_flags: list[str]) -> Result:
     spec = MODELS[name]
     result = Result(name, spec.what, extra_flags=shlex.join(extra_flags))
@@ -295,7 +312,15 @@ def bench(name: str, runs: int, extra_flags: list[str]) -> Result:
     options.log_severity_level = 3  # the light models' unused initializers warn by the hundred
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     expected = session.run(None, feeds)
-    callers = {"ort": lambda: session.run(None, feeds)}
+    # NOTE: onnxruntime is timed in a block of its own, and its session is gone before IREE's
+    # modules are timed: its worker threads spin on after a call returns and take a core from
+    # whatever runs next. Timed in turn with it, the module called after it was up to 25%
+    # slower (the transformer's niroc/peer read 1.24 in the order ort, niroc, peer and 0.92 in
+    # the order ort, peer, niroc, load ~12), even with an untimed call between.
+    result.ort_ms = _median_ms(functools.partial(session.run, None, feeds), runs)
+    session = None
+    gc.collect()
+    callers = {}
     niroc = [str(BIN / "niroc"), "-q"]
     peer = [str(BIN / "iree-import-onnx")]
     variants = [("niroc", niroc, "niroc.mlir", []), ("peer", peer, "peer.mlir", [])]
@@ -320,23 +345,21 @@ def bench(name: str, runs: int, extra_flags: list[str]) -> Result:
             result.notes.append(f"{key}: WRONG {problem}")
             continue
         callers[key] = lambda call=call: call(arrays)
-    checked = [key for key in callers if key != "ort"]
-    result.checked = ", ".join(checked) + " match onnxruntime" if checked else ""
+    result.checked = ", ".join(callers) + " match onnxruntime" if callers else ""
     for caller in callers.values():
         caller()
         caller()
     times: dict[str, list[float]] = {key: [] for key in callers}
+    order = list(callers)
     for _ in range(runs):
-        for key, caller in callers.items():
-            # NOTE: each timed call follows an untimed call of the same module. onnxruntime's
-            # worker threads spin on for a while after a call returns and take a core from
-            # whatever runs next: timed straight after it, the module called next was up to
-            # 25% slower (the transformer's niroc/peer read 1.24 in the order ort, niroc,
-            # peer and 0.92 in the order ort, peer, niroc, load ~12).
-            caller()
+        # IREE's modules are called in turn, the order reversed each round, so neither always
+        # follows the other; each timed call follows an untimed call of the same module.
+        for key in order:
+            callers[key]()
             started = time.perf_counter()
-            caller()
+            callers[key]()
             times[key].append(time.perf_counter() - started)
+        order.reverse()
     for key, values in times.items():
         setattr(result, f"{key}_ms", statistics.median(values) * 1e3)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -385,7 +408,8 @@ def report(results: list[Result]) -> str:
         + " ".join(f"`{flag}`" for flag in FLAGS)
         + " (otherwise its defaults) for both niroc's and iree-import-onnx's MLIR; iree.runtime"
         " `local-task`; onnxruntime CPU defaults; median of the calls (see 'measured') after 2"
-        " warm-ups, the three called in turn, each timed call right after an untimed one of the"
+        " warm-ups; onnxruntime timed in a block of its own, then niroc's and the peer's modules in"
+        " turn (the order reversed each round), each timed call right after an untimed one of the"
         ' same module. Batch 1. "-": the peer cannot import or compile the'
         " model. Compile times are wall seconds of the frontend plus iree-compile. Every output of"
         " every module shown was checked against onnxruntime. A row's figures are of one run"

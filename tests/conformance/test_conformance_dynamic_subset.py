@@ -57,6 +57,8 @@ CASES = (
     ("test_maxunpool_export_with_output_shape", "realistic", "pass"),
     # TfIdfVectorizer with a run-time row length C.
     ("test_tfidfvectorizer_tf_uniandbigrams_skip5", "realistic", "pass"),
+    # Col2Im with a dynamic batch and column count, block_shape and image_shape at run time.
+    ("test_col2im_strides", "realistic", "pass"),
 )
 
 

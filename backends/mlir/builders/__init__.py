@@ -1,9 +1,9 @@
 """The MLIR builders every lowering rule uses: one vocabulary, one argument order.
 
 - `constants`: scalar constants (integers wrap to their width), index and i64 constants,
-  small dense tensors, identity values of max/min.
-- `shapes`: mixed sizes (an int, or an index value at run time), `tensor.empty`, expand,
-  collapse, pad, slice, cast.
+  small dense tensors, i64 elements attributes, identity values of max/min.
+- `shapes`: mixed sizes (an int, or an index value at run time) as index or i64 values or an
+  i64 shape tensor, `tensor.empty`, expand, collapse, pad, slice, cast.
 - `structured`: linalg `generic` with explicit maps, `fill` (init, then the value), the named
   ops; all by the generic operation builder (the generated classes are 2-3x slower).
 - `broadcast`: element-wise ops with NumPy broadcasting (`elementwise`), dynamic dims checked
@@ -21,11 +21,20 @@ Rules import the names from here (`from ..builders import fill, generic`).
 from .arithmetic import Arithmetic, binary_arithmetic
 from .broadcast import elementwise
 from .checks import assert_all, assert_true, checked_cast
-from .constants import constant, dense_constant, i64_constant, identity_value, index_constant
+from .constants import (
+    constant,
+    dense_constant,
+    i64_constant,
+    i64_elements,
+    identity_value,
+    index_constant,
+)
 from .contraction import Label, contract, matmul, matmul_labels, multiply_all, narrow_to_result
 from .elements import accumulator_type, convert, is_float, read_int_scalars, small_elements
 from .shapes import (
     DYNAMIC,
+    as_i64,
+    as_index,
     cast_to,
     collapse_dims,
     crop,
@@ -36,6 +45,7 @@ from .shapes import (
     expand_dim,
     expand_shape,
     extract_slice,
+    i64_tensor,
     index_value,
     pad,
     ranked_result,
@@ -82,6 +92,10 @@ __all__ = [
     "filled",
     "generic",
     "i64_constant",
+    "i64_elements",
+    "i64_tensor",
+    "as_i64",
+    "as_index",
     "identity_value",
     "index_constant",
     "index_value",

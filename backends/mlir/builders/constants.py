@@ -6,13 +6,15 @@ type's width (255 in i8 is the same bits as -1), so every integer constant wraps
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from niro.ir import ScalarType
 
 from ..bindings import arith, mlir_ir
 from ..types import index_type, lower_scalar_type
 
-__all__ = ["constant", "index_constant", "i64_constant", "dense_constant", "identity_value"]
+__all__ = ["constant", "index_constant", "i64_constant", "i64_elements", "dense_constant", "identity_value"]
 
 
 def _wrapped(value: int, width: int) -> int:
@@ -39,6 +41,11 @@ def index_constant(value: int) -> mlir_ir.Value:
 def i64_constant(value: int) -> mlir_ir.Value:
     """An i64 constant (ONNX's integer type of indices and shapes)."""
     return constant(mlir_ir.IntegerType.get_signless(64), value)
+
+
+def i64_elements(values: Sequence[int]) -> mlir_ir.Attribute:
+    """A 1-D i64 elements attribute (a named op's strides and dilations)."""
+    return mlir_ir.DenseElementsAttr.get(np.array(values, dtype=np.int64))
 
 
 def dense_constant(array: np.ndarray, scalar: ScalarType) -> mlir_ir.Value:

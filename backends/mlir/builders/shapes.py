@@ -11,11 +11,12 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 from niro.ir import TensorType, format_type
 
 from ..bindings import arith, linalg, mlir_ir, tensor
 from ..types import index_type
-from .constants import index_constant
+from .constants import i64_constant, index_constant
 
 if TYPE_CHECKING:
     from ..context import LoweringRuleContext
@@ -26,6 +27,9 @@ __all__ = [
     "tensor_type",
     "dim_size",
     "index_value",
+    "as_index",
+    "as_i64",
+    "i64_tensor",
     "tensor_size",
     "tensor_sizes",
     "empty",
@@ -52,8 +56,40 @@ def tensor_type(sizes: Sequence[int | mlir_ir.Value], element: mlir_ir.Type) -> 
 
 
 def index_value(size: int | mlir_ir.Value) -> mlir_ir.Value:
-    """A mixed size (or position) as an index value: an int becomes an index constant."""
+    """A mixed size (or position) as a value: an int becomes an index constant, a value stays
+    as it is (`indexing`'s arithmetic takes i64 values too; `as_index` casts them)."""
     return index_constant(size) if isinstance(size, int) else size
+
+
+def as_index(size: int | mlir_ir.Value) -> mlir_ir.Value:
+    """A mixed size (or position) as an index value: an int becomes an index constant, an
+    integer value is cast (signed) to index, an index value stays."""
+    if isinstance(size, int):
+        return index_constant(size)
+    if isinstance(size.type, mlir_ir.IndexType):
+        return size
+    return arith.IndexCastOp(index_type(), size).result
+
+
+def as_i64(size: int | mlir_ir.Value) -> mlir_ir.Value:
+    """A mixed size (or position) as an i64 value, ONNX's integer of shapes and indices: an int
+    becomes an i64 constant, an index value is cast (signed) to i64, an i64 value stays."""
+    if isinstance(size, int):
+        return i64_constant(size)
+    if isinstance(size.type, mlir_ir.IndexType):
+        return arith.IndexCastOp(mlir_ir.IntegerType.get_signless(64), size).result
+    return size
+
+
+def i64_tensor(sizes: Sequence[int | mlir_ir.Value], type_: mlir_ir.Type) -> mlir_ir.Value:
+    """Mixed sizes as the i64 tensor `type_` (1-D, or 0-d for one size): ONNX's shape tensor.
+    All static: one dense constant; else `tensor.from_elements` of their i64 values."""
+    if all(isinstance(size, int) for size in sizes):
+        if not sizes:
+            return tensor.EmptyOp([0], mlir_ir.IntegerType.get_signless(64)).result
+        array = np.asarray(sizes, dtype=np.int64).reshape(mlir_ir.RankedTensorType(type_).shape)
+        return arith.ConstantOp(type_, mlir_ir.DenseElementsAttr.get(array, type=type_)).result
+    return tensor.FromElementsOp(type_, [as_i64(size) for size in sizes]).result
 
 
 def dim_size(value: mlir_ir.Value, axis: int) -> mlir_ir.Value:

@@ -30,7 +30,6 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 from niro.ir import ScalarType
 
 from ..bindings import arith, linalg, mlir_ir, tensor
@@ -48,6 +47,7 @@ from ..builders import (
     extract_slice,
     filled,
     generic,
+    i64_elements,
     index_constant,
     named_op,
     pad,
@@ -202,14 +202,10 @@ def _named_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.V
         [tensor_size(x, 0), features, *spec.output], spec.accumulator, constant(spec.accumulator, 0)
     )
     window = {
-        "strides": _i64_vector(spec.strides),
-        "dilations": _i64_vector(spec.dilations),
+        "strides": i64_elements(spec.strides),
+        "dilations": i64_elements(spec.dilations),
     }
     return named_op("linalg.conv_2d_nchw_fchw", [x, w], init, window)
-
-
-def _i64_vector(values: Sequence[int]) -> mlir_ir.Attribute:
-    return mlir_ir.DenseElementsAttr.get(np.array(values, dtype=np.int64))
 
 
 def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:

@@ -21,6 +21,7 @@ from niro.ir import format_type
 from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import (
     accumulator_type,
+    as_index,
     cast_to,
     checked_cast,
     constant,
@@ -33,14 +34,9 @@ from ..builders import (
 )
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from ..types import index_type
 from .common import ranked_result
 
 __all__: list[str] = []
-
-
-def _index_of(value: mlir_ir.Value) -> mlir_ir.Value:
-    return arith.IndexCastOp(index_type(), value).result
 
 
 def _pivot_rows(matrices: mlir_ir.Value, batch: int, step: int) -> mlir_ir.Value:
@@ -91,7 +87,7 @@ def _eliminate(matrices: mlir_ir.Value, pivots: mlir_ir.Value, batch: int, step:
     zero = constant(compute, 0.0)
 
     def body(arguments):
-        pivot_row = _index_of(arguments[0])
+        pivot_row = as_index(arguments[0])
         positions = [linalg.IndexOp(loop).result for loop in range(loops)]
         batch_position, row, column = positions[:batch], positions[batch], positions[batch + 1]
         k = index_constant(step)

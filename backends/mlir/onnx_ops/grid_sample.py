@@ -19,7 +19,16 @@ from collections.abc import Sequence
 from niro.ir import ScalarType
 
 from ..bindings import arith, linalg, math, mlir_ir, tensor
-from ..builders import constant, convert, dim, dim_size, generic, i64_constant, index_constant
+from ..builders import (
+    as_i64,
+    as_index,
+    constant,
+    convert,
+    dim,
+    dim_size,
+    generic,
+    index_constant,
+)
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
@@ -73,12 +82,6 @@ class _Float:
         return math.FloorOp(self.v(a)).result
 
 
-def _i64(value: int | mlir_ir.Value) -> mlir_ir.Value:
-    if isinstance(value, mlir_ir.Value):
-        return value
-    return i64_constant(value)
-
-
 def _reflect(f64: _Float, x: mlir_ir.Value, low: Scalar, high: Scalar) -> mlir_ir.Value:
     """The spec's reflection of x into [low, high] (f64 in, f64 out; borders are Python floats
     or, for a dynamic spatial size, f64 values)."""
@@ -88,7 +91,7 @@ def _reflect(f64: _Float, x: mlir_ir.Value, low: Scalar, high: Scalar) -> mlir_i
         turns = arith.FPToSIOp(mlir_ir.IntegerType.get_signless(64), f64.div(distance, span)).result
         rest = f64.sub(distance, f64.mul(arith.SIToFPOp(f64.type, turns).result, span))
         even = arith.CmpIOp(
-            arith.CmpIPredicate.eq, arith.AndIOp(turns, _i64(1)).result, _i64(0)
+            arith.CmpIPredicate.eq, arith.AndIOp(turns, as_i64(1)).result, as_i64(0)
         ).result
         toward = f64.add(near, rest) if from_low else f64.sub(near, rest)
         away = f64.sub(far, rest) if from_low else f64.add(far, rest)
@@ -145,7 +148,7 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         if x_shape[2 + axis] is not None:
             spatial.append(x_shape[2 + axis])
         else:
-            spatial.append(arith.IndexCastOp(i64, dim_size(x, 2 + axis)).result)
+            spatial.append(as_i64(dim_size(x, 2 + axis)))
 
     def as_float(size, f: _Float) -> Scalar:
         return float(size) if isinstance(size, int) else arith.SIToFPOp(f.type, size).result
@@ -163,7 +166,7 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         for low, high in borders
     ]
     last64 = [
-        size - 1 if isinstance(size, int) else arith.SubIOp(size, _i64(1)).result
+        size - 1 if isinstance(size, int) else arith.SubIOp(size, as_i64(1)).result
         for size in spatial
     ]
 
@@ -173,9 +176,6 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         if scalar_ is ScalarType.F64:
             return arith.TruncFOp(f32.type, value).result
         return arith.ExtFOp(f32.type, value).result
-
-    def index_of(value_i64, size):
-        return arith.IndexCastOp(mlir_ir.IndexType.get(), value_i64).result, size
 
     def tap(index_i64, axis):
         """(clamped in-range index, inside flag or None) of an integer tap on one axis."""
@@ -189,12 +189,12 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         inside = None
         if padding_mode == "zeros":
             inside = arith.AndIOp(
-                arith.CmpIOp(arith.CmpIPredicate.sge, index_i64, _i64(0)).result,
-                arith.CmpIOp(arith.CmpIPredicate.slt, index_i64, _i64(size)).result,
+                arith.CmpIOp(arith.CmpIPredicate.sge, index_i64, as_i64(0)).result,
+                arith.CmpIOp(arith.CmpIPredicate.slt, index_i64, as_i64(size)).result,
             ).result
-        clamped = arith.MaxSIOp(index_i64, _i64(0)).result
-        clamped = arith.MinSIOp(clamped, _i64(last64[axis])).result
-        return arith.IndexCastOp(mlir_ir.IndexType.get(), clamped).result, inside
+        clamped = arith.MaxSIOp(index_i64, as_i64(0)).result
+        clamped = arith.MinSIOp(clamped, as_i64(last64[axis])).result
+        return as_index(clamped), inside
 
     def cubic(t):
         a = -0.75
@@ -247,7 +247,7 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
                 offsets, coefficients = (-1, 0, 1, 2), cubic(fraction)
             axis_reads = []
             for offset, coefficient in zip(offsets, coefficients, strict=True):
-                index, inside = tap(arith.AddIOp(base_i64, _i64(offset)).result, axis)
+                index, inside = tap(arith.AddIOp(base_i64, as_i64(offset)).result, axis)
                 axis_reads.append((index, inside, coefficient))
             reads.append(axis_reads)
         total = None

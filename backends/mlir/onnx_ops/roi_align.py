@@ -32,6 +32,7 @@ from niro.ir import ScalarType, format_type, op_name
 
 from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import (
+    as_i64,
     assert_true,
     constant,
     empty,
@@ -310,14 +311,10 @@ def _sampling_body(builder: _Builder, accumulator: mlir_ir.Value) -> mlir_ir.Val
     if isinstance(grid_h, int):
         return updated
     in_grid = arith.AndIOp(
-        _index_below(builder, index[4], grid_h), _index_below(builder, index[5], grid_w)
+        arith.CmpIOp(arith.CmpIPredicate.slt, as_i64(index[4]), grid_h).result,
+        arith.CmpIOp(arith.CmpIPredicate.slt, as_i64(index[5]), grid_w).result,
     ).result
     return arith.SelectOp(in_grid, updated, accumulator).result
-
-
-def _index_below(builder: _Builder, index: mlir_ir.Value, bound: mlir_ir.Value) -> mlir_ir.Value:
-    as_i64 = arith.IndexCastOp(builder.i64, index).result
-    return arith.CmpIOp(arith.CmpIPredicate.slt, as_i64, bound).result
 
 
 def _largest_grid(builder: _Builder) -> list[mlir_ir.Value]:

@@ -25,6 +25,7 @@ from ..builders import (
     dim_size,
     empty_tensor,
     fill,
+    i64_tensor,
     index_constant,
     read_int_scalars,
 )
@@ -356,22 +357,6 @@ def _lower_unsqueeze(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
 # -- Shape, Size, ConstantOfShape, Range, EyeLike ----------------------------------------------
 
 
-def _i64_tensor(ctx: LoweringRuleContext, values: list[mlir_ir.Value | int], type_: mlir_ir.Type) -> mlir_ir.Value:
-    """A 1-D (or 0-d when `type_` is) i64 tensor of index values / Python ints."""
-    if all(isinstance(value, int) for value in values):
-        if not values:
-            return tensor.EmptyOp([0], mlir_ir.IntegerType.get_signless(64)).result
-        array = np.asarray(values, dtype=np.int64).reshape(mlir_ir.RankedTensorType(type_).shape)
-        return arith.ConstantOp(type_, mlir_ir.DenseElementsAttr.get(array, type=type_)).result
-    elements = [
-        arith.ConstantOp(mlir_ir.IntegerType.get_signless(64), value).result
-        if isinstance(value, int)
-        else from_index(value, ScalarType.I64)
-        for value in values
-    ]
-    return tensor.FromElementsOp(type_, elements).result
-
-
 @register_lowering("onnx.Shape", since=1)
 def _lower_shape(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source = _source(ctx, 0, "data")
@@ -383,7 +368,7 @@ def _lower_shape(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
         source.shape[axis] if source.shape[axis] is not None else dim_size(ctx.operands[0], axis)
         for axis in range(start, max(start, end))
     ]
-    return [_i64_tensor(ctx, dims, ctx.result_types[0])]
+    return [i64_tensor(dims, ctx.result_types[0])]
 
 
 @register_lowering("onnx.Size", since=1)
@@ -392,7 +377,7 @@ def _lower_size(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     count: mlir_ir.Value | int = (
         _product(source.shape) if source.is_static else _count(ctx, ctx.operands[0], source)
     )  # type: ignore[assignment]
-    return [_i64_tensor(ctx, [count], ctx.result_types[0])]
+    return [i64_tensor([count], ctx.result_types[0])]
 
 
 def _attribute_scalar(ctx: LoweringRuleContext, name: str, element: ScalarType):

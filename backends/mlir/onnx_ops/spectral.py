@@ -35,6 +35,7 @@ from niro.ir import Value, format_type, op_name
 
 from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
+    as_index,
     assert_true,
     constant,
     convert,
@@ -377,29 +378,17 @@ def _frames(
     return generic(inputs, [(init, [0, 1, 2, 3])], 4, [], body)[0]
 
 
-def _as_index(value: int | mlir_ir.Value) -> mlir_ir.Value:
-    if isinstance(value, int):
-        return index_constant(value)
-    if isinstance(value.type, mlir_ir.IndexType):
-        return value
-    return arith.IndexCastOp(index_type(), value).result
-
-
 def _frame_count(samples: int | mlir_ir.Value, step: int | mlir_ir.Value, n: int) -> int | mlir_ir.Value:
     """(samples - n) // step + 1: an int when both are static, else an index computed at run
     time (a non-positive run-time step divides by 1 instead: the run-time check refuses it)."""
     if isinstance(samples, int) and isinstance(step, int):
         return (samples - n) // step + 1
-    divisor = _as_index(step)
+    divisor = as_index(step)
     if not isinstance(step, int):
         positive = arith.CmpIOp(arith.CmpIPredicate.sgt, divisor, index_constant(0)).result
         divisor = arith.SelectOp(positive, divisor, index_constant(1)).result
-    room = arith.SubIOp(_as_index(samples), index_constant(n)).result
+    room = arith.SubIOp(as_index(samples), index_constant(n)).result
     return arith.AddIOp(arith.FloorDivSIOp(room, divisor).result, index_constant(1)).result
-
-
-def _index_compare(predicate, left: int | mlir_ir.Value, right: int | mlir_ir.Value) -> mlir_ir.Value:
-    return arith.CmpIOp(predicate, _as_index(left), _as_index(right)).result
 
 
 def _stft_checks(
@@ -414,11 +403,11 @@ def _stft_checks(
     number of `frames` (none when everything is static: the shapes were checked already)."""
     conditions = []
     if not isinstance(step, int):
-        conditions.append(_index_compare(arith.CmpIPredicate.sgt, step, 0))
+        conditions.append(arith.CmpIOp(arith.CmpIPredicate.sgt, as_index(step), as_index(0)).result)
     if not isinstance(samples, int):
-        conditions.append(_index_compare(arith.CmpIPredicate.sge, samples, n))
+        conditions.append(arith.CmpIOp(arith.CmpIPredicate.sge, as_index(samples), as_index(n)).result)
     if frames is not None and not isinstance(count, int):
-        conditions.append(_index_compare(arith.CmpIPredicate.eq, count, frames))
+        conditions.append(arith.CmpIOp(arith.CmpIPredicate.eq, as_index(count), as_index(frames)).result)
     return conditions
 
 
@@ -504,7 +493,9 @@ def _lower_stft(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     ]
     extra = None if not any(checks) else [_all(conditions) for conditions in checks]
     if batch is None and out_shape[0] is not None:
-        same = _index_compare(arith.CmpIPredicate.eq, tensor_size(signal, 0), out_shape[0])
+        same = arith.CmpIOp(
+            arith.CmpIPredicate.eq, as_index(tensor_size(signal, 0)), as_index(out_shape[0])
+        ).result
         extra = [
             same if condition is None else arith.AndIOp(condition, same).result
             for condition in extra or [None] * len(lengths)

@@ -30,6 +30,7 @@ from niro.ir import ScalarType, format_type
 from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
     MapSpec,
+    as_i64,
     assert_true,
     constant,
     dim_size,
@@ -123,13 +124,13 @@ def _slice_table(
     slice_size: int | mlir_ir.Value = 1
     for dim in others:
         slice_size = _multiply(slice_size, sizes[dim])
-    slice_size_value = _as_i64(slice_size)
+    slice_size_value = as_i64(slice_size)
 
     def linear_position() -> mlir_ir.Value:
         """The row-major position within a slice of the current other-dim indices (i64)."""
         position = constant(i64, 0)
         for loop, dim in enumerate(others):
-            extent = _as_i64(sizes[dim])
+            extent = as_i64(sizes[dim])
             index = arith.IndexCastOp(i64, linalg.IndexOp(2 + loop).result).result
             position = arith.AddIOp(arith.MulIOp(position, extent).result, index).result
         return position
@@ -176,13 +177,6 @@ def _multiply(a: int | mlir_ir.Value, b: int | mlir_ir.Value) -> int | mlir_ir.V
 
 
 
-def _as_i64(size: int | mlir_ir.Value) -> mlir_ir.Value:
-    i64 = mlir_ir.IntegerType.get_signless(64)
-    if isinstance(size, int):
-        return constant(i64, size)
-    return arith.IndexCastOp(i64, size).result
-
-
 def _position(dim: int) -> mlir_ir.Value:
     return arith.IndexCastOp(mlir_ir.IntegerType.get_signless(64), linalg.IndexOp(dim).result).result
 
@@ -226,7 +220,7 @@ def _lower_unique(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
 
     first, count = generic(
         pairs.inputs(0, 1),
-        [(fill(empty([n], i64), _as_i64(n)), [0]), (fill(empty([n], i64), zero64), [0])],
+        [(fill(empty([n], i64), as_i64(n)), [0]), (fill(empty([n], i64), zero64), [0])],
         2,
         (1,),
         first_and_count,

@@ -25,6 +25,7 @@ from niro.ir import ScalarType, format_type
 
 from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
+    as_i64,
     assert_all,
     assert_true,
     cast_to,
@@ -42,10 +43,6 @@ from .common import element_type, input_index, input_value, ints_attribute
 from .indexing import clamp, cmp, floordiv
 
 __all__: list[str] = []
-
-
-def _as_i64(value: mlir_ir.Value) -> mlir_ir.Value:
-    return arith.IndexCastOp(mlir_ir.IntegerType.get_signless(64), value).result
 
 
 def _all(conditions: Sequence[mlir_ir.Value]) -> mlir_ir.Value:
@@ -183,7 +180,7 @@ def _check_indices_in_windows(ctx, indices, x_shape, inferred, kernel, strides, 
             rest = arith.DivSIOp(rest, constant(i64, size)).result
         coordinates.reverse()
         for axis in range(rank):
-            here = _as_i64(linalg.IndexOp(axis).result)
+            here = as_i64(linalg.IndexOp(axis).result)
             if axis < 2:
                 ok.append(arith.CmpIOp(arith.CmpIPredicate.eq, coordinates[axis], here).result)
                 continue
@@ -225,10 +222,10 @@ def _unpool(x, indices, x_shape, inferred, result_shape, kernel, strides, pads_b
         position = [linalg.IndexOp(loop).result for loop in range(loops)]
         out, steps = position[:rank], position[rank:]
         valid = [cmp("slt", out[axis], inferred[axis]) for axis in range(rank)]
-        flat = _as_i64(out[0])
+        flat = as_i64(out[0])
         for axis in range(1, rank):
             flat = arith.AddIOp(
-                arith.MulIOp(flat, constant(i64, inferred[axis])).result, _as_i64(out[axis])
+                arith.MulIOp(flat, constant(i64, inferred[axis])).result, as_i64(out[axis])
             ).result
         source = [clamp(out[axis], 0, x_shape[axis] - 1) for axis in range(2)]
         order = index_constant(0)
@@ -248,7 +245,7 @@ def _unpool(x, indices, x_shape, inferred, result_shape, kernel, strides, pads_b
             ).result
         named = tensor.ExtractOp(indices, source).result
         valid.append(arith.CmpIOp(arith.CmpIPredicate.eq, named, flat).result)
-        order = _as_i64(order)
+        order = as_i64(order)
         later = arith.CmpIOp(arith.CmpIPredicate.sgt, order, best).result
         take = arith.AndIOp(_all(valid), later).result
         value = tensor.ExtractOp(x, source).result

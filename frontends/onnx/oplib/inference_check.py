@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import onnx
 import onnx.shape_inference
@@ -26,6 +26,7 @@ from niro.ir import (
     ScalarType,
     TensorType,
     UnknownOp,
+    Value,
     as_memoryview,
     buffer_nbytes,
     format_type,
@@ -34,7 +35,7 @@ from niro.ir import (
 from ..node_inference import inferred_outputs
 from ..onnx_types import type_proto_from_niro
 from ..tensors import SCALAR_TYPES
-from .schemas import AttributeKind, FormalParameter, OpSignature
+from .schemas import AttributeKind, FormalParameter, OpSignature, kind_value
 
 __all__ = ["MAX_TENSOR_ATTRIBUTE_BYTES", "Bound", "check_inferred_types", "compatible"]
 
@@ -53,7 +54,7 @@ _NOT_REBUILT = frozenset(
     }
 )
 
-Binding = tuple[int, FormalParameter, object]
+Binding = tuple[int, FormalParameter, Value]
 
 
 class Bound(NamedTuple):
@@ -123,7 +124,7 @@ def _misread_by_onnx(signature: OpSignature, inputs: list[Binding]) -> bool:
         return False
     for position, _, value in inputs:
         if position == 3:
-            shape = value.type.shape  # type: ignore[union-attr]
+            shape = value.type.shape if isinstance(value.type, TensorType) else None
             return shape is None or len(shape) != 1 or shape[0] is None
     return False
 
@@ -135,7 +136,7 @@ def _infer(signature: OpSignature, op: UnknownOp, inputs: Bound, outputs: Bound)
     if node is None:
         return {}
     input_types = {f"in{position}": _type_proto(value.type) for position, _, value in inputs.bindings}
-    opset_imports = [onnx.helper.make_opsetid(signature.domain, op.attributes[OPSET_ATTRIBUTE])]
+    opset_imports = [onnx.helper.make_opsetid(signature.domain, cast(int, op.attributes[OPSET_ATTRIBUTE]))]
     try:
         found = onnx.shape_inference.infer_node_outputs(
             signature.schema, node, input_types, opset_imports=opset_imports
@@ -197,7 +198,7 @@ def _attribute_proto(name: str, kind: AttributeKind, value) -> onnx.AttributePro
         return None
     attribute = onnx.AttributeProto()
     attribute.name = name
-    attribute.type = kind.value
+    attribute.type = kind_value(kind)
     if kind is AttributeKind.INT:
         attribute.i = value
     elif kind is AttributeKind.FLOAT:

@@ -13,6 +13,7 @@ import enum
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 import onnx.defs
 from niro.ir import ScalarType
@@ -20,6 +21,8 @@ from niro.ir import ScalarType
 from ..onnx_types import _SCHEMA_TYPE_STRINGS
 
 __all__ = [
+    "kind_name",
+    "kind_value",
     "AttributeKind",
     "FormalOption",
     "FormalParameter",
@@ -36,6 +39,22 @@ __all__ = [
 _OpSchema = onnx.defs.OpSchema
 AttributeKind = _OpSchema.AttrType
 """The ONNX attribute kinds (INT, FLOAT, STRING, TENSOR, GRAPH, INTS, ...)."""
+
+
+class _EnumMember(Protocol):
+    name: str
+    value: int
+
+
+def kind_name(kind: AttributeKind) -> str:
+    """The name of an attribute kind (`INTS`): the pybind11 enum has it, onnx's type stubs do
+    not declare it."""
+    return cast(_EnumMember, kind).name
+
+
+def kind_value(kind: AttributeKind) -> onnx.AttributeProto.AttributeType:
+    """An attribute kind's `AttributeProto.AttributeType` number (see `kind_name`)."""
+    return cast("onnx.AttributeProto.AttributeType", cast(_EnumMember, kind).value)
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 

@@ -55,6 +55,7 @@ from .schemas import (
     OpSignature,
     domain_label,
     has_schema,
+    kind_name,
     niro_op_name,
     schema_op_names,
     schema_versions,
@@ -434,12 +435,12 @@ def _check_attributes(
         expected = None if check is None else check(value)
         if expected is not None:
             fail(
-                f"attribute '{name}' must be {expected} ({spec[0].name} in {signature.label}), "
+                f"attribute '{name}' must be {expected} ({kind_name(spec[0])} in {signature.label}), "
                 f"got {_describe(value)}"
             )
     for name, (kind, required) in signature.attributes.items():
         if required and name not in attributes and name not in graphs:
-            fail(f"is missing required attribute '{name}' ({kind.name} in {signature.label})")
+            fail(f"is missing required attribute '{name}' ({kind_name(kind)} in {signature.label})")
     return sound
 
 
@@ -468,7 +469,7 @@ def _graph_attributes(
             continue
         if (spec[0] is AttributeKind.GRAPHS) != index.isdigit():
             form = "NAME#i" if spec[0] is AttributeKind.GRAPHS else "NAME"
-            fail(f"region '{name}' must be named {form} ({spec[0].name} in {signature.label})")
+            fail(f"region '{name}' must be named {form} ({kind_name(spec[0])} in {signature.label})")
             continue
         found.add(base)
     return found

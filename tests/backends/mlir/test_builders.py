@@ -19,6 +19,8 @@ from niro.backends.mlir import (
 )
 from niro.backends.mlir.bindings import func, linalg, make_context, mlir_ir, scf, tensor
 from niro.backends.mlir.builders import (
+    as_i64,
+    as_index,
     constant,
     dense_constant,
     empty,
@@ -26,6 +28,8 @@ from niro.backends.mlir.builders import (
     expand_shape,
     fill,
     generic,
+    i64_constant,
+    i64_tensor,
     index_constant,
     named_op,
     reassociation,
@@ -85,6 +89,39 @@ def test_dense_constant_wraps_unsigned_values():
 
     text = _built(lambda: dense_constant(np.array([1, 255], dtype=np.uint8), ScalarType.U8))
     assert "dense<[1, -1]> : tensor<2xi8>" in text
+
+
+def test_as_index_and_as_i64_cast_only_the_other_integer_type():
+    """An int becomes a constant of the type; a value of the type is itself (no op); a value of
+    the other integer type is cast, signed."""
+    same: list[bool] = []
+
+    def build():
+        index, i64 = index_constant(3), i64_constant(4)
+        same.extend([as_index(index) is index, as_i64(i64) is i64])
+        as_index(i64)
+        as_i64(index)
+        as_index(5)
+        as_i64(6)
+
+    text = _built(build)
+    assert same == [True, True]
+    assert text.count("arith.index_cast") == 2
+    assert "arith.index_cast %c4_i64 : i64 to index" in text
+    assert "arith.index_cast %c3 : index to i64" in text
+    assert "arith.constant 5 : index" in text and "arith.constant 6 : i64" in text
+
+
+def test_i64_tensor_is_one_constant_when_static_else_from_elements():
+    def build():
+        vector = mlir_ir.RankedTensorType.get([2], mlir_ir.IntegerType.get_signless(64))
+        i64_tensor([2, 3], vector)
+        i64_tensor([2, index_constant(3)], vector)
+
+    text = _built(build)
+    assert "arith.constant dense<[2, 3]> : tensor<2xi64>" in text
+    assert "arith.index_cast %c3 : index to i64" in text
+    assert "tensor.from_elements %c2_i64, %0 : tensor<2xi64>" in text
 
 
 def test_fill_takes_the_init_then_the_value():
