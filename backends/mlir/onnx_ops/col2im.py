@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
+    as_i64,
+    as_index,
     assert_true,
     cast_to,
     constant,
@@ -52,9 +54,6 @@ def _lower_col2im(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     pads = ints("pads", (0,) * (2 * rank))
     if len(strides) != rank or len(dilations) != rank or len(pads) != 2 * rank:
         raise ctx.error("strides, dilations and pads need one value (pads: two) per image axis")
-    i64 = mlir_ir.IntegerType.get_signless(64)
-    as_index = lambda v: arith.IndexCastOp(mlir_ir.IndexType.get(), v).result  # noqa: E731
-    as_i64 = lambda v: arith.IndexCastOp(i64, v).result  # noqa: E731
     blocks = _vector(ctx, 2, rank, "block_shape")
     block_constant = ctx.constant_operand(2)
     # The taps (prod(block)) and channels from the static shapes where they tell (the MLIR of
@@ -104,7 +103,7 @@ def _lower_col2im(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         channels,
         *image,
     ]
-    taps_i64 = i64_constant(taps) if isinstance(taps, int) else as_i64(taps)
+    taps_i64 = as_i64(taps)
     # columns per axis: (image + pads - (d * (block - 1) + 1)) / stride + 1, at run time
     columns = []
     for a in range(rank):
@@ -131,7 +130,6 @@ def _lower_col2im(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
 
     def body(args):
         index = [linalg.IndexOp(a).result for a in range(3 + rank)]
-        as_i64 = lambda v: arith.IndexCastOp(i64, v).result  # noqa: E731
         rest = as_i64(index[2 + rank])
         kernel = [None] * rank
         for a in reversed(range(rank)):

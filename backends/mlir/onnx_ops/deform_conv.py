@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from niro.ir import ScalarType
 
 from ..bindings import arith, linalg, math, mlir_ir, tensor
-from ..builders import cast_to, checked_cast, constant, dim, dim_size, filled, generic
+from ..builders import as_i64, cast_to, checked_cast, constant, dim, dim_size, filled, generic
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
@@ -81,7 +81,7 @@ def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         "input X",
     )
     height, width = (
-        arith.IndexCastOp(i64, dim_size(x, axis)).result if size is None else k(size)
+        as_i64(dim_size(x, axis) if size is None else size)
         for axis, size in ((2, x_shape[2]), (3, x_shape[3]))
     )
     last_row, last_column = (arith.SubIOp(size, k(1)).result for size in (height, width))
