@@ -63,9 +63,12 @@ class LoweringRuleContext:
 
     # -- errors ---------------------------------------------------------------------------------
 
-    def error(self, message: str) -> LoweringError:
-        """A LoweringError in MLIR's form (`'niro.add' op ...`) located at this op."""
-        return LoweringError(f"'{op_name(self.op)}' op {message}", location=str(self.niro_location))
+    def error(self, message: str, *, internal: bool = False) -> LoweringError:
+        """A LoweringError in MLIR's form (`'niro.add' op ...`) located at this op (`internal`:
+        niroc's lowering went wrong, not the model; see LoweringError)."""
+        return LoweringError(
+            f"'{op_name(self.op)}' op {message}", location=str(self.niro_location), internal=internal
+        )
 
     # -- Niro views of the operands ---------------------------------------------------------------
 

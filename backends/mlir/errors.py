@@ -29,6 +29,10 @@ class LoweringError(NirocError):
     `op_kind` is the Niro op name (`niro.add`, `onnx.Col2Im`) of the op a rule refused, set by
     the driver when it records the refusal; None for an error that is no op's refusal (MLIR
     verification of the whole module, an external tool). `verify --stats` groups by it.
+
+    `internal` marks a failure of niroc's own lowering, not of the model: the lowered module
+    fails MLIR verification, or a rule built a value of another type than its op's result. The
+    model may be fine; the conformance runs count these as bugs, not refusals.
     """
 
     def __init__(
@@ -39,10 +43,12 @@ class LoweringError(NirocError):
         notes: Sequence[str] = (),
         refusals: Sequence[LoweringError] = (),
         op_kind: str | None = None,
+        internal: bool = False,
     ):
         super().__init__(message, location=location, notes=notes)
         self.refusals = tuple(refusals)
         self.op_kind = op_kind
+        self.internal = internal or any(refusal.internal for refusal in self.refusals)
 
 
 def refused_together(refusals: Sequence[LoweringError]) -> LoweringError:

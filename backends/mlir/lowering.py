@@ -151,6 +151,7 @@ def _verify(mlir_module: mlir_ir.Module, collected: list[str]) -> None:
         f"the lowered module fails MLIR verification: {messages[0].splitlines()[0]}",
         location=f"node {node!r}" if node else None,
         notes=messages,
+        internal=True,
     )
 
 
@@ -561,17 +562,21 @@ class FunctionLowering:
 
     def _bind_results(self, ctx: LoweringRuleContext, results: tuple[Value, ...], built) -> None:
         if len(built) != len(results):
-            raise ctx.error(f"lowering returned {len(built)} values for {len(results)} results")
+            raise ctx.error(
+                f"lowering returned {len(built)} values for {len(results)} results", internal=True
+            )
         for index, (value, mlir_value, expected) in enumerate(
             zip(results, built, ctx.result_types, strict=True)
         ):
             if not isinstance(mlir_value, mlir_ir.Value):
                 raise ctx.error(
-                    f"lowering returned {type(mlir_value).__name__} for result #{index}"
+                    f"lowering returned {type(mlir_value).__name__} for result #{index}",
+                    internal=True,
                 )
             if mlir_value.type != expected:
                 raise ctx.error(
-                    f"lowering returned {mlir_value.type} for result #{index}, expected {expected}"
+                    f"lowering returned {mlir_value.type} for result #{index}, expected {expected}",
+                    internal=True,
                 )
             self.values[value.id] = mlir_value
 

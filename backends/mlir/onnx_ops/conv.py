@@ -43,6 +43,7 @@ from ..builders import (
     empty,
     empty_like,
     expand_dim,
+    expand_shape,
     extract_slice,
     filled,
     generic,
@@ -587,13 +588,7 @@ def _upsample(
     split = shape[:2] + [size for n in shape[2:] for size in (n, 1)]
     groups = [[0], [1]] + [[2 + 2 * a, 3 + 2 * a] for a in range(len(strides))]
     dynamic = [tensor_size(x, axis) for axis, size in enumerate(shape) if size == DYNAMIC]
-    expanded = tensor.ExpandShapeOp(
-        mlir_ir.RankedTensorType.get(split, source.element_type),
-        x,
-        reassociation(groups),
-        dynamic,
-        split,
-    ).result
+    expanded = expand_shape(x, mlir_ir.RankedTensorType.get(split, source.element_type), groups, dynamic)
     high = [0, 0] + [amount for s in strides for amount in (0, s - 1)]
     padded = pad(expanded, [0] * len(split), high, zero)
     merged = shape[:2] + [

@@ -455,6 +455,10 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         else arith.ConstantOp(i1, mlir_ir.IntegerAttr.get(i1, 1)).result
     )
     # Only a loop that carries two tensors or more gets them packed into one buffer by IREE.
+    # NOTE: the scan outputs' buffers are not bounded: IREE (3.13) writes them in place and
+    # carries each as a resource of its own, with no offset to fold (seen in its stream IR, and
+    # two dynamic-slice scan outputs, or one growing carried tensor beside a dynamic-slice or
+    # run-time-M scan output, match onnxruntime).
     bounds = carried + len(scans) > 1
     starts = [
         _bounded_dims(

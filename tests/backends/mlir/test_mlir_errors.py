@@ -14,7 +14,9 @@ from niro.backends.mlir import (
     find_tool,
     lower_to_mlir,
     make_context,
+    register_lowering,
     run_opt_tool,
+    unregister_lowering,
 )
 from niro.ir import (
     Add,
@@ -30,6 +32,7 @@ from niro.ir import (
     TensorExtract,
     TensorType,
     Transpose,
+    UnknownOp,
 )
 
 F32, I64 = ScalarType.F32, ScalarType.I64
@@ -72,8 +75,9 @@ UNRANKED = TensorType(F32, None)  # tensor<*xf32>
 )
 def test_ops_needing_ranked_tensors_reject_unranked_ones(build, message):
     outputs = (F32,) if "extract" in message else (UNRANKED,)
-    with pytest.raises(LoweringError, match=message):
+    with pytest.raises(LoweringError, match=message) as caught:
         lower_to_mlir(one_function((UNRANKED,), outputs, build))
+    assert not caught.value.internal  # a refusal of what the model asks, not a niroc bug
 
 
 def test_unranked_tensors_pass_through_signatures():
@@ -98,6 +102,27 @@ def test_mlir_verification_failure_names_the_node():
         "('tensor<3xf32>') in function @f"
     )
     assert any("see current operation" in note for note in error.notes)
+    assert error.internal  # niroc built MLIR that MLIR rejects: a bug of niroc's, not the model's
+
+
+def test_a_rule_building_another_type_than_its_result_is_an_internal_error():
+    """A rule whose value differs from the op's result type (e.g. more static than the result):
+    the driver stops it as niroc's own failure, which the conformance runs count as a bug."""
+    register_lowering("test.WrongType")(lambda ctx: [ctx.operands[0]])
+
+    def build(ids, x):
+        y = ids(tensor(F32, None))
+        return [UnknownOp("test.WrongType", (x,), (y,)), Return((y,))]
+
+    try:
+        with pytest.raises(
+            LoweringError,
+            match=r"lowering returned tensor<2xf32> for result #0, expected tensor<\?xf32>",
+        ) as caught:
+            lower_to_mlir(one_function((tensor(F32, 2),), (tensor(F32, None),), build))
+        assert caught.value.internal
+    finally:
+        unregister_lowering("test.WrongType")
 
 
 def test_use_before_definition_is_a_lowering_error():
