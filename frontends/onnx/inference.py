@@ -271,11 +271,17 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
     dims (`symbolic_dims`) are written in, re-inferring after each round that changed
     something, at most `FOLD_ROUNDS` times."""
     stripped = strip_weights(model, split_raw)
-    _forget_declared_dims(stripped)
-    inferred = _infer(stripped, data_prop=False)
+    declared = _forget_declared_dims(stripped)
+
+    def infer(data_prop: bool) -> onnx.ModelProto:
+        inferred = _infer(stripped, data_prop=data_prop)
+        _fill_unknown_dims(inferred.graph, declared)
+        return inferred
+
+    inferred = infer(False)
     data_prop = _has_shape_data(stripped) and not _has_long_vector(inferred.graph)
     if data_prop:
-        inferred = _infer(stripped, data_prop=True)
+        inferred = infer(True)
     opset = next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), 1)
     folded: dict[int, tuple[onnx.TensorProto, ...]] = {}
     types = _collect(inferred.graph)
@@ -285,7 +291,7 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
         tightened = [_tighten(graph, refined) for graph, refined in symbolic.refined_in_subgraphs]
         if not _tighten(stripped.graph, symbolic.refined) and not any(tightened) and not folds:
             break
-        inferred = _infer(stripped, data_prop=data_prop)
+        inferred = infer(data_prop)
         types = _collect(inferred.graph)
     types.folded = folded
     _refine_backwards(inferred.graph, types.values)
@@ -300,30 +306,30 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
     return types
 
 
-def _forget_declared_dims(model: onnx.ModelProto) -> None:
+def _forget_declared_dims(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     """Clear the dims (names `dim_param` and sizes `dim_value`) that `model` declares on
-    value_info and on main-graph outputs that a node reads, and the names declared on subgraph
-    inputs and outputs and on the other graph outputs. The ranks and element types stay.
+    value_info and on main-graph outputs, and the names declared on subgraph inputs and outputs.
+    The ranks and element types stay. Returns the main-graph outputs' declared types, by name:
+    after inference a declared size fills only a dim inference left unknown
+    (`_fill_unknown_dims`).
 
     ONNX inference keeps a declared dim over the one it infers, and nothing checks it at run
-    time: a value_info that calls `Relu(x)` [3, 4] when x is [b, 4] would type the Relu static 3,
-    and the Add after it would read a 1-row x as 3 rows; a value_info that calls an
-    intermediate's dim `batch` when it is not would make the lowering skip the run-time check
-    where it meets a true `batch` and let `symbolic_dims` divide it out to a constant. Exporters
-    write such declarations with the dims they traced, on models exported with dynamic axes.
-    Only the graph inputs' dims are checked (once, on entry; see `GraphTypes.dim_names`), so
-    every dim left on those values is one inference carried from them by the ops' semantics:
-    where it knows less than a declaration, the value stays dynamic.
+    time: a value_info or a graph output that calls `Relu(x)` [3, 4] when x is [b, 4] would type
+    the Relu static 3, and a 1-row x would come out as 3 rows; a declared name `batch` on a dim
+    that is not would make the lowering skip a run-time check. Exporters write such
+    declarations with the dims they traced, on models exported with dynamic axes. Only the
+    graph inputs' dims are checked (once, on entry; see `GraphTypes.dim_names`), so every dim
+    inference carries is one it derived from them by the ops' semantics.
 
-    The sizes declared on subgraph inputs and outputs, on main-graph outputs no node reads and
-    on the outputs of ops ONNX has no schema for (custom domains) are still kept, unchecked (a
-    lying one there is still believed): nothing else types the latter; ONNX inference leaves a
-    Loop-carried value unsized without its body's declarations (folding in Loop bodies needs
-    them), and ONNX's node tests declare the outputs of ops whose shape comes from a data input
-    (Reshape's shape, TopK's k, Resize's sizes), 19 of which are refused without them."""
+    Still taken as declared, unchecked: a main-graph output's size where inference knows
+    nothing of that dim (ONNX's node tests declare the outputs of ops whose shape comes from a
+    data input: Reshape's shape, TopK's k, Resize's sizes; 19 are refused without them), the
+    sizes on subgraph inputs and outputs (ONNX inference leaves a Loop-carried value unsized
+    without its body's declarations, and folding in Loop bodies needs them), and the value_info
+    and outputs of ops ONNX has no schema for (custom domains: nothing else types them)."""
     graph = model.graph
     initializers = {initializer.name for initializer in graph.initializer}
-    read = {name for current in all_graphs(graph) for node in current.node for name in node.input}
+    declared: dict[str, onnx.TypeProto] = {}
     for current in all_graphs(graph):
         inputs = current.input
         if current is graph:  # the data inputs keep theirs
@@ -334,8 +340,12 @@ def _forget_declared_dims(model: onnx.ModelProto) -> None:
         for info in current.value_info:  # an op ONNX has no schema for is typed by nothing else
             _forget_dims(info, sizes=info.name not in unknown)
         for info in current.output:
-            read_here = current is graph and info.name in read
-            _forget_dims(info, sizes=read_here and info.name not in initializers and info.name not in unknown)
+            sizes = current is graph and info.name not in initializers and info.name not in unknown
+            if sizes:
+                declared[info.name] = onnx.TypeProto()
+                declared[info.name].CopyFrom(info.type)
+            _forget_dims(info, sizes=sizes)
+    return declared
 
 
 def _forget_dims(info: onnx.ValueInfoProto, *, sizes: bool) -> None:
@@ -346,6 +356,35 @@ def _forget_dims(info: onnx.ValueInfoProto, *, sizes: bool) -> None:
                 dim.Clear()
             else:
                 dim.ClearField("dim_param")
+
+
+UNKNOWN_DIM_PREFIX = "unk__"
+"""The prefix of the names ONNX inference makes up for dims it knows nothing of."""
+
+
+def _unknown(dim: onnx.TensorShapeProto.Dimension) -> bool:
+    """Whether inference left `dim` unknown: no size, and no name or one it made up."""
+    return not dim.HasField("dim_value") and (
+        not dim.HasField("dim_param") or dim.dim_param.startswith(UNKNOWN_DIM_PREFIX)
+    )
+
+
+def _fill_unknown_dims(graph: onnx.GraphProto, declared: Mapping[str, onnx.TypeProto]) -> None:
+    """Give each output of the inferred main `graph` its `declared` size on every dim inference
+    left unknown (`_unknown`), and its whole declared shape where inference gave none."""
+    for info in graph.output:
+        source = declared.get(info.name)
+        if source is None or not source.tensor_type.HasField("shape"):
+            continue
+        target = info.type.tensor_type
+        if not target.HasField("shape"):
+            target.shape.CopyFrom(source.tensor_type.shape)
+            continue
+        if len(target.shape.dim) != len(source.tensor_type.shape.dim):
+            continue
+        for dim, given in zip(target.shape.dim, source.tensor_type.shape.dim, strict=True):
+            if given.HasField("dim_value") and _unknown(dim):
+                dim.dim_value = given.dim_value
 
 
 def _tighten(graph: onnx.GraphProto, refined: Mapping[str, onnx.TypeProto]) -> bool:

@@ -1,5 +1,6 @@
-"""The dims a model declares on value_info and on graph outputs that a node reads are not
-proven: only inference from the graph inputs and the ops types those values. A declaration
+"""The dims a model declares on value_info and on graph outputs are not proven: only inference
+from the graph inputs and the ops types those values (a graph output's declared size counts only
+on a dim inference knows nothing of). A declaration
 that lies about a static size (an exporter's traced dims on a model exported with dynamic
 axes) must neither make niroc compute another number than onnxruntime nor turn a dynamic
 value static; one that tells the truth changes nothing."""
@@ -55,6 +56,44 @@ def test_lying_output_shape_is_not_trusted(tmp_path):
     vm_module = compile_onnx(model, tmp_path)
     assert_matches_onnxruntime(vm_module, model, _feeds(1, 3, 5), function="declared", rtol=0, atol=0)
     assert "3x4" not in _lowered(model)  # dynamic, as inference types it
+
+
+def test_lying_unread_output_shape_is_not_trusted(tmp_path):
+    """A graph output no node reads, the Relu's, declared [3, 4] when x is [b, 4]: trusted, a
+    1-row x came out as 3 rows (the clamped read repeating its row)."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"])],
+        "declared",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 4])],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, [3, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    vm_module = compile_onnx(model, tmp_path)
+    assert_matches_onnxruntime(vm_module, model, _feeds(1, 3, 5), function="declared", rtol=0, atol=0)
+    assert "3x4" not in _lowered(model)
+
+
+def test_declared_output_size_fills_what_inference_cannot_know(tmp_path):
+    """TopK with a run-time k: inference knows nothing of its result's dims, and the declared
+    output shape is what types it (ONNX's own node tests are written so)."""
+    graph = helper.make_graph(
+        [helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=1)],
+        "declared",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4]),
+            helper.make_tensor_value_info("k", TensorProto.INT64, [1]),
+        ],
+        [
+            helper.make_tensor_value_info("values", TensorProto.FLOAT, [3, 2]),
+            helper.make_tensor_value_info("indices", TensorProto.INT64, [3, 2]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert "tensor<3x2xf32>" in _lowered(model)
+    vm_module = compile_onnx(model, tmp_path)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::-1].copy()
+    feeds = [{"x": x, "k": np.array([2], np.int64)}]
+    assert_matches_onnxruntime(vm_module, model, feeds, function="declared", rtol=0, atol=0)
 
 
 def test_true_declarations_keep_static_types(tmp_path):
