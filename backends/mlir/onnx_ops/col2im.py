@@ -57,9 +57,10 @@ def _lower_col2im(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     block_constant = ctx.constant_operand(2)
     if block_constant is not None and any(int(size) < 1 for size in block_constant):
         raise ctx.error(f"block_shape {tuple(block_constant)} needs sizes of at least 1")
-    # A run-time block size below 1 stops the program with the op's location; each size is used
-    # as max(size, 1), so that no division below (whose check may be evaluated first) sees a 0:
-    # an integer division by zero kills the whole process (SIGFPE) instead of failing the call.
+    # A run-time block size below 1 stops the program with the op's location. Each size is used
+    # as max(size, 1) all the same: the divisions below run whatever the checks say (the check
+    # that the input's dim 1 divides by prod(block) computes that remainder itself), and an
+    # integer division by zero kills the whole process (SIGFPE) instead of failing the call.
     blocks = _vector(ctx, 2, rank, "block_shape")
     for a, size in enumerate(blocks if block_constant is None else ()):
         assert_true(

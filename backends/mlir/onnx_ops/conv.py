@@ -166,9 +166,10 @@ def grouped_conv(ctx: LoweringRuleContext, x: mlir_ir.Value, w: mlir_ir.Value, s
     columns = math.prod(size for size in spec.output if isinstance(size, int))
     if group_channels > 1 and window * columns <= IM2COL_LIMIT:
         return _im2col_conv(x, w, spec)
-    taps = window_taps(x, w_shape[2:], spec.strides, spec.dilations, spec.output)
-    if group_channels == 1 and taps is not None:
-        return _tap_conv(taps, w, spec)
+    if group_channels == 1:  # the taps are built only for a depthwise convolution that uses them
+        taps = window_taps(x, w_shape[2:], spec.strides, spec.dilations, spec.output)
+        if taps is not None:
+            return _tap_conv(taps, w, spec)
     return _direct_conv(x, w, spec)
 
 

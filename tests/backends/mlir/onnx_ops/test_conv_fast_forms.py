@@ -280,3 +280,16 @@ def test_conv_transpose_of_stride_equal_to_kernel_is_one_product() -> None:
         patches = "iterator_types = [" + '"parallel", ' * 7 + '"reduction"]'
         assert text.count(patches) == 2
         assert text.count("tensor.pad") == 2  # the padded one's zeros between and around
+
+
+def test_a_grouped_convolution_in_place_builds_no_tap_slices(monkeypatch) -> None:
+    """A grouped convolution whose gathered windows would pass `IM2COL_LIMIT` is computed in
+    place; the per-tap slices only a depthwise one uses are not built (they were, unused)."""
+    from niro.backends.mlir.onnx_ops import conv
+
+    monkeypatch.setattr(conv, "IM2COL_LIMIT", 0)
+    weights = random_weights(12, w=(6, 4, 3, 3))
+    model = graph_model([helper.make_node("Conv", ["x", "w"], ["y"], group=2)], (1, 8, 9, 10), weights)
+    text = _text(model)
+    assert text.count(DIRECT) == 1
+    assert "tensor.extract_slice" not in text
