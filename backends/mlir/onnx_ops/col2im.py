@@ -170,8 +170,7 @@ def _lower_col2im(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         channel = arith.AddIOp(
             arith.MulIOp(as_i64(index[1]), taps_i64).result, as_i64(index[2 + rank])
         ).result
-        to_index = lambda v: arith.IndexCastOp(mlir_ir.IndexType.get(), v).result  # noqa: E731
-        value = tensor.ExtractOp(x, [index[0], to_index(channel), to_index(flat)]).result
+        value = tensor.ExtractOp(x, [index[0], as_index(channel), as_index(flat)]).result
         value = arith.SelectOp(valid, value, zero).result
         return arith.AddFOp(args[1], value).result
 

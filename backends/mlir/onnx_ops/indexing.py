@@ -20,6 +20,7 @@ from niro.ir import ScalarType, TensorType, Value, format_type, op_name
 
 from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
+    as_index,
     assert_true,
     cast_to,
     dim_size,
@@ -142,12 +143,12 @@ def to_index(value: mlir_ir.Value, element: ScalarType) -> mlir_ir.Value:
     """An integer (or float, truncated toward zero) element as an `index` (unsigned kept)."""
     if element in (ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64):
         value = arith.FPToSIOp(mlir_ir.IntegerType.get_signless(64), value).result
-        return arith.IndexCastOp(index_type(), value).result
+        return as_index(value)
     if element is ScalarType.BOOL:
         return arith.IndexCastUIOp(index_type(), value).result
     if element in UNSIGNED:
         return arith.IndexCastUIOp(index_type(), value).result
-    return arith.IndexCastOp(index_type(), value).result
+    return as_index(value)
 
 
 def from_index(value: mlir_ir.Value, element: ScalarType) -> mlir_ir.Value:

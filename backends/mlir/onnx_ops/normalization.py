@@ -22,6 +22,7 @@ from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import (
     DYNAMIC,
     accumulator_type,
+    as_i64,
     cast_to,
     constant,
     convert,
@@ -98,7 +99,7 @@ def _count(source: mlir_ir.Value, axes, compute: mlir_ir.Type) -> mlir_ir.Value:
             continue
         if shape.is_dynamic_dim(axis):
             has_dynamic = True
-            dynamic = arith.MulIOp(dynamic, arith.IndexCastOp(i64, size).result).result
+            dynamic = arith.MulIOp(dynamic, as_i64(size)).result
         else:
             total *= size
     if not has_dynamic:
