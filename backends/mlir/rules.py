@@ -34,11 +34,19 @@ from niro.ir import (
 
 from . import sub_byte
 from .bindings import arith, cf, func, mlir_ir, scf, tensor
-from .builders import Arithmetic, binary_arithmetic, dim_size, empty_tensor, index_constant, matmul
+from .builders import (
+    Arithmetic,
+    as_index,
+    binary_arithmetic,
+    dim_size,
+    empty_tensor,
+    index_constant,
+    matmul,
+)
 from .context import LoweringRuleContext
 from .literals import scalar_attr, tensor_data_attr
 from .registry import KNOWN_LOWERINGS, lowering, registered_lowering
-from .types import index_type, lower_type
+from .types import lower_type
 
 __all__ = ["KNOWN_LOWERINGS"]
 
@@ -140,7 +148,7 @@ def _lower_tensor_extract(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         raise ctx.error(
             f"needs {len(source.shape)} indices for {format_type(source)}, got {len(op.indices)}"
         )
-    indices = [arith.IndexCastOp(index_type(), index).result for index in ctx.operands[1:]]
+    indices = [as_index(index) for index in ctx.operands[1:]]
     return [tensor.ExtractOp(ctx.operands[0], indices).result]
 
 

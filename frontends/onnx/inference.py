@@ -271,11 +271,17 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
     dims (`symbolic_dims`) are written in, re-inferring after each round that changed
     something, at most `FOLD_ROUNDS` times."""
     stripped = strip_weights(model, split_raw)
-    _forget_declared_names(stripped)
-    inferred = _infer(stripped, data_prop=False)
+    declared = _forget_declared_dims(stripped)
+
+    def infer(data_prop: bool) -> onnx.ModelProto:
+        inferred = _infer(stripped, data_prop=data_prop)
+        _fill_unknown_dims(inferred.graph, declared)
+        return inferred
+
+    inferred = infer(False)
     data_prop = _has_shape_data(stripped) and not _has_long_vector(inferred.graph)
     if data_prop:
-        inferred = _infer(stripped, data_prop=True)
+        inferred = infer(True)
     opset = next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), 1)
     folded: dict[int, tuple[onnx.TensorProto, ...]] = {}
     types = _collect(inferred.graph)
@@ -285,7 +291,7 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
         tightened = [_tighten(graph, refined) for graph, refined in symbolic.refined_in_subgraphs]
         if not _tighten(stripped.graph, symbolic.refined) and not any(tightened) and not folds:
             break
-        inferred = _infer(stripped, data_prop=data_prop)
+        inferred = infer(data_prop)
         types = _collect(inferred.graph)
     types.folded = folded
     _refine_backwards(inferred.graph, types.values)
@@ -300,28 +306,85 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
     return types
 
 
-def _forget_declared_names(model: onnx.ModelProto) -> None:
-    """Clear the dim names (`dim_param`) that `model` declares anywhere but on the main
-    graph's data inputs: on value_info, graph outputs, and subgraph inputs.
+def _forget_declared_dims(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    """Clear the dims (names `dim_param` and sizes `dim_value`) that `model` declares on
+    value_info and on main-graph outputs, and the names declared on subgraph inputs and outputs.
+    The ranks and element types stay. Returns the main-graph outputs' declared types, by name:
+    after inference a declared size fills only a dim inference left unknown
+    (`_fill_unknown_dims`).
 
-    ONNX inference keeps a declared name over the one it infers, so a model whose value_info
-    calls an intermediate's dim `batch` when it is not would make that dim `batch` for the
-    lowering (which then skips the run-time check where it meets a true `batch`) and for
-    `symbolic_dims` (which could then divide it out to a constant). Only the names on the
-    graph inputs are checked (once, on entry; see `GraphTypes.dim_names`): every name left
-    after this is one inference carried from them by the ops' semantics. The sizes declared
-    stay."""
+    ONNX inference keeps a declared dim over the one it infers, and nothing checks it at run
+    time: a value_info or a graph output that calls `Relu(x)` [3, 4] when x is [b, 4] would type
+    the Relu static 3, and a 1-row x would come out as 3 rows; a declared name `batch` on a dim
+    that is not would make the lowering skip a run-time check. Exporters write such
+    declarations with the dims they traced, on models exported with dynamic axes. Only the
+    graph inputs' dims are checked (once, on entry; see `GraphTypes.dim_names`), so every dim
+    inference carries is one it derived from them by the ops' semantics.
+
+    Still taken as declared, unchecked: a main-graph output's size where inference knows
+    nothing of that dim (ONNX's node tests declare the outputs of ops whose shape comes from a
+    data input: Reshape's shape, TopK's k, Resize's sizes; 19 are refused without them), the
+    sizes on subgraph inputs and outputs (ONNX inference leaves a Loop-carried value unsized
+    without its body's declarations, and folding in Loop bodies needs them), and the value_info
+    and outputs of ops ONNX has no schema for (custom domains: nothing else types them)."""
     graph = model.graph
     initializers = {initializer.name for initializer in graph.initializer}
+    declared: dict[str, onnx.TypeProto] = {}
     for current in all_graphs(graph):
         inputs = current.input
         if current is graph:  # the data inputs keep theirs
             inputs = [value for value in inputs if value.name in initializers]
-        for info in chain(inputs, current.value_info, current.output):
-            if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
-                for dim in info.type.tensor_type.shape.dim:
-                    if dim.HasField("dim_param"):
-                        dim.ClearField("dim_param")
+        for info in inputs:
+            _forget_dims(info, sizes=False)
+        unknown = {name for node in current.node if not onnx.defs.has(node.op_type, node.domain) for name in node.output}
+        for info in current.value_info:  # an op ONNX has no schema for is typed by nothing else
+            _forget_dims(info, sizes=info.name not in unknown)
+        for info in current.output:
+            sizes = current is graph and info.name not in initializers and info.name not in unknown
+            if sizes:
+                declared[info.name] = onnx.TypeProto()
+                declared[info.name].CopyFrom(info.type)
+            _forget_dims(info, sizes=sizes)
+    return declared
+
+
+def _forget_dims(info: onnx.ValueInfoProto, *, sizes: bool) -> None:
+    """Clear the names of `info`'s declared dims, and their sizes too if `sizes`."""
+    if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
+        for dim in info.type.tensor_type.shape.dim:
+            if sizes:
+                dim.Clear()
+            else:
+                dim.ClearField("dim_param")
+
+
+UNKNOWN_DIM_PREFIX = "unk__"
+"""The prefix of the names ONNX inference makes up for dims it knows nothing of."""
+
+
+def _unknown(dim: onnx.TensorShapeProto.Dimension) -> bool:
+    """Whether inference left `dim` unknown: no size, and no name or one it made up."""
+    return not dim.HasField("dim_value") and (
+        not dim.HasField("dim_param") or dim.dim_param.startswith(UNKNOWN_DIM_PREFIX)
+    )
+
+
+def _fill_unknown_dims(graph: onnx.GraphProto, declared: Mapping[str, onnx.TypeProto]) -> None:
+    """Give each output of the inferred main `graph` its `declared` size on every dim inference
+    left unknown (`_unknown`), and its whole declared shape where inference gave none."""
+    for info in graph.output:
+        source = declared.get(info.name)
+        if source is None or not source.tensor_type.HasField("shape"):
+            continue
+        target = info.type.tensor_type
+        if not target.HasField("shape"):
+            target.shape.CopyFrom(source.tensor_type.shape)
+            continue
+        if len(target.shape.dim) != len(source.tensor_type.shape.dim):
+            continue
+        for dim, given in zip(target.shape.dim, source.tensor_type.shape.dim, strict=True):
+            if given.HasField("dim_value") and _unknown(dim):
+                dim.dim_value = given.dim_value
 
 
 def _tighten(graph: onnx.GraphProto, refined: Mapping[str, onnx.TypeProto]) -> bool:

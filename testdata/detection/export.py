@@ -49,12 +49,6 @@ MODELS = {
     "ssdlite320_mobilenet_v3_large": (det.ssdlite320_mobilenet_v3_large, {"score_thresh": 0.0125}),
 }
 
-OUTPUTS = {
-    "maskrcnn_resnet50_fpn": ["boxes", "labels", "scores", "masks"],
-    "keypointrcnn_resnet50_fpn": ["boxes", "labels", "scores", "keypoints", "keypoints_scores"],
-}
-
-
 def image(seed: int) -> torch.Tensor:
     """A smooth random image in [0, 1]: blobs, not noise, so features and boxes vary over it."""
     generator = torch.Generator().manual_seed(seed)
@@ -96,7 +90,9 @@ def export(name: str, out_dir: str, force: bool) -> None:
     with torch.no_grad():
         found = model([x])[0]
     print(name, {k: tuple(v.shape) for k, v in found.items()})
-    outputs = OUTPUTS.get(name, ["boxes", "labels", "scores"])
+    # the graph's outputs are the dict's values in its order, which differs between models
+    # (R-CNNs: boxes, labels, scores...; RetinaNet and SSD: boxes, scores, labels)
+    outputs = list(found)
     torch.onnx.export(
         model,
         ([x],),

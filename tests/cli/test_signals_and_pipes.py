@@ -15,6 +15,18 @@ from .niroc_runner import NIROC, ROOT
 SCALE = ROOT / "testdata" / "cli" / "scale.niro"
 
 
+def _as_from_a_terminal() -> None:
+    """SIGINT as a shell at a terminal hands it to niroc: default disposition, not blocked.
+
+    NOTE: a child inherits an ignored or blocked SIGINT, and a pytest-xdist worker can carry one
+    from a library an earlier test loaded; niroc then (rightly, as a background job would) ignores
+    the Ctrl-C, waits out the tool and exits 0. That made this test fail in full `make test` runs
+    while it passed alone; started with SIGINT ignored it fails the same way.
+    """
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_mid_compile_exits_130_and_writes_nothing(tmp_path):
     started = tmp_path / "tool-started"
     tool = tmp_path / "slow-opt"
@@ -26,6 +38,7 @@ def test_ctrl_c_mid_compile_exits_130_and_writes_nothing(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_as_from_a_terminal,
     )
     deadline = time.monotonic() + 60
     while not started.exists():

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from niro.ir import TensorType, format_type
 
-from ..bindings import arith, mlir_ir, tensor
+from ..bindings import arith, linalg, mlir_ir, tensor
 from ..types import index_type
 from .constants import i64_constant, index_constant
 
@@ -36,6 +36,7 @@ __all__ = [
     "empty_like",
     "empty_tensor",
     "reassociation",
+    "expand_shape",
     "expand_dim",
     "collapse_dims",
     "pad",
@@ -158,6 +159,58 @@ def reassociation(groups: Sequence[Sequence[int]]) -> mlir_ir.ArrayAttr:
     )
 
 
+def expand_shape(
+    value: mlir_ir.Value,
+    result: mlir_ir.RankedTensorType,
+    groups: Sequence[Sequence[int]],
+    dynamic: Sequence[mlir_ir.Value],
+) -> mlir_ir.Value:
+    """`tensor.expand_shape` of `value` into `result`: each dim of `value` splits into the result
+    dims of its group; `dynamic` holds the index sizes of the result's dynamic dims, in order.
+    Every expand_shape niroc builds goes through here.
+
+    NOTE: IREE (3.13) miscompiles a `tensor.from_elements` of rank 2 or more, which is what it
+    folds `expand_shape(from_elements)` into: its elements are written past the buffer, and
+    iree-compile stops ("'stream.async.fill' op has invalid Write access range [32 to 56 for
+    24] of resource with size 48"): 6 elements into 3x2, 6x1 or 1x6, 3 into 1x3 alike (only 1x1
+    and, by chance, 2x1 compile). torchvision's image transform reshapes its pad vector, a
+    Concat joined on the host, to 3x2 before a Pad, and every detection model failed to
+    compile; an Unsqueeze of a shape vector into a row did too. Such a vector is read into
+    the result element by element (`_read_by_position`), which keeps it 1-D."""
+    if _built_on_host(value) and result.has_static_shape and math.prod(result.shape) > 1:
+        return _read_by_position(value, result)
+    shape = [DYNAMIC if result.is_dynamic_dim(axis) else size for axis, size in enumerate(result.shape)]
+    return tensor.ExpandShapeOp(result, value, reassociation(groups), list(dynamic), shape).result
+
+
+def _built_on_host(value: mlir_ir.Value) -> bool:
+    """Whether `value` is a vector joined from scalars (`tensor.from_elements`, as Concat builds
+    shape vectors); a block argument is not."""
+    owner = value.owner
+    return isinstance(owner, (mlir_ir.Operation, mlir_ir.OpView)) and owner.name == "tensor.from_elements"
+
+
+def _read_by_position(value: mlir_ir.Value, result: mlir_ir.RankedTensorType) -> mlir_ir.Value:
+    """The static 1-D `value` as `result` (same element count), each element read at its
+    row-major position by a `linalg.generic`."""
+    # NOTE: imported here: `structured` builds on this module's `empty`.
+    from .structured import generic
+
+    rank = result.rank
+    strides = [math.prod(result.shape[axis + 1 :]) for axis in range(rank)]
+
+    def body(_arguments: list[mlir_ir.Value]) -> list[mlir_ir.Value]:
+        position = index_constant(0)
+        for axis, stride in enumerate(strides):
+            index = linalg.IndexOp(axis).result
+            scaled = arith.MulIOp(index, index_constant(stride)).result
+            position = arith.AddIOp(position, scaled).result
+        return [tensor.ExtractOp(value, [position]).result]
+
+    init = empty(list(result.shape), result.element_type)
+    return generic([], [(init, list(range(rank)))], rank, (), body)[0]
+
+
 def expand_dim(value: mlir_ir.Value, axis: int, sizes: Sequence[int | mlir_ir.Value]) -> mlir_ir.Value:
     """Split dim `axis` of `value` into `sizes` (tensor.expand_shape); a size may be an index
     value (a run-time size: `axis` is then dynamic), and the other dims may be dynamic (their
@@ -178,7 +231,7 @@ def expand_dim(value: mlir_ir.Value, axis: int, sizes: Sequence[int | mlir_ir.Va
             dynamic += [part for part in sizes if not isinstance(part, int)]
         elif size == DYNAMIC:
             dynamic.append(tensor_size(value, index))
-    return tensor.ExpandShapeOp(result, value, reassociation(groups), dynamic, new_shape).result
+    return expand_shape(value, result, groups, dynamic)
 
 
 def collapse_dims(value: mlir_ir.Value, first: int, count: int) -> mlir_ir.Value:

@@ -19,7 +19,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..bindings import arith, linalg, math, mlir_ir, scf, tensor
-from ..builders import constant, empty, generic, index_constant, index_value, tensor_sizes
+from ..builders import (
+    as_i64,
+    as_index,
+    constant,
+    empty,
+    generic,
+    index_constant,
+    index_value,
+    tensor_sizes,
+)
 from ..types import index_type
 
 __all__ = ["bitonic_sort"]
@@ -38,11 +47,9 @@ def _power_of_two_at_least(length: int | mlir_ir.Value) -> int | mlir_ir.Value:
     if isinstance(length, int):
         return 1 << max(length - 1, 0).bit_length()
     i64 = mlir_ir.IntegerType.get_signless(64)
-    below = arith.IndexCastOp(
-        i64, arith.SubIOp(arith.MaxSIOp(length, index_constant(1)).result, index_constant(1)).result
-    ).result
+    below = as_i64(arith.SubIOp(arith.MaxSIOp(length, index_constant(1)).result, index_constant(1)).result)
     bits = arith.SubIOp(constant(i64, 64), math.CountLeadingZerosOp(below).result).result
-    return arith.IndexCastOp(index_type(), arith.ShLIOp(constant(i64, 1), bits).result).result
+    return as_index(arith.ShLIOp(constant(i64, 1), bits).result)
 
 
 def bitonic_sort(source: mlir_ir.Value, axis: int, before: Before) -> tuple[mlir_ir.Value, ElementAt]:
@@ -65,9 +72,9 @@ def bitonic_sort(source: mlir_ir.Value, axis: int, before: Before) -> tuple[mlir
         [(empty(padded_sizes, i64), every)],
         rank,
         (),
-        lambda _: [arith.IndexCastOp(i64, linalg.IndexOp(axis).result).result],
+        lambda _: [as_i64(linalg.IndexOp(axis).result)],
     )[0]
-    length64 = arith.IndexCastOp(i64, extent).result
+    length64 = as_i64(extent)
     total = index_value(padded_length)
 
     def ordered(a, a_index, b, b_index) -> mlir_ir.Value:
@@ -93,7 +100,7 @@ def bitonic_sort(source: mlir_ir.Value, axis: int, before: Before) -> tuple[mlir
         """The element of `source` at `index` along the axis (a padding index reads the last
         real element: the order never looks at it)."""
         where = list(position)
-        where[axis] = arith.MinSIOp(arith.IndexCastOp(index_type(), index).result, last_real).result
+        where[axis] = arith.MinSIOp(as_index(index), last_real).result
         return tensor.ExtractOp(source, where).result
 
     def merge_pass(current, block, distance):

@@ -54,8 +54,20 @@ def _lower_col2im(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     pads = ints("pads", (0,) * (2 * rank))
     if len(strides) != rank or len(dilations) != rank or len(pads) != 2 * rank:
         raise ctx.error("strides, dilations and pads need one value (pads: two) per image axis")
-    blocks = _vector(ctx, 2, rank, "block_shape")
     block_constant = ctx.constant_operand(2)
+    if block_constant is not None and any(int(size) < 1 for size in block_constant):
+        raise ctx.error(f"block_shape {tuple(block_constant)} needs sizes of at least 1")
+    # A run-time block size below 1 stops the program with the op's location. Each size is used
+    # as max(size, 1) all the same: the divisions below run whatever the checks say (the check
+    # that the input's dim 1 divides by prod(block) computes that remainder itself), and an
+    # integer division by zero kills the whole process (SIGFPE) instead of failing the call.
+    blocks = _vector(ctx, 2, rank, "block_shape")
+    for a, size in enumerate(blocks if block_constant is None else ()):
+        assert_true(
+            arith.CmpIOp(arith.CmpIPredicate.sge, size, i64_constant(1)).result,
+            f"{ctx.niro_location}: 'onnx.Col2Im' op: block_shape needs sizes of at least 1",
+        )
+        blocks[a] = arith.MaxSIOp(size, i64_constant(1)).result
     # The taps (prod(block)) and channels from the static shapes where they tell (the MLIR of
     # a static model is as it was), else at run time from block_shape and the input's dim 1.
     taps: int | mlir_ir.Value
@@ -158,8 +170,7 @@ def _lower_col2im(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         channel = arith.AddIOp(
             arith.MulIOp(as_i64(index[1]), taps_i64).result, as_i64(index[2 + rank])
         ).result
-        to_index = lambda v: arith.IndexCastOp(mlir_ir.IndexType.get(), v).result  # noqa: E731
-        value = tensor.ExtractOp(x, [index[0], to_index(channel), to_index(flat)]).result
+        value = tensor.ExtractOp(x, [index[0], as_index(channel), as_index(flat)]).result
         value = arith.SelectOp(valid, value, zero).result
         return arith.AddFOp(args[1], value).result
 

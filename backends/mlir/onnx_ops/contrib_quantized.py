@@ -29,6 +29,7 @@ from ..bindings import arith, mlir_ir
 from ..builders import elementwise
 from ..context import LoweringRuleContext
 from ..registry import lowering_for, register_lowering
+from ..types import lower_scalar_type
 from .common import attribute, element_type, imported_op, input_value, static_shape
 from .elementwise import FloatMath, _leaky_relu, _sigmoid
 from .linalg_ops import integer_matmul
@@ -45,10 +46,6 @@ __all__: list[str] = []
 _QUANTIZED = (ScalarType.I8, ScalarType.U8)
 Parameters = tuple[tuple[mlir_ir.Value, ScalarType], tuple[mlir_ir.Value, ScalarType] | None]
 """A per-tensor (scale, zero point or None), each as an extracted scalar and its type."""
-
-
-def _f32() -> mlir_ir.Type:
-    return mlir_ir.F32Type.get()
 
 
 def _parameters(ctx: LoweringRuleContext, scale_position: int, prefix: str) -> Parameters:
@@ -114,7 +111,7 @@ def _lower_elementwise(
 
     def body(elements: Sequence[mlir_ir.Value]) -> mlir_ir.Value:
         values = [
-            dequantize_element(element, scalar, scale, zero, _f32())
+            dequantize_element(element, scalar, scale, zero, lower_scalar_type(ScalarType.F32))
             for element, (scalar, scale, zero) in zip(elements, parameters, strict=True)
         ]
         return quantize_element(ctx, kernel(ctx, kit, *values), out_scale, out_zero, out_scalar)
@@ -157,7 +154,7 @@ def _dequantized(ctx: LoweringRuleContext, position: int, what: str) -> tuple[ml
     result = _like(niro_value, ScalarType.F32)
 
     def body(elements: Sequence[mlir_ir.Value]) -> mlir_ir.Value:
-        return dequantize_element(elements[0], scalar, scale, zero, _f32())
+        return dequantize_element(elements[0], scalar, scale, zero, lower_scalar_type(ScalarType.F32))
 
     return elementwise(ctx, body, [(value, niro_value)], result), result
 
@@ -280,7 +277,7 @@ def _lower_qlinear_concat(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         result = _like(niro_value, out_scalar)
 
         def body(elements, scalar=scalar, scale=scale, zero=zero) -> mlir_ir.Value:
-            dequantized = dequantize_element(elements[0], scalar, scale, zero, _f32())
+            dequantized = dequantize_element(elements[0], scalar, scale, zero, lower_scalar_type(ScalarType.F32))
             return quantize_element(ctx, dequantized, *output, out_scalar)
 
         parts.append((elementwise(ctx, body, [(value, niro_value)], result), result))
@@ -341,7 +338,7 @@ def _lower_qgemm(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         raise ctx.error(f"supports int8/uint8 outputs with y_scale, got {out_scalar.spelling}")
     if not has_y_scale and out_scalar is not ScalarType.F32:
         raise ctx.error(f"supports a float32 output without y_scale, got {out_scalar.spelling}")
-    f32 = _f32()
+    f32 = lower_scalar_type(ScalarType.F32)
 
     def finish(acc: mlir_ir.Value, b_scale: mlir_ir.Value, *rest: mlir_ir.Value) -> mlir_ir.Value:
         # NOTE: as onnxruntime: the i32 sum plus C, times one f32 multiplier per column,

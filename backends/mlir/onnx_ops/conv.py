@@ -43,6 +43,7 @@ from ..builders import (
     empty,
     empty_like,
     expand_dim,
+    expand_shape,
     extract_slice,
     filled,
     generic,
@@ -165,9 +166,10 @@ def grouped_conv(ctx: LoweringRuleContext, x: mlir_ir.Value, w: mlir_ir.Value, s
     columns = math.prod(size for size in spec.output if isinstance(size, int))
     if group_channels > 1 and window * columns <= IM2COL_LIMIT:
         return _im2col_conv(x, w, spec)
-    taps = window_taps(x, w_shape[2:], spec.strides, spec.dilations, spec.output)
-    if group_channels == 1 and taps is not None:
-        return _tap_conv(taps, w, spec)
+    if group_channels == 1:  # the taps are built only for a depthwise convolution that uses them
+        taps = window_taps(x, w_shape[2:], spec.strides, spec.dilations, spec.output)
+        if taps is not None:
+            return _tap_conv(taps, w, spec)
     return _direct_conv(x, w, spec)
 
 
@@ -587,13 +589,7 @@ def _upsample(
     split = shape[:2] + [size for n in shape[2:] for size in (n, 1)]
     groups = [[0], [1]] + [[2 + 2 * a, 3 + 2 * a] for a in range(len(strides))]
     dynamic = [tensor_size(x, axis) for axis, size in enumerate(shape) if size == DYNAMIC]
-    expanded = tensor.ExpandShapeOp(
-        mlir_ir.RankedTensorType.get(split, source.element_type),
-        x,
-        reassociation(groups),
-        dynamic,
-        split,
-    ).result
+    expanded = expand_shape(x, mlir_ir.RankedTensorType.get(split, source.element_type), groups, dynamic)
     high = [0, 0] + [amount for s in strides for amount in (0, s - 1)]
     padded = pad(expanded, [0] * len(split), high, zero)
     merged = shape[:2] + [

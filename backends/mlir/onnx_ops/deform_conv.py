@@ -15,7 +15,17 @@ from collections.abc import Sequence
 from niro.ir import ScalarType
 
 from ..bindings import arith, linalg, math, mlir_ir, tensor
-from ..builders import as_i64, cast_to, checked_cast, constant, dim, dim_size, filled, generic
+from ..builders import (
+    as_i64,
+    as_index,
+    cast_to,
+    checked_cast,
+    constant,
+    dim,
+    dim_size,
+    filled,
+    generic,
+)
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
@@ -68,7 +78,6 @@ def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         raise ctx.error(f"offset shape {offset_shape} does not fit offset_group {offset_group}")
     element = lower_scalar_type(scalar)
     i64 = mlir_ir.IntegerType.get_signless(64)
-    index_type = mlir_ir.IndexType.get()
     c = lambda value: constant(element, value)  # noqa: E731
     k = lambda value: constant(i64, value)  # noqa: E731
     # X's batch and channels are the offsets' and W's (checked at run time when dynamic); its
@@ -90,7 +99,7 @@ def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
 
     def body(args):
         n, oc, oh, ow, ci, kh, kw = (
-            arith.IndexCastOp(i64, linalg.IndexOp(a).result).result for a in range(7)
+            as_i64(linalg.IndexOp(a).result) for a in range(7)
         )
         channel = arith.AddIOp(
             arith.MulIOp(arith.DivSIOp(oc, k(features_per_group)).result, k(group_channels)).result,
@@ -103,13 +112,12 @@ def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
             ).result,
             kw,
         ).result
-        to_index = lambda v: arith.IndexCastOp(index_type, v).result  # noqa: E731
-        oh_i, ow_i = to_index(oh), to_index(ow)
-        n_i = to_index(n)
+        oh_i, ow_i = as_index(oh), as_index(ow)
+        n_i = as_index(n)
 
         def read_offset(comp: int) -> mlir_ir.Value:
             row = arith.AddIOp(arith.MulIOp(tap, k(2)).result, k(comp)).result
-            return tensor.ExtractOp(offset, [n_i, to_index(row), oh_i, ow_i]).result
+            return tensor.ExtractOp(offset, [n_i, as_index(row), oh_i, ow_i]).result
 
         def position(out, kernel, stride, dilation, pad, shift):
             base = arith.AddIOp(
@@ -123,7 +131,7 @@ def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         h0f, w0f = math.FloorOp(h).result, math.FloorOp(wpos).result
         lh, lw = arith.SubFOp(h, h0f).result, arith.SubFOp(wpos, w0f).result
         h0, w0 = arith.FPToSIOp(i64, h0f).result, arith.FPToSIOp(i64, w0f).result
-        channel_i = to_index(channel)
+        channel_i = as_index(channel)
         total = None
         for dh, weight_h in ((0, arith.SubFOp(c(1.0), lh).result), (1, lh)):
             for dw, weight_w in ((0, arith.SubFOp(c(1.0), lw).result), (1, lw)):
@@ -136,7 +144,7 @@ def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
                         arith.CmpIOp(arith.CmpIPredicate.slt, value, size).result,
                     ):
                         inside = check if inside is None else arith.AndIOp(inside, check).result
-                clamp = lambda v, last: to_index(  # noqa: E731
+                clamp = lambda v, last: as_index(  # noqa: E731
                     arith.MinSIOp(arith.MaxSIOp(v, k(0)).result, last).result
                 )
                 pixel = tensor.ExtractOp(
@@ -147,7 +155,7 @@ def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
                 total = term if total is None else arith.AddFOp(total, term).result
         value = arith.MulFOp(total, args[0]).result
         if mask is not None:
-            scale = tensor.ExtractOp(mask[0], [n_i, to_index(tap), oh_i, ow_i]).result
+            scale = tensor.ExtractOp(mask[0], [n_i, as_index(tap), oh_i, ow_i]).result
             value = arith.MulFOp(value, scale).result
         return arith.AddFOp(args[1], value).result
 

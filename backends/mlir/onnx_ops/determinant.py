@@ -21,6 +21,7 @@ from niro.ir import format_type
 from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import (
     accumulator_type,
+    as_i64,
     as_index,
     cast_to,
     checked_cast,
@@ -52,7 +53,7 @@ def _pivot_rows(matrices: mlir_ir.Value, batch: int, step: int) -> mlir_ir.Value
 
     def body(arguments):
         value, best, row = arguments
-        here = arith.IndexCastOp(i64, linalg.IndexOp(batch).result).result
+        here = as_i64(linalg.IndexOp(batch).result)
         magnitude = math.AbsFOp(value).result
         # Ties keep the lower row whatever order the loop runs in.
         larger = arith.CmpFOp(arith.CmpFPredicate.OGT, magnitude, best).result

@@ -24,6 +24,7 @@ from niro.ir import ScalarType, TensorType, format_type, op_name
 
 from ..bindings import arith, linalg, mlir_ir, scf, tensor
 from ..builders import (
+    as_index,
     assert_true,
     constant,
     dim_size,
@@ -624,7 +625,7 @@ def _selected_positions(ctx: LoweringRuleContext, flat: mlir_ir.Value, flat_type
         return arith.AddIOp(elements[1], elements[0]).result
 
     count_tensor = gather_generic(ctx, scalar_type, [], count_body, [(marks, identity, ScalarType.I64)], reduction_dims=1, init=count_init)
-    count = arith.IndexCastOp(index_type(), tensor.ExtractOp(count_tensor, []).result).result
+    count = as_index(tensor.ExtractOp(count_tensor, []).result)
     positions_type = TensorType(ScalarType.I64, (None,))
 
     def search(position, _elements):
@@ -659,7 +660,7 @@ def _lower_non_zero(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     out_type = TensorType(ScalarType.I64, (rank, None))
 
     def body(position, elements):
-        row, flat_index = position[0], arith.IndexCastOp(index_type(), elements[0]).result
+        row, flat_index = position[0], as_index(elements[0])
         # The coordinate on axis `row` of a row-major flat index.
         coordinate = index_constant(0)
         stride = index_constant(1)
@@ -701,7 +702,7 @@ def _lower_compress(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     ]
 
     def body(position, elements):
-        chosen = arith.IndexCastOp(index_type(), elements[0]).result
+        chosen = as_index(elements[0])
         where = list(position)
         where[axis] = chosen
         return tensor.ExtractOp(data, where).result

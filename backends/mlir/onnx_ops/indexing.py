@@ -20,11 +20,12 @@ from niro.ir import ScalarType, TensorType, Value, format_type, op_name
 
 from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
-    DYNAMIC,
+    as_index,
     assert_true,
     cast_to,
     dim_size,
     empty_tensor,
+    expand_shape,
     generic,
     index_constant,
     index_value,
@@ -142,12 +143,12 @@ def to_index(value: mlir_ir.Value, element: ScalarType) -> mlir_ir.Value:
     """An integer (or float, truncated toward zero) element as an `index` (unsigned kept)."""
     if element in (ScalarType.F16, ScalarType.BF16, ScalarType.F32, ScalarType.F64):
         value = arith.FPToSIOp(mlir_ir.IntegerType.get_signless(64), value).result
-        return arith.IndexCastOp(index_type(), value).result
+        return as_index(value)
     if element is ScalarType.BOOL:
         return arith.IndexCastUIOp(index_type(), value).result
     if element in UNSIGNED:
         return arith.IndexCastUIOp(index_type(), value).result
-    return arith.IndexCastOp(index_type(), value).result
+    return as_index(value)
 
 
 def from_index(value: mlir_ir.Value, element: ScalarType) -> mlir_ir.Value:
@@ -240,10 +241,6 @@ __all__.append("projection")
 # -- casts and reshapes -------------------------------------------------------------------------
 
 
-def _mlir_shape(shape: Sequence[int | None]) -> list[int]:
-    return [DYNAMIC if dim is None else dim for dim in shape]
-
-
 def collapse(value: mlir_ir.Value, target: TensorType, groups: Sequence[Sequence[int]]) -> mlir_ir.Value:
     """`tensor.collapse_shape` of `value` into `target` (each target dim is one group)."""
     return tensor.CollapseShapeOp(lower_type(target), value, reassociation(groups)).result
@@ -260,9 +257,7 @@ def expand(
     dynamic = [size for dim, size in zip(target.shape, sizes, strict=True) if dim is None]
     if any(size is None for size in dynamic):
         raise ValueError(f"expand_shape to {format_type(target)} needs every dynamic size")
-    return tensor.ExpandShapeOp(
-        lower_type(target), value, reassociation(groups), dynamic, _mlir_shape(target.shape)
-    ).result
+    return expand_shape(value, lower_type(target), groups, dynamic)
 
 
 def _reshape_to_vector(
@@ -319,35 +314,6 @@ def unit_groups(rank: int, unit_axes: Sequence[int]) -> list[list[int]]:
     return groups
 
 
-def _built_on_host(value: mlir_ir.Value) -> bool:
-    """Whether `value` is a vector joined on the host (`tensor.from_elements`, as Concat builds
-    shape vectors)."""
-    operation = getattr(value.owner, "operation", value.owner)  # a Block for a block argument
-    return getattr(operation, "name", None) == "tensor.from_elements"
-
-
-def _read_as(ctx: LoweringRuleContext, value: mlir_ir.Value, target: TensorType) -> mlir_ir.Value:
-    """The static 1-D `value` as `target` (same element count), each element read at its
-    row-major position by a `linalg.generic`.
-
-    NOTE: IREE (3.13) miscompiles a `tensor.from_elements` of rank 2 or more whose leading dims
-    hold more than one row, which is what it folds `expand_shape(from_elements)` into: each
-    element is written with the length of a whole column ("'stream.async.fill' op has invalid
-    Write access range [32 to 56 for 24] of resource with size 48"). torchvision's image
-    transform reshapes its pad vector, a Concat joined on the host, to 3x2 before a Pad, and
-    every detection model failed to compile. Reading the vector by position keeps it 1-D."""
-    rank = len(target.shape)
-    strides = [int(np.prod(target.shape[axis + 1 :], dtype=np.int64)) for axis in range(rank)]
-
-    def body(indices: list[mlir_ir.Value], _elements: list[mlir_ir.Value]) -> mlir_ir.Value:
-        position = index_constant(0)
-        for index, stride in zip(indices, strides, strict=True):
-            position = add(position, mul(index, stride))
-        return tensor.ExtractOp(value, [position]).result
-
-    return gather_generic(ctx, target, [None] * len(target.shape), body)
-
-
 def reshape(
     ctx: LoweringRuleContext,
     value: mlir_ir.Value,
@@ -379,8 +345,6 @@ def reshape(
             return collapse(value, target, [])
         if len(target.shape) == 1:
             return value
-        if _built_on_host(value) and int(np.prod(target.shape[:-1], dtype=np.int64)) > 1:
-            return _read_as(ctx, value, target)
         return expand(value, target, [list(range(len(target.shape)))], [None] * len(target.shape))
     if len(target.shape) <= 1:
         return _reshape_to_vector(ctx, value, source, target, sizes)

@@ -43,6 +43,7 @@ from niro.ir import (
 from ..bindings import arith, mlir_ir, scf, tensor
 from ..builders import (
     DYNAMIC,
+    as_index,
     assert_true,
     checked_cast,
     dim_size,
@@ -53,7 +54,7 @@ from ..builders import (
 )
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from ..types import index_type, lower_type
+from ..types import lower_type
 from .common import imported_op, input_value
 from .indexing import clamp, cmp
 
@@ -370,7 +371,7 @@ def _run_time_rows(ctx: LoweringRuleContext, limit: mlir_ir.Value, scans) -> mli
             "elements each); declare their leading dim to bound them",
         )
     rows = arith.MaxSIOp(limit, i64_constant(0)).result
-    return arith.IndexCastOp(index_type(), rows).result
+    return as_index(rows)
 
 
 def _runs_every_iteration(ctx: LoweringRuleContext, condition, block, yielded) -> bool:
@@ -455,6 +456,10 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         else arith.ConstantOp(i1, mlir_ir.IntegerAttr.get(i1, 1)).result
     )
     # Only a loop that carries two tensors or more gets them packed into one buffer by IREE.
+    # NOTE: the scan outputs' buffers are not bounded: IREE (3.13) writes them in place and
+    # carries each as a resource of its own, with no offset to fold (seen in its stream IR, and
+    # two dynamic-slice scan outputs, or one growing carried tensor beside a dynamic-slice or
+    # run-time-M scan output, match onnxruntime).
     bounds = carried + len(scans) > 1
     starts = [
         _bounded_dims(
@@ -538,7 +543,7 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
             what = f"loop-carried value #{index} yielded by the body"
             value = _checked_cast(ctx, values[1 + index], body_type, what)
             nexts.append(_bounded_dims(ctx, value, body_type if bounds else None, what))
-        offset = arith.IndexCastOp(index_type(), iteration).result
+        offset = as_index(iteration)
         stacked = []
         for scan, buffer in zip(scans, buffers_in, strict=True):
             position = 1 + carried + scan.index
@@ -582,7 +587,7 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
             "scan outputs are declared with",
         )
     elif scans and not whole:
-        count = arith.IndexCastOp(index_type(), finals[0]).result
+        count = as_index(finals[0])
         # NOTE: no-op clamp (the loop stops by M) that keeps IREE (3.13) from cloning the bare
         # `index_cast` into the dispatch copying the rows out (e.g. for a Concat): it then
         # fails with "failed to resolve workgroup count hint in terms of workload ordinals".

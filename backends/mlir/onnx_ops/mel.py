@@ -24,7 +24,7 @@ import numpy as np
 from niro.ir import ScalarType, TensorType, format_type
 
 from ..bindings import arith, math, mlir_ir
-from ..builders import assert_true, cast_to, dense_constant
+from ..builders import as_i64, assert_true, cast_to, dense_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
@@ -134,7 +134,7 @@ def _runtime_matrix(ctx: LoweringRuleContext, result: TensorType, scalars) -> ml
     out = lower_scalar_type(result.element_type)
 
     def body(position, _elements):
-        row, column = (arith.IndexCastOp(i64, index).result for index in position)
+        row, column = (as_i64(index) for index in position)
         count, dft_length, sample_rate, low, high = (read() for read in readers)
         low_mel, high_mel = _mel(low, scalars[3]), _mel(high, scalars[4])
         count_f = arith.SIToFPOp(f64, count).result

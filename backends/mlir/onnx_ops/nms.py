@@ -32,6 +32,8 @@ from niro.ir import ScalarType, format_type
 from ..bindings import arith, linalg, mlir_ir, scf, tensor
 from ..builders import (
     DYNAMIC,
+    as_i64,
+    as_index,
     assert_true,
     constant,
     empty,
@@ -43,7 +45,6 @@ from ..builders import (
 )
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from ..types import index_type
 from .common import attribute, input_value
 from .indexing import scalar_input
 from .selection import _comes_before
@@ -76,8 +77,8 @@ def _box_order(scores: mlir_ir.Value, sizes: Sequence[int | mlir_ir.Value]) -> m
 
     def place(arguments):
         rank, chosen = arguments
-        position = arith.IndexCastOp(i64, _loop_index(2)).result
-        box = arith.IndexCastOp(i64, _loop_index(3)).result
+        position = as_i64(_loop_index(2))
+        box = as_i64(_loop_index(3))
         hit = arith.CmpIOp(arith.CmpIPredicate.eq, rank, position).result
         return [arith.SelectOp(hit, box, chosen).result]
 
@@ -278,11 +279,9 @@ def _lower_non_max_suppression(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Val
         rank = arith.RemUIOp(step, sizes[2]).result
         fresh = arith.CmpIOp(arith.CmpIPredicate.eq, rank, zero).result
         taken = arith.SelectOp(fresh, zero, taken).result
-        box = arith.IndexCastOp(
-            index_type(), tensor.ExtractOp(order, [batch, klass, rank]).result
-        ).result
+        box = as_index(tensor.ExtractOp(order, [batch, klass, rank]).result)
         keep = arith.CmpIOp(
-            arith.CmpIPredicate.slt, arith.IndexCastOp(i64, taken).result, limit
+            arith.CmpIPredicate.slt, as_i64(taken), limit
         ).result
         if score_threshold is not None:
             score = tensor.ExtractOp(scores, [batch, klass, box]).result
@@ -346,7 +345,7 @@ def _row(batch: mlir_ir.Value, klass: mlir_ir.Value, box: mlir_ir.Value) -> mlir
                 arith.CmpIOp(arith.CmpIPredicate.eq, column, index_constant(1)).result, klass, box
             ).result,
         ).result
-        return [arith.IndexCastOp(i64, value).result]
+        return [as_i64(value)]
 
     return generic([], [(init, [0, 1])], 2, (), body)[0]
 

@@ -22,10 +22,12 @@ from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import (
     DYNAMIC,
     accumulator_type,
+    as_i64,
     cast_to,
     constant,
     convert,
     empty,
+    expand_dim,
     generic,
     reassociation,
     tensor_sizes,
@@ -97,7 +99,7 @@ def _count(source: mlir_ir.Value, axes, compute: mlir_ir.Type) -> mlir_ir.Value:
             continue
         if shape.is_dynamic_dim(axis):
             has_dynamic = True
-            dynamic = arith.MulIOp(dynamic, arith.IndexCastOp(i64, size).result).result
+            dynamic = arith.MulIOp(dynamic, as_i64(size)).result
         else:
             total *= size
     if not has_dynamic:
@@ -550,18 +552,8 @@ def _lower_group_norm(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     per_group = channels // groups
     sizes = tensor_sizes(source)
     grouped_sizes = [sizes[0], groups, per_group, *sizes[2:]]
-    grouped_type = mlir_ir.RankedTensorType.get(
-        [size if isinstance(size, int) else DYNAMIC for size in grouped_sizes],
-        mlir_ir.RankedTensorType(source.type).element_type,
-    )
     merged = [[0], [1, 2], *[[axis + 1] for axis in range(2, rank)]]
-    grouped = tensor.ExpandShapeOp(
-        grouped_type,
-        source,
-        reassociation(merged),
-        [size for size in grouped_sizes if not isinstance(size, int)],
-        [size if isinstance(size, int) else DYNAMIC for size in grouped_sizes],
-    ).result
+    grouped = expand_dim(source, 1, (groups, per_group))
     axes = tuple(range(2, rank + 1))
     mean, variance = _moments(grouped, axes, compute)
     inverse = _inverse_std(variance, float(attribute(ctx, "epsilon", 1e-5)), compute)
@@ -577,15 +569,7 @@ def _lower_group_norm(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
             raise ctx.error(
                 f"expects {what} of shape ({expected},), got {format_type(niro_value.type)}"
             )
-        value = tensor.ExpandShapeOp(
-            mlir_ir.RankedTensorType.get(
-                [groups, per_group], mlir_ir.RankedTensorType(value.type).element_type
-            ),
-            value,
-            reassociation([[0, 1]]),
-            [],
-            [groups, per_group],
-        ).result
+        value = expand_dim(value, 0, (groups, per_group))
         operands.append((value, [1, 2]))
     grouped_rank = rank + 1
     identity = list(range(grouped_rank))

@@ -24,6 +24,7 @@ from niro.ir import ScalarType
 
 from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import (
+    as_i64,
     constant,
     dense_constant,
     dim,
@@ -190,7 +191,6 @@ def _max_pool_with_indices(ctx, x, shape, geometry: WindowGeometry, lowest) -> l
     def body(arguments: list[mlir_ir.Value]) -> list[mlir_ir.Value]:
         value, _, best, best_index = arguments
         index = [linalg.IndexOp(a).result for a in range(loops)]
-        as_i64 = lambda v: arith.IndexCastOp(i64, v).result  # noqa: E731
         flat = arith.AddIOp(
             arith.MulIOp(as_i64(index[0]), constant(i64, shape[1])).result, as_i64(index[1])
         ).result
@@ -356,8 +356,7 @@ def _divide_at_run_time(
             stop = arith.MinSIOp(stop, index_value(geometry.kernel[axis])).result
             taps = arith.MaxSIOp(arith.SubIOp(stop, first).result, index_value(0)).result
             count = taps if count is None else arith.MulIOp(count, taps).result
-        i64 = mlir_ir.IntegerType.get_signless(64)
-        divisor = arith.SIToFPOp(element, arith.IndexCastOp(i64, count).result).result
+        divisor = arith.SIToFPOp(element, as_i64(count)).result
         return arith.DivFOp(args[0], divisor).result
 
     loops = [dim(a) for a in range(2 + rank)]
@@ -458,5 +457,4 @@ def _element_count(ctx: LoweringRuleContext, x: mlir_ir.Value, element: mlir_ir.
     for size in tensor_sizes(x)[2:]:
         size = index_value(size)
         count = size if count is None else arith.MulIOp(count, size).result
-    i64 = mlir_ir.IntegerType.get_signless(64)
-    return arith.SIToFPOp(element, arith.IndexCastOp(i64, count).result).result
+    return arith.SIToFPOp(element, as_i64(count)).result

@@ -68,18 +68,6 @@ _RANGES = {
 }
 
 
-def _f32() -> mlir_ir.Type:
-    return mlir_ir.F32Type.get()
-
-
-def _f64() -> mlir_ir.Type:
-    return mlir_ir.F64Type.get()
-
-
-def _i32() -> mlir_ir.Type:
-    return mlir_ir.IntegerType.get_signless(32)
-
-
 def to_float(value: mlir_ir.Value, scalar: ScalarType, target: mlir_ir.Type) -> mlir_ir.Value:
     """An element of Niro type `scalar` converted to the float type `target` (exact for ints
     up to 32 bits into f32/f64; FP8, FP4 and sub-byte values go through f32, exactly)."""
@@ -94,11 +82,11 @@ def to_float(value: mlir_ir.Value, scalar: ScalarType, target: mlir_ir.Type) -> 
 
 def to_i32(value: mlir_ir.Value, scalar: ScalarType) -> mlir_ir.Value:
     """An 8/16/32-bit integer element widened to i32 (zero-extended when unsigned)."""
-    if value.type == _i32():
+    if value.type == lower_scalar_type(ScalarType.I32):
         return value
     if scalar.is_unsigned_integer:
-        return arith.ExtUIOp(_i32(), value).result
-    return arith.ExtSIOp(_i32(), value).result
+        return arith.ExtUIOp(lower_scalar_type(ScalarType.I32), value).result
+    return arith.ExtSIOp(lower_scalar_type(ScalarType.I32), value).result
 
 
 def saturate(ctx: LoweringRuleContext, value: mlir_ir.Value, scalar: ScalarType) -> mlir_ir.Value:
@@ -256,7 +244,7 @@ def _result_shape(ctx: LoweringRuleContext, index: int = 0) -> tuple[int | None,
 def _rounded_to(value: mlir_ir.Value, scalar: ScalarType) -> mlir_ir.Value:
     """An f32 rounded to f16/bf16 and back (exact both ways but the rounding)."""
     narrow = lower_scalar_type(scalar)
-    return arith.ExtFOp(_f32(), convert(value, narrow)).result
+    return arith.ExtFOp(lower_scalar_type(ScalarType.F32), convert(value, narrow)).result
 
 
 @register_lowering("onnx.QuantizeLinear", since=10)
@@ -284,7 +272,7 @@ def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     # NOTE: numpy divides in the promoted type of x and the scale: f32 unless either is f64
     # (or x is i32, which promotes with f32 to f64).
     wide = ScalarType.F64 in (x_scalar, scale_scalar) or x_scalar is ScalarType.I32
-    compute = _f64() if wide and narrow is None else _f32()
+    compute = lower_scalar_type(ScalarType.F64) if wide and narrow is None else lower_scalar_type(ScalarType.F32)
     operands, maps, zero_scalar = _with_parameters(
         ctx, x, x_shape, (scale, scale_niro), zero, axis, block, prefix="y"
     )
@@ -303,7 +291,7 @@ def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         if out_scalar in FLOAT_QUANTIZED:
             if out_scalar is ScalarType.F4E2M1FN and zero is not None:
                 quotient = arith.AddFOp(quotient, to_float(*zero, compute)).result
-            source = ScalarType.F64 if compute == _f64() else ScalarType.F32
+            source = ScalarType.F64 if compute == lower_scalar_type(ScalarType.F64) else ScalarType.F32
             return convert_element(quotient, source, out_scalar, saturate=saturate)
         return quantize_quotient(ctx, quotient, zero, out_scalar)
 
@@ -329,7 +317,7 @@ def _lower_dequantize(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         )
     x_shape = ctx.ranked(x_niro, "input x").shape
     axis, block = _layout(ctx, x_shape)
-    compute = _f64() if ScalarType.F64 in (scale_scalar, out_scalar) else _f32()
+    compute = lower_scalar_type(ScalarType.F64) if ScalarType.F64 in (scale_scalar, out_scalar) else lower_scalar_type(ScalarType.F32)
     operands, maps, zero_scalar = _with_parameters(
         ctx, x, x_shape, (scale, scale_niro), zero, axis, block, prefix="x"
     )
@@ -338,7 +326,7 @@ def _lower_dequantize(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     def body(args):
         zero = None if zero_scalar is None else (args[2], zero_scalar)
         value = dequantize_element(args[0], x_scalar, (args[1], scale_scalar), zero, compute)
-        return to_float(value, ScalarType.F64 if compute == _f64() else ScalarType.F32, out_element)
+        return to_float(value, ScalarType.F64 if compute == lower_scalar_type(ScalarType.F64) else ScalarType.F32, out_element)
 
     return [_elementwise(_result_shape(ctx), out_element, operands, maps, body)]
 
@@ -377,7 +365,7 @@ def _shifted(
             widened = arith.SubIOp(widened, to_i32(args[1], zero_scalar)).result
         return widened
 
-    return _elementwise(shape, _i32(), operands, maps, body)
+    return _elementwise(shape, lower_scalar_type(ScalarType.I32), operands, maps, body)
 
 
 def _integer_conv(ctx, x, x_niro, x_zero, w, w_niro, w_zero) -> mlir_ir.Value:
@@ -394,10 +382,10 @@ def _integer_conv(ctx, x, x_niro, x_zero, w, w_niro, w_zero) -> mlir_ir.Value:
     xs = _shifted(ctx, x, element_type(x_niro), x_shape, x_zero, None)
     ws = _shifted(ctx, w, element_type(w_niro), w_shape, w_zero, 0)
     geometry = at_run_time(ctx, xs, geometry)  # the sizes of dynamic spatial axes
-    padded = pad_for_window(ctx, xs, geometry, constant(_i32(), 0))
+    padded = pad_for_window(ctx, xs, geometry, constant(lower_scalar_type(ScalarType.I32), 0))
     group = int(attribute(ctx, "group", 1))
     spec = ConvSpec(
-        group, geometry.strides, geometry.dilations, geometry.output, _i32(), integer_mul_add
+        group, geometry.strides, geometry.dilations, geometry.output, lower_scalar_type(ScalarType.I32), integer_mul_add
     )
     return grouped_conv(ctx, padded, ws, spec)
 
@@ -455,7 +443,7 @@ def _multiplier(
         to_float(a_scale, a_type, element), to_float(b_scale, b_type, element)
     ).result
     quotient = arith.DivFOp(product, to_float(y_scale, y_type, element)).result
-    return to_float(quotient, common, _f64())
+    return to_float(quotient, common, lower_scalar_type(ScalarType.F64))
 
 
 @register_lowering("onnx.QLinearConv", since=10)
@@ -543,7 +531,7 @@ def _lower_dynamic_quantize(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]
         raise ctx.error(f"supports float32 input only, got {element_type(x_niro).spelling}")
     rank = len(ctx.ranked(x_niro, "input x").shape)
     loops = [dim(index) for index in range(rank)]
-    f32 = _f32()
+    f32 = lower_scalar_type(ScalarType.F32)
     zero = constant(f32, 0.0)
 
     def reduce(combine):

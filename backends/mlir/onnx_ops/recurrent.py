@@ -28,7 +28,16 @@ from collections.abc import Sequence
 from niro.ir import format_type
 
 from ..bindings import arith, mlir_ir, scf, tensor
-from ..builders import DYNAMIC, assert_true, empty, fill, generic, index_constant, tensor_sizes
+from ..builders import (
+    DYNAMIC,
+    as_i64,
+    assert_true,
+    empty,
+    fill,
+    generic,
+    index_constant,
+    tensor_sizes,
+)
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from .common import attribute, output_positions
@@ -87,7 +96,7 @@ def _mask(
     """Where step `time` is past a batch entry's length: the old states, and 0 for Y."""
     assert rec.lengths is not None
     i64 = mlir_ir.IntegerType.get_signless(64)
-    step = arith.IndexCastOp(i64, time).result
+    step = as_i64(time)
     math = rec.math
 
     def body(length, *elements):

@@ -28,6 +28,7 @@ from niro.ir import ScalarType, format_type
 from ..bindings import arith, linalg, math, mlir_ir, scf
 from ..builders import (
     accumulator_type,
+    as_i64,
     assert_true,
     cast_to,
     constant,
@@ -384,7 +385,7 @@ def _element_count(source: mlir_ir.Value, axes: Sequence[int], target: mlir_ir.T
     i64 = mlir_ir.IntegerType.get_signless(64)
     total = constant(i64, count)
     for size in dynamic:
-        total = arith.MulIOp(total, arith.IndexCastOp(i64, size).result).result
+        total = arith.MulIOp(total, as_i64(size)).result
     if isinstance(target, mlir_ir.IntegerType):
         return total if target.width == 64 else arith.TruncIOp(target, total).result
     return arith.SIToFPOp(target, total).result
@@ -537,7 +538,7 @@ def linear_index(ctx: LoweringRuleContext, source: mlir_ir.Value, axes: Sequence
     shape = mlir_ir.RankedTensorType(source.type)
     position = None
     for axis in axes:
-        index = arith.IndexCastOp(i64, linalg.IndexOp(axis).result).result
+        index = as_i64(linalg.IndexOp(axis).result)
         if position is None:
             position = index
             continue

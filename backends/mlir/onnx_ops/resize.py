@@ -31,7 +31,17 @@ from dataclasses import dataclass
 from niro.ir import ScalarType
 
 from ..bindings import arith, linalg, math, mlir_ir, tensor
-from ..builders import constant, convert, dim, dim_size, generic, i64_constant, index_constant
+from ..builders import (
+    as_i64,
+    as_index,
+    constant,
+    convert,
+    dim,
+    dim_size,
+    generic,
+    i64_constant,
+    index_constant,
+)
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
@@ -172,7 +182,7 @@ def _as_coordinate(value: mlir_ir.Value) -> mlir_ir.Value:
 
 
 def _index_to_coordinate(index: mlir_ir.Value) -> mlir_ir.Value:
-    as_int = arith.IndexCastOp(mlir_ir.IntegerType.get_signless(64), index).result
+    as_int = as_i64(index)
     return arith.SIToFPOp(_coordinate_type(), as_int).result
 
 
@@ -510,7 +520,7 @@ def _clamp_index(index: mlir_ir.Value, size: int | mlir_ir.Value) -> mlir_ir.Val
     clamped = arith.MaxSIOp(index, i64_constant(0)).result
     last = i64_constant(size - 1) if isinstance(size, int) else _size_i64(_sub(size, 1.0))
     clamped = arith.MinSIOp(clamped, last).result
-    return arith.IndexCastOp(mlir_ir.IndexType.get(), clamped).result
+    return as_index(clamped)
 
 
 def _axis_reads(settings: Settings, plan: AxisPlan, y_index: mlir_ir.Value):

@@ -33,6 +33,7 @@ from niro.ir import ScalarType, format_type, op_name
 from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import (
     as_i64,
+    as_index,
     assert_true,
     constant,
     empty,
@@ -45,7 +46,7 @@ from ..builders import (
 )
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from ..types import index_type, lower_scalar_type
+from ..types import lower_scalar_type
 from .common import attribute, element_type, opset
 
 __all__: list[str] = []
@@ -195,7 +196,7 @@ class _Builder:
     def to_float(self, value: mlir_ir.Value) -> mlir_ir.Value:
         """An i64 or index value as the element type."""
         if isinstance(value.type, mlir_ir.IndexType):
-            value = arith.IndexCastOp(self.i64, value).result
+            value = as_i64(value)
         return arith.SIToFPOp(self.element, value).result
 
     def extent(self, axis: int) -> mlir_ir.Value:
@@ -204,7 +205,7 @@ class _Builder:
         size = self.sizes[axis]
         if isinstance(size, int):
             return self.int_(size)
-        return arith.IndexCastOp(self.i64, size).result
+        return as_i64(size)
 
     # -- geometry ---------------------------------------------------------------------------------
 
@@ -260,8 +261,8 @@ class _Builder:
         high = arith.SelectOp(at_edge, last, arith.AddIOp(low, self.int_(1)).result).result
         clamped = arith.SelectOp(at_edge, self.to_float(last), clamped).result
         fraction = self.sub(clamped, self.to_float(low))
-        low_index = arith.IndexCastOp(index_type(), low).result
-        high_index = arith.IndexCastOp(index_type(), high).result
+        low_index = as_index(low)
+        high_index = as_index(high)
         return position, low_index, high_index, self.sub(c(1.0), fraction), fraction
 
     def outside(self, position, axis) -> mlir_ir.Value:
@@ -283,7 +284,7 @@ def _sampling_body(builder: _Builder, accumulator: mlir_ir.Value) -> mlir_ir.Val
     xx, x_low, x_high, hx, lx = builder.axis_sample(start_w, bin_w, grid_w, index[3], index[5], 1)
     outside = arith.OrIOp(builder.outside(y, 0), builder.outside(xx, 1)).result
     batch = tensor.ExtractOp(batch_indices, [index[0]]).result
-    batch = arith.IndexCastOp(index_type(), batch).result
+    batch = as_index(batch)
     # An out-of-range batch index (an invalid model) reads a valid image rather than memory.
     images = tensor_size(x, 0)
     images = index_value(images)
@@ -335,7 +336,7 @@ def _largest_grid(builder: _Builder) -> list[mlir_ir.Value]:
     # the workgroup count (indexing.data_size has the full story).
     return [
         arith.MaxSIOp(
-            arith.IndexCastOp(index_type(), tensor.ExtractOp(value, []).result).result,
+            as_index(tensor.ExtractOp(value, []).result),
             index_constant(0),
         ).result
         for value in largest

@@ -27,6 +27,7 @@ from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
     DYNAMIC,
     accumulator_type,
+    as_i64,
     assert_true,
     constant,
     convert,
@@ -246,8 +247,8 @@ def _lower_topk(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
 
     def gather_body(arguments):
         value, rank_value, chosen, chosen_index = arguments
-        position = arith.IndexCastOp(i64, linalg.IndexOp(axis).result).result
-        source_index = arith.IndexCastOp(i64, linalg.IndexOp(rank).result).result
+        position = as_i64(linalg.IndexOp(axis).result)
+        source_index = as_i64(linalg.IndexOp(rank).result)
         hit = arith.CmpIOp(arith.CmpIPredicate.eq, rank_value, position).result
         return [
             arith.SelectOp(hit, value, chosen).result,

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from niro.ir import ScalarType, TensorType, format_type
 
 from ..bindings import arith, mlir_ir, scf, tensor
-from ..builders import assert_all, assert_true, constant, dim_size, index_constant
+from ..builders import as_i64, assert_all, assert_true, constant, dim_size, index_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
@@ -175,7 +175,7 @@ def _check_write_indices(ctx, indices, mode: str, max_length: mlir_ir.Value, len
     if mode == "circular":
         return
     i64 = mlir_ir.IntegerType.get_signless(64)
-    room = arith.IndexCastOp(i64, sub(max_length, length)).result
+    room = as_i64(sub(max_length, length))
 
     def inside(elements):
         (offset,) = elements

@@ -18,6 +18,8 @@ from niro.ir import ScalarType, TensorType, format_type, op_name
 
 from ..bindings import arith, mlir_ir, tensor
 from ..builders import (
+    as_i64,
+    as_index,
     assert_true,
     cast_to,
     constant,
@@ -32,7 +34,7 @@ from ..builders import (
 from ..context import LoweringRuleContext
 from ..literals import scalar_attr
 from ..registry import register_lowering
-from ..types import index_type, lower_scalar_type, lower_type
+from ..types import lower_scalar_type, lower_type
 from .common import attribute, input_value, normalize_axes, opset
 from .indexing import (
     HOST_SCALARS,
@@ -464,7 +466,7 @@ def _lower_range(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
             below = arith.CmpFOp(
                 arith.CmpFPredicate.OLT, arith.SIToFPOp(wide, truncated).result, ratio
             ).result
-            count = arith.IndexCastOp(index_type(), truncated).result
+            count = as_index(truncated)
             count = select(below, add(count, 1), count)
         else:
             span = to_index(arith.SubIOp(limit, start).result, element)
@@ -478,7 +480,7 @@ def _lower_range(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
         if not element.is_float:
             position = from_index(indices[0], element)
             return arith.AddIOp(start, arith.MulIOp(position, delta).result).result
-        position = arith.SIToFPOp(wide, arith.IndexCastOp(i64, indices[0]).result).result
+        position = arith.SIToFPOp(wide, as_i64(indices[0])).result
         value = arith.AddFOp(start, arith.MulFOp(position, delta).result).result
         return convert(value, lower_scalar_type(element)) if narrow else value
 

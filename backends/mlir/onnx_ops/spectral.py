@@ -35,6 +35,7 @@ from niro.ir import Value, format_type, op_name
 
 from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
+    as_i64,
     as_index,
     assert_true,
     constant,
@@ -50,7 +51,7 @@ from ..builders import (
 )
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from ..types import index_type, lower_scalar_type
+from ..types import lower_scalar_type
 from .common import attribute, element_type, input_index, opset, static_shape
 from .reductions import RuntimeAxes, dispatch
 
@@ -366,9 +367,9 @@ def _frames(
 
     def body(arguments: list[mlir_ir.Value]) -> list[mlir_ir.Value]:
         b, f, t, part = (linalg.IndexOp(dim).result for dim in range(4))
-        start = arith.MulIOp(arith.IndexCastOp(i64, f).result, step_value).result
-        position = arith.AddIOp(start, arith.IndexCastOp(i64, t).result).result
-        position = arith.IndexCastOp(index_type(), position).result
+        start = arith.MulIOp(as_i64(f), step_value).result
+        position = arith.AddIOp(start, as_i64(t)).result
+        position = as_index(position)
         indices = [b, position] if real_only else [b, position, part]
         value = convert(tensor.ExtractOp(signal, indices).result, compute)
         if window is not None:

@@ -26,7 +26,15 @@ import numpy as np
 from niro.ir import ScalarType, TensorType, format_type
 
 from ..bindings import arith, mlir_ir, scf, tensor
-from ..builders import dense_constant, dim_size, empty_tensor, fill, i64_constant, index_constant
+from ..builders import (
+    as_i64,
+    dense_constant,
+    dim_size,
+    empty_tensor,
+    fill,
+    i64_constant,
+    index_constant,
+)
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import index_type, lower_scalar_type
@@ -224,7 +232,6 @@ def _walk_trees(ctx, ensemble: _Ensemble, scalar: ScalarType, batch, rows) -> ml
     """Leaf index [N, trees] (i64) of every row in every tree."""
     data = ctx.operands[0]
     element = lower_scalar_type(scalar)
-    i64 = mlir_ir.IntegerType.get_signless(64)
     index = index_type()
     starts = dense_constant(
         np.asarray([start for start, _ in ensemble.starts], np.int64), ScalarType.I64
@@ -278,7 +285,7 @@ def _walk_trees(ctx, ensemble: _Ensemble, scalar: ScalarType, batch, rows) -> ml
                 arith.CmpIPredicate.ne, read(to_leaf, current, side), i64_constant(0)
             ).result
             scf.YieldOp([following, leaf])
-        return arith.IndexCastOp(i64, loop.results[0]).result
+        return as_i64(loop.results[0])
 
     return gather_generic(ctx, leaves_type, [*rows, None], body)
 

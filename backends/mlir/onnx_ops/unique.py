@@ -31,6 +31,7 @@ from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
     MapSpec,
     as_i64,
+    as_index,
     assert_true,
     constant,
     dim_size,
@@ -43,7 +44,7 @@ from ..builders import (
 )
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from ..types import index_type, lower_scalar_type
+from ..types import lower_scalar_type
 from .common import attribute, normalize_axis, output_positions
 from .gather_scatter import _flatten
 
@@ -131,7 +132,7 @@ def _slice_table(
         position = constant(i64, 0)
         for loop, dim in enumerate(others):
             extent = as_i64(sizes[dim])
-            index = arith.IndexCastOp(i64, linalg.IndexOp(2 + loop).result).result
+            index = as_i64(linalg.IndexOp(2 + loop).result)
             position = arith.AddIOp(arith.MulIOp(position, extent).result, index).result
         return position
 
@@ -178,7 +179,7 @@ def _multiply(a: int | mlir_ir.Value, b: int | mlir_ir.Value) -> int | mlir_ir.V
 
 
 def _position(dim: int) -> mlir_ir.Value:
-    return arith.IndexCastOp(mlir_ir.IntegerType.get_signless(64), linalg.IndexOp(dim).result).result
+    return as_i64(linalg.IndexOp(dim).result)
 
 
 # -- the rule ---------------------------------------------------------------------------------
@@ -256,7 +257,7 @@ def _lower_unique(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     distinct_tensor = generic(
         [(first, [0])], [(fill(empty([], i64), zero64), [])], 1, (0,), count_leaders
     )[0]
-    distinct = arith.IndexCastOp(index_type(), tensor.ExtractOp(distinct_tensor, []).result).result
+    distinct = as_index(tensor.ExtractOp(distinct_tensor, []).result)
 
     # indices[r], counts[r]: the first position of rank r, and its value's count.
     def pick(arguments):
@@ -296,7 +297,7 @@ def _gather_y(data, scalar, axis, sizes, indices, distinct) -> mlir_ir.Value:
 
     def body(arguments):
         where = [linalg.IndexOp(dim).result for dim in range(rank)]
-        where[axis] = arith.IndexCastOp(index_type(), arguments[0]).result
+        where[axis] = as_index(arguments[0])
         return [tensor.ExtractOp(data, where).result]
 
     return generic([(indices, [axis])], [(init, list(range(rank)))], rank, (), body)[0]

@@ -26,6 +26,7 @@ from niro.ir import ScalarType, format_type
 from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
     as_i64,
+    as_index,
     assert_all,
     assert_true,
     cast_to,
@@ -151,7 +152,7 @@ def _run_time_shape(ctx, shape: mlir_ir.Value, known, inferred: tuple[int, ...])
             target.append(dim)
         else:
             holds.append(arith.CmpIOp(arith.CmpIPredicate.sge, size, constant(i64, least)).result)
-            target.append(arith.IndexCastOp(mlir_ir.IndexType.get(), size).result)
+            target.append(as_index(size))
     assert_true(
         _all(holds),
         f"{ctx.niro_location}: MaxUnpool's output_shape differs from the result shape "

@@ -17,13 +17,15 @@ from niro.backends.mlir import (
     register_lowering,
     unregister_lowering,
 )
-from niro.backends.mlir.bindings import func, linalg, make_context, mlir_ir, scf
+from niro.backends.mlir.bindings import func, linalg, make_context, mlir_ir, scf, tensor
 from niro.backends.mlir.builders import (
     as_i64,
     as_index,
     constant,
     dense_constant,
     empty,
+    expand_dim,
+    expand_shape,
     fill,
     generic,
     i64_constant,
@@ -189,6 +191,51 @@ def test_named_op_takes_its_attributes():
 def test_reassociation_groups():
     with make_context():
         assert str(reassociation([[0, 1], [2]])) == "[[0, 1], [2]]"
+
+
+def _host_vector_as_rows(shape: list[int], split) -> str:
+    """A module whose function `f(a, b, c)` returns [a, b, c, c, b, a] (joined on the host by
+    `tensor.from_elements`, as Concat joins shape vectors) split into rows of `shape` by
+    `split(vector, result_type)`."""
+    with make_context(), mlir_ir.Location.unknown():
+        i64 = mlir_ir.IntegerType.get_signless(64)
+        module = mlir_ir.Module.create()
+        with mlir_ir.InsertionPoint(module.body):
+            result = mlir_ir.RankedTensorType.get(shape, i64)
+            function = func.FuncOp("f", mlir_ir.FunctionType.get([i64] * 3, [result]))
+            with mlir_ir.InsertionPoint(function.add_entry_block()):
+                a, b, c = function.arguments
+                vector = tensor.FromElementsOp(mlir_ir.RankedTensorType.get([6], i64), [a, b, c, c, b, a])
+                func.ReturnOp([split(vector.result, result)])
+        assert module.operation.verify()
+        return str(module)
+
+
+@pytest.mark.parametrize(
+    ("shape", "split"),
+    [
+        ([3, 2], lambda vector, result: expand_shape(vector, result, [[0, 1]], [])),
+        ([6, 1], lambda vector, result: expand_dim(vector, 0, (6, 1))),
+        ([1, 6], lambda vector, result: expand_dim(vector, 0, (1, 6))),
+    ],
+    ids=["3x2", "6x1", "1x6"],
+)
+def test_a_vector_joined_on_the_host_splits_into_rows(shape, split):
+    """IREE 3.13 miscompiles expand_shape(from_elements) into more than one row (it stops
+    compiling: "'stream.async.fill' op has invalid Write access range"); the builder reads such
+    a vector by position instead. Compiled and run, the rows hold the elements in order."""
+    import iree.compiler as iree_compiler
+    import iree.runtime as iree_runtime
+    import numpy as np
+
+    vmfb = iree_compiler.compile_str(
+        _host_vector_as_rows(shape, split),
+        target_backends=["llvm-cpu"],
+        extra_args=["--iree-llvmcpu-target-cpu=host"],
+    )
+    module = iree_runtime.load_vm_flatbuffer(vmfb, driver="local-sync")
+    got = np.asarray(module.f(1, 2, 3))
+    np.testing.assert_array_equal(got, np.array([1, 2, 3, 3, 2, 1]).reshape(shape))
 
 
 @pytest.fixture

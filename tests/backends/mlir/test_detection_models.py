@@ -10,7 +10,8 @@ the tolerances below. Detections come sorted by score, so two whose scores tie (
 may come in either order: inside such a run each detection is compared with the one of the run
 that has its label and the nearest box (`_pairing`); everywhere else, and for every value
 compared, the order is onnxruntime's. A row of figures per model (compile and run times, detections, largest
-errors) goes to testdata/generated/detection/report.md.
+errors; for a model that fails, the step and the error) goes to
+testdata/generated/detection/report.md.
 """
 
 from __future__ import annotations
@@ -89,6 +90,22 @@ def _report(row: str) -> None:
 
 @pytest.mark.parametrize("name", MODELS)
 def test_detection_model_matches_onnxruntime(name: str) -> None:
+    """Each model's row goes to the report, a failing one's with the step and first line of its
+    error (the test then fails with it)."""
+    times: dict[str, float] = {}
+    try:
+        row = _compare(name, times)
+    except Exception as error:
+        reason = " ".join(str(error).split())[:300]
+        figures = [f"{times[step]:.0f} s" if step in times else "-" for step in ("compile", "run")]
+        _report(f"| {name} | fails: {type(error).__name__}: {reason} | {figures[0]} | {figures[1]} | - | - |")
+        raise
+    _report(row)
+
+
+def _compare(name: str, times: dict[str, float]) -> str:
+    """The model compiled, run by IREE and by onnxruntime and compared; returns its report row.
+    `times` gets each step's seconds as it ends."""
     path = FOLDER / f"{name}.onnx"
     assert path.exists(), f"{path} is missing: `make detection` exports it first"
     model = onnx.load(path)
@@ -97,10 +114,10 @@ def test_detection_model_matches_onnxruntime(name: str) -> None:
 
     start = time.perf_counter()
     vmfb, function = runner.compile(model, name)
-    compiled = time.perf_counter() - start
+    times["compile"] = time.perf_counter() - start
     start = time.perf_counter()
     got = runner.run_iree(vmfb, function, feeds)
-    ran = time.perf_counter() - start
+    times["run"] = time.perf_counter() - start
     start = time.perf_counter()
     expected = run_onnxruntime(model, feeds)
     reference = time.perf_counter() - start
@@ -112,6 +129,13 @@ def test_detection_model_matches_onnxruntime(name: str) -> None:
         output: from_abi(value, wanted)
         for output, value, wanted in zip(names, got, expected, strict=True)
     }
+    # both runs kept, so that a mismatch can be studied without compiling again
+    np.savez(FOLDER / f"{name}.got.npz", **actual_by_name)
+    np.savez(FOLDER / f"{name}.exp.npz", **wanted_by_name)
+    kinds = {output: wanted_by_name[output].dtype.kind for output in ("labels", "scores")}
+    assert kinds == {"labels": "i", "scores": "f"}, (
+        f"the outputs are misnamed (element kinds {kinds}): export the model again"
+    )
     for output, wanted in wanted_by_name.items():
         actual = actual_by_name[output]
         assert actual.shape == wanted.shape, (
@@ -131,7 +155,7 @@ def test_detection_model_matches_onnxruntime(name: str) -> None:
     detections = len(expected[0])
     swapped = sum(index != paired for index, paired in enumerate(pairing))
     largest = ", ".join(f"{output} {error:.2g}" for output, error in errors.items())
-    _report(
-        f"| {name} | {detections} ({swapped} in tied order) | {compiled:.0f} s | {ran:.1f} s "
-        f"| {reference:.2f} s | {largest} |"
+    return (
+        f"| {name} | {detections} ({swapped} in tied order) | {times['compile']:.0f} s "
+        f"| {times['run']:.1f} s | {reference:.2f} s | {largest} |"
     )

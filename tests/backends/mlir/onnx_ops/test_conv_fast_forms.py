@@ -23,6 +23,12 @@ from ..mlir_harness import assert_matches_onnxruntime, compile_onnx
 from .dynamic_models import graph_model, random_weights
 
 
+def _every_output(nodes, x_shape, weights):
+    """A graph of `nodes` on `x` whose every node's (f32) output is a graph output."""
+    outputs = {node.output[0]: TensorProto.FLOAT for node in nodes}
+    return graph_model(nodes, x_shape, weights, outputs=outputs)
+
+
 def _model(x_shape=(1, 8, 9, 10)):
     weights = random_weights(
         3,
@@ -53,8 +59,7 @@ def _model(x_shape=(1, 8, 9, 10)):
         node("Conv", ["x", "w8"], ["same_lower"], auto_pad="SAME_LOWER", strides=[1, 2]),
         node("ConvTranspose", ["x", "w9"], ["transposed"], strides=[2, 2], pads=[0, 1, 1, 0]),
     ]
-    names = [n.output[0] for n in nodes]
-    return graph_model(nodes, x_shape, weights, outputs={n: TensorProto.FLOAT for n in names})
+    return _every_output(nodes, x_shape, weights)
 
 
 def _small(x_shape=(1, 6, 9, 10)):
@@ -69,8 +74,7 @@ def _small(x_shape=(1, 6, 9, 10)):
         node("Conv", ["x", "w3"], ["wide_3x3"], pads=[0, 1, 2, 1]),
         node("Conv", ["x", "w4", "b4"], ["pointwise"]),
     ]
-    names = [n.output[0] for n in nodes]
-    return graph_model(nodes, x_shape, weights, outputs={n: TensorProto.FLOAT for n in names})
+    return _every_output(nodes, x_shape, weights)
 
 
 def _one_d():
@@ -106,8 +110,7 @@ def _depthwise(x_shape=(1, 4, 11, 12)):
         node("Conv", ["x", "wr"], ["row"], group=4, strides=[1, 3], auto_pad="SAME_LOWER"),
         node("Conv", ["x", "w9"], ["dw_9x9"], group=4, pads=[4, 4, 4, 4]),
     ]
-    names = [n.output[0] for n in nodes]
-    return graph_model(nodes, x_shape, weights, outputs={n: TensorProto.FLOAT for n in names})
+    return _every_output(nodes, x_shape, weights)
 
 
 def _depthwise_f16():
@@ -158,8 +161,7 @@ def _upsampling(x_shape=(1, 4, 5, 6)):
         node("ConvTranspose", ["x", "w2"], ["grouped"], strides=[3, 2], group=2),
         node("ConvTranspose", ["x", "w3"], ["padded"], strides=[2, 2], pads=[0, 1, 1, 0]),
     ]
-    names = [n.output[0] for n in nodes]
-    return graph_model(nodes, x_shape, weights, outputs={n: TensorProto.FLOAT for n in names})
+    return _every_output(nodes, x_shape, weights)
 
 
 def _text(model) -> str:
@@ -278,3 +280,16 @@ def test_conv_transpose_of_stride_equal_to_kernel_is_one_product() -> None:
         patches = "iterator_types = [" + '"parallel", ' * 7 + '"reduction"]'
         assert text.count(patches) == 2
         assert text.count("tensor.pad") == 2  # the padded one's zeros between and around
+
+
+def test_a_grouped_convolution_in_place_builds_no_tap_slices(monkeypatch) -> None:
+    """A grouped convolution whose gathered windows would pass `IM2COL_LIMIT` is computed in
+    place; the per-tap slices only a depthwise one uses are not built (they were, unused)."""
+    from niro.backends.mlir.onnx_ops import conv
+
+    monkeypatch.setattr(conv, "IM2COL_LIMIT", 0)
+    weights = random_weights(12, w=(6, 4, 3, 3))
+    model = graph_model([helper.make_node("Conv", ["x", "w"], ["y"], group=2)], (1, 8, 9, 10), weights)
+    text = _text(model)
+    assert text.count(DIRECT) == 1
+    assert "tensor.extract_slice" not in text

@@ -265,3 +265,28 @@ def test_grid_sample_with_dynamic_dims_matches_onnxruntime(
         for n, h, w, gh, gw in [(1, 5, 7, 3, 4), (2, 8, 4, 6, 6)]
     ]
     assert_matches_onnxruntime(vm_module, model, feeds_list, function="g", rtol=1e-4, atol=1e-5)
+
+
+def test_col2im_run_time_block_of_zero_fails_the_call_instead_of_the_process(tmp_path) -> None:
+    """Col2Im's block_shape read at run time: a size of 0 stops the call with Col2Im's message;
+    without the check an integer division by it killed the whole process (SIGFPE)."""
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("Col2Im", ["x", "image", "block"], ["y"], name="col2im")],
+            "g",
+            [
+                helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 4]),
+                helper.make_tensor_value_info("image", TensorProto.INT64, [2]),
+                helper.make_tensor_value_info("block", TensorProto.INT64, [2]),
+            ],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        ),
+        opset_imports=[helper.make_opsetid("", 18)],
+    )
+    module = compile_onnx(model, tmp_path)
+    x = np.arange(16, dtype=np.float32).reshape(1, 4, 4)
+    image = np.array([3, 3], dtype=np.int64)
+    good = module.g(x, image, np.array([2, 2], dtype=np.int64)).to_host()
+    assert good.shape == (1, 1, 3, 3)
+    with pytest.raises(Exception, match="block_shape needs sizes of at least 1"):
+        module.g(x, image, np.array([0, 2], dtype=np.int64))

@@ -184,6 +184,12 @@ def _cases() -> dict[str, NodeTestCase]:
             {"r": np.array([3, 2], I64)},
         ),
         graph_case(
+            "unsqueeze_host_vector_to_a_row",
+            [N("Shape", ["x"], ["s"]), N("Concat", ["s", "s"], ["c"], axis=0), N("Unsqueeze", ["c", "a"], ["y"])],
+            {"x": (X, ["N", 3, "K"])},
+            {"a": np.array([0], I64)},
+        ),
+        graph_case(
             "split_uneven_dynamic",
             [N("Split", ["x"], ["y", "y2"], axis=2, num_outputs=2)],
             {"x": (np.arange(30, dtype=np.float32).reshape(2, 3, 5), [2, 3, "K"])},
