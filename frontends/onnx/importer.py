@@ -2,13 +2,13 @@
 
 1. Load (`loading`): the ModelProto, its main graph's weights as views of the file.
 2. Check (`validation`, `input_shapes`): what must hold before anything reads the model.
-3. Rewrite (`sequences`, `half_precision`): sequence values into tensor ops; fp16/bf16 graphs
-   computed where onnxruntime computes (Convs on constant half weights folded first). Both read inferred types, so they work on the proto.
-4. Type (`inference`): ONNX shape inference on a weightless copy, folding and symbolic dims in
-   rounds, answered in the proto's names.
-5. Read into onnx_ir once (`loading.deserialize_model`) and bind the types to its values and
+3. Rewrite and type (`graph_typing`): ONNX shape inference on a weightless copy, folding and
+   symbolic dims in rounds (`inference`), answered in the proto's names; the rewrites that read
+   those types (sequence values into tensor ops, fp16/bf16 graphs computed where onnxruntime
+   computes) run in the same step, each followed by inference of what it rewrote.
+4. Read into onnx_ir once (`loading.deserialize_model`) and bind the types to its values and
    nodes (`value_types`).
-6. Convert (`conversion`, with `calls` for specialised functions): the graph walk that builds
+5. Convert (`conversion`, with `calls` for specialised functions): the graph walk that builds
    the Module.
 
 This module must not let a raw exception escape for bad input: every failure is an
@@ -33,13 +33,13 @@ from .context import NodeContext
 from .conversion import Converter
 from .errors import OnnxImportError, first_line
 from .functions import FunctionKey, specialize
-from .half_precision import fold_half_convs, plan_half_precision
-from .inference import GraphTypes, InferenceFailure, infer_types
+from .graph_typing import type_model
+from .inference import InferenceFailure
 from .input_shapes import InputShapes, declared_types_rewritten
 from .loading import LoadedModel, deserialize_inputs, deserialize_model, load_model
 from .refinements import resolve_type
 from .schema_functions import ExpandPredicate
-from .sequences import SequenceRewriteError, eliminate_sequences, has_sequences
+from .sequences import SequenceRewriteError
 from .validation import StructureError, check_graph, check_ir_version, check_opsets, check_text
 from .value_types import bind_types
 
@@ -104,22 +104,18 @@ class _Importer:
         return imported
 
     def _run(self) -> ImportedModel:
-        """The steps in order, each in one direction: the proto is checked, rewritten and typed
-        (every rewrite needs ONNX shape inference, which reads protos), then read into onnx_ir
-        once and converted."""
+        """The steps in order, each in one direction: the proto is checked, then rewritten and
+        typed in one step (`graph_typing`: the rewrites read inferred types, and ONNX shape
+        inference reads protos), then read into onnx_ir once and converted."""
         self._check(self.model, f"graph '{self.model.graph.name}'", self.raw_views)
         self._check_input_types(self.model)
-        if has_sequences(self.model):
-            self.model = self._without_sequences(self.model, self.raw_views, self.error)
-        types = self._infer(self.model)
-        folded = fold_half_convs(self.model, self._half_array)
-        if folded is not None:
-            self.model = folded
-            types = self._infer(self.model)
-        planned = plan_half_precision(self.model, types)
-        if planned is not None:
-            self.model = planned
-            types = self._infer(self.model)
+        try:
+            typed = type_model(self.model, self.raw_views, self._half_array)
+        except InferenceFailure as error:
+            raise self.error(f"shape inference failed: {first_line(error)}") from error
+        except SequenceRewriteError as refusal:
+            raise self.error(str(refusal)) from None
+        self.model, types = typed.model, typed.types
         ir_model = deserialize_model(self.model, self.filename)
         converter = self.converter
         graph = converter.main_graph = ir_model.graph
@@ -142,12 +138,13 @@ class _Importer:
         read into onnx_ir and its types bound for the conversion (see `calls.PrepareFunction`)."""
         model = specialize(self.model, function_proto, input_types, call_attributes)
         self._check(model, f"function '{function_proto.name}'")
-        if has_sequences(model):
-            model = self._without_sequences(model, None, lambda message: ctx.error(f"function '{key[1]}': {message}"))
         try:
-            types = infer_types(model)
+            typed = type_model(model)
         except InferenceFailure as error:
             raise ctx.error(f"shape inference of function '{key[1]}' failed: {first_line(error)}") from error
+        except SequenceRewriteError as refusal:
+            raise ctx.error(f"function '{key[1]}': {refusal}") from None
+        model, types = typed.model, typed.types
         ir_model = deserialize_model(model, self.filename)
         bind_types(ir_model.graph, types, self.converter.types)
         return ir_model
@@ -187,23 +184,6 @@ class _Importer:
         graph = model.graph
         for declared, value in zip(graph.input, deserialize_inputs(model, self.filename), strict=True):
             resolve_type(declared.type, value, f"input of graph '{graph.name}'", self.filename)
-
-    @staticmethod
-    def _without_sequences(model: onnx.ModelProto, split_raw, error) -> onnx.ModelProto:
-        """A copy of `model` whose sequence values are rewritten into tensor ops (see
-        `sequences`); `error(message)` makes the OnnxImportError for what cannot be."""
-        try:
-            return eliminate_sequences(model, infer_types(model, split_raw), split_raw)
-        except InferenceFailure as failure:
-            raise error(f"shape inference failed: {first_line(failure)}") from failure
-        except SequenceRewriteError as refusal:
-            raise error(str(refusal)) from None
-
-    def _infer(self, model: onnx.ModelProto) -> GraphTypes:
-        try:
-            return infer_types(model, self.raw_views)
-        except InferenceFailure as error:
-            raise self.error(f"shape inference failed: {first_line(error)}") from error
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""Sequence values (`seq(tensor)`) rewritten into tensor ops before shape inference.
+"""Sequence values (`seq(tensor)`) rewritten into tensor ops, as their inferred types allow (`graph_typing`).
 
 Niro has no sequence type and neither do MLIR's upstream dialects, yet most sequences in real
 models have a structure known at import: a list of tensors built and read at constant positions

@@ -1,0 +1,63 @@
+"""The typing step: a model typed, with the rewrites that read its types, in one place.
+
+Two rewrites decide what to write from inferred types: the sequence rewrite (`sequences`: a
+sequence's form comes from its elements' shapes and the constants folding found) and
+onnxruntime's fp16/bf16 plan (`half_precision.plan_half_precision`: which nodes read half
+values). So typing is a fixpoint over the model: infer (`inference.infer_types`), let each
+type-directed rewrite run once on the types of the model as it stands, infer again what it
+rewrote; it ends when no rewrite changes the model. The Conv folds of fp16/bf16 weights
+(`half_precision.fold_half_convs`) read no types: they run before the first inference and cost
+none. A model with neither sequences nor half values is inferred once.
+
+The rewrites work on the proto because ONNX shape inference reads protos: a rewrite on onnx_ir
+would have to be written back to a proto to be typed again. What leaves this step is the final
+proto and its types; the importer reads that proto into onnx_ir once and binds the types
+(`value_types`). Failures are raised as they come (`InferenceFailure`,
+`SequenceRewriteError`): the importer says which graph or function they belong to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import onnx
+
+from .half_precision import ReadInitializer, fold_half_convs, plan_half_precision
+from .inference import GraphTypes, infer_types
+from .sequences import eliminate_sequences, has_sequences
+
+__all__ = ["TypedModel", "type_model"]
+
+
+@dataclass(frozen=True)
+class TypedModel:
+    """A model after the typing step, and its inferred types (node for node, name for name)."""
+
+    model: onnx.ModelProto
+    types: GraphTypes
+
+
+def type_model(
+    model: onnx.ModelProto,
+    split_raw: Mapping[str, memoryview] | None = None,
+    read_half: ReadInitializer | None = None,
+) -> TypedModel:
+    """`model` (left untouched) rewritten and typed, see the module docstring.
+
+    `split_raw` holds the main graph's split-out raw_data (`inference.strip_weights`).
+    `read_half` reads a main-graph initializer as a float16/bfloat16 array for the fp16/bf16
+    plan; None keeps the ONNX rounding of every op: a specialised function body, because
+    onnxruntime inlines model-local functions before it plans, which niroc does not model."""
+    if read_half is not None:
+        model = fold_half_convs(model, read_half) or model
+    types = infer_types(model, split_raw)
+    if has_sequences(model):
+        model = eliminate_sequences(model, types, split_raw)
+        types = infer_types(model, split_raw)
+    if read_half is not None:
+        planned = plan_half_precision(model, types)
+        if planned is not None:
+            model = planned
+            types = infer_types(model, split_raw)
+    return TypedModel(model, types)

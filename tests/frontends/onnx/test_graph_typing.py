@@ -1,0 +1,71 @@
+"""The typing step (graph_typing.py): the model is inferred once, and again only after a rewrite
+that read its types changed it; the Conv folds of half weights read none and cost no inference."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+from niro.frontends.onnx import graph_typing
+from niro.frontends.onnx.graph_typing import type_model
+from onnx import TensorProto, numpy_helper
+
+from .test_half_precision import conv_fold_model
+
+OPSET = '<ir_version: 8, opset_import: ["" : 17]>'
+
+
+@pytest.fixture
+def inferred(monkeypatch) -> list[list[str]]:
+    """The op types of each model the typing step infers, in order."""
+    recorded: list[list[str]] = []
+    real_infer_types = graph_typing.infer_types
+
+    def recording_infer_types(model, split_raw=None):
+        recorded.append([node.op_type for node in model.graph.node])
+        return real_infer_types(model, split_raw)
+
+    monkeypatch.setattr(graph_typing, "infer_types", recording_infer_types)
+    return recorded
+
+
+def _elem_type(typed: graph_typing.TypedModel, name: str) -> int:
+    return typed.types.values[name].tensor_type.elem_type
+
+
+def test_a_model_no_rewrite_changes_is_inferred_once_and_kept(inferred) -> None:
+    model = onnx.parser.parse_model(OPSET + "g (float[2, 3] x) => (y) { y = Relu(x) }")
+    typed = type_model(model, read_half=lambda name: None)
+    assert typed.model is model
+    assert inferred == [["Relu"]]
+    assert _elem_type(typed, "y") == TensorProto.FLOAT
+
+
+def test_sequences_are_rewritten_from_the_first_types_and_the_result_typed_again(inferred) -> None:
+    model = onnx.parser.parse_model(
+        OPSET + "g (float[2, 3] x) => (y) { s = SequenceConstruct(x, x)\n y = ConcatFromSequence<axis = 0>(s) }"
+    )
+    typed = type_model(model)
+    assert inferred == [["SequenceConstruct", "ConcatFromSequence"], ["Concat"]]
+    assert [node.op_type for node in typed.model.graph.node] == ["Concat"]
+    assert typed.types.values["y"].tensor_type.shape.dim[0].dim_value == 4
+
+
+def test_half_conv_folds_cost_no_inference_and_the_plan_is_typed_once_more(inferred) -> None:
+    model = conv_fold_model()
+    arrays = {tensor.name: numpy_helper.to_array(tensor) for tensor in model.graph.initializer}
+    typed = type_model(model, read_half=arrays.get)
+    folded = ["Conv", "Relu"] * 4
+    assert inferred[0] == folded  # the first inference already sees the folded Convs
+    assert len(inferred) == 2 and "Cast" in inferred[1]  # then the plan's Casts, typed again
+    assert [node.op_type for node in typed.model.graph.node] == inferred[1]
+    assert _elem_type(typed, "y") == TensorProto.FLOAT16  # the graph output keeps its half type
+    widened = next(node.output[0] for node in typed.model.graph.node if node.op_type == "Conv")
+    assert _elem_type(typed, widened) == TensorProto.FLOAT  # the Conv computes in f32
+
+
+def test_a_function_body_keeps_per_op_rounding(inferred) -> None:
+    """Without `read_half` (a specialised function body) nothing is folded or planned."""
+    model = conv_fold_model()
+    typed = type_model(model)
+    assert typed.model is model
+    assert len(inferred) == 1
