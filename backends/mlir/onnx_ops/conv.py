@@ -410,10 +410,10 @@ def _transpose_pads(ctx, x_shape, kernel, strides, dilations, output_padding):
         output_shape = tuple(int(v) for v in output_shape)[-rank:]
         if len(output_shape) != rank:
             raise ctx.error(f"attribute 'output_shape' needs {rank} spatial sizes")
-        total = [f - o for f, o in zip(full, output_shape, strict=True)]
+        total = _totals(full, output_shape)
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         output_shape = tuple(size * s for size, s in zip(x_spatial, strides, strict=True))
-        total = [f - o for f, o in zip(full, output_shape, strict=True)]
+        total = _totals(full, output_shape)
     elif auto_pad in ("NOTSET", "VALID"):
         pads = attribute(ctx, "pads") if auto_pad == "NOTSET" else None
         pads = tuple(int(v) for v in pads) if pads is not None else (0,) * (2 * rank)
@@ -433,6 +433,16 @@ def _transpose_pads(ctx, x_shape, kernel, strides, dilations, output_padding):
         begin = [t - t // 2 for t in total]
     end = [t - b for t, b in zip(total, begin, strict=True)]
     return begin, end, list(output_shape)
+
+
+def _totals(full: Sequence[int | None], output_sizes: Sequence[int]) -> list[int]:
+    """The padding each spatial axis loses: full output size - requested output size (static
+    spatial dims only: `_transpose_pads` refuses output_shape and SAME otherwise)."""
+    totals = []
+    for size, wanted in zip(full, output_sizes, strict=True):
+        assert size is not None, "a static spatial dim has a full output size"
+        totals.append(size - wanted)
+    return totals
 
 
 @register_lowering("onnx.ConvTranspose")

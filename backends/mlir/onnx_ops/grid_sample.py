@@ -242,6 +242,7 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
             base = f32.floor(coordinate)
             fraction = f32.sub(coordinate, base)
             base_i64 = arith.FPToSIOp(i64, base).result
+            offsets: tuple[int, ...]
             if mode == "linear":
                 offsets, coefficients = (0, 1), [f32.sub(1.0, fraction), fraction]
             else:

@@ -284,17 +284,17 @@ def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         ctx, x, x_shape, (scale, scale_niro), zero, axis, block, prefix="y"
     )
 
-    half = narrow in (ScalarType.F16, ScalarType.BF16)
+    half = narrow if narrow in (ScalarType.F16, ScalarType.BF16) else None
 
     def body(args):
         zero = None if zero_scalar is None else (args[2], zero_scalar)
         value = to_float(args[0], x_scalar, compute)
         scale = to_float(args[1], scale_scalar, compute)
-        if half:  # numpy's division in f16/bf16: the operands and the f32 quotient rounded
-            value, scale = _rounded_to(value, narrow), _rounded_to(scale, narrow)
+        if half is not None:  # numpy's division in f16/bf16: the operands and the f32 quotient rounded
+            value, scale = _rounded_to(value, half), _rounded_to(scale, half)
         quotient = arith.DivFOp(value, scale).result
-        if half:
-            quotient = _rounded_to(quotient, narrow)
+        if half is not None:
+            quotient = _rounded_to(quotient, half)
         if out_scalar in FLOAT_QUANTIZED:
             if out_scalar is ScalarType.F4E2M1FN and zero is not None:
                 quotient = arith.AddFOp(quotient, to_float(*zero, compute)).result

@@ -559,11 +559,11 @@ def _lower_pad(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     def body(indices, _):
         position = []
         inside = None
-        for axis, index in enumerate(indices):
-            if axes[axis] is None:
+        for index, cropped in zip(indices, axes, strict=True):
+            if cropped is None:
                 position.append(index)
                 continue
-            crop_low, kept, shift = axes[axis]
+            crop_low, kept, shift = cropped
             local = sub(index, shift)
             if mode == "constant":
                 within = arith.AndIOp(cmp("sge", local, 0), cmp("slt", local, kept)).result
@@ -581,6 +581,7 @@ def _lower_pad(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
         element_value = tensor.ExtractOp(data, position).result
         if inside is None:
             return element_value
+        assert value is not None, "mode constant reads its padding value"
         return arith.SelectOp(inside, element_value, value()).result
 
     return [gather_generic(ctx, result, sizes, body)]
