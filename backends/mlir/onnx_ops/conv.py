@@ -57,7 +57,7 @@ from ..builders import (
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
-from .common import attribute, element_type, input_value, static_shape
+from .common import attribute, element_type, input_value, required_input, static_shape
 from .windows import (
     at_run_time,
     channels_from_filter,
@@ -350,8 +350,8 @@ def _check_output(ctx: LoweringRuleContext, expected: Sequence[int | None]) -> N
 def _float_operands(ctx: LoweringRuleContext, channels_of: Callable[[tuple[int, ...]], int]):
     """X, its shape, W, its shape and the element type; a dynamic channel dim of X is fixed
     to `channels_of(W's shape)` (checked at run time, `channels_from_filter`)."""
-    x_mlir, x_niro = input_value(ctx, 0)
-    w_mlir, w_niro = input_value(ctx, 1)
+    x_mlir, x_niro = required_input(ctx, 0, "X")
+    w_mlir, w_niro = required_input(ctx, 1, "W")
     scalar = element_type(x_niro)
     if scalar not in FLOATS:
         raise ctx.error(f"supports float tensors only, got {scalar.spelling}")
