@@ -178,9 +178,11 @@ def _planned_types(planned: _PlannedGraph, types: GraphTypes, graph: onnx.GraphP
     subgraphs follow their nodes to their new positions. None, for the planned model to be
     inferred again, where typing would learn something the plan does not know: a planned body
     (typed with its outer values), a folded node computing in f32, a node the plan wrote
-    reading a folded value (folding would fold it too), an f32 node's result that typing left
-    untyped, or a half value whose type holds its declared size (`GraphTypes.declared_dims`:
-    its f32 twin is no graph output)."""
+    reading a folded value (folding would fold it too), or an f32 node's result that typing left
+    untyped. A half graph output given its declared size (`GraphTypes.before_declared`) is held
+    in f32 by a value that is no graph output: that value has the type inference gave the
+    output, or, where that had no shape, the output's (`inference._refine_backwards` carries it
+    up through the Cast back)."""
     if planned.bodies_planned:
         return None
     folded_values = {tensor.name for tensors in types.folded.values() for tensor in tensors}
@@ -204,9 +206,10 @@ def _planned_types(planned: _PlannedGraph, types: GraphTypes, graph: onnx.GraphP
                 if name not in values and computed:
                     return None
                 continue
-            if half in types.declared_dims:
-                return None
             found = values.get(half)
+            inferred = types.before_declared.get(half)
+            if inferred is not None and inferred.tensor_type.HasField("shape"):
+                found = inferred
             if found is None and half in initializers:
                 found = onnx.helper.make_tensor_type_proto(initializers[half].data_type, initializers[half].dims)
             if found is None:

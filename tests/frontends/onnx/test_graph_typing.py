@@ -10,7 +10,7 @@ from niro.frontends.onnx import graph_typing
 from niro.frontends.onnx.graph_typing import type_model
 from onnx import TensorProto, numpy_helper
 
-from .test_half_precision import conv_fold_model
+from .test_half_precision import conv_fold_model, if_model
 
 OPSET = '<ir_version: 8, opset_import: ["" : 17]>'
 
@@ -62,17 +62,25 @@ def test_half_conv_folds_and_the_plan_cost_no_inference(inferred) -> None:
     assert _elem_type(typed, widened) == TensorProto.FLOAT  # the Conv computes in f32
 
 
-def test_a_plan_whose_types_inference_must_find_is_inferred_again(inferred) -> None:
-    """The plan does not type an f32 result whose half twin took its declared size (Range's,
-    which ONNX inference cannot size): inferred again, the twin is of unknown size."""
+def test_an_f32_twin_of_a_declared_output_has_the_inferred_size(inferred) -> None:
+    """Range's size is unknown to ONNX inference; its graph output takes the declared [2], its
+    f32 twin (no graph output) the size inference gives, as inference of the planned model would."""
     model = onnx.parser.parse_model(
         OPSET + "g (float16 start, float16 limit, float16 delta) => (float16[2] y) { y = Range(start, limit, delta) }"
     )
     typed = type_model(model, read_half=lambda name: None)
-    assert [ops[-2:] for ops in inferred] == [["Range"], ["Range", "Cast"]]
+    assert inferred == [["Range"]]
+    assert [node.op_type for node in typed.model.graph.node][-2:] == ["Range", "Cast"]
     wide = typed.types.values["y_f32"].tensor_type
     assert wide.elem_type == TensorProto.FLOAT and not wide.shape.dim[0].HasField("dim_value")
     assert typed.types.values["y"].tensor_type.shape.dim[0].dim_value == 2
+
+
+def test_a_plan_of_subgraph_bodies_is_inferred_again(inferred) -> None:
+    """A planned body is typed with its outer values: the plan leaves that to inference."""
+    typed = type_model(if_model(), read_half=lambda name: None)
+    assert len(inferred) == 2 and "Cast" in inferred[1]
+    assert [node.op_type for node in typed.model.graph.node] == inferred[1]
 
 
 def test_a_function_body_keeps_per_op_rounding(inferred) -> None:
