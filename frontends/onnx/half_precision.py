@@ -30,12 +30,12 @@ values each iteration). The control-flow node itself has a kernel for both types
 
 onnxruntime's basic-level Conv rewrite rules fold a BatchNormalization, or a Mul or Add by a
 per-channel constant, into the Conv's fp16 weights before any Cast, rounding every step in fp16:
-`fold_half_convs` makes the same weights (the importer runs it before the plan). The fusions it
-runs after the Casts (Gelu, MatMul+Transpose and MatMul+scale into FusedMatMul, Conv and Gemm
-with their activation, NCHWc Convs) match f32 nodes and compute in f32 from the same f32
-values: they change f32 arithmetic by an ulp at most, no fp16 rounding point. SkipLayerNorm
-and the Attention fusions do not match torch's fp16 exports (a Cast sits between the f32 Add and
-the fp16 LayerNormalization).
+`fold_half_convs` makes the same weights (`graph_typing` runs it before the first inference).
+The fusions it runs after the Casts (Gelu, MatMul+Transpose and MatMul+scale into
+FusedMatMul, Conv and Gemm with their activation, NCHWc Convs) match f32 nodes and compute in
+f32 from the same f32 values: they change f32 arithmetic by an ulp at most, no fp16 rounding
+point. SkipLayerNorm and the Attention fusions do not match torch's fp16 exports (a Cast sits
+between the f32 Add and the fp16 LayerNormalization).
 
 bf16: onnxruntime's Cast insertion handles fp16 only, and its CPU provider has no bf16 Conv,
 MatMul or Gemm. The same rule is applied with its bf16 kernels (`BF16_KERNELS`), so a bf16
