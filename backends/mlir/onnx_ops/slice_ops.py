@@ -26,6 +26,7 @@ from ..builders import (
     dim_size,
     empty,
     empty_tensor,
+    filled,
     index_constant,
     index_value,
     small_elements,
@@ -46,6 +47,7 @@ from .common import (
     required_input,
 )
 from .indexing import (
+    HOST_SCALARS,
     add,
     clamp,
     cmp,
@@ -527,10 +529,15 @@ def _lower_pad(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
         with mlir_ir.InsertionPoint(block):
             tensor.YieldOp(constant_value())
         return [cast_to(padded.result, ctx.result_types[0])]
+    if mode == "constant" and constant_value is None and source.element_type in HOST_SCALARS:
+        constant_value = scalar_reader(ctx, *required_input(ctx, 2, "constant_value"))
+    if constant_value is not None:
+        padded = _cropped_and_padded(ctx, data, source, begin, end, constant_value)
+        return [cast_to(padded, ctx.result_types[0])]
     # The general form: negative pads crop first (as onnxruntime does), then each result index
     # maps into the cropped input by the mode; pads may be known only at run time.
     value = constant_value
-    if mode == "constant" and value is None:
+    if mode == "constant" and value is None:  # read in the dispatch (see `scalar_reader`)
         value = scalar_reader(ctx, *required_input(ctx, 2, "constant_value"))
     axes: list[tuple[mlir_ir.Value, mlir_ir.Value, mlir_ir.Value] | None] = []
     for axis in range(rank):
@@ -585,6 +592,79 @@ def _lower_pad(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
         return arith.SelectOp(inside, element_value, value()).result
 
     return [gather_generic(ctx, result, sizes, body)]
+
+
+def _cropped_and_padded(
+    ctx: LoweringRuleContext,
+    data: mlir_ir.Value,
+    source: RankedTensorType,
+    begin: list[Mixed],
+    end: list[Mixed],
+    value: Callable[[], mlir_ir.Value],
+) -> mlir_ir.Value:
+    """Constant-mode Pad by pads that are negative or known only at run time: the negative
+    part of each pad crops (`tensor.extract_slice`, as onnxruntime crops first), and the
+    cropped data is inserted at the positive part into a tensor filled with the constant.
+
+    NOTE: not the element-wise gather of the other modes: IREE 3.13 fuses that gather (its
+    `linalg.index` reads) into a consumer's dispatch, and a softmax over a dynamic dim there
+    fails in iree-compile ("exceeded stack allocation limit of 32768 bytes for function";
+    ONNX's expanded Attention pads its mask at run time, then adds it to the scores). Nor
+    `tensor.pad`: by run-time pads it fails there ("'tensor.pad' op failed to tile
+    operation"). A fill and an insert are IREE's own splat and update. The padding value is
+    read on the host, so the caller takes this form for a run-time one only where IREE's VM
+    holds that scalar type."""
+    element = lower_scalar_type(source.element_type)
+    rank = len(source.shape)
+    offsets: list[Mixed] = []
+    kept: list[Mixed] = []
+    for axis in range(rank):
+        dim = _dim(ctx, data, source, axis)
+        crops = [_negative_part(begin[axis]), _negative_part(end[axis])]
+        offsets.append(crops[0])
+        kept.append(
+            dim - crops[0] - crops[1]
+            if isinstance(dim, int) and all(isinstance(crop, int) for crop in crops)
+            else sub(sub(index_value(dim), index_value(crops[0])), index_value(crops[1]))
+        )
+    if any(not isinstance(offset, int) or offset != 0 for offset in offsets) or any(
+        not isinstance(crop, int) or crop != 0 for crop in map(_negative_part, end)
+    ):
+        data = extract_slice(data, element, offsets, kept, [1] * rank)
+    low = [_positive_part(pad) for pad in begin]
+    high = [_positive_part(pad) for pad in end]
+    sizes = [
+        size + before + after
+        if all(isinstance(part, int) for part in (size, before, after))
+        else add(add(size, before), after)
+        for size, before, after in zip(kept, low, high, strict=True)
+    ]
+    dynamic_offsets, static_offsets = _offset_mark(low)
+    dynamic_sizes, static_sizes = _mixed(kept)
+    return tensor.InsertSliceOp(
+        data,
+        filled(sizes, element, value()),
+        dynamic_offsets,
+        dynamic_sizes,
+        [],
+        static_offsets,
+        static_sizes,
+        [1] * rank,
+    ).result
+
+
+def _negative_part(pad: Mixed) -> Mixed:
+    """How much a pad crops: max(-pad, 0)."""
+    if isinstance(pad, int):
+        return max(-pad, 0)
+    return arith.MaxSIOp(sub(0, pad), index_constant(0)).result
+
+
+def _positive_part(pad: Mixed) -> Mixed:
+    """How much a pad adds: max(pad, 0)."""
+    if isinstance(pad, int):
+        return max(pad, 0)
+    return arith.MaxSIOp(index_value(pad), index_constant(0)).result
 
 
 def _padded_type(source: RankedTensorType, begin: list, end: list) -> RankedTensorType:
