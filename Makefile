@@ -46,7 +46,7 @@ detection: ## torchvision's detection models (Faster R-CNN, Mask R-CNN, Keypoint
 bench-run: ## run-time benchmark (slow, not in `make test`): niroc's compiled code vs iree-import-onnx's and onnxruntime (report in testdata/generated/bench/run-report.md and docs/performance.md); ARGS="--only resnet50_17 --runs 5"
 	$(BIN)/python tests/bench/bench_run.py $(ARGS)
 
-lint: ## ruff check, and mypy on the typed packages (ir/, frontends/onnx/, backends/mlir/builders/); CI runs it before the tests
+lint: ## ruff check, and mypy on the typed packages (ir/, frontends/onnx/, backends/mlir/); CI runs it before the tests
 	$(BIN)/ruff check .
 	@mkdir -p build/mypy/niro && ln -sfn ../../../ir build/mypy/niro/ir && ln -sfn ../../../frontends build/mypy/niro/frontends
 	$(BIN)/mypy

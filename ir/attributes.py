@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import mmap
 from collections.abc import Mapping
-from typing import TypeGuard, Union
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 __all__ = [
     "Buffer",
@@ -33,7 +36,9 @@ Attribute = Union[None, bool, int, float, str, Buffer, tuple, dict]
 _BUFFER_TYPES = (bytes, bytearray, memoryview, mmap.mmap)
 
 
-def is_buffer(value: object) -> TypeGuard[Buffer]:
+def is_buffer(value: object) -> TypeIs[Buffer]:
+    """Whether `value` is a buffer; the type checker narrows both ways (a Literal that is not
+    a buffer is a bool, an int or a float)."""
     return isinstance(value, _BUFFER_TYPES)
 
 

@@ -18,21 +18,21 @@ from __future__ import annotations
 # builders (`linalg.fill(...)`) also rebuild each op's definition in Python on every call. The
 # classes plus the C++ region builder (`fill_builtin_region`) make the same ops.
 try:  # NOTE: the upstream package wins when both are installed (docs/design.md).
-    from mlir import ir as mlir_ir  # type: ignore[import-not-found]
-    from mlir._mlir_libs._mlir import globals as _binding_globals  # type: ignore[import-not-found]
-    from mlir._mlir_libs._mlirDialectsLinalg import fill_builtin_region  # type: ignore[import-not-found]
-    from mlir.dialects import _linalg_ops_gen as linalg  # type: ignore[import-not-found]
-    from mlir.dialects import arith, cf, func, math, scf, tensor  # type: ignore[import-not-found]
-    from mlir.passmanager import PassManager  # type: ignore[import-not-found]
+    from mlir import ir as mlir_ir
+    from mlir._mlir_libs._mlir import globals as _binding_globals
+    from mlir._mlir_libs._mlirDialectsLinalg import fill_builtin_region
+    from mlir.dialects import _linalg_ops_gen as linalg
+    from mlir.dialects import arith, cf, func, math, scf, tensor
+    from mlir.passmanager import PassManager
 
     BINDING = "mlir"
 except ImportError:
-    from iree.compiler import ir as mlir_ir  # type: ignore[no-redef]
-    from iree.compiler._mlir_libs._mlir import globals as _binding_globals  # type: ignore[no-redef]
-    from iree.compiler._mlir_libs._mlirDialectsLinalg import fill_builtin_region  # type: ignore[no-redef]
-    from iree.compiler.dialects import _linalg_ops_gen as linalg  # type: ignore[no-redef]
-    from iree.compiler.dialects import arith, cf, func, math, scf, tensor  # type: ignore[no-redef]
-    from iree.compiler.passmanager import PassManager  # type: ignore[no-redef]
+    from iree.compiler import ir as mlir_ir
+    from iree.compiler._mlir_libs._mlir import globals as _binding_globals
+    from iree.compiler._mlir_libs._mlirDialectsLinalg import fill_builtin_region
+    from iree.compiler.dialects import _linalg_ops_gen as linalg
+    from iree.compiler.dialects import arith, cf, func, math, scf, tensor
+    from iree.compiler.passmanager import PassManager
 
     BINDING = "iree.compiler"
 

@@ -387,9 +387,9 @@ class BlobSplicingWriter:
                 return mlir_ir.ArrayAttr.get(replaced)
         elif nested and isinstance(attribute, mlir_ir.DictAttr):
             named = [attribute[at] for at in range(len(attribute))]
-            replaced = {item.name: self._substitute(item.attr, nested) for item in named}
-            if any(replaced[item.name] is not item.attr for item in named):
-                return mlir_ir.DictAttr.get(replaced)
+            replaced_by_name = {item.name: self._substitute(item.attr, nested) for item in named}
+            if any(replaced_by_name[item.name] is not item.attr for item in named):
+                return mlir_ir.DictAttr.get(replaced_by_name)
         return attribute
 
 

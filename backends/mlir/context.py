@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 from niro.ir import Block, Location, Op, ScalarType, TensorType, Value, format_type, op_name
 
 from .bindings import mlir_ir
 from .errors import LoweringError
+from .types import RankedTensorType
 
 if TYPE_CHECKING:
     from .literals import ResourceTable
@@ -72,14 +73,14 @@ class LoweringRuleContext:
 
     # -- Niro views of the operands ---------------------------------------------------------------
 
-    def ranked(self, value: Value, what: str) -> TensorType:
+    def ranked(self, value: Value, what: str) -> RankedTensorType:
         """`value`'s type when it is a ranked tensor, else an error naming the op and operand."""
         type_ = value.type
         if not isinstance(type_, TensorType):
             raise self.error(f"expected a tensor {what}, got {format_type(type_)}")
         if type_.shape is None:
             raise self.error(f"needs a ranked tensor {what}, got {format_type(type_)}")
-        return type_
+        return cast(RankedTensorType, type_)
 
     def constant_operand(self, index: int) -> np.ndarray | None:
         """Operand `index` as a numpy array when it is a compile-time constant (defined by a
@@ -99,7 +100,7 @@ class LoweringRuleContext:
     def shared_object(self, key: Hashable, build: Callable[[], T]) -> T:
         """`build()`, made once per lowered module for `key` (attributes many ops repeat:
         indexing maps, permutations, broadcast plans); `key` must say all `build` depends on."""
-        return self._driver.module.shared_object(key, build)  # type: ignore[return-value]
+        return cast(T, self._driver.module.shared_object(key, build))  # `key` says what it holds
 
     # -- nested regions and branch targets ------------------------------------------------------
 

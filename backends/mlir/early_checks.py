@@ -108,7 +108,9 @@ def _hoist_in_block(block: mlir_ir.Block) -> bool:
         if barrier is not None:
             anchors.append(barrier)
         floor = max((order[anchor] for anchor in anchors), default=-1)
-        to_move = sorted((member for member in members if order[member] > floor), key=order.get)
+        to_move = sorted(
+            (member for member in members if order[member] > floor), key=order.__getitem__
+        )
         to_move.append(operation)
         if order[operation] - floor > len(to_move):  # something else sits between: move
             after = block.operations[floor] if floor >= 0 else None

@@ -48,7 +48,7 @@ class LoweringError(NirocError):
         super().__init__(message, location=location, notes=notes)
         self.refusals = tuple(refusals)
         self.op_kind = op_kind
-        self.internal = internal or any(refusal.internal for refusal in self.refusals)
+        self.internal: bool = internal or any(refusal.internal for refusal in self.refusals)
 
 
 def refused_together(refusals: Sequence[LoweringError]) -> LoweringError:

@@ -231,8 +231,10 @@ def tensor_data_attr(
     element = tensor.element_type
     if not is_buffer(literal):
         return mlir_ir.DenseElementsAttr.get_splat(mlir_type, scalar_attr(element, literal))
+    shape = tensor.static_shape
+    assert shape is not None, f"tensor_data_attr needs a static shape, got {tensor}"
     count = 1
-    for dim in tensor.shape or ():
+    for dim in shape:
         count *= dim
     data = as_memoryview(literal)
     if element.is_sub_byte:
@@ -241,11 +243,11 @@ def tensor_data_attr(
                 f"{tensor} needs {element.buffer_size(count)} bytes of data, got {buffer_nbytes(literal)}"
             )
         # one element a byte, as the sub-byte types lower (types.py)
-        data = memoryview(sub_byte_codes(data, element, count)).cast("B")
+        data = sub_byte_codes(data, element, count).data.cast("B")
         if count == 0 or count == 1 or _is_splat(data, 1):
-            value = int(np.frombuffer(data, dtype=np.int8)[0]) if count else 0
+            code = int(np.frombuffer(data, dtype=np.int8)[0]) if count else 0
             return mlir_ir.DenseElementsAttr.get_splat(
-                mlir_type, mlir_ir.IntegerAttr.get(lower_scalar_type(element), value)
+                mlir_type, mlir_ir.IntegerAttr.get(lower_scalar_type(element), code)
             )
         return resources.add(name, data, 1, mlir_type)
     width = element.byte_width
@@ -262,7 +264,7 @@ def tensor_data_attr(
         # NOTE: i1 blobs are ambiguous in MLIR (IREE crashes iterating a `dense_resource` of
         # i1), so BOOL tensors become a bit-packed DenseElementsAttr: the numpy view is free and
         # MLIR's packed copy is 1/8 of the buffer.
-        flags = np.frombuffer(data, dtype=np.bool_).reshape(tensor.shape)
+        flags = np.frombuffer(data, dtype=np.bool_).reshape(shape)
         return mlir_ir.DenseElementsAttr.get(flags, type=lower_scalar_type(element))
     return resources.add(name, data, width, mlir_type)
 

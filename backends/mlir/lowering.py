@@ -311,7 +311,8 @@ def _check_named_dims(function: Function, entry: mlir_ir.Block) -> None:
     """
     first: dict[str, tuple[int, int]] = {}
     checks = []
-    for position, argument in enumerate(function.body.blocks[0].arguments):  # type: ignore[union-attr]
+    assert function.body is not None, f"@{function.name} is a declaration: nothing to check"
+    for position, argument in enumerate(function.body.blocks[0].arguments):
         if not isinstance(argument.type, TensorType) or argument.type.rank is None:
             continue
         for axis in range(argument.type.rank):
@@ -352,7 +353,7 @@ class FunctionLowering:
         self.function = function
         self.values: dict[ValueId, mlir_ir.Value] = {}
         self._blocks: dict[int, mlir_ir.Block] = {}
-        self._yield_builders: list[YieldBuilder] = []
+        self._yield_builders: list[YieldBuilder | None] = []
         self._constants = 0
         self._definitions: dict[ValueId, Op] | None = None
 
@@ -483,7 +484,8 @@ class FunctionLowering:
 
     def build_generic(self, ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
         """An UnknownOp kept as a generic operation, its attributes, regions and successors kept."""
-        op: UnknownOp = ctx.op  # type: ignore[assignment]
+        op = ctx.op
+        assert isinstance(op, UnknownOp), op
         if not ctx.location.context.allow_unregistered_dialects:
             raise ctx.error("has no MLIR lowering")
         self.module.has_generic_ops = True

@@ -60,12 +60,13 @@ class ParameterPlan:
 
         BOOL tensors stay in the module: IREE stores i1 tensors in a layout of its own."""
         type_ = global_.type
-        if not isinstance(type_, TensorType) or not type_.is_static or type_.element_type.is_bool:
+        if not isinstance(type_, TensorType) or type_.element_type.is_bool:
             return False
-        if not is_buffer(global_.initializer):
+        shape = type_.static_shape
+        if shape is None or not is_buffer(global_.initializer):
             return False
         count = 1
-        for dim in type_.shape:
+        for dim in shape:
             count *= dim
         return count >= self.threshold and count > 0
 
@@ -79,17 +80,20 @@ class ParameterTable:
 
     def add(self, global_: Global, stored: TensorType) -> mlir_ir.Attribute:
         """Records `global_`'s data under its name; returns the attribute that names it, of the
-        type the module stores it as (`stored`: a sub-byte tensor is its packed i8 bytes)."""
+        type the module stores it as (`stored`: a sub-byte tensor is its packed i8 bytes). Only
+        for a global the plan `takes`: a static tensor with a buffer initializer."""
         type_ = stored
+        shape, initializer = type_.static_shape, global_.initializer
+        assert shape is not None and is_buffer(initializer), f"no parameter for @{global_.name}"
         count = 1
-        for dim in type_.shape:
+        for dim in shape:
             count *= dim
         needed = count * type_.element_type.byte_width
-        if buffer_nbytes(global_.initializer) != needed:
+        if buffer_nbytes(initializer) != needed:
             raise ValueError(
-                f"{type_} needs {needed} bytes of data, got {buffer_nbytes(global_.initializer)}"
+                f"{type_} needs {needed} bytes of data, got {buffer_nbytes(initializer)}"
             )
-        self.entries.append((global_.name, as_memoryview(global_.initializer).cast("B")))
+        self.entries.append((global_.name, as_memoryview(initializer).cast("B")))
         return mlir_ir.Attribute.parse(
             f"#stream.parameter.named<{_mlir_string(self.plan.scope)}::"
             f"{_mlir_string(global_.name)}> : {lower_type(type_)}"

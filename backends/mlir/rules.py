@@ -53,7 +53,8 @@ __all__ = ["KNOWN_LOWERINGS"]
 
 @lowering(Const)
 def _lower_const(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-    op: Const = ctx.op  # type: ignore[assignment]
+    op = ctx.op
+    assert isinstance(op, Const), op
     result_type = op.result.type
     if isinstance(result_type, ScalarType):
         if not isinstance(op.literal, (bool, int, float)):
@@ -80,7 +81,8 @@ def _lower_const(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
 
 @lowering(GetGlobal)
 def _lower_get_global(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-    op: GetGlobal = ctx.op  # type: ignore[assignment]
+    op = ctx.op
+    assert isinstance(op, GetGlobal), op
     global_type = ctx.global_type(op.name)
     if global_type is None:
         raise ctx.error(f"refers to @{op.name}, which is not a global of this module")
@@ -107,7 +109,8 @@ def _lower_get_global(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
 
 @lowering(Transpose)
 def _lower_transpose(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-    op: Transpose = ctx.op  # type: ignore[assignment]
+    op = ctx.op
+    assert isinstance(op, Transpose), op
     source = ctx.ranked(op.operand, "operand")
     result = ctx.ranked(op.result, "result")
     if sorted(op.permutation) != list(range(len(source.shape))):
@@ -142,7 +145,8 @@ def _lower_transpose(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
 
 @lowering(TensorExtract)
 def _lower_tensor_extract(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-    op: TensorExtract = ctx.op  # type: ignore[assignment]
+    op = ctx.op
+    assert isinstance(op, TensorExtract), op
     source = ctx.ranked(op.operand, "operand")
     if len(op.indices) != len(source.shape):
         raise ctx.error(
@@ -174,7 +178,8 @@ def _lower_mul(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
 @lowering(MatMul)
 def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """Rank 2, summed in the element type (f16 too, where `onnx.MatMul` sums in f32)."""
-    op: MatMul = ctx.op  # type: ignore[assignment]
+    op = ctx.op
+    assert isinstance(op, MatMul), op
     lhs = ctx.ranked(op.lhs, "lhs")
     rhs = ctx.ranked(op.rhs, "rhs")
     result = ctx.ranked(op.result, "result")
@@ -187,7 +192,8 @@ def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
 
 @lowering(Call)
 def _lower_call(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-    op: Call = ctx.op  # type: ignore[assignment]
+    op = ctx.op
+    assert isinstance(op, Call), op
     if not ctx.has_function(op.callee):
         raise ctx.error(f"calls @{op.callee}, which is not a function of this module")
     call = func.CallOp(
@@ -198,14 +204,16 @@ def _lower_call(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
 
 @lowering(Branch)
 def _lower_branch(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-    op: Branch = ctx.op  # type: ignore[assignment]
+    op = ctx.op
+    assert isinstance(op, Branch), op
     cf.BranchOp(list(ctx.operands), ctx.successor(op.target))
     return []
 
 
 @lowering(CondBranch)
 def _lower_cond_branch(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-    op: CondBranch = ctx.op  # type: ignore[assignment]
+    op = ctx.op
+    assert isinstance(op, CondBranch), op
     true_count = len(op.true_arguments)
     cf.CondBranchOp(
         ctx.operands[0],
@@ -231,7 +239,8 @@ def _lower_yield(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
 
 @lowering(If)
 def _lower_if(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-    op: If = ctx.op  # type: ignore[assignment]
+    op = ctx.op
+    assert isinstance(op, If), op
     return lower_if(ctx, ctx.operands[0], (op.then_region, op.else_region))
 
 
@@ -268,7 +277,8 @@ def lower_if(
 
 @lowering(UnknownOp)
 def _lower_unknown(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-    op: UnknownOp = ctx.op  # type: ignore[assignment]
+    op = ctx.op
+    assert isinstance(op, UnknownOp), op
     registration = registered_lowering(op.name)
     if registration is None:
         return ctx.build_generic()

@@ -31,13 +31,16 @@ __all__ = ["is_packed", "packed_type", "unpack"]
 def is_packed(type_: object) -> bool:
     """Whether a constant of `type_` is stored in another form (a static sub-byte or BF16 tensor
     of two or more elements)."""
-    if not isinstance(type_, TensorType) or not type_.is_static:
+    if not isinstance(type_, TensorType):
+        return False
+    shape = type_.static_shape
+    if shape is None:
         return False
     if not type_.element_type.is_sub_byte and type_.element_type is not ScalarType.BF16:
         return False
     count = 1
-    for dim in type_.shape:  # type: ignore[union-attr]
-        count *= dim  # type: ignore[operator]
+    for dim in shape:
+        count *= dim
     return count > 1
 
 
@@ -47,9 +50,16 @@ def packed_type(type_: TensorType) -> TensorType:
     if type_.element_type is ScalarType.BF16:
         return TensorType(ScalarType.I16, type_.shape)
     count = 1
-    for dim in type_.shape:  # type: ignore[union-attr]
-        count *= dim  # type: ignore[operator]
+    for dim in _static_shape(type_):
+        count *= dim
     return TensorType(ScalarType.U8, (type_.element_type.buffer_size(count),))
+
+
+def _static_shape(type_: TensorType) -> tuple[int, ...]:
+    """The shape of a packed constant's type: static, as `is_packed` requires."""
+    shape = type_.static_shape
+    assert shape is not None, f"a packed constant has a static shape, got {type_}"
+    return shape
 
 
 def unpack(packed: mlir_ir.Value, type_: TensorType) -> mlir_ir.Value:
@@ -57,7 +67,7 @@ def unpack(packed: mlir_ir.Value, type_: TensorType) -> mlir_ir.Value:
     (BF16: its words reinterpreted)."""
     if type_.element_type is ScalarType.BF16:
         return arith.BitcastOp(lower_type(type_), packed).result
-    shape = list(type_.shape)  # type: ignore[arg-type]
+    shape = list(_static_shape(type_))
     rank = len(shape)
     element = type_.element_type
     bits = element.bit_width

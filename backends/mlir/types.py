@@ -10,13 +10,52 @@ unsigned operands, so no op choice depends on it yet. A lowering for a sign-sens
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING, cast
 
-from niro.ir import ScalarType, TensorType, Type
+from niro.ir import Dim, ScalarType, TensorType, Type
 
 from .bindings import mlir_ir
 
-__all__ = ["lower_scalar_type", "lower_type", "index_type", "type_key"]
+__all__ = [
+    "RankedTensorType",
+    "as_ranked",
+    "lower_scalar_type",
+    "lower_type",
+    "index_type",
+    "type_key",
+]
+
+if TYPE_CHECKING:
+
+    @dataclass(frozen=True, slots=True)
+    class RankedTensorType(TensorType):
+        """A Niro `TensorType` known to be ranked: its `shape` is a tuple, never None.
+
+        A refinement for the type checker only, as MLIR's `RankedTensorType` refines its
+        `TensorType`: at run time the name is `TensorType` itself, so a value is never built or
+        compared as anything else (equality, hashing and spelling are TensorType's) and
+        `isinstance` cannot tell ranked from unranked. A lowering gets one from
+        `LoweringRuleContext.ranked` (which refuses an unranked tensor with the op's name) or
+        from `as_ranked`; building one with a tuple shape, `RankedTensorType(element, shape)`,
+        builds a plain TensorType.
+        """
+
+        shape: tuple[Dim, ...]
+
+        @property
+        def rank(self) -> int: ...
+
+else:
+    RankedTensorType = TensorType
+
+
+def as_ranked(type_: TensorType) -> RankedTensorType:
+    """`type_`, which the caller knows is ranked (it was checked, or built with a shape), as a
+    `RankedTensorType`; an unranked one here is niroc's bug."""
+    assert type_.shape is not None, f"expected a ranked tensor type, got {type_}"
+    return cast(RankedTensorType, type_)
 
 # NOTE: IREE 3.13 cannot hold sub-byte tensors of every shape: a tensor whose element count
 # times the bit width is not a whole number of bytes fails in iree-compile ("stream.tensor.sizeof

@@ -4,10 +4,12 @@ Two rewrites decide what to write from inferred types: the sequence rewrite (`se
 sequence's form comes from its elements' shapes and the constants folding found) and
 onnxruntime's fp16/bf16 plan (`half_precision.plan_half_precision`: which nodes read half
 values). So typing is a fixpoint over the model: infer (`inference.infer_types`), let each
-type-directed rewrite run once on the types of the model as it stands, infer again what it
-rewrote; it ends when no rewrite changes the model. The Conv folds of fp16/bf16 weights
+type-directed rewrite run once on the types of the model as it stands, then type what it
+wrote. The sequence rewrite's result is inferred again. The plan changes no shape, so it types
+the values it makes itself (`half_precision.HalfPlan.types`), except where inference would
+learn more (then the planned model is inferred again). The Conv folds of fp16/bf16 weights
 (`half_precision.fold_half_convs`) read no types: they run before the first inference and cost
-none. A model with neither sequences nor half values is inferred once.
+none. A model without sequences is inferred once, unless the plan says otherwise.
 
 The rewrites work on the proto because ONNX shape inference reads protos: a rewrite on onnx_ir
 would have to be written back to a proto to be typed again. What leaves this step is the final
@@ -58,6 +60,6 @@ def type_model(
     if read_half is not None:
         planned = plan_half_precision(model, types)
         if planned is not None:
-            model = planned
-            types = infer_types(model, split_raw)
+            model = planned.model
+            types = infer_types(model, split_raw) if planned.types is None else planned.types
     return TypedModel(model, types)

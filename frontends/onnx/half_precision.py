@@ -10,7 +10,7 @@ its input to its output, and a transformer block is rounded to fp16 only around 
 LayerNormalizations and its reshape/split/transpose chains. Rounding per op instead differs by
 tens of ulps on outputs that cancel.
 
-`plan_half_precision` rewrites the model's graphs the same way before niroc types it: a node that
+`plan_half_precision` rewrites the model's graphs the same way, from their inferred types: a node that
 onnxruntime would run in f32 reads f32 values (a Cast from the fp16/bf16 value, or its f32
 producer's result directly) and yields f32; a Cast back to fp16/bf16 is written only where a
 node that keeps its half type, a graph output or a subgraph reads the value. A user's Cast to
@@ -18,8 +18,10 @@ f32 of such a value reads the f32 value (onnxruntime removes that Cast pair too)
 node reading a user's Cast of an f32 value to fp16 reads the f32 value. onnxruntime's
 MatMul+Add fusion (level basic, the default runs it) reads a rank-3 MatMul input through an fp16
 Reshape, which keeps that input's fp16 producer from being isolated: modelled in
-`_fused_reshape_reader`. Every op is then lowered as before: with no half operand it computes in
-f32; LayerNormalization and the data-movement ops keep fp16 and round once.
+`_fused_reshape_reader`. The plan changes no shape, so it gives the values it makes their
+types itself (`_planned_types`) where inference would learn nothing more. Every op is then
+lowered as before: with no half operand it computes in f32; LayerNormalization and the
+data-movement ops keep fp16 and round once.
 
 Subgraph bodies (If branches, Loop and Scan bodies) are planned the same way, each on its own:
 onnxruntime partitions and casts every subgraph separately, so a body reads its half inputs and
@@ -28,12 +30,12 @@ values each iteration). The control-flow node itself has a kernel for both types
 
 onnxruntime's basic-level Conv rewrite rules fold a BatchNormalization, or a Mul or Add by a
 per-channel constant, into the Conv's fp16 weights before any Cast, rounding every step in fp16:
-`fold_half_convs` makes the same weights (the importer runs it before the plan). The fusions it
-runs after the Casts (Gelu, MatMul+Transpose and MatMul+scale into FusedMatMul, Conv and Gemm
-with their activation, NCHWc Convs) match f32 nodes and compute in f32 from the same f32
-values: they change f32 arithmetic by an ulp at most, no fp16 rounding point. SkipLayerNorm
-and the Attention fusions do not match torch's fp16 exports (a Cast sits between the f32 Add and
-the fp16 LayerNormalization).
+`fold_half_convs` makes the same weights (`graph_typing` runs it before the first inference).
+The fusions it runs after the Casts (Gelu, MatMul+Transpose and MatMul+scale into
+FusedMatMul, Conv and Gemm with their activation, NCHWc Convs) match f32 nodes and compute in
+f32 from the same f32 values: they change f32 arithmetic by an ulp at most, no fp16 rounding
+point. SkipLayerNorm and the Attention fusions do not match torch's fp16 exports (a Cast sits
+between the f32 Add and the fp16 LayerNormalization).
 
 bf16: onnxruntime's Cast insertion handles fp16 only, and its CPU provider has no bf16 Conv,
 MatMul or Gemm. The same rule is applied with its bf16 kernels (`BF16_KERNELS`), so a bf16
@@ -58,7 +60,7 @@ from onnx import TensorProto
 
 from .inference import GraphTypes, all_graphs, copy_fields
 
-__all__ = ["BF16_KERNELS", "F16_KERNELS", "HALF_TYPES", "fold_half_convs", "plan_half_precision"]
+__all__ = ["BF16_KERNELS", "F16_KERNELS", "HALF_TYPES", "HalfPlan", "fold_half_convs", "plan_half_precision"]
 
 HALF_TYPES = frozenset({TensorProto.FLOAT16, TensorProto.BFLOAT16})
 _HALF_ARRAYS = {
@@ -135,28 +137,92 @@ _CAST_LIKE = frozenset({"Cast", "CastLike"})
 """CastLike has no kernel; onnxruntime inlines its body, a Cast, which has one."""
 
 
-def plan_half_precision(model: onnx.ModelProto, types: GraphTypes) -> onnx.ModelProto | None:
-    """A copy of `model` whose graphs compute in f32 where onnxruntime's CPU provider does
-    (module docstring), or None when no graph has an fp16/bf16 value or anything to change.
-    `types` are the model's inferred types."""
+@dataclass(frozen=True)
+class HalfPlan:
+    """A model planned by `plan_half_precision`, and its types when the plan could write them."""
+
+    model: onnx.ModelProto
+    types: GraphTypes | None
+    """The planned model's types, derived from those it was planned on (`_planned_types`); None
+    where the planned model must be inferred again."""
+
+
+def plan_half_precision(model: onnx.ModelProto, types: GraphTypes) -> HalfPlan | None:
+    """`model` with its graphs computing in f32 where onnxruntime's CPU provider does (module
+    docstring), or None when no graph has an fp16/bf16 value or anything to change. `types`
+    are the model's inferred types."""
     opsets = {
         ("" if entry.domain in _DEFAULT_DOMAINS else entry.domain): entry.version
         for entry in model.opset_import
     }
-    return _with_graph(
-        model,
-        _planned_graph(model.graph, types, opsets, _Scope({}, {}, frozenset()), _names(model)),
-    )
-
-
-def _with_graph(model: onnx.ModelProto, graph: onnx.GraphProto | None) -> onnx.ModelProto | None:
-    """A copy of `model` with `graph` as its main graph; None when `graph` is."""
-    if graph is None:
+    planned = _planned_graph(model.graph, types, opsets, _Scope({}, {}, frozenset()), _names(model))
+    if planned is None:
         return None
+    return HalfPlan(_with_graph(model, planned.graph), _planned_types(planned, types, model.graph))
+
+
+def _with_graph(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelProto:
+    """A copy of `model` with `graph` as its main graph."""
     rewritten = onnx.ModelProto()
     copy_fields(model, rewritten, frozenset({"graph"}))
     rewritten.graph.CopyFrom(graph)
     return rewritten
+
+
+def _planned_types(planned: _PlannedGraph, types: GraphTypes, graph: onnx.GraphProto) -> GraphTypes | None:
+    """The types of the planned main graph, from `types` (those of `graph`, before the plan).
+
+    The plan changes no shape: a value it makes holds a half value in f32 (a Cast to f32, an
+    f32 node's renamed result), so it has that value's type with element type f32; a Cast back
+    gives a half value its own type again; every other value keeps its type, folded nodes and
+    subgraphs follow their nodes to their new positions. None, for the planned model to be
+    inferred again, where typing would learn something the plan does not know: a planned body
+    (typed with its outer values), a folded node computing in f32, a node the plan wrote
+    reading a folded value (folding would fold it too), or an f32 node's result that typing left
+    untyped. A half graph output given its declared size (`GraphTypes.before_declared`) is held
+    in f32 by a value that is no graph output: that value has the type inference gave the
+    output, or, where that had no shape, the output's (`inference._refine_backwards` carries it
+    up through the Cast back)."""
+    if planned.bodies_planned:
+        return None
+    folded_values = {tensor.name for tensors in types.folded.values() for tensor in tensors}
+    initializers = {tensor.name: tensor for tensor in graph.initializer}
+    values = dict(types.values)
+    folded: dict[int, tuple[onnx.TensorProto, ...]] = {}
+    subgraphs: dict[tuple[int, str, int], GraphTypes] = {}
+    moved: dict[int, int] = {}
+    for index, (origin, node) in enumerate(zip(planned.origins, planned.graph.node, strict=True)):
+        computed = origin is not None and planned.in_f32[origin]
+        written = origin is None or computed or node.op_type != graph.node[origin].op_type
+        if written and any(name in folded_values for name in node.input):
+            return None
+        if computed and origin in types.folded:
+            return None
+        if origin is not None:
+            moved.setdefault(origin, index)
+        for name in node.output:
+            half = planned.widened.get(name)
+            if half is None:
+                if name not in values and computed:
+                    return None
+                continue
+            found = values.get(half)
+            inferred = types.before_declared.get(half)
+            if inferred is not None and inferred.tensor_type.HasField("shape"):
+                found = inferred
+            if found is None and half in initializers:
+                found = onnx.helper.make_tensor_type_proto(initializers[half].data_type, initializers[half].dims)
+            if found is None:
+                return None
+            wide = onnx.TypeProto()
+            wide.CopyFrom(found)
+            wide.tensor_type.elem_type = TensorProto.FLOAT
+            values[name] = wide
+    for origin, tensors in types.folded.items():
+        folded[moved[origin]] = tensors
+    for (origin, attribute, position), subgraph in types.subgraphs.items():
+        subgraphs[(moved[origin], attribute, position)] = subgraph
+    return GraphTypes(values, subgraphs, folded, types.dim_names)
 
 
 @dataclass(frozen=True)
@@ -169,13 +235,29 @@ class _Scope:
     constants: frozenset[str]
 
 
+@dataclass(frozen=True)
+class _PlannedGraph:
+    """One graph rewritten by its plan, and what ties its nodes to the graph planned."""
+
+    graph: onnx.GraphProto
+    origins: list[int | None]
+    """Per node, the index of the node it was written from (None: a Cast the plan made)."""
+    widened: dict[str, str]
+    """Each value the plan made (an f32 node's result, a Cast to f32) -> the half value it
+    holds in f32."""
+    in_f32: list[bool]
+    """Per node of the graph planned, whether it computes in f32."""
+    bodies_planned: bool
+    """Whether a subgraph body of the graph was planned too (its types are not derived)."""
+
+
 def _planned_graph(
     graph: onnx.GraphProto,
     types: GraphTypes,
     opsets: Mapping[str, int],
     scope: _Scope,
     taken: set[str],
-) -> onnx.GraphProto | None:
+) -> _PlannedGraph | None:
     """`graph` rewritten by its plan, its bodies by theirs; None when nothing changes in it or
     in any body. `taken`: every name in the model, grown by the names the rewrite makes."""
     plan = _Plan(graph, types, opsets, scope)
@@ -192,15 +274,19 @@ def _planned_graph(
             ]
             if any(body is not None for body in planned):
                 bodies[(index, attribute.name)] = [
-                    body if body is not None else graphs[position]
+                    body.graph if body is not None else graphs[position]
                     for position, body in enumerate(planned)
                 ]
     if not any(plan.in_f32) and not bodies:
         return None
     rewritten = onnx.GraphProto()
     copy_fields(graph, rewritten, frozenset({"node"}))
-    rewritten.node.extend(plan.nodes(taken, bodies))
-    return rewritten
+    origins: list[int | None] = []
+    widened: dict[str, str] = {}
+    for origin, node in plan.nodes(taken, bodies, widened):
+        origins.append(origin)
+        rewritten.node.append(node)
+    return _PlannedGraph(rewritten, origins, widened, plan.in_f32, bool(bodies))
 
 
 class _Plan:
@@ -329,32 +415,39 @@ class _Plan:
         return bias_dims is not None and len(bias_dims) == 1 and bias_dims[0] == b[1]
 
     def nodes(
-        self, taken: set[str], bodies: Mapping[tuple[int, str], list[onnx.GraphProto]]
-    ) -> Iterable[onnx.NodeProto]:
-        """The graph's nodes, rewritten: Casts to f32 before the nodes that read them, f32 nodes
-        with renamed half results, Casts back where a half reader needs them, and the planned
-        `bodies` ((node index, attribute name) -> its graphs) in their control-flow nodes."""
+        self,
+        taken: set[str],
+        bodies: Mapping[tuple[int, str], list[onnx.GraphProto]],
+        widened: dict[str, str],
+    ) -> Iterable[tuple[int | None, onnx.NodeProto]]:
+        """The graph's nodes, rewritten, each with the index of the node it was written from
+        (None for a Cast the plan makes): Casts to f32 before the nodes that read them, f32
+        nodes with renamed half results, Casts back where a half reader needs them, and the
+        planned `bodies` ((node index, attribute name) -> its graphs) in their control-flow
+        nodes. Each value made to hold a half value in f32 goes into `widened` (see
+        `_PlannedGraph.widened`)."""
         wide: dict[str, str] = {}
         """half value -> the name of its f32 value, once there is one."""
 
         def fresh(name: str) -> str:
-            return _fresh(name, "f32", taken)
+            wide[name] = _fresh(name, "f32", taken)
+            widened[wide[name]] = name
+            return wide[name]
 
         for index, node in enumerate(self.graph.node):
             if not self.in_f32[index]:
-                yield from self._kept(_with_bodies(node, index, bodies), wide)
+                for kept in self._kept(_with_bodies(node, index, bodies), wide):
+                    yield index, kept
                 continue
             inputs = []
             for name in node.input:
                 if name in self.half and name not in wide:
-                    wide[name] = fresh(name)
-                    yield _cast(name, wide[name], TensorProto.FLOAT, node.name)
+                    yield None, _cast(name, fresh(name), TensorProto.FLOAT, node.name)
                 inputs.append(wide.get(name, name) if name in self.half else name)
             outputs, narrowed = [], []
             for name in node.output:
                 if name in self.half:
-                    wide[name] = fresh(name)
-                    outputs.append(wide[name])
+                    outputs.append(fresh(name))
                     if self._needs_half(name):
                         narrowed.append(_cast(wide[name], name, self.elements[name], node.name))
                 else:
@@ -368,8 +461,9 @@ class _Plan:
             for attribute in computed.attribute:
                 if attribute.name == "dtype" and attribute.i in HALF_TYPES:
                     attribute.i = TensorProto.FLOAT
-            yield computed
-            yield from narrowed
+            yield index, computed
+            for cast in narrowed:
+                yield None, cast
 
     def _kept(self, node: onnx.NodeProto, wide: dict[str, str]) -> Iterable[onnx.NodeProto]:
         """A node that keeps its types; the two Cast pairs onnxruntime removes become direct
@@ -511,7 +605,8 @@ def fold_half_convs(model: onnx.ModelProto, read: ReadInitializer) -> onnx.Model
         for node in model.graph.node
     ):
         return None
-    return _with_graph(model, _folded_convs(model.graph, read, _names(model)))
+    folded = _folded_convs(model.graph, read, _names(model))
+    return None if folded is None else _with_graph(model, folded)
 
 
 def _folded_convs(

@@ -58,6 +58,9 @@ class GraphTypes:
     name; the lowering checks once, at the function's entry, that their sizes agree (see
     `backends.mlir.lowering`), so every later op can rely on it. Subgraphs keep none: a Loop
     may change a carried value's dims from one iteration to the next."""
+    before_declared: dict[str, onnx.TypeProto] = field(default_factory=dict)
+    """The main graph's outputs given a declared size where inference left a dim unknown
+    (`_fill_unknown_dims`), with the type inference of their producer gave them."""
 
     def subgraph(self, node_index: int, attribute: str, position: int = 0) -> GraphTypes:
         return self.subgraphs.get((node_index, attribute, position)) or GraphTypes()
@@ -273,9 +276,12 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
     stripped = strip_weights(model, split_raw)
     declared = _forget_declared_dims(stripped)
 
+    before_declared: dict[str, onnx.TypeProto] = {}
+
     def infer(data_prop: bool) -> onnx.ModelProto:
         inferred = _infer(stripped, data_prop=data_prop)
-        _fill_unknown_dims(inferred.graph, declared)
+        before_declared.clear()
+        before_declared.update(_fill_unknown_dims(inferred.graph, declared))
         return inferred
 
     inferred = infer(False)
@@ -294,6 +300,7 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
         inferred = infer(data_prop)
         types = _collect(inferred.graph)
     types.folded = folded
+    types.before_declared = before_declared
     _refine_backwards(inferred.graph, types.values)
     initializers = {initializer.name for initializer in model.graph.initializer}
     types.dim_names = frozenset(
@@ -369,22 +376,29 @@ def _unknown(dim: onnx.TensorShapeProto.Dimension) -> bool:
     )
 
 
-def _fill_unknown_dims(graph: onnx.GraphProto, declared: Mapping[str, onnx.TypeProto]) -> None:
+def _fill_unknown_dims(graph: onnx.GraphProto, declared: Mapping[str, onnx.TypeProto]) -> dict[str, onnx.TypeProto]:
     """Give each output of the inferred main `graph` its `declared` size on every dim inference
-    left unknown (`_unknown`), and its whole declared shape where inference gave none."""
+    left unknown (`_unknown`), and its whole declared shape where inference gave none. Returns
+    the type inference gave each output it changed."""
+    before: dict[str, onnx.TypeProto] = {}
     for info in graph.output:
         source = declared.get(info.name)
         if source is None or not source.tensor_type.HasField("shape"):
             continue
+        inferred = onnx.TypeProto()
+        inferred.CopyFrom(info.type)
         target = info.type.tensor_type
         if not target.HasField("shape"):
             target.shape.CopyFrom(source.tensor_type.shape)
+            before[info.name] = inferred
             continue
         if len(target.shape.dim) != len(source.tensor_type.shape.dim):
             continue
         for dim, given in zip(target.shape.dim, source.tensor_type.shape.dim, strict=True):
             if given.HasField("dim_value") and _unknown(dim):
                 dim.dim_value = given.dim_value
+                before[info.name] = inferred
+    return before
 
 
 def _tighten(graph: onnx.GraphProto, refined: Mapping[str, onnx.TypeProto]) -> bool:

@@ -1,7 +1,8 @@
 """The types the conversion gives ONNX values: graph typing's answer, refined where the walk knows more.
 
-Graph typing (`inference`, before the conversion) writes what ONNX shape inference, folding
-and symbolic dims find, bound to onnx_ir values (`value_types`). The conversion reads a
+Graph typing (`graph_typing`, before the conversion) writes what ONNX shape inference, folding
+and symbolic dims find (and the fp16/bf16 plan, for the values it makes), bound to onnx_ir
+values (`value_types`). The conversion reads a
 value's type only through this module, which refines that answer where the walk has learnt
 more since:
 

@@ -3,8 +3,8 @@
 from ..bindings import BINDING
 
 if BINDING == "mlir":
-    from mlir.dialects._linalg_enum_gen import *  # type: ignore[import-not-found]  # noqa: F403
-    from mlir.dialects._linalg_ops_gen import *  # type: ignore[import-not-found]  # noqa: F403
+    from mlir.dialects._linalg_enum_gen import *  # noqa: F403
+    from mlir.dialects._linalg_ops_gen import *  # noqa: F403
 else:
-    from iree.compiler.dialects._linalg_enum_gen import *  # type: ignore[import-not-found]  # noqa: F403
-    from iree.compiler.dialects._linalg_ops_gen import *  # type: ignore[import-not-found]  # noqa: F403
+    from iree.compiler.dialects._linalg_enum_gen import *  # noqa: F403
+    from iree.compiler.dialects._linalg_ops_gen import *  # noqa: F403

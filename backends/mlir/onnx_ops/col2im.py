@@ -105,9 +105,9 @@ def _lower_col2im(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         raise ctx.error(
             f"image_shape {tuple(image_constant)} disagrees with the result {out_shape}"
         )
-    image_values = None if None not in out_shape[2:] else _vector(ctx, 1, rank, "image_shape")
+    image_values = [] if None not in out_shape[2:] else _vector(ctx, 1, rank, "image_shape")
     image: list[int | mlir_ir.Value] = [
-        size if size is not None else as_index(image_values[a])  # type: ignore[index]
+        size if size is not None else as_index(image_values[a])
         for a, size in enumerate(out_shape[2:])
     ]
     sizes: list[int | mlir_ir.Value] = [

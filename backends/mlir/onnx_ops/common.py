@@ -20,6 +20,7 @@ from niro.ir import (
     read_imported_op,
 )
 
+from ..bindings import mlir_ir
 from ..builders import ranked_result
 from ..context import LoweringRuleContext
 
@@ -28,6 +29,7 @@ __all__ = [
     "imported_op",
     "opset",
     "input_value",
+    "required_input",
     "input_index",
     "normalize_axis",
     "element_type",
@@ -46,7 +48,8 @@ def imported_op(ctx: LoweringRuleContext) -> ImportedOp:
 
 def attribute(ctx: LoweringRuleContext, name: str, default=None):
     """The ONNX attribute `name` of the op (as the frontend converted it), or `default`."""
-    op: UnknownOp = ctx.op  # type: ignore[assignment]
+    op = ctx.op
+    assert isinstance(op, UnknownOp), op
     return op.attributes.get(name, default)
 
 
@@ -61,12 +64,24 @@ def input_index(ctx: LoweringRuleContext, position: int) -> int | None:
     return imported_op(ctx).operand_index(position)
 
 
-def input_value(ctx: LoweringRuleContext, position: int) -> tuple[object, Value] | None:
+def input_value(ctx: LoweringRuleContext, position: int) -> tuple[mlir_ir.Value, Value] | None:
     """(MLIR value, Niro value) of ONNX input `position`, or None when absent."""
     index = input_index(ctx, position)
     if index is None:
         return None
     return ctx.operands[index], ctx.niro_operands[index]
+
+
+def required_input(
+    ctx: LoweringRuleContext, position: int, what: str
+) -> tuple[mlir_ir.Value, Value]:
+    """`input_value` of an input the op cannot do without, refused clearly when absent. The
+    importer checks required inputs against the op's ONNX schema; an op without one there
+    (a com.microsoft op) reaches the lowering as the model wrote it."""
+    found = input_value(ctx, position)
+    if found is None:
+        raise ctx.error(f"needs input {what}")
+    return found
 
 
 def normalize_axis(ctx: LoweringRuleContext, axis: int, rank: int) -> int:
@@ -102,10 +117,11 @@ __all__.append("output_positions")
 
 def static_shape(ctx: LoweringRuleContext, value: Value, what: str) -> tuple[int, ...]:
     """The shape of a Niro tensor value when fully static, else a clear refusal."""
-    shape = ctx.ranked(value, what).shape
-    if any(size is None for size in shape):
-        raise ctx.error(f"needs a static shape for {what}, got {shape}")
-    return tuple(shape)  # type: ignore[arg-type]
+    type_ = ctx.ranked(value, what)
+    shape = type_.static_shape
+    if shape is None:
+        raise ctx.error(f"needs a static shape for {what}, got {type_.shape}")
+    return shape
 
 
 def ints_attribute(

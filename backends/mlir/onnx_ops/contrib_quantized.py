@@ -30,7 +30,7 @@ from ..builders import elementwise
 from ..context import LoweringRuleContext
 from ..registry import lowering_for, register_lowering
 from ..types import lower_scalar_type
-from .common import attribute, element_type, imported_op, input_value, static_shape
+from .common import attribute, element_type, imported_op, input_value, required_input, static_shape
 from .elementwise import FloatMath, _leaky_relu, _sigmoid
 from .linalg_ops import integer_matmul
 from .quantization import (
@@ -59,10 +59,7 @@ def _parameters(ctx: LoweringRuleContext, scale_position: int, prefix: str) -> P
 
 
 def _quantized_input(ctx: LoweringRuleContext, position: int, what: str) -> tuple[mlir_ir.Value, Value]:
-    found = input_value(ctx, position)
-    if found is None:
-        raise ctx.error(f"needs input {what}")
-    value, niro_value = found
+    value, niro_value = required_input(ctx, position, what)
     scalar = element_type(niro_value)
     if scalar not in _QUANTIZED:
         raise ctx.error(f"supports int8/uint8 {what} only, got {scalar.spelling}")
@@ -317,7 +314,7 @@ def _lower_qgemm(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     alpha = float(attribute(ctx, "alpha", 1.0))
     a_scale = per_tensor_parameter(ctx, 1, "a_scale")
     finish_operands: list = []
-    b_scale_value, b_scale_niro = input_value(ctx, 4)
+    b_scale_value, b_scale_niro = required_input(ctx, 4, "b_scale")
     b_scale_map = _result_map(ctx, b_scale_niro, "b_scale")
     b_scale_type = element_type(b_scale_niro)
     if 0 in b_scale_map:

@@ -57,7 +57,7 @@ from ..builders import (
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
-from .common import attribute, element_type, input_value, static_shape
+from .common import attribute, element_type, input_value, required_input, static_shape
 from .windows import (
     at_run_time,
     channels_from_filter,
@@ -350,8 +350,8 @@ def _check_output(ctx: LoweringRuleContext, expected: Sequence[int | None]) -> N
 def _float_operands(ctx: LoweringRuleContext, channels_of: Callable[[tuple[int, ...]], int]):
     """X, its shape, W, its shape and the element type; a dynamic channel dim of X is fixed
     to `channels_of(W's shape)` (checked at run time, `channels_from_filter`)."""
-    x_mlir, x_niro = input_value(ctx, 0)
-    w_mlir, w_niro = input_value(ctx, 1)
+    x_mlir, x_niro = required_input(ctx, 0, "X")
+    w_mlir, w_niro = required_input(ctx, 1, "W")
     scalar = element_type(x_niro)
     if scalar not in FLOATS:
         raise ctx.error(f"supports float tensors only, got {scalar.spelling}")
@@ -410,10 +410,10 @@ def _transpose_pads(ctx, x_shape, kernel, strides, dilations, output_padding):
         output_shape = tuple(int(v) for v in output_shape)[-rank:]
         if len(output_shape) != rank:
             raise ctx.error(f"attribute 'output_shape' needs {rank} spatial sizes")
-        total = [f - o for f, o in zip(full, output_shape, strict=True)]
+        total = _totals(full, output_shape)
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         output_shape = tuple(size * s for size, s in zip(x_spatial, strides, strict=True))
-        total = [f - o for f, o in zip(full, output_shape, strict=True)]
+        total = _totals(full, output_shape)
     elif auto_pad in ("NOTSET", "VALID"):
         pads = attribute(ctx, "pads") if auto_pad == "NOTSET" else None
         pads = tuple(int(v) for v in pads) if pads is not None else (0,) * (2 * rank)
@@ -433,6 +433,16 @@ def _transpose_pads(ctx, x_shape, kernel, strides, dilations, output_padding):
         begin = [t - t // 2 for t in total]
     end = [t - b for t, b in zip(total, begin, strict=True)]
     return begin, end, list(output_shape)
+
+
+def _totals(full: Sequence[int | None], output_sizes: Sequence[int]) -> list[int]:
+    """The padding each spatial axis loses: full output size - requested output size (static
+    spatial dims only: `_transpose_pads` refuses output_shape and SAME otherwise)."""
+    totals = []
+    for size, wanted in zip(full, output_sizes, strict=True):
+        assert size is not None, "a static spatial dim has a full output size"
+        totals.append(size - wanted)
+    return totals
 
 
 @register_lowering("onnx.ConvTranspose")

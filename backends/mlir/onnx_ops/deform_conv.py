@@ -29,7 +29,7 @@ from ..builders import (
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
-from .common import attribute, element_type, input_value, static_shape
+from .common import attribute, element_type, input_value, required_input, static_shape
 from .conv import add_channel_bias
 
 __all__: list[str] = []
@@ -37,9 +37,9 @@ __all__: list[str] = []
 
 @register_lowering("onnx.DeformConv", since=19)
 def _lower_deform_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-    x, x_niro = input_value(ctx, 0)
-    w, w_niro = input_value(ctx, 1)
-    offset, offset_niro = input_value(ctx, 2)
+    x, x_niro = required_input(ctx, 0, "X")
+    w, w_niro = required_input(ctx, 1, "W")
+    offset, offset_niro = required_input(ctx, 2, "offset")
     bias = input_value(ctx, 3)
     mask = input_value(ctx, 4)
     scalar = element_type(x_niro)

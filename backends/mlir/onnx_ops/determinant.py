@@ -161,14 +161,14 @@ def _lower_det(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     if rank < 2:
         raise ctx.error(f"expects an input of rank >= 2, got {format_type(data)}")
     rows, columns = data.shape[-2:]
-    if rows is None and columns is None:
+    if None not in (rows, columns) and rows != columns:
+        raise ctx.error(f"expects square matrices, got {format_type(data)}")
+    size = rows if rows is not None else columns
+    if size is None:
         raise ctx.error(
             f"needs a static matrix size (the elimination is unrolled), got {format_type(data)}"
         )
-    if None not in (rows, columns) and rows != columns:
-        raise ctx.error(f"expects square matrices, got {format_type(data)}")
     batch = rank - 2
-    size = rows if rows is not None else columns
     matrices = _square(ctx, ctx.operands[0], batch, size)
     result = ctx.ranked(ctx.niro_results[0], "result")
     if len(result.shape) != batch or any(

@@ -14,7 +14,7 @@ from ..builders import constant, filled, tensor_sizes
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type, lower_type
-from .common import attribute, imported_op, input_index, opset
+from .common import attribute, element_type, imported_op, input_index, opset
 
 __all__: list[str] = []
 
@@ -53,7 +53,7 @@ def _lower_dropout(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         # NOTE: shape inference may leave the mask unranked (old opsets); it has X's shape.
         mask_type = ctx.niro_results[1].type
         ctx.ranked(ctx.niro_operands[0], "input X")
-        element = lower_scalar_type(mask_type.element_type)
+        element = lower_scalar_type(element_type(ctx.niro_results[1]))
         one = constant(element, 1 if isinstance(element, mlir_ir.IntegerType) else 1.0)
         mask = filled(tensor_sizes(ctx.operands[0]), element, one)
         target = lower_type(mask_type)

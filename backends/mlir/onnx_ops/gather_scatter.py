@@ -19,8 +19,9 @@ its source by a reduction over the input. Quadratic in the input size: right, no
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeAlias
 
-from niro.ir import ScalarType, TensorType, format_type, op_name
+from niro.ir import ScalarType, TensorType, format_type, op_name, static_element_count
 
 from ..bindings import arith, linalg, mlir_ir, scf, tensor
 from ..builders import (
@@ -37,7 +38,7 @@ from ..builders import (
 )
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from ..types import index_type, lower_scalar_type
+from ..types import RankedTensorType, index_type, lower_scalar_type
 from .common import attribute, normalize_axis
 from .indexing import (
     add,
@@ -60,10 +61,10 @@ from .indexing import (
 
 __all__: list[str] = []
 
-Mixed = int | mlir_ir.Value
+Mixed: TypeAlias = int | mlir_ir.Value
 
 
-def _size(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: TensorType, axis: int) -> mlir_ir.Value:
+def _size(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: RankedTensorType, axis: int) -> mlir_ir.Value:
     dim = type_.shape[axis]
     return index_constant(dim) if dim is not None else dim_size(value, axis)
 
@@ -79,9 +80,9 @@ def _wrapped(raw: mlir_ir.Value, extent: mlir_ir.Value) -> mlir_ir.Value:
     return select(cmp("slt", raw, 0), add(raw, extent), raw)
 
 
-def _sizes_from(ctx: LoweringRuleContext, result: TensorType, sources: Sequence[tuple[mlir_ir.Value, int] | None]) -> list:
+def _sizes_from(ctx: LoweringRuleContext, result: RankedTensorType, sources: Sequence[tuple[mlir_ir.Value, int] | None]) -> list:
     """Index values for the dynamic dims of `result`: `sources[i]` = (tensor, axis) it equals."""
-    sizes = []
+    sizes: list[mlir_ir.Value | None] = []
     for dim, source in zip(result.shape, sources, strict=True):
         if dim is not None:
             sizes.append(None)
@@ -273,7 +274,7 @@ def _scatter_elements(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     axis = normalize_axis(ctx, attribute(ctx, "axis", 0), rank)
     combine = _combiner(ctx, data_type.element_type)
     extent = _size(ctx, data, data_type, axis)
-    indices_type = TensorType(indices_type.element_type, shape)
+    indices_type = RankedTensorType(indices_type.element_type, shape)
     bounds = [_size(ctx, indices, indices_type, a) for a in range(rank)]
     lines = shape[axis] if shape[axis] is not None else bounds[axis]
     anchor = _loop_anchor(rank + 1, [rank], [lines])
@@ -326,7 +327,7 @@ def _scatter_last_update(ctx, result, data, updates, anchor, rank, is_hit) -> ml
     are restricted to workgroup distributed contexts"). Updates are read only inside the
     reduction, so an empty one (a level without rois) is never read."""
     sizes = [None if dim is not None else dim_size(data, a) for a, dim in enumerate(result.shape)]
-    flags_type = TensorType(ScalarType.BOOL, result.shape)
+    flags_type = RankedTensorType(ScalarType.BOOL, result.shape)
     unset = arith.ConstantOp(mlir_ir.IntegerType.get_signless(1), 0).result
     found = fill(empty_tensor(ctx, flags_type, sizes), unset)
     element = lower_scalar_type(result.element_type)
@@ -453,7 +454,7 @@ def _lower_one_hot(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     read_depth = scalar_reader(ctx, ctx.operands[1], ctx.niro_operands[1])
     values = ctx.operands[2]
     sources: list = [(indices, a) for a in range(axis)] + [None] + [(indices, a) for a in range(axis, q)]
-    sizes = []
+    sizes: list[mlir_ir.Value | None] = []
     for dim, source in zip(result.shape, sources, strict=True):
         if dim is not None:
             sizes.append(None)
@@ -489,14 +490,11 @@ def _is_nonzero(value: mlir_ir.Value, element: ScalarType) -> mlir_ir.Value:
     return arith.CmpIOp(arith.CmpIPredicate.ne, value, zero).result
 
 
-def _flatten(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: TensorType) -> tuple[mlir_ir.Value, TensorType]:
+def _flatten(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: RankedTensorType) -> tuple[mlir_ir.Value, RankedTensorType]:
     """A 1-D view of `value` (row-major)."""
     rank = len(type_.shape)
-    count = None if not type_.is_static else 1
-    if count is not None:
-        for dim in type_.shape:
-            count *= dim
-    flat = TensorType(type_.element_type, (count,))
+    count = static_element_count(type_) if type_.is_static else None
+    flat = RankedTensorType(type_.element_type, (count,))
     if rank == 1:
         return value, type_
     if rank == 0:
@@ -522,7 +520,7 @@ def _inclusive_sums(ctx: LoweringRuleContext, values: mlir_ir.Value, length: mli
     block = SCAN_BLOCK
     lanes_type = mlir_ir.RankedTensorType.get([block], i64)
     lanes = arith.ConstantOp(lanes_type, mlir_ir.DenseElementsAttr.get_splat(lanes_type, mlir_ir.IntegerAttr.get(i64, 0))).result
-    vector = TensorType(ScalarType.I64, (None,))
+    vector = RankedTensorType(ScalarType.I64, (None,))
 
     def within_blocks(data: mlir_ir.Value, count: mlir_ir.Value) -> mlir_ir.Value:
         """out[i] = sum of data[j] for j from the start of i's block to i."""
@@ -584,7 +582,7 @@ def _inclusive_sums(ctx: LoweringRuleContext, values: mlir_ir.Value, length: mli
     return gather_generic(ctx, vector, [length], combine, [(first, projection(1, [0]), ScalarType.I64)])
 
 
-def _selected_positions(ctx: LoweringRuleContext, flat: mlir_ir.Value, flat_type: TensorType, limit: mlir_ir.Value | None = None):
+def _selected_positions(ctx: LoweringRuleContext, flat: mlir_ir.Value, flat_type: RankedTensorType, limit: mlir_ir.Value | None = None):
     """(positions, count): a 1-D i64 tensor of the indices of the non-zero elements of the 1-D
     `flat` in increasing order, and their number as an index value. With `limit`, only
     positions below it count (Compress with a condition longer than the axis).
@@ -609,7 +607,7 @@ def _selected_positions(ctx: LoweringRuleContext, flat: mlir_ir.Value, flat_type
 
     one = arith.ConstantOp(i64, mlir_ir.IntegerAttr.get(i64, 1)).result
     zero64 = arith.ConstantOp(i64, mlir_ir.IntegerAttr.get(i64, 0)).result
-    counts_type = TensorType(ScalarType.I64, (flat_type.shape[0],))
+    counts_type = RankedTensorType(ScalarType.I64, (flat_type.shape[0],))
     counts_sizes = [None if flat_type.shape[0] is not None else length]
 
     def mark(position, elements):
@@ -618,7 +616,7 @@ def _selected_positions(ctx: LoweringRuleContext, flat: mlir_ir.Value, flat_type
     marks = gather_generic(ctx, counts_type, counts_sizes, mark, [(flat, identity, element)])
     inclusive = _inclusive_sums(ctx, marks, extent)
     # The count: a sum of the marks (0 when empty; no read of counts[n - 1]).
-    scalar_type = TensorType(ScalarType.I64, ())
+    scalar_type = RankedTensorType(ScalarType.I64, ())
     count_init = fill(empty_tensor(ctx, scalar_type, []), zero64)
 
     def count_body(position, elements):
@@ -626,7 +624,7 @@ def _selected_positions(ctx: LoweringRuleContext, flat: mlir_ir.Value, flat_type
 
     count_tensor = gather_generic(ctx, scalar_type, [], count_body, [(marks, identity, ScalarType.I64)], reduction_dims=1, init=count_init)
     count = as_index(tensor.ExtractOp(count_tensor, []).result)
-    positions_type = TensorType(ScalarType.I64, (None,))
+    positions_type = RankedTensorType(ScalarType.I64, (None,))
 
     def search(position, _elements):
         # The first i with inclusive[i] >= k + 1, in [0, n - 1] (it exists: k < count).
@@ -657,7 +655,7 @@ def _lower_non_zero(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     flat, flat_type = _flatten(ctx, ctx.operands[0], source)
     positions, count = _selected_positions(ctx, flat, flat_type)
     dims = [_size(ctx, ctx.operands[0], source, a) for a in range(rank)]
-    out_type = TensorType(ScalarType.I64, (rank, None))
+    out_type = RankedTensorType(ScalarType.I64, (rank, None))
 
     def body(position, elements):
         row, flat_index = position[0], as_index(elements[0])
@@ -695,7 +693,7 @@ def _lower_compress(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     positions, count = _selected_positions(ctx, condition, condition_type, limit=extent)
     shape = list(source.shape)
     shape[axis] = None
-    out_type = TensorType(source.element_type, tuple(shape))
+    out_type = RankedTensorType(source.element_type, tuple(shape))
     sizes = [
         count if a == axis else (None if dim is not None else dim_size(data, a))
         for a, dim in enumerate(shape)

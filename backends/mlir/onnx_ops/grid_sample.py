@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import TypeAlias
 
 from niro.ir import ScalarType
 
@@ -36,7 +37,7 @@ from .common import attribute, element_type
 
 __all__: list[str] = []
 
-Scalar = float | mlir_ir.Value
+Scalar: TypeAlias = float | mlir_ir.Value
 """A size-derived number: a Python float when the size is static, else an MLIR value."""
 
 MODES = {
@@ -156,11 +157,11 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     sizes32 = [as_float(size, f32) for size in spatial]
     lasts32 = [size - 1.0 if isinstance(size, float) else f32.sub(size, 1.0) for size in sizes32]
     borders = []
-    for size in (as_float(size, f64) for size in spatial):
-        if isinstance(size, float):
-            borders.append((0.0, size - 1.0) if align else (-0.5, size - 0.5))
+    for extent in (as_float(size, f64) for size in spatial):
+        if isinstance(extent, float):
+            borders.append((0.0, extent - 1.0) if align else (-0.5, extent - 0.5))
         else:
-            borders.append((0.0, f64.sub(size, 1.0)) if align else (-0.5, f64.sub(size, 0.5)))
+            borders.append((0.0, f64.sub(extent, 1.0)) if align else (-0.5, f64.sub(extent, 0.5)))
     borders32 = [
         (low, high if isinstance(high, float) else arith.TruncFOp(f32.type, high).result)
         for low, high in borders
@@ -241,6 +242,7 @@ def _lower_grid_sample(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
             base = f32.floor(coordinate)
             fraction = f32.sub(coordinate, base)
             base_i64 = arith.FPToSIOp(i64, base).result
+            offsets: tuple[int, ...]
             if mode == "linear":
                 offsets, coefficients = (0, 1), [f32.sub(1.0, fraction), fraction]
             else:

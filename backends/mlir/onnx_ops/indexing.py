@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from niro.ir import ScalarType, TensorType, Value, format_type, op_name
+from niro.ir import ScalarType, TensorType, Value, format_type, op_name, static_element_count
 
 from ..bindings import arith, linalg, mlir_ir, tensor
 from ..builders import (
@@ -32,7 +32,7 @@ from ..builders import (
     reassociation,
 )
 from ..context import LoweringRuleContext
-from ..types import index_type, lower_scalar_type, lower_type
+from ..types import RankedTensorType, index_type, lower_scalar_type, lower_type
 from .common import input_index
 
 __all__ = [
@@ -171,12 +171,10 @@ def scalar_reader(ctx: LoweringRuleContext, value: mlir_ir.Value, niro: Value) -
     called: inside a `linalg.generic` body. IREE's host-side VM has no f16/bf16/i8/i16 scalars,
     so a data-typed scalar must be read inside the dispatch, not before it."""
     type_ = niro.type
-    if isinstance(type_, TensorType) and (
-        type_.shape is None or any(dim != 1 for dim in type_.shape)
-    ):
-        raise ctx.error(f"expected a scalar or one-element tensor, got {format_type(type_)}")
     if not isinstance(type_, TensorType):
         return lambda: value
+    if type_.shape is None or any(dim != 1 for dim in type_.shape):
+        raise ctx.error(f"expected a scalar or one-element tensor, got {format_type(type_)}")
     rank = len(type_.shape)
     return lambda: tensor.ExtractOp(value, [index_constant(0) for _ in range(rank)]).result
 
@@ -196,7 +194,7 @@ __all__.append("HOST_SCALARS")
 
 def gather_generic(
     ctx: LoweringRuleContext,
-    result: TensorType,
+    result: RankedTensorType,
     sizes: Sequence[mlir_ir.Value | None],
     body: Callable[[list[mlir_ir.Value], list[mlir_ir.Value]], mlir_ir.Value],
     inputs: Sequence[tuple[mlir_ir.Value, mlir_ir.AffineMap, ScalarType]] = (),
@@ -241,14 +239,14 @@ __all__.append("projection")
 # -- casts and reshapes -------------------------------------------------------------------------
 
 
-def collapse(value: mlir_ir.Value, target: TensorType, groups: Sequence[Sequence[int]]) -> mlir_ir.Value:
+def collapse(value: mlir_ir.Value, target: RankedTensorType, groups: Sequence[Sequence[int]]) -> mlir_ir.Value:
     """`tensor.collapse_shape` of `value` into `target` (each target dim is one group)."""
     return tensor.CollapseShapeOp(lower_type(target), value, reassociation(groups)).result
 
 
 def expand(
     value: mlir_ir.Value,
-    target: TensorType,
+    target: RankedTensorType,
     groups: Sequence[Sequence[int]],
     sizes: Sequence[mlir_ir.Value | None],
 ) -> mlir_ir.Value:
@@ -263,8 +261,8 @@ def expand(
 def _reshape_to_vector(
     ctx: LoweringRuleContext,
     value: mlir_ir.Value,
-    source: TensorType,
-    target: TensorType,
+    source: RankedTensorType,
+    target: RankedTensorType,
     sizes: Sequence[mlir_ir.Value | None],
 ) -> mlir_ir.Value:
     """A dynamic reshape into rank 1 (or 0) as a collapse of every dim (+ `tensor.cast`).
@@ -275,20 +273,20 @@ def _reshape_to_vector(
     indexing export, goes this way. The requested size, when known, is checked at run time."""
     element = source.element_type
     rank = len(source.shape)
-    count = None if None in source.shape else int(np.prod(source.shape, dtype=np.int64))
+    count = static_element_count(source) if source.is_static else None
     flat = value
     if rank == 0:
-        flat = expand(value, TensorType(element, (1,)), [], [None])
+        flat = expand(value, RankedTensorType(element, (1,)), [], [None])
         count = 1
     elif rank > 1:
-        flat = collapse(value, TensorType(element, (count,)), [list(range(rank))])
+        flat = collapse(value, RankedTensorType(element, (count,)), [list(range(rank))])
     where = f"{ctx.niro_location}: '{op_name(ctx.op)}' op"
     if not target.shape:  # a dynamic source of one element
         assert_true(
             arith.CmpIOp(arith.CmpIPredicate.eq, dim_size(flat, 0), index_constant(1)).result,
             f"{where}: a scalar result needs one element",
         )
-        one = cast_to(flat, lower_type(TensorType(element, (1,))))
+        one = cast_to(flat, lower_type(RankedTensorType(element, (1,))))
         return collapse(one, target, [])
     wanted = sizes[0] if target.shape[0] is None else index_constant(target.shape[0])
     if wanted is not None and (count is None or target.shape[0] is None):
@@ -317,8 +315,8 @@ def unit_groups(rank: int, unit_axes: Sequence[int]) -> list[list[int]]:
 def reshape(
     ctx: LoweringRuleContext,
     value: mlir_ir.Value,
-    source: TensorType,
-    target: TensorType,
+    source: RankedTensorType,
+    target: RankedTensorType,
     sizes: Sequence[mlir_ir.Value | None],
 ) -> mlir_ir.Value:
     """`value` (of `source`) with the shape of `target`, elements kept in row-major order.
@@ -330,13 +328,13 @@ def reshape(
     if source.shape == target.shape and all(size is None for size in sizes):
         return value
     if source.is_static and target.is_static:
-        count = int(np.prod(source.shape, dtype=np.int64))
-        if count != int(np.prod(target.shape, dtype=np.int64)):
+        count = static_element_count(source)
+        if count != static_element_count(target):
             raise ctx.error(
                 f"cannot reshape {format_type(source)} into {format_type(target)}: "
                 "the element counts differ"
             )
-        flat = TensorType(source.element_type, (count,))
+        flat = RankedTensorType(source.element_type, (count,))
         if len(source.shape) == 0:
             value = expand(value, flat, [], [None])
         elif len(source.shape) > 1:

@@ -34,7 +34,7 @@ from ..builders import (
 )
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from .common import element_type, input_value
+from .common import attribute, element_type, input_value
 
 __all__ = ["integer_matmul", "matmul_row_column_dims", "parse_einsum"]
 
@@ -105,10 +105,11 @@ def integer_matmul(
         shape = ctx.ranked(niro_value, what).shape
         if element_type(niro_value) is not (lhs, rhs)[index].element_type:
             raise ctx.error(f"{what} {format_type(niro_value.type)} must have its matrix's type")
+        point_labels: list[Label]
         if all(dim == 1 for dim in shape):
-            labels = [("zero_point", position, axis) for axis in range(len(shape))]
+            point_labels = [("zero_point", position, axis) for axis in range(len(shape))]
         elif len(shape) == 1 and row_label in (lhs_labels, rhs_labels)[index]:
-            labels = [row_label]
+            point_labels = [row_label]
             if shape[0] is None:
                 matrix = operands[index][0]
                 value = _zero_point_per_row(
@@ -116,7 +117,7 @@ def integer_matmul(
                 )
         else:
             raise ctx.error(f"supports a scalar or 1-D {what}, got {format_type(niro_value.type)}")
-        operands.append((value, niro_value, labels))
+        operands.append((value, niro_value, point_labels))
         signed.append(signed[index])
     # NOTE: a scalar zero point's dims get labels of their own: size-1 reduction loops.
     i32 = mlir_ir.IntegerType.get_signless(32)
@@ -210,9 +211,9 @@ def parse_einsum(equation: str, ranks: Sequence[int]) -> tuple[list[list[Label]]
             )
         parsed.append((before, has_ellipsis or None, after))
     labels: list[list[Label]] = []
-    for (before, has_ellipsis, after), rank in zip(parsed, ranks, strict=True):
+    for (before, marked, after), rank in zip(parsed, ranks, strict=True):
         term_labels: list[Label] = list(before)
-        if has_ellipsis:
+        if marked:
             covered = rank - len(before) - len(after)
             term_labels += [("...", ellipsis_rank - covered + axis) for axis in range(covered)]
         term_labels += list(after)
@@ -223,16 +224,17 @@ def parse_einsum(equation: str, ranks: Sequence[int]) -> tuple[list[list[Label]]
         for before, _, after in parsed:
             for letter in before + after:
                 counts[letter] = counts.get(letter, 0) + 1
-        output: list[Label] = ellipsis + sorted(
-            letter for letter, count in counts.items() if count == 1
-        )
+        output: list[Label] = [
+            *ellipsis,
+            *sorted(letter for letter, count in counts.items() if count == 1),
+        ]
     else:
         before, has_ellipsis, after = output_text.partition("...")
         if not all(letter.isalpha() for letter in before + after):
             raise ValueError(f"equation '{equation}' has an output that is not letters")
         if len(set(before + after)) != len(before + after):
             raise ValueError(f"equation '{equation}' repeats an output index")
-        output = list(before) + (ellipsis if has_ellipsis else []) + list(after)
+        output = [*before, *(ellipsis if has_ellipsis else []), *after]
         known = {label for term in labels for label in term}
         missing = [label for label in output if isinstance(label, str) and label not in known]
         if missing:
@@ -244,7 +246,7 @@ def parse_einsum(equation: str, ranks: Sequence[int]) -> tuple[list[list[Label]]
 
 @register_lowering("onnx.Einsum", since=12)
 def _lower_einsum(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-    equation = ctx.op.attributes.get("equation")  # type: ignore[union-attr]
+    equation = attribute(ctx, "equation")
     if not isinstance(equation, str):
         raise ctx.error("needs a string 'equation' attribute")
     types = [

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from niro.ir import (
     ScalarType,
@@ -54,7 +55,7 @@ from ..builders import (
 )
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from ..types import lower_type
+from ..types import RankedTensorType, as_ranked, lower_type
 from .common import imported_op, input_value
 from .indexing import clamp, cmp
 
@@ -65,7 +66,7 @@ MAX_PREALLOCATED_ELEMENTS = 1 << 28
 `M = INT64_MAX` for while loops: such an M bounds nothing)."""
 
 
-def _one_element(type_: object) -> bool:
+def _one_element(type_: object) -> TypeGuard[RankedTensorType]:
     return (
         isinstance(type_, TensorType)
         and type_.shape is not None
@@ -121,7 +122,7 @@ CARRIED_BYTES = 1 << 60
 IREE (see `_bounded_dims`): the byte sizes of several such tensors still add up within i64."""
 
 
-def _dim_bound(type_: TensorType) -> int | None:
+def _dim_bound(type_: RankedTensorType) -> int | None:
     """The largest size each dynamic dim of a loop-carried `type_` may take: the k-th root of
     what `CARRIED_BYTES` leaves for them (k dynamic dims), less one for the row a Concat may add
     to the leading dim in the body. None when no bound is needed (no dynamic dim, or a static
@@ -142,7 +143,7 @@ def _dim_bound(type_: TensorType) -> int | None:
 
 
 def _bounded_dims(
-    ctx: LoweringRuleContext, value: mlir_ir.Value, type_: TensorType | None, what: str
+    ctx: LoweringRuleContext, value: mlir_ir.Value, type_: RankedTensorType | None, what: str
 ) -> mlir_ir.Value:
     """`value` (a loop-carried tensor of `type_`) with each dynamic dim checked at run time to
     be at most `_dim_bound` and sliced to that clamped (equal) size, so that the compiler can
@@ -180,7 +181,9 @@ def _tensor_type(ctx: LoweringRuleContext, value: Value, what: str) -> TensorTyp
     return value.type
 
 
-def _slice_type(ctx: LoweringRuleContext, index: int, result: TensorType, piece: TensorType):
+def _slice_type(
+    ctx: LoweringRuleContext, index: int, result: TensorType, piece: TensorType
+) -> RankedTensorType:
     """The static type of scan output `index`'s slices, from its declared type and the yield."""
     declared = None if result.shape is None else result.shape[1:]
     if result.shape is not None and not result.shape:
@@ -196,7 +199,7 @@ def _slice_type(ctx: LoweringRuleContext, index: int, result: TensorType, piece:
         dims = tuple(
             have if want is None else want for have, want in zip(dims, declared, strict=True)
         )
-    return TensorType(piece.element_type, dims)
+    return RankedTensorType(piece.element_type, dims)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +210,7 @@ class _ScanOutput:
     index: int
     result: int
     declared: TensorType
-    slice_type: TensorType
+    slice_type: RankedTensorType
 
 
 def _scan_outputs(ctx, wanted, yielded: Sequence[Value], carried: int) -> list[_ScanOutput]:
@@ -259,7 +262,7 @@ def _bound(
     return rows, False
 
 
-def _carried_types(ctx, initial: Sequence[Value], arguments: Sequence[Value]) -> list[TensorType]:
+def _carried_types(ctx, initial: Sequence[Value], arguments: Sequence[Value]) -> list[RankedTensorType]:
     """The types the loop carries: the body's arguments', which the first values must fit."""
     types = []
     for index, (start, argument) in enumerate(zip(initial, arguments, strict=True)):
@@ -275,7 +278,7 @@ def _carried_types(ctx, initial: Sequence[Value], arguments: Sequence[Value]) ->
                 f"loop-carried value #{index} starts as {format_type(start_type)}, but the body "
                 f"takes {format_type(body_type)}"
             )
-        types.append(body_type)
+        types.append(as_ranked(body_type))
     return types
 
 
@@ -289,12 +292,12 @@ def _results_by_position(ctx: LoweringRuleContext, carried: int):
     return (by_position + [None] * carried)[:carried], by_position[carried:]
 
 
-def _stacked_type(rows: int | None, scan: _ScanOutput) -> TensorType:
+def _stacked_type(rows: int | None, scan: _ScanOutput) -> RankedTensorType:
     """The type of a scan output's buffer: `rows` (None: a run-time count) slices."""
-    return TensorType(scan.slice_type.element_type, (rows, *scan.slice_type.shape))
+    return RankedTensorType(scan.slice_type.element_type, (rows, *scan.slice_type.shape))
 
 
-def _known_elements(slice_type: TensorType) -> int:
+def _known_elements(slice_type: RankedTensorType) -> int:
     """The elements of a slice counting each dynamic dim as 1 (what a preallocation limit can
     check before the loop runs)."""
     count = 1
@@ -303,18 +306,18 @@ def _known_elements(slice_type: TensorType) -> int:
     return count
 
 
-def _sizes(ctx: LoweringRuleContext, value: mlir_ir.Value, slice_type: TensorType, first: int) -> list[mlir_ir.Value]:
+def _sizes(ctx: LoweringRuleContext, value: mlir_ir.Value, slice_type: RankedTensorType, first: int) -> list[mlir_ir.Value]:
     """The sizes of `slice_type`'s dynamic dims, read from `value`'s dims `first`, `first + 1`..."""
     return [
         dim_size(value, first + axis) for axis, dim in enumerate(slice_type.shape) if dim is None
     ]
 
 
-def _static_sizes(slice_type: TensorType) -> list[int]:
+def _static_sizes(slice_type: RankedTensorType) -> list[int]:
     return [DYNAMIC if dim is None else dim for dim in slice_type.shape]
 
 
-def _insert_row(ctx, piece: mlir_ir.Value, buffer: mlir_ir.Value, offset: mlir_ir.Value, slice_type: TensorType):
+def _insert_row(ctx, piece: mlir_ir.Value, buffer: mlir_ir.Value, offset: mlir_ir.Value, slice_type: RankedTensorType):
     rank = len(slice_type.shape)
     return tensor.InsertSliceOp(
         piece,
@@ -328,11 +331,11 @@ def _insert_row(ctx, piece: mlir_ir.Value, buffer: mlir_ir.Value, offset: mlir_i
     ).result
 
 
-def _sized_buffer(ctx, buffer: mlir_ir.Value, piece: mlir_ir.Value, first: mlir_ir.Value, stacked: TensorType, index: int):
+def _sized_buffer(ctx, buffer: mlir_ir.Value, piece: mlir_ir.Value, first: mlir_ir.Value, stacked: RankedTensorType, index: int):
     """The buffer of a scan output whose slices have dynamic dims: made at the first iteration
     with the first slice's dims (the one before the loop holds no element), then checked to
     match every later slice."""
-    slice_type = TensorType(stacked.element_type, stacked.shape[1:])
+    slice_type = RankedTensorType(stacked.element_type, stacked.shape[1:])
     choice = scf.IfOp(first, [buffer.type], has_else=True)
     with mlir_ir.InsertionPoint(choice.then_block):
         sizes = [dim_size(buffer, 0) if stacked.shape[0] is None else None]
@@ -387,7 +390,7 @@ def _runs_every_iteration(ctx: LoweringRuleContext, condition, block, yielded) -
     return true(condition[1]) and (yielded[0].id == block.arguments[1].id or true(yielded[0]))
 
 
-def _first_rows(ctx, buffer: mlir_ir.Value, count: mlir_ir.Value, slice_type: TensorType) -> mlir_ir.Value:
+def _first_rows(ctx, buffer: mlir_ir.Value, count: mlir_ir.Value, slice_type: RankedTensorType) -> mlir_ir.Value:
     rank = len(slice_type.shape)
     rows_type = TensorType(slice_type.element_type, (None, *slice_type.shape))
     return tensor.ExtractSliceOp(
@@ -404,7 +407,8 @@ def _first_rows(ctx, buffer: mlir_ir.Value, count: mlir_ir.Value, slice_type: Te
 
 @register_lowering("onnx.Loop", since=1)
 def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-    op: UnknownOp = ctx.op  # type: ignore[assignment]
+    op = ctx.op
+    assert isinstance(op, UnknownOp), op
     if len(op.regions) != 1 or len(op.regions[0].blocks) != 1:
         raise ctx.error("expects one body region with one block")
     block = op.regions[0].blocks[0]
@@ -511,6 +515,7 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
             *carried_in,
         ]
         if guard_rows:
+            assert rows is not None, "guard_rows is set for a constant number of rows only"
             assert_true(
                 arith.CmpIOp(arith.CmpIPredicate.slt, iteration, i64_constant(rows)).result,
                 f"{ctx.niro_location}: 'onnx.Loop' op runs more than {rows} iterations, the "
@@ -581,6 +586,7 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         )
     count = None
     if exact:
+        assert rows is not None, "_bound says exact only for the declared (constant) rows"
         assert_true(
             arith.CmpIOp(arith.CmpIPredicate.eq, finals[0], i64_constant(rows)).result,
             f"{ctx.niro_location}: 'onnx.Loop' op stops before {rows} iterations, the rows its "
@@ -601,4 +607,4 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         outputs[scan.result] = _checked_cast(
             ctx, buffer, scan.declared, f"scan output #{scan.index}"
         )
-    return outputs  # type: ignore[return-value]
+    return outputs

@@ -27,7 +27,7 @@ from ..bindings import arith, math, mlir_ir
 from ..builders import as_i64, assert_true, cast_to, dense_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from ..types import lower_scalar_type
+from ..types import RankedTensorType, lower_scalar_type
 from .common import element_type
 from .indexing import gather_generic, scalar_input, scalar_reader
 
@@ -95,7 +95,7 @@ def _lower_mel_weight_matrix(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value
     return [_runtime_matrix(ctx, result, scalars)]
 
 
-def _constant_matrix(ctx: LoweringRuleContext, constants, result: TensorType) -> mlir_ir.Value:
+def _constant_matrix(ctx: LoweringRuleContext, constants, result: RankedTensorType) -> mlir_ir.Value:
     scalars = [np.asarray(value).reshape(()) for value in constants]
     scalars = [value[()] for value in scalars]  # NumPy scalars keep the reference's promotions
     if scalars[2] <= 0:
@@ -119,9 +119,11 @@ def _constant_matrix(ctx: LoweringRuleContext, constants, result: TensorType) ->
     return cast_to(value, ctx.result_types[0])
 
 
-def _runtime_matrix(ctx: LoweringRuleContext, result: TensorType, scalars) -> mlir_ir.Value:
+def _runtime_matrix(ctx: LoweringRuleContext, result: RankedTensorType, scalars) -> mlir_ir.Value:
     """The generic computing each weight from the run-time inputs (see the module docstring)."""
-    rows, columns = result.shape
+    shape = result.static_shape
+    assert shape is not None, "a run-time matrix needs a static result (checked by the caller)"
+    rows, columns = shape
     f64 = mlir_ir.F64Type.get()
     i64 = mlir_ir.IntegerType.get_signless(64)
     host = [scalar_input(ctx, ctx.operands[index], ctx.niro_operands[index]) for index in range(3)]

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from niro.ir import ScalarType, TensorType, format_type
+from niro.ir import ScalarType, format_type
 
 from ..bindings import arith, mlir_ir, tensor
 from ..builders import dim_size, elementwise, index_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from ..types import lower_scalar_type
+from ..types import RankedTensorType, lower_scalar_type
 from .common import attribute, element_type
 from .gather_scatter import _flatten, _normalized, _size
 from .indexing import gather_generic, projection, to_index
@@ -96,5 +96,5 @@ def _lower_array_feature_extractor(ctx: LoweringRuleContext) -> Sequence[mlir_ir
         chosen = _normalized(to_index(elements[0], ScalarType.I64), extent)
         return tensor.ExtractOp(data, [*position[out_rank - rank : out_rank - 1], chosen]).result
 
-    gathered_type = TensorType(result.element_type, result.shape)
+    gathered_type = RankedTensorType(result.element_type, result.shape)
     return [gather_generic(ctx, gathered_type, sizes, body, [(flat, picked, ScalarType.I64)])]

@@ -252,7 +252,7 @@ def _lower_non_max_suppression(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Val
     order = _box_order(scores, tensor_sizes(scores))
     static = [size for size in (batches, classes, count) if isinstance(size, int)]
     if len(static) == 3:
-        rows: int | mlir_ir.Value = batches * classes * count  # type: ignore[operator]
+        rows: int | mlir_ir.Value = batches * classes * count
     else:
         rows = arith.MulIOp(arith.MulIOp(sizes[0], sizes[1]).result, sizes[2]).result
     # Rows past the selected count are never read: no fill (IREE 3.x also miscomputes the

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from niro.ir import TensorType, format_type
+from niro.ir import format_type
 
 from ..bindings import arith, linalg, math, mlir_ir, tensor
 from ..builders import (
@@ -34,6 +34,7 @@ from ..builders import (
 )
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
+from ..types import RankedTensorType
 from .common import (
     attribute,
     element_type,
@@ -52,7 +53,7 @@ __all__: list[str] = []
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def _float_input(ctx: LoweringRuleContext) -> tuple[mlir_ir.Value, TensorType, mlir_ir.Type]:
+def _float_input(ctx: LoweringRuleContext) -> tuple[mlir_ir.Value, RankedTensorType, mlir_ir.Type]:
     """Operand 0, its Niro type, and the type to compute in (f32 for f16/bf16)."""
     data = ctx.ranked(ctx.niro_operands[0], "operand #0")
     if not data.element_type.is_float:

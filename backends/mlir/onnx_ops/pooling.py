@@ -175,6 +175,7 @@ def _max_pool_with_indices(ctx, x, shape, geometry: WindowGeometry, lowest) -> l
     padded = pad_for_window(ctx, x, geometry, lowest)
     rank = len(geometry.kernel)
     spatial = shape[2:]
+    pads_begin, _ = geometry.static_pads()
     out_shape = [tensor_size(x, 0), shape[1], *geometry.output]
     values_init = filled(out_shape, element, lowest)
     sentinel = constant(i64, 2**63 - 1)
@@ -202,7 +203,7 @@ def _max_pool_with_indices(ctx, x, shape, geometry: WindowGeometry, lowest) -> l
                     as_i64(index[2 + rank + a]), constant(i64, geometry.dilations[a])
                 ).result,
             ).result
-            position = arith.SubIOp(position, constant(i64, geometry.pads_begin[a])).result
+            position = arith.SubIOp(position, constant(i64, pads_begin[a])).result
             valid = arith.AndIOp(
                 arith.CmpIOp(arith.CmpIPredicate.sge, position, constant(i64, 0)).result,
                 arith.CmpIOp(arith.CmpIPredicate.slt, position, constant(i64, spatial[a])).result,
@@ -261,10 +262,12 @@ def _column_major(indices: mlir_ir.Value, shape: Sequence[int]) -> mlir_ir.Value
 def _divisor(shape: Sequence[int], geometry: WindowGeometry, include_pad: bool) -> np.ndarray:
     """How many window positions of each output count towards the average."""
     counts = []
+    pads_begin, pads_end = geometry.static_pads()
+    output = geometry.static_output()
     for axis, size in enumerate(shape):
-        begin, end = geometry.pads_begin[axis], geometry.pads_end[axis]
+        begin, end = pads_begin[axis], pads_end[axis]
         low, high = (-begin, size + end) if include_pad else (0, size)
-        starts = np.arange(geometry.output[axis]) * geometry.strides[axis] - begin
+        starts = np.arange(output[axis]) * geometry.strides[axis] - begin
         taps = (
             starts[:, None] + np.arange(geometry.kernel[axis])[None, :] * geometry.dilations[axis]
         )

@@ -25,7 +25,14 @@ from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
 from .cast import convert_element
-from .common import attribute, element_type, input_value, normalize_axis, static_shape
+from .common import (
+    attribute,
+    element_type,
+    input_value,
+    normalize_axis,
+    required_input,
+    static_shape,
+)
 from .conv import ConvSpec, add_channel_bias, grouped_conv, integer_mul_add
 from .linalg_ops import integer_matmul, matmul_row_column_dims
 from .windows import at_run_time, pad_for_window, spatial_shape, window_geometry
@@ -249,8 +256,8 @@ def _rounded_to(value: mlir_ir.Value, scalar: ScalarType) -> mlir_ir.Value:
 
 @register_lowering("onnx.QuantizeLinear", since=10)
 def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-    x, x_niro = input_value(ctx, 0)
-    scale, scale_niro = input_value(ctx, 1)
+    x, x_niro = required_input(ctx, 0, "x")
+    scale, scale_niro = required_input(ctx, 1, "y_scale")
     zero = input_value(ctx, 2)
     x_scalar, scale_scalar = element_type(x_niro), element_type(scale_niro)
     out_scalar = element_type(ctx.niro_results[0])
@@ -277,17 +284,17 @@ def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         ctx, x, x_shape, (scale, scale_niro), zero, axis, block, prefix="y"
     )
 
-    half = narrow in (ScalarType.F16, ScalarType.BF16)
+    half = narrow if narrow in (ScalarType.F16, ScalarType.BF16) else None
 
     def body(args):
         zero = None if zero_scalar is None else (args[2], zero_scalar)
         value = to_float(args[0], x_scalar, compute)
         scale = to_float(args[1], scale_scalar, compute)
-        if half:  # numpy's division in f16/bf16: the operands and the f32 quotient rounded
-            value, scale = _rounded_to(value, narrow), _rounded_to(scale, narrow)
+        if half is not None:  # numpy's division in f16/bf16: the operands and the f32 quotient rounded
+            value, scale = _rounded_to(value, half), _rounded_to(scale, half)
         quotient = arith.DivFOp(value, scale).result
-        if half:
-            quotient = _rounded_to(quotient, narrow)
+        if half is not None:
+            quotient = _rounded_to(quotient, half)
         if out_scalar in FLOAT_QUANTIZED:
             if out_scalar is ScalarType.F4E2M1FN and zero is not None:
                 quotient = arith.AddFOp(quotient, to_float(*zero, compute)).result
@@ -300,8 +307,8 @@ def _lower_quantize(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
 
 @register_lowering("onnx.DequantizeLinear", since=10)
 def _lower_dequantize(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-    x, x_niro = input_value(ctx, 0)
-    scale, scale_niro = input_value(ctx, 1)
+    x, x_niro = required_input(ctx, 0, "x")
+    scale, scale_niro = required_input(ctx, 1, "x_scale")
     zero = input_value(ctx, 2)
     x_scalar, scale_scalar = element_type(x_niro), element_type(scale_niro)
     out_scalar = element_type(ctx.niro_results[0])
@@ -392,14 +399,14 @@ def _integer_conv(ctx, x, x_niro, x_zero, w, w_niro, w_zero) -> mlir_ir.Value:
 
 @register_lowering("onnx.ConvInteger", since=10)
 def _lower_conv_integer(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-    x, x_niro = input_value(ctx, 0)
-    w, w_niro = input_value(ctx, 1)
+    x, x_niro = required_input(ctx, 0, "x")
+    w, w_niro = required_input(ctx, 1, "w")
     return [_integer_conv(ctx, x, x_niro, input_value(ctx, 2), w, w_niro, input_value(ctx, 3))]
 
 
 def per_tensor_parameter(ctx, position: int, what: str) -> tuple[mlir_ir.Value, ScalarType]:
     """A per-tensor parameter (0-d or one element) read as a scalar."""
-    value, niro_value = input_value(ctx, position)
+    value, niro_value = required_input(ctx, position, what)
     shape = static_shape(ctx, niro_value, what)
     if len(shape) > 1 or (shape and shape[0] != 1):
         raise ctx.error(f"supports a per-tensor {what} only, got shape {shape}")
@@ -448,8 +455,8 @@ def _multiplier(
 
 @register_lowering("onnx.QLinearConv", since=10)
 def _lower_qlinear_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-    x, x_niro = input_value(ctx, 0)
-    w, w_niro = input_value(ctx, 3)
+    x, x_niro = required_input(ctx, 0, "x")
+    w, w_niro = required_input(ctx, 3, "w")
     out_scalar = element_type(ctx.niro_results[0])
     if out_scalar not in (ScalarType.I8, ScalarType.U8):
         raise ctx.error(f"supports int8/uint8 outputs only, got {out_scalar.spelling}")
@@ -462,7 +469,7 @@ def _lower_qlinear_conv(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     x_scale, x_scale_type = per_tensor_parameter(ctx, 1, "x_scale")
     y_scale, y_scale_type = per_tensor_parameter(ctx, 6, "y_scale")
     y_zero = per_tensor_parameter(ctx, 7, "y_zero_point")
-    w_scale, w_scale_niro = input_value(ctx, 4)
+    w_scale, w_scale_niro = required_input(ctx, 4, "w_scale")
     w_scale_type = element_type(w_scale_niro)
     w_scale_shape = static_shape(ctx, w_scale_niro, "w_scale")
     out_shape = spatial_shape(ctx, ctx.niro_results[0], "the result")
@@ -501,7 +508,7 @@ def _lower_qlinear_matmul(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     finish_operands: list = []
     scales = []
     for position, what, axis in ((1, "a_scale", row), (4, "b_scale", column)):
-        value, niro_value = input_value(ctx, position)
+        value, niro_value = required_input(ctx, position, what)
         shape = static_shape(ctx, niro_value, what)
         if len(shape) == 1 and shape[0] != 1 and axis is not None:
             scales.append((len(finish_operands), element_type(niro_value)))

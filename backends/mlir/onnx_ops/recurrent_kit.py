@@ -284,6 +284,7 @@ def parse_recurrence(ctx: LoweringRuleContext, cell: Cell) -> Recurrence:
             raise ctx.error(
                 f"expects input {what} of X's element type, got {format_type(niro_value.type)}"
             )
+        actual: tuple[int | None, ...]
         if batch_axis is None:
             actual = static_shape(ctx, niro_value, f"input {what}")
         else:

@@ -121,10 +121,10 @@ def reduce_axes(
     rank = len(data.shape)
     noop = bool(attribute(ctx, "noop_with_empty_axes", 0))
     if opset(ctx) < spec.axes_input_since:
-        axes = attribute(ctx, "axes")
-        if axes is None or len(axes) == 0:
+        listed = attribute(ctx, "axes")
+        if listed is None or len(listed) == 0:
             return tuple(range(rank))
-        return tuple(sorted(normalize_axes(ctx, axes, rank)))
+        return tuple(sorted(normalize_axes(ctx, listed, rank)))
     given = input_value(ctx, 1)
     if given is None:
         axes: Sequence[int] = ()
@@ -258,7 +258,7 @@ def reduce_into(
     axes: Sequence[int],
     accumulator: mlir_ir.Type,
     start: float | int,
-    step: Callable[[mlir_ir.Value, mlir_ir.Value], mlir_ir.Value],
+    step: Callable[..., mlir_ir.Value],
     extra_inputs: Sequence[mlir_ir.Value] = (),
 ) -> mlir_ir.Value:
     """A reduction generic: the accumulator (the source shape without `axes`) starts at `start`

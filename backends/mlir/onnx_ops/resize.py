@@ -27,6 +27,7 @@ import itertools
 import math as pymath
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from niro.ir import ScalarType
 
@@ -49,9 +50,9 @@ from .common import (
     attribute,
     element_type,
     input_index,
-    input_value,
     normalize_axes,
     opset,
+    required_input,
     static_shape,
 )
 
@@ -68,7 +69,7 @@ COORDINATE_MODES = (
 )
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
-Scalar = float | mlir_ir.Value  # a compile-time float, or a run-time value of the coordinate type
+Scalar: TypeAlias = float | mlir_ir.Value  # a compile-time float, or a run-time value of the coordinate type
 
 
 @dataclass(frozen=True)
@@ -244,7 +245,7 @@ def _plans(
     out_shape,
     settings: Settings,
     upsample_scales: list[Scalar] | None = None,
-) -> list[AxisPlan]:
+) -> tuple[list[AxisPlan], list[int | mlir_ir.Value]]:
     """The resized axes' plans and the result sizes, from Resize's scales or sizes inputs, or
     from `upsample_scales` (Upsample's, one per axis)."""
     rank = len(in_shape)
@@ -439,6 +440,7 @@ def _source_coordinate(settings: Settings, plan: AxisPlan, y: mlir_ir.Value):
         offset = _mul(half, _sub(1.0, adjustment))
         return _add(offset, _sub(_div(_add(y, 0.5), scale), 0.5)), None
     # tf_crop_and_resize
+    assert plan.roi is not None, "_plans refuses tf_crop_and_resize without an roi input"
     start, end = plan.roi
     span = _sub(end, start)
     centre = _div(_mul(span, last), 2.0)
@@ -618,7 +620,7 @@ def _resize(
 
 def _data(ctx: LoweringRuleContext, settings: Settings, *, dynamic: bool = False):
     """X, its element type and the input and result shapes (None dims only when `dynamic`)."""
-    x, x_niro = input_value(ctx, 0)
+    x, x_niro = required_input(ctx, 0, "X")
     scalar = element_type(x_niro)
     if settings.mode != "nearest" and scalar not in FLOATS:
         raise ctx.error(

@@ -110,9 +110,9 @@ def _check_types(ctx: LoweringRuleContext, pooled: tuple[int, int]) -> None:
     for what, value, rank, layout in expected:
         if len(ctx.ranked(value, what).shape) != rank:
             raise ctx.error(f"expects {what} of shape {layout}, got {format_type(value.type)}")
-    if rois_niro.type.shape[1] not in (None, 4):
+    if ctx.ranked(rois_niro, "rois").shape[1] not in (None, 4):
         raise ctx.error(f"expects rois of shape [num_rois, 4], got {format_type(rois_niro.type)}")
-    declared = tuple(result_niro.type.shape[2:])
+    declared = tuple(ctx.ranked(result_niro, "the result").shape[2:])
     if any(size is not None and size != want for size, want in zip(declared, pooled, strict=True)):
         raise ctx.error(
             f"declares result {format_type(result_niro.type)}, but output_height and "

@@ -54,7 +54,8 @@ def _slice_type(type_: mlir_ir.Type) -> mlir_ir.RankedTensorType:
 
 @register_lowering("onnx.Scan", since=9)
 def _lower_scan(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
-    op: UnknownOp = ctx.op  # type: ignore[assignment]
+    op = ctx.op
+    assert isinstance(op, UnknownOp), op
     if len(op.regions) != 1 or len(op.regions[0].blocks) != 1:
         raise ctx.error("expects one body region with one block")
     block = op.regions[0].blocks[0]

@@ -16,25 +16,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from niro.ir import ScalarType, TensorType, format_type
+from niro.ir import ScalarType, format_type
 
 from ..bindings import arith, mlir_ir, scf, tensor
 from ..builders import as_i64, assert_all, assert_true, constant, dim_size, index_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from ..types import lower_scalar_type
+from ..types import RankedTensorType, lower_scalar_type
 from .common import attribute, input_value, normalize_axis
 from .indexing import clamp, cmp, gather_generic, mod, projection, select, sub, to_index
 
 __all__: list[str] = []
 
 
-def _size(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: TensorType, axis: int) -> mlir_ir.Value:
+def _size(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: RankedTensorType, axis: int) -> mlir_ir.Value:
     dim = type_.shape[axis]
     return index_constant(dim) if dim is not None else dim_size(value, axis)
 
 
-def _result_sizes(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: TensorType) -> list:
+def _result_sizes(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: RankedTensorType) -> list:
     """The index sizes of the dynamic dims of a result shaped like `value` (None when static)."""
     return [
         None if dim is not None else dim_size(value, axis) for axis, dim in enumerate(type_.shape)

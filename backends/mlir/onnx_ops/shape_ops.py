@@ -12,9 +12,10 @@ its size, the op is refused with the reason; nothing is guessed.
 from __future__ import annotations
 
 import struct
+from typing import Final, Literal
 
 import numpy as np
-from niro.ir import ScalarType, TensorType, format_type, op_name
+from niro.ir import ScalarType, format_type, op_name, static_element_count
 
 from ..bindings import arith, mlir_ir, tensor
 from ..builders import (
@@ -34,8 +35,8 @@ from ..builders import (
 from ..context import LoweringRuleContext
 from ..literals import scalar_attr
 from ..registry import register_lowering
-from ..types import lower_scalar_type, lower_type
-from .common import attribute, input_value, normalize_axes, opset
+from ..types import RankedTensorType, lower_scalar_type, lower_type
+from .common import attribute, element_type, input_value, normalize_axes, opset
 from .indexing import (
     HOST_SCALARS,
     add,
@@ -63,21 +64,21 @@ from .indexing import (
 __all__: list[str] = []
 
 
-def _result(ctx: LoweringRuleContext, index: int = 0) -> TensorType:
+def _result(ctx: LoweringRuleContext, index: int = 0) -> RankedTensorType:
     return ctx.ranked(ctx.niro_results[index], "result")
 
 
-def _source(ctx: LoweringRuleContext, index: int = 0, what: str = "input") -> TensorType:
+def _source(ctx: LoweringRuleContext, index: int = 0, what: str = "input") -> RankedTensorType:
     return ctx.ranked(ctx.niro_operands[index], what)
 
 
-def _size(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: TensorType, axis: int) -> mlir_ir.Value:
+def _size(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: RankedTensorType, axis: int) -> mlir_ir.Value:
     """The size of dim `axis` as an index value (a constant when static)."""
     dim = type_.shape[axis]
     return index_constant(dim) if dim is not None else dim_size(value, axis)
 
 
-def _count(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: TensorType) -> mlir_ir.Value:
+def _count(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: RankedTensorType) -> mlir_ir.Value:
     total = index_constant(1)
     for axis in range(len(type_.shape)):
         total = mul(total, _size(ctx, value, type_, axis))
@@ -96,7 +97,7 @@ def _lower_reshape(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     return [reshape(ctx, ctx.operands[0], source, target, sizes)]
 
 
-def _reshape_sizes(ctx: LoweringRuleContext, source: TensorType, target: TensorType) -> list:
+def _reshape_sizes(ctx: LoweringRuleContext, source: RankedTensorType, target: RankedTensorType) -> list:
     """The index values of the result's dims from the run-time `shape` input: 0 copies the
     input dim (unless allowzero), -1 takes what is left of the element count."""
     data = ctx.operands[0]
@@ -170,7 +171,7 @@ def _lower_flatten(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     axis = axis + rank if axis < 0 else axis
     value = ctx.operands[0]
     if 0 < axis < rank:
-        target = TensorType(
+        target = RankedTensorType(
             source.element_type, (_product(source.shape[:axis]), _product(source.shape[axis:]))
         )
         return [
@@ -182,10 +183,10 @@ def _lower_flatten(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     if source.is_static:
         return [reshape(ctx, value, source, result, [None, None])]
     # Rank r with a dynamic dim, axis 0 or r: one collapse into a single dim, then a unit dim.
-    flat = TensorType(source.element_type, (_product(source.shape),))
+    flat = RankedTensorType(source.element_type, (_product(source.shape),))
     value = collapse(value, flat, [list(range(rank))])
     shape = (1, flat.shape[0]) if axis == 0 else (flat.shape[0], 1)
-    target = TensorType(source.element_type, shape)
+    target = RankedTensorType(source.element_type, shape)
     size = dim_size(value, 0) if flat.shape[0] is None else None
     sizes = [None, size] if axis == 0 else [size, None]
     return [cast_to(expand(value, target, [[0, 1]], sizes), ctx.result_types[0])]
@@ -197,7 +198,9 @@ def _product(dims) -> int | None:
     return int(np.prod(dims, dtype=np.int64))
 
 
-def _axes(ctx: LoweringRuleContext, rank: int, *, since_input: int) -> tuple[int, ...] | None:
+def _axes(
+    ctx: LoweringRuleContext, rank: int, *, since_input: int
+) -> tuple[int, ...] | Literal["run time"] | None:
     """The `axes` of Squeeze/Unsqueeze: an attribute before opset `since_input`, input #1 from
     it (None when absent)."""
     if opset(ctx) < since_input:
@@ -210,7 +213,7 @@ def _axes(ctx: LoweringRuleContext, rank: int, *, since_input: int) -> tuple[int
     return normalize_axes(ctx, required_constant(ctx, 1, "axes").reshape(-1).tolist(), rank)
 
 
-_RUN_TIME = "run time"
+_RUN_TIME: Final = "run time"
 """What `_axes` returns for an axes input known only at run time."""
 
 
@@ -239,17 +242,17 @@ def _run_time_units(ctx: LoweringRuleContext, rank: int, what: str) -> list[mlir
     return units
 
 
-def _reshape_checked(ctx: LoweringRuleContext, source: TensorType, result: TensorType, sizes: list[mlir_ir.Value]) -> mlir_ir.Value:
+def _reshape_checked(ctx: LoweringRuleContext, source: RankedTensorType, result: RankedTensorType, sizes: list[mlir_ir.Value]) -> mlir_ir.Value:
     """The operand reshaped to `sizes` (the run-time extent of every result dim; the row-major
     order is kept), each static dim of the result checked against its extent."""
     for axis, (dim, size) in enumerate(zip(result.shape, sizes, strict=True)):
         if dim is not None:
             assert_true(cmp("eq", size, dim), f"{ctx.niro_location}: '{op_name(ctx.op)}' op: result dim {axis} is not {dim}")
-    dynamic = TensorType(result.element_type, (None,) * len(result.shape))
+    dynamic = RankedTensorType(result.element_type, (None,) * len(result.shape))
     return cast_to(reshape(ctx, ctx.operands[0], source, dynamic, sizes), ctx.result_types[0])
 
 
-def _squeeze_run_time(ctx: LoweringRuleContext, source: TensorType, result: TensorType) -> mlir_ir.Value:
+def _squeeze_run_time(ctx: LoweringRuleContext, source: RankedTensorType, result: RankedTensorType) -> mlir_ir.Value:
     """Squeeze by run-time axes: a reshape to the dims not listed, each listed dim checked to
     be 1."""
     rank = len(source.shape)
@@ -272,7 +275,7 @@ def _squeeze_run_time(ctx: LoweringRuleContext, source: TensorType, result: Tens
     return _reshape_checked(ctx, source, result, sizes)
 
 
-def _unsqueeze_run_time(ctx: LoweringRuleContext, source: TensorType, result: TensorType) -> mlir_ir.Value:
+def _unsqueeze_run_time(ctx: LoweringRuleContext, source: RankedTensorType, result: RankedTensorType) -> mlir_ir.Value:
     """Unsqueeze by run-time axes: a reshape with a 1 at each listed axis and the source's
     dims, in order, elsewhere."""
     units = _run_time_units(ctx, len(result.shape), "unsqueeze")
@@ -297,7 +300,7 @@ def _lower_squeeze(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
         return [reshape(ctx, ctx.operands[0], source, _result(ctx), [])]
     rank = len(source.shape)
     axes = _axes(ctx, rank, since_input=13)
-    if axes is _RUN_TIME:
+    if axes == _RUN_TIME:
         return [_squeeze_run_time(ctx, source, _result(ctx))]
     if axes is None:
         if any(dim is None for dim in source.shape):
@@ -311,12 +314,12 @@ def _lower_squeeze(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
             raise ctx.error(f"cannot squeeze axis {axis} of size {source.shape[axis]}")
     value = ctx.operands[0]
     # A dynamic dim being squeezed must be 1: say so with a (run-time checked) cast.
-    pinned = TensorType(
+    pinned = RankedTensorType(
         source.element_type,
         tuple(1 if axis in axes else dim for axis, dim in enumerate(source.shape)),
     )
     value = cast_to(value, lower_type(pinned))
-    target = TensorType(
+    target = RankedTensorType(
         source.element_type, tuple(dim for axis, dim in enumerate(source.shape) if axis not in axes)
     )
     return [cast_to(collapse(value, target, unit_groups(rank, axes)), ctx.result_types[0])]
@@ -330,7 +333,7 @@ def _lower_unsqueeze(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
         return [reshape(ctx, ctx.operands[0], source, result, [])]
     rank = len(result.shape)
     axes = _axes(ctx, rank, since_input=13)
-    if axes is _RUN_TIME:
+    if axes == _RUN_TIME:
         return [_unsqueeze_run_time(ctx, source, result)]
     if axes is None:
         raise ctx.error("needs 'axes'")
@@ -339,7 +342,8 @@ def _lower_unsqueeze(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
             f"cannot insert {len(axes)} axes into {format_type(source)} giving {format_type(result)}"
         )
     dims = iter(enumerate(source.shape))
-    shape, sizes = [], []
+    shape: list[int | None] = []
+    sizes: list[mlir_ir.Value | None] = []
     for axis in range(rank):
         if axis in axes:
             shape.append(1)
@@ -348,7 +352,7 @@ def _lower_unsqueeze(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
             index, dim = next(dims)
             shape.append(dim)
             sizes.append(None if dim is not None else dim_size(ctx.operands[0], index))
-    target = TensorType(source.element_type, tuple(shape))
+    target = RankedTensorType(source.element_type, tuple(shape))
     return [
         cast_to(
             expand(ctx.operands[0], target, unit_groups(rank, axes), sizes), ctx.result_types[0]
@@ -377,8 +381,8 @@ def _lower_shape(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
 def _lower_size(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source = _source(ctx, 0, "data")
     count: mlir_ir.Value | int = (
-        _product(source.shape) if source.is_static else _count(ctx, ctx.operands[0], source)
-    )  # type: ignore[assignment]
+        static_element_count(source) if source.is_static else _count(ctx, ctx.operands[0], source)
+    )
     return [i64_tensor([count], ctx.result_types[0])]
 
 
@@ -403,7 +407,7 @@ def _attribute_scalar(ctx: LoweringRuleContext, name: str, element: ScalarType):
     return bool(item) if element is ScalarType.BOOL else item
 
 
-def _fill(ctx: LoweringRuleContext, result: TensorType, sizes, scalar: mlir_ir.Value) -> mlir_ir.Value:
+def _fill(ctx: LoweringRuleContext, result: RankedTensorType, sizes, scalar: mlir_ir.Value) -> mlir_ir.Value:
     init = empty_tensor(ctx, result, sizes)
     return fill(init, scalar)
 
@@ -605,7 +609,7 @@ def _lower_tile(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
 
 
 def _runtime_tile_sizes(
-    ctx: LoweringRuleContext, source: TensorType, result: TensorType
+    ctx: LoweringRuleContext, source: RankedTensorType, result: RankedTensorType
 ) -> list[mlir_ir.Value | None]:
     """The dynamic result dims of a Tile whose `repeats` is computed at run time: the input
     dim times repeats[axis], read with `tensor.extract`; a `cf.assert` fails the program on a
@@ -635,7 +639,7 @@ def _lower_trilu(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     k_input = input_value(ctx, 1)
     k: mlir_ir.Value | int = 0
     if k_input is not None:
-        k = to_index(scalar_input(ctx, *k_input), k_input[1].type.element_type)  # type: ignore[union-attr]
+        k = to_index(scalar_input(ctx, *k_input), element_type(k_input[1]))
     data = ctx.operands[0]
     sizes = [
         None if dim is not None else dim_size(data, axis) for axis, dim in enumerate(result.shape)
@@ -654,7 +658,7 @@ def _lower_trilu(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
 # -- DepthToSpace, SpaceToDepth -------------------------------------------------------------------
 
 
-def _blocks(ctx: LoweringRuleContext) -> tuple[TensorType, TensorType, int, str]:
+def _blocks(ctx: LoweringRuleContext) -> tuple[RankedTensorType, RankedTensorType, int, str]:
     source, result = _source(ctx), _result(ctx)
     if len(source.shape) != 4 or len(result.shape) != 4:
         raise ctx.error(f"needs a 4-D input, got {format_type(source)}")

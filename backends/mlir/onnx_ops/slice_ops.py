@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import TypeAlias
 
 import numpy as np
 from niro.ir import TensorType, format_type, op_name
@@ -25,6 +26,7 @@ from ..builders import (
     dim_size,
     empty,
     empty_tensor,
+    filled,
     index_constant,
     index_value,
     small_elements,
@@ -33,9 +35,19 @@ from ..builders import (
 from ..context import LoweringRuleContext
 from ..literals import scalar_attr
 from ..registry import register_lowering
-from ..types import index_type, lower_scalar_type, lower_type
-from .common import attribute, imported_op, input_value, normalize_axes, normalize_axis, opset
+from ..types import RankedTensorType, index_type, lower_scalar_type, lower_type
+from .common import (
+    attribute,
+    element_type,
+    imported_op,
+    input_value,
+    normalize_axes,
+    normalize_axis,
+    opset,
+    required_input,
+)
 from .indexing import (
+    HOST_SCALARS,
     add,
     clamp,
     cmp,
@@ -54,7 +66,7 @@ from .indexing import (
 
 __all__: list[str] = []
 
-Mixed = int | mlir_ir.Value
+Mixed: TypeAlias = int | mlir_ir.Value
 INT64_MAX = np.iinfo(np.int64).max
 
 
@@ -86,7 +98,7 @@ def extract_slice(
     ).result
 
 
-def _dim(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: TensorType, axis: int) -> Mixed:
+def _dim(ctx: LoweringRuleContext, value: mlir_ir.Value, type_: RankedTensorType, axis: int) -> Mixed:
     dim = type_.shape[axis]
     return dim if dim is not None else dim_size(value, axis)
 
@@ -163,7 +175,7 @@ def _inserted(parts: list[mlir_ir.Value], axis: int, element: mlir_ir.Type) -> m
         starts.append(offset)
         length = tensor_sizes(part)[axis]
         both_static = isinstance(offset, int) and isinstance(length, int)
-        offset = offset + length if both_static else add(offset, length)  # type: ignore[operator]
+        offset = offset + length if both_static else add(offset, length)
     sizes = [offset if index == axis else size for index, size in enumerate(first)]
     joined = empty(sizes, element)
     for part, start in zip(parts, starts, strict=True):
@@ -185,10 +197,10 @@ def _inserted(parts: list[mlir_ir.Value], axis: int, element: mlir_ir.Type) -> m
 # -- Split ----------------------------------------------------------------------------------------
 
 
-def _split_sizes(ctx: LoweringRuleContext, source: TensorType, axis: int, count: int) -> list[Mixed]:
+def _split_sizes(ctx: LoweringRuleContext, source: RankedTensorType, axis: int, count: int) -> list[Mixed]:
     results = [ctx.ranked(value, f"result #{index}") for index, value in enumerate(ctx.niro_results)]
     if all(result.shape[axis] is not None for result in results):
-        return [result.shape[axis] for result in results]  # type: ignore[misc]
+        return [result.shape[axis] for result in results]
     split = None
     dim = source.shape[axis]
 
@@ -233,7 +245,7 @@ def _run_time_split(ctx: LoweringRuleContext, whole: mlir_ir.Value, count: int) 
     # concatenates the split parts back (RotaryEmbedding's rotated half beside the rest, head
     # size dynamic) and fails there with "'iree_codegen.workgroup_count_hint' op failed to
     # resolve workgroup count hint in terms of workload ordinals".
-    return [data_size(size) for size in sizes]  # type: ignore[arg-type]
+    return [data_size(size) for size in sizes]
 
 
 @register_lowering("onnx.Split", since=2)
@@ -296,8 +308,8 @@ def _run_time_length_parameters(ctx: LoweringRuleContext, rank: int):
     cut axes 0..k-1 (PyTorch's dynamo exporter slices rows with `offsets[i:i+1]`). One entry
     per axis, which keeps the whole axis past k; 1 <= k <= rank and ends' length are checked at
     run time."""
-    starts_value, starts_niro = input_value(ctx, 1)  # type: ignore[misc]
-    ends_value, ends_niro = input_value(ctx, 2)  # type: ignore[misc]
+    starts_value, starts_niro = required_input(ctx, 1, "starts")
+    ends_value, ends_niro = required_input(ctx, 2, "ends")
     length = dim_size(starts_value, 0)
     valid = arith.AndIOp(cmp("sge", length, 1), cmp("sle", length, rank)).result
     valid = arith.AndIOp(valid, cmp("eq", dim_size(ends_value, 0), length)).result
@@ -316,7 +328,7 @@ def _run_time_length_parameters(ctx: LoweringRuleContext, rank: int):
             index_constant(0) if axis == 0 else arith.MinSIOp(index_constant(axis), last).result
         )
         start, end = (
-            to_index(tensor.ExtractOp(value, [position]).result, niro.type.element_type)
+            to_index(tensor.ExtractOp(value, [position]).result, element_type(niro))
             for value, niro in ((starts_value, starts_niro), (ends_value, ends_niro))
         )
         starts.append(select(present, start, 0))
@@ -330,7 +342,7 @@ def _int_list(ctx: LoweringRuleContext, position: int) -> list[Mixed]:
     constant = constant_input(ctx, position)
     if constant is not None:
         return [int(item) for item in constant.reshape(-1).tolist()]
-    value, niro = input_value(ctx, position)  # type: ignore[misc]
+    value, niro = required_input(ctx, position, f"#{position}")
     type_ = ctx.ranked(niro, f"input #{position}")
     if type_.shape is None or len(type_.shape) != 1 or type_.shape[0] is None:
         raise ctx.error(f"needs a static 1-D input #{position}, got {format_type(type_)}")
@@ -437,7 +449,7 @@ def _lower_slice(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     )
     if all(isinstance(step, int) and step > 0 for step in strides) and not strided_dynamic:
         element = lower_scalar_type(source.element_type)
-        return [cast_to(extract_slice(data, element, offsets, counts, strides), ctx.result_types[0])]  # type: ignore[arg-type]
+        return [cast_to(extract_slice(data, element, offsets, counts, strides), ctx.result_types[0])]
     sizes = [None if dim is not None else index_value(counts[axis]) for axis, dim in enumerate(result.shape)]
 
     def body(indices, _):
@@ -494,7 +506,7 @@ def _pad_value(ctx: LoweringRuleContext, element: mlir_ir.Type) -> Callable[[], 
         if constant is None or constant.size != 1:
             return None
         literal = constant.reshape(-1)[0].item()
-    scalar = ctx.niro_operands[0].type.element_type  # type: ignore[union-attr]
+    scalar = element_type(ctx.niro_operands[0])
     attr = scalar_attr(scalar, int(literal) if scalar.is_integer else literal)
     return lambda: arith.ConstantOp(element, attr).result
 
@@ -512,17 +524,22 @@ def _lower_pad(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     pads = begin + end
     constant_value = _pad_value(ctx, element) if mode == "constant" else None
     if constant_value is not None and all(isinstance(pad, int) and pad >= 0 for pad in pads):
-        padded = tensor.PadOp(lower_type(_padded_type(source, begin, end)), data, [], [], begin, end)  # type: ignore[arg-type]
+        padded = tensor.PadOp(lower_type(_padded_type(source, begin, end)), data, [], [], begin, end)
         block = padded.regions[0].blocks.append(*([index_type()] * rank))
         with mlir_ir.InsertionPoint(block):
             tensor.YieldOp(constant_value())
         return [cast_to(padded.result, ctx.result_types[0])]
+    if mode == "constant" and constant_value is None and source.element_type in HOST_SCALARS:
+        constant_value = scalar_reader(ctx, *required_input(ctx, 2, "constant_value"))
+    if constant_value is not None:
+        padded = _cropped_and_padded(ctx, data, source, begin, end, constant_value)
+        return [cast_to(padded, ctx.result_types[0])]
     # The general form: negative pads crop first (as onnxruntime does), then each result index
     # maps into the cropped input by the mode; pads may be known only at run time.
     value = constant_value
-    if mode == "constant" and value is None:
-        value = scalar_reader(ctx, *input_value(ctx, 2))  # type: ignore[misc]
-    axes = []
+    if mode == "constant" and value is None:  # read in the dispatch (see `scalar_reader`)
+        value = scalar_reader(ctx, *required_input(ctx, 2, "constant_value"))
+    axes: list[tuple[mlir_ir.Value, mlir_ir.Value, mlir_ir.Value] | None] = []
     for axis in range(rank):
         low, high = begin[axis], end[axis]
         if isinstance(low, int) and isinstance(high, int) and low == high == 0:
@@ -534,14 +551,14 @@ def _lower_pad(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
         kept = sub(sub(dim, crop_low), crop_high)
         shift = arith.MaxSIOp(index_value(low), index_constant(0)).result
         axes.append((crop_low, kept, shift))
-    sizes = []
-    for axis, dim in enumerate(result.shape):
+    sizes: list[mlir_ir.Value | None] = []
+    for axis, (dim, cropped) in enumerate(zip(result.shape, axes, strict=True)):
         if dim is not None:
             sizes.append(None)
-        elif axes[axis] is None:
+        elif cropped is None:
             sizes.append(dim_size(data, axis))
         else:
-            _, kept, shift = axes[axis]
+            _, kept, shift = cropped
             sizes.append(
                 add(add(kept, shift), arith.MaxSIOp(index_value(end[axis]), index_constant(0)).result)
             )
@@ -549,11 +566,11 @@ def _lower_pad(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     def body(indices, _):
         position = []
         inside = None
-        for axis, index in enumerate(indices):
-            if axes[axis] is None:
+        for index, cropped in zip(indices, axes, strict=True):
+            if cropped is None:
                 position.append(index)
                 continue
-            crop_low, kept, shift = axes[axis]
+            crop_low, kept, shift = cropped
             local = sub(index, shift)
             if mode == "constant":
                 within = arith.AndIOp(cmp("sge", local, 0), cmp("slt", local, kept)).result
@@ -571,14 +588,88 @@ def _lower_pad(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
         element_value = tensor.ExtractOp(data, position).result
         if inside is None:
             return element_value
-        return arith.SelectOp(inside, element_value, value()).result  # type: ignore[misc]
+        assert value is not None, "mode constant reads its padding value"
+        return arith.SelectOp(inside, element_value, value()).result
 
     return [gather_generic(ctx, result, sizes, body)]
 
 
-def _padded_type(source: TensorType, begin: list, end: list) -> TensorType:
+def _cropped_and_padded(
+    ctx: LoweringRuleContext,
+    data: mlir_ir.Value,
+    source: RankedTensorType,
+    begin: list[Mixed],
+    end: list[Mixed],
+    value: Callable[[], mlir_ir.Value],
+) -> mlir_ir.Value:
+    """Constant-mode Pad by pads that are negative or known only at run time: the negative
+    part of each pad crops (`tensor.extract_slice`, as onnxruntime crops first), and the
+    cropped data is inserted at the positive part into a tensor filled with the constant.
+
+    NOTE: not the element-wise gather of the other modes: IREE 3.13 fuses that gather (its
+    `linalg.index` reads) into a consumer's dispatch, and a softmax over a dynamic dim there
+    fails in iree-compile ("exceeded stack allocation limit of 32768 bytes for function";
+    ONNX's expanded Attention pads its mask at run time, then adds it to the scores). Nor
+    `tensor.pad`: by run-time pads it fails there ("'tensor.pad' op failed to tile
+    operation"). A fill and an insert are IREE's own splat and update. The padding value is
+    read on the host, so the caller takes this form for a run-time one only where IREE's VM
+    holds that scalar type."""
+    element = lower_scalar_type(source.element_type)
+    rank = len(source.shape)
+    offsets: list[Mixed] = []
+    kept: list[Mixed] = []
+    for axis in range(rank):
+        dim = _dim(ctx, data, source, axis)
+        crops = [_negative_part(begin[axis]), _negative_part(end[axis])]
+        offsets.append(crops[0])
+        kept.append(
+            dim - crops[0] - crops[1]
+            if isinstance(dim, int) and all(isinstance(crop, int) for crop in crops)
+            else sub(sub(index_value(dim), index_value(crops[0])), index_value(crops[1]))
+        )
+    if any(not isinstance(offset, int) or offset != 0 for offset in offsets) or any(
+        not isinstance(crop, int) or crop != 0 for crop in map(_negative_part, end)
+    ):
+        data = extract_slice(data, element, offsets, kept, [1] * rank)
+    low = [_positive_part(pad) for pad in begin]
+    high = [_positive_part(pad) for pad in end]
+    sizes = [
+        size + before + after
+        if all(isinstance(part, int) for part in (size, before, after))
+        else add(add(size, before), after)
+        for size, before, after in zip(kept, low, high, strict=True)
+    ]
+    dynamic_offsets, static_offsets = _offset_mark(low)
+    dynamic_sizes, static_sizes = _mixed(kept)
+    return tensor.InsertSliceOp(
+        data,
+        filled(sizes, element, value()),
+        dynamic_offsets,
+        dynamic_sizes,
+        [],
+        static_offsets,
+        static_sizes,
+        [1] * rank,
+    ).result
+
+
+def _negative_part(pad: Mixed) -> Mixed:
+    """How much a pad crops: max(-pad, 0)."""
+    if isinstance(pad, int):
+        return max(-pad, 0)
+    return arith.MaxSIOp(sub(0, pad), index_constant(0)).result
+
+
+def _positive_part(pad: Mixed) -> Mixed:
+    """How much a pad adds: max(pad, 0)."""
+    if isinstance(pad, int):
+        return max(pad, 0)
+    return arith.MaxSIOp(index_value(pad), index_constant(0)).result
+
+
+def _padded_type(source: RankedTensorType, begin: list, end: list) -> RankedTensorType:
     shape = tuple(
         None if dim is None else dim + low + high
         for dim, low, high in zip(source.shape, begin, end, strict=True)
     )
-    return TensorType(source.element_type, shape)
+    return RankedTensorType(source.element_type, shape)

@@ -468,7 +468,14 @@ def _lower_stft(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         lengths = [samples]
     else:
         lengths = sorted({2 * (bins - 1), 2 * bins - 1}) if onesided else [bins]
-    static_frames = samples is not None and frames is not None and isinstance(step, int)
+
+    def gives_frames(n: int) -> bool:
+        """Whether frames of length n give the result's frames (unknown until run time unless
+        the samples, the frames and the step are all static)."""
+        if samples is None or frames is None or not isinstance(step, int):
+            return True
+        return frames == (samples - n) // step + 1
+
     lengths = [
         n
         for n in lengths
@@ -476,7 +483,7 @@ def _lower_stft(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         and (samples is None or n <= samples)
         and (window_length is None or window_length == n)
         and bins == (n // 2 + 1 if onesided else n)
-        and (not static_frames or frames == (samples - n) // step + 1)
+        and gives_frames(n)
     ]
     if not lengths:
         raise ctx.error(

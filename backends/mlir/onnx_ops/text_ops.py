@@ -19,12 +19,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from niro.ir import ScalarType, TensorType, format_type
+from niro.ir import ScalarType, format_type
 
 from ..bindings import arith, mlir_ir, tensor
 from ..builders import constant, dense_constant, dim_size, empty_tensor, fill, index_constant
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
+from ..types import RankedTensorType
 from .common import attribute, element_type
 from .indexing import add, clamp, cmp, gather_generic, mul, projection, sub, to_index
 
@@ -123,7 +124,7 @@ def _lower_tfidf_vectorizer(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]
     batched = len(source.shape) == 2
     sizes = [dim_size(ctx.operands[0], 0) if batched and result.shape[0] is None else None]
     sizes = sizes[:1] if batched else []
-    count_type = TensorType(ScalarType.I64, result.shape)
+    count_type = RankedTensorType(ScalarType.I64, result.shape)
     zero64 = constant(mlir_ir.IntegerType.get_signless(64), 0)
     counts_init = fill(empty_tensor(ctx, count_type, [*sizes, None]), zero64)
     if grams and (not isinstance(width, int) or width > 0):
@@ -133,7 +134,7 @@ def _lower_tfidf_vectorizer(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]
     return [_weigh(ctx, frequencies, count_type, result, sizes, mode, weights)]
 
 
-def _count_grams(ctx, grams, indexes, outputs, skips, width, batched, count_type, sizes, init):
+def _count_grams(ctx, grams, indexes, outputs, skips, width, batched, count_type, sizes, init) -> mlir_ir.Value:
     """The reduction generic: frequencies[row, column] as int64."""
     by_column: list[list[int]] = [[] for _ in range(outputs)]
     ordered = list(grams.items())
@@ -193,7 +194,7 @@ def _weigh(ctx, frequencies, count_type, result, sizes, mode, weights) -> mlir_i
     """Y from the frequencies: TF the count, IDF the weight (or 1) where the count is > 0,
     TFIDF the weight times the count (or the count), in f32."""
     f32 = mlir_ir.F32Type.get()
-    output = TensorType(ScalarType.F32, result.shape)
+    output = RankedTensorType(ScalarType.F32, result.shape)
     table = dense_constant(np.asarray(weights, np.float32), ScalarType.F32) if weights else None
     rank = len(result.shape)
 

@@ -100,14 +100,11 @@ def _update(
             inputs = [(ctx.operands[p], ctx.niro_operands[p]) for p in positions]
             result = ctx.niro_results[kind * count + tensor_index]
             scalar = element_type(result)
-            outputs.append(
-                elementwise(
-                    ctx,
-                    lambda elements, body=body, scalar=scalar: body(element_math(scalar), elements),
-                    inputs,
-                    result,
-                )
-            )
+
+            def apply(elements, body=body, scalar=scalar):
+                return body(element_math(scalar), elements)
+
+            outputs.append(elementwise(ctx, apply, inputs, result))
     return outputs
 
 

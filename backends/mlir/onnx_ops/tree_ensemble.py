@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from niro.ir import ScalarType, TensorType, format_type
+from niro.ir import ScalarType, format_type
 
 from ..bindings import arith, mlir_ir, scf, tensor
 from ..builders import (
@@ -37,7 +37,7 @@ from ..builders import (
 )
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
-from ..types import index_type, lower_scalar_type
+from ..types import RankedTensorType, index_type, lower_scalar_type
 from .common import attribute, element_type
 from .indexing import clamp, gather_generic, projection, to_index
 
@@ -49,12 +49,19 @@ _AVERAGE, _SUM, _MIN, _MAX = range(4)
 _AGGREGATES = {_AVERAGE: "AVERAGE", _SUM: "SUM", _MIN: "MIN", _MAX: "MAX"}
 
 
-def _tensor_attribute(ctx: LoweringRuleContext, name: str, required: bool = True) -> np.ndarray | None:
-    """A tensor attribute (the frontend's {"dtype", "shape", "data"} dict) as a flat array."""
+def _tensor_attribute(ctx: LoweringRuleContext, name: str) -> np.ndarray:
+    """`_optional_tensor_attribute` of an attribute the op needs, refused when absent."""
+    found = _optional_tensor_attribute(ctx, name)
+    if found is None:
+        raise ctx.error(f"needs attribute '{name}'")
+    return found
+
+
+def _optional_tensor_attribute(ctx: LoweringRuleContext, name: str) -> np.ndarray | None:
+    """A tensor attribute (the frontend's {"dtype", "shape", "data"} dict) as a flat array, or
+    None when absent."""
     value = attribute(ctx, name)
     if value is None:
-        if required:
-            raise ctx.error(f"needs attribute '{name}'")
         return None
     if not isinstance(value, dict) or "data" not in value:
         raise ctx.error(f"expects a tensor for attribute '{name}', got {value!r}")
@@ -65,11 +72,18 @@ def _tensor_attribute(ctx: LoweringRuleContext, name: str, required: bool = True
     return np.frombuffer(bytes(value["data"]), dtype=dtype).reshape(-1)
 
 
-def _ints(ctx: LoweringRuleContext, name: str, required: bool = True) -> tuple[int, ...] | None:
+def _ints(ctx: LoweringRuleContext, name: str) -> tuple[int, ...]:
+    """`_optional_ints` of an attribute the op needs, refused when absent."""
+    found = _optional_ints(ctx, name)
+    if found is None:
+        raise ctx.error(f"needs attribute '{name}'")
+    return found
+
+
+def _optional_ints(ctx: LoweringRuleContext, name: str) -> tuple[int, ...] | None:
+    """An INTS attribute, or None when absent."""
     value = attribute(ctx, name)
     if value is None:
-        if required:
-            raise ctx.error(f"needs attribute '{name}'")
         return None
     if not isinstance(value, tuple) or not all(isinstance(item, int) for item in value):
         raise ctx.error(f"expects a list of ints for attribute '{name}', got {value!r}")
@@ -85,7 +99,7 @@ class _Ensemble:
         feature_ids = _ints(ctx, "nodes_featureids")
         true_ids, false_ids = _ints(ctx, "nodes_truenodeids"), _ints(ctx, "nodes_falsenodeids")
         true_leafs, false_leafs = _ints(ctx, "nodes_trueleafs"), _ints(ctx, "nodes_falseleafs")
-        missing = _ints(ctx, "nodes_missing_value_tracks_true", required=False)
+        missing = _optional_ints(ctx, "nodes_missing_value_tracks_true")
         self.targets = np.asarray(_ints(ctx, "leaf_targetids"), np.int64)
         self.weights = _tensor_attribute(ctx, "leaf_weights")
         roots = _ints(ctx, "tree_roots")
@@ -122,7 +136,7 @@ class _Ensemble:
 
     def _sets(self, ctx: LoweringRuleContext, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
         """The MEMBER nodes' sets as a NaN-padded table, and each node's row in it (0 else)."""
-        values = _tensor_attribute(ctx, "membership_values", required=False)
+        values = _optional_tensor_attribute(ctx, "membership_values")
         member_nodes = [node for node, mode in enumerate(self.modes) if mode == _MEMBER]
         if values is None:
             if member_nodes:
@@ -250,7 +264,7 @@ def _walk_trees(ctx, ensemble: _Ensemble, scalar: ScalarType, batch, rows) -> ml
     width = ensemble.members.shape[1]
     feature_count = dim_size(data, 1)
     trees = len(ensemble.starts)
-    leaves_type = TensorType(ScalarType.I64, (batch, trees))
+    leaves_type = RankedTensorType(ScalarType.I64, (batch, trees))
 
     def read(table, *positions):
         return tensor.ExtractOp(table, list(positions)).result
@@ -320,7 +334,7 @@ def _aggregate(ctx, ensemble: _Ensemble, leaves, scalar, result, rows, aggregate
     element = lower_scalar_type(scalar)
     info = np.finfo(np.dtype(scalar.numpy_name))
     start = {_MIN: float(info.max), _MAX: float(info.min)}.get(aggregate, 0.0)
-    output = TensorType(scalar, result.shape)
+    output = RankedTensorType(scalar, result.shape)
     initial = arith.ConstantOp(element, mlir_ir.FloatAttr.get(element, start)).result
     init = fill(empty_tensor(ctx, output, [*rows, None]), initial)
     weights = dense_constant(ensemble.weights, scalar)

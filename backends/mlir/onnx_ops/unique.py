@@ -94,7 +94,7 @@ class _Pairs:
     def inputs(self, a: int, b: int) -> list[tuple[mlir_ir.Value, MapSpec]]:
         if self.table is not None:
             return [(self.table, [a, b])]
-        return [(self.data, [a]), (self.data, [b])]  # type: ignore[list-item]
+        return [(self.data, [a]), (self.data, [b])]
 
     @property
     def width(self) -> int:

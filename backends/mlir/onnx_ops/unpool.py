@@ -104,7 +104,7 @@ def _shape_of_both(ctx) -> tuple[int, ...]:
     shape = tuple(a if a is not None else b for a, b in zip(x, i, strict=True))
     if None in shape:
         raise ctx.error(f"needs a static shape for input X or indices I, got {x} and {i}")
-    return shape  # type: ignore[return-value]
+    return shape
 
 
 def _output_shape(ctx, inferred: tuple[int, ...]) -> tuple:

@@ -41,6 +41,27 @@ class WindowGeometry:
     extra_end: tuple[int, ...]
     output: tuple[int | mlir_ir.Value | None, ...]
 
+    def resolved_pads(self) -> tuple[list[int | mlir_ir.Value], list[int | mlir_ir.Value]]:
+        """(pads_begin, pads_end) once every pad is known: an int, or an index value that
+        `at_run_time` made for a SAME pad of a dynamic axis."""
+        begin = [pad for pad in self.pads_begin if pad is not None]
+        end = [pad for pad in self.pads_end if pad is not None]
+        assert len(begin) == len(end) == len(self.kernel), f"unresolved pads in {self}"
+        return begin, end
+
+    def static_pads(self) -> tuple[list[int], list[int]]:
+        """(pads_begin, pads_end) of a geometry whose spatial sizes are all static."""
+        begin = [pad for pad in self.pads_begin if isinstance(pad, int)]
+        end = [pad for pad in self.pads_end if isinstance(pad, int)]
+        assert len(begin) == len(end) == len(self.kernel), f"pads not all static in {self}"
+        return begin, end
+
+    def static_output(self) -> list[int]:
+        """The output sizes of a geometry whose spatial sizes are all static."""
+        output = [size for size in self.output if isinstance(size, int)]
+        assert len(output) == len(self.kernel), f"output sizes not all static in {self}"
+        return output
+
 
 def spatial_shape(ctx: LoweringRuleContext, value, what: str) -> tuple[int | None, ...]:
     """The shape of a Niro tensor value whose channel dim 1 is static, else a clear refusal:
@@ -87,7 +108,7 @@ __all__ += ["spatial_shape", "channels_from_filter", "at_run_time", "static_or_n
 
 def window_geometry(
     ctx: LoweringRuleContext,
-    spatial: Sequence[int],
+    spatial: Sequence[int | None],
     kernel: Sequence[int] | None = None,
     *,
     ceil_mode: bool = False,
@@ -118,6 +139,8 @@ def window_geometry(
         raise ctx.error("needs positive kernel_shape, strides and dilations")
     auto_pad = attribute(ctx, "auto_pad", "NOTSET")
     extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=True)]
+    begin: list[int | None]
+    end: list[int | None]
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         begin, end = [], []
         for size, stride, span in zip(spatial, strides, extent, strict=True):
@@ -139,15 +162,18 @@ def window_geometry(
         raise ctx.error(f"has an unknown auto_pad '{auto_pad}'")
     if any(value is not None and value < 0 for value in (*begin, *end)):
         raise ctx.error(f"does not support negative pads {(*begin, *end)}")
-    output, extra = [], []
-    for axis in range(rank):
-        if spatial[axis] is None:
+    output: list[int | None] = []
+    extra: list[int] = []
+    for axis, size in enumerate(spatial):
+        if size is None:
             # NOTE: ceil_mode pads the end by stride - 1 more, at least the extra a last
             # window may need; linalg reads only what the windows cover.
             output.append(None)
             extra.append(strides[axis] - 1 if ceil_mode and begin[axis] is not None else 0)
             continue
-        padded = spatial[axis] + begin[axis] + end[axis]
+        low, high = begin[axis], end[axis]
+        assert low is not None and high is not None, "a static axis gets static pads"
+        padded = size + low + high
         if padded < extent[axis]:
             raise ctx.error(
                 f"window of extent {extent[axis]} does not fit the padded input size {padded} "
@@ -155,7 +181,7 @@ def window_geometry(
             )
         steps = (padded - extent[axis]) / strides[axis]
         out = (math.ceil(steps) if ceil_mode else math.floor(steps)) + 1
-        if ceil_mode and (out - 1) * strides[axis] >= spatial[axis] + begin[axis]:
+        if ceil_mode and (out - 1) * strides[axis] >= size + low:
             out -= 1
         output.append(out)
         extra.append(max(0, (out - 1) * strides[axis] + extent[axis] - padded))
@@ -184,7 +210,8 @@ def at_run_time(
         size = tensor_size(x, 2 + axis)
         stride = geometry.strides[axis]
         extent = (geometry.kernel[axis] - 1) * geometry.dilations[axis] + 1
-        if begin[axis] is None:
+        low, high = begin[axis], end[axis]
+        if low is None:
             out = arith.CeilDivSIOp(size, c(stride)).result
             reach = arith.AddIOp(arith.MulIOp(out, c(stride)).result, c(extent - stride)).result
             total = arith.MaxSIOp(arith.SubIOp(reach, size).result, c(0)).result
@@ -192,13 +219,14 @@ def at_run_time(
             large = arith.SubIOp(total, small).result
             begin[axis], end[axis] = (small, large) if upper else (large, small)
         else:
-            room = arith.AddIOp(size, c(begin[axis] + end[axis] - extent)).result
+            assert high is not None, "a static begin pad has a static end pad"
+            room = arith.AddIOp(size, c(low + high - extent)).result
             divide = arith.CeilDivSIOp if ceil_mode else arith.FloorDivSIOp
             out = arith.AddIOp(divide(room, c(stride)).result, c(1)).result
             if ceil_mode:
                 last = arith.MulIOp(arith.SubIOp(out, c(1)).result, c(stride)).result
                 starts_in_pad = arith.CmpIOp(
-                    arith.CmpIPredicate.sge, last, arith.AddIOp(size, c(begin[axis])).result
+                    arith.CmpIPredicate.sge, last, arith.AddIOp(size, c(low)).result
                 ).result
                 out = arith.SelectOp(starts_in_pad, arith.SubIOp(out, c(1)).result, out).result
             # NOTE: a static axis this small is refused at compile time; at run time the same
@@ -232,11 +260,12 @@ def pad_for_window(
     """`x` (N, C, S...) padded as `geometry` says and cut to exactly the extent the windows
     read, (O-1)*s + (K-1)*d + 1 per axis: linalg's static shape inference rejects an input
     larger than its windows read (trailing rows a stride skips)."""
+    begin, ends = geometry.resolved_pads()
     high = [
         end if not extra else end + extra
-        for end, extra in zip(geometry.pads_end, geometry.extra_end, strict=True)
+        for end, extra in zip(ends, geometry.extra_end, strict=True)
     ]
-    padded = pad(x, [0, 0, *geometry.pads_begin], [0, 0, *high], padding)
+    padded = pad(x, [0, 0, *begin], [0, 0, *high], padding)
     shape = list(mlir_ir.RankedTensorType(padded.type).shape)
     # NOTE: a dynamic axis with a stride is cut too, to a size computed at run time: linalg
     # itself takes the loop bounds from the output and the window, but IREE (3.13) miscompiles

@@ -132,8 +132,9 @@ def test_bf16_export_matches_onnxruntime_on_the_plan(exports, network, exporter,
     model = onnx.load(path)
     with pytest.raises(Exception, match="bfloat16|NOT_IMPLEMENTED"):
         onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    planned = plan_half_precision(model, infer_types(model))
-    assert planned is not None
+    plan = plan_half_precision(model, infer_types(model))
+    assert plan is not None
+    planned = plan.model
     session = onnxruntime.InferenceSession(
         _float_interface(planned).SerializeToString(), providers=["CPUExecutionProvider"]
     )

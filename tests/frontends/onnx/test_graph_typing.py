@@ -1,5 +1,6 @@
 """The typing step (graph_typing.py): the model is inferred once, and again only after a rewrite
-that read its types changed it; the Conv folds of half weights read none and cost no inference."""
+that read its types changed it and could not type what it wrote; the Conv folds of half weights
+read none, and the fp16/bf16 plan types what it writes where it can."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from niro.frontends.onnx import graph_typing
 from niro.frontends.onnx.graph_typing import type_model
 from onnx import TensorProto, numpy_helper
 
-from .test_half_precision import conv_fold_model
+from .test_half_precision import conv_fold_model, if_model
 
 OPSET = '<ir_version: 8, opset_import: ["" : 17]>'
 
@@ -50,17 +51,36 @@ def test_sequences_are_rewritten_from_the_first_types_and_the_result_typed_again
     assert typed.types.values["y"].tensor_type.shape.dim[0].dim_value == 4
 
 
-def test_half_conv_folds_cost_no_inference_and_the_plan_is_typed_once_more(inferred) -> None:
+def test_half_conv_folds_and_the_plan_cost_no_inference(inferred) -> None:
     model = conv_fold_model()
     arrays = {tensor.name: numpy_helper.to_array(tensor) for tensor in model.graph.initializer}
     typed = type_model(model, read_half=arrays.get)
-    folded = ["Conv", "Relu"] * 4
-    assert inferred[0] == folded  # the first inference already sees the folded Convs
-    assert len(inferred) == 2 and "Cast" in inferred[1]  # then the plan's Casts, typed again
-    assert [node.op_type for node in typed.model.graph.node] == inferred[1]
+    assert inferred == [["Conv", "Relu"] * 4]  # the folded model, once
+    assert "Cast" in [node.op_type for node in typed.model.graph.node]  # then planned
     assert _elem_type(typed, "y") == TensorProto.FLOAT16  # the graph output keeps its half type
     widened = next(node.output[0] for node in typed.model.graph.node if node.op_type == "Conv")
     assert _elem_type(typed, widened) == TensorProto.FLOAT  # the Conv computes in f32
+
+
+def test_an_f32_twin_of_a_declared_output_has_the_inferred_size(inferred) -> None:
+    """Range's size is unknown to ONNX inference; its graph output takes the declared [2], its
+    f32 twin (no graph output) the size inference gives, as inference of the planned model would."""
+    model = onnx.parser.parse_model(
+        OPSET + "g (float16 start, float16 limit, float16 delta) => (float16[2] y) { y = Range(start, limit, delta) }"
+    )
+    typed = type_model(model, read_half=lambda name: None)
+    assert inferred == [["Range"]]
+    assert [node.op_type for node in typed.model.graph.node][-2:] == ["Range", "Cast"]
+    wide = typed.types.values["y_f32"].tensor_type
+    assert wide.elem_type == TensorProto.FLOAT and not wide.shape.dim[0].HasField("dim_value")
+    assert typed.types.values["y"].tensor_type.shape.dim[0].dim_value == 2
+
+
+def test_a_plan_of_subgraph_bodies_is_inferred_again(inferred) -> None:
+    """A planned body is typed with its outer values: the plan leaves that to inference."""
+    typed = type_model(if_model(), read_half=lambda name: None)
+    assert len(inferred) == 2 and "Cast" in inferred[1]
+    assert [node.op_type for node in typed.model.graph.node] == inferred[1]
 
 
 def test_a_function_body_keeps_per_op_rounding(inferred) -> None:

@@ -18,6 +18,7 @@ import pytest
 from niro.frontends.onnx.half_precision import (
     BF16_KERNELS,
     F16_KERNELS,
+    HalfPlan,
     fold_half_convs,
     plan_half_precision,
 )
@@ -83,7 +84,34 @@ def _weight(name, *shape, seed=0):
 def _plan(model):
     planned = plan_half_precision(model, infer_types(model))
     assert planned is not None
-    return planned
+    _assert_types_as_inferred(planned)
+    return planned.model
+
+
+def _known(type_: onnx.TypeProto | None) -> bytes | None:
+    """`type_` without the dim names ONNX inference makes up (numbered per run)."""
+    if type_ is None:
+        return None
+    known = onnx.TypeProto()
+    known.CopyFrom(type_)
+    for dim in known.tensor_type.shape.dim:
+        if dim.dim_param.startswith("unk__"):
+            dim.ClearField("dim_param")
+    return known.SerializeToString()
+
+
+def _assert_types_as_inferred(planned: HalfPlan) -> None:
+    """The types the plan gives the model it writes are those inference gives it."""
+    if planned.types is None:
+        return
+    inferred = infer_types(planned.model)
+    graph = planned.model.graph
+    names = {value.name for value in (*graph.input, *graph.output)}
+    names.update(name for node in graph.node for name in node.output)
+    for name in names:
+        assert _known(planned.types.values.get(name)) == _known(inferred.values.get(name)), name
+    assert planned.types.folded == inferred.folded
+    assert planned.types.subgraphs.keys() == inferred.subgraphs.keys()
 
 
 def _casts(model) -> list[tuple[str, str]]:
@@ -363,5 +391,8 @@ def test_conv_folds_give_onnxruntimes_weights():
             expected = theirs[widened.get(their_name, their_name)]
             assert expected.dtype == np.float16
             np.testing.assert_array_equal(ours[our_name].view(np.uint16), expected.view(np.uint16))
-    planned = plan_half_precision(folded, infer_types(folded))
+    plan = plan_half_precision(folded, infer_types(folded))
+    assert plan is not None and plan.types is not None
+    _assert_types_as_inferred(plan)
+    planned = plan.model
     _assert_onnxruntime_agrees(model, planned, [1, 3, 8, 8])

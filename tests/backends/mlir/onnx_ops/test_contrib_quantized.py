@@ -277,6 +277,18 @@ def test_channels_last_pool_is_typed_but_refused_by_the_backend() -> None:
         lower_to_mlir(module)
 
 
+def test_qgemm_without_b_scale_is_refused_naming_the_op() -> None:
+    """b_scale is required; ONNX has no schema for QGemm to check that at import, so the
+    lowering refuses the op naming the input (not an internal error about unpacking None)."""
+    weights = {"a_scale": _f(0.05), "a_zero": _q(128, U8), "b": _q([[1, 2], [3, 4]], S8)}
+    model = _model("QGemm", ["x", "a_scale", "a_zero", "b", ""], weights, (3, 2), U8, F32)
+    module = import_model(model)
+    with pytest.raises(
+        LoweringError, match=re.escape("'com.microsoft.QGemm' op needs input b_scale")
+    ):
+        lower_to_mlir(module)
+
+
 def test_mismatched_shapes_are_an_import_error_naming_the_node() -> None:
     weights = {"s": _f(0.1), "z": _q(0, U8), "b": _q([1, 2, 3], U8)}
     model = _model("QLinearMul", ["x", "s", "z", "b", "s", "z", "s", "z"], weights, (2, 4))
