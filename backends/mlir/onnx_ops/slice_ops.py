@@ -535,9 +535,10 @@ def _lower_pad(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
         padded = _cropped_and_padded(ctx, data, source, begin, end, constant_value)
         return [cast_to(padded, ctx.result_types[0])]
     # The general form: negative pads crop first (as onnxruntime does), then each result index
-    # maps into the cropped input by the mode; pads may be known only at run time.
-    value = constant_value
-    if mode == "constant" and value is None:  # read in the dispatch (see `scalar_reader`)
+    # maps into the cropped input by the mode; pads may be known only at run time. A run-time
+    # padding value of a type IREE's VM has no scalar for is read in the dispatch.
+    value = None
+    if mode == "constant":
         value = scalar_reader(ctx, *required_input(ctx, 2, "constant_value"))
     axes: list[tuple[mlir_ir.Value, mlir_ir.Value, mlir_ir.Value] | None] = []
     for axis in range(rank):
@@ -618,18 +619,18 @@ def _cropped_and_padded(
     rank = len(source.shape)
     offsets: list[Mixed] = []
     kept: list[Mixed] = []
+    crops_anything = False
     for axis in range(rank):
         dim = _dim(ctx, data, source, axis)
         crops = [_negative_part(begin[axis]), _negative_part(end[axis])]
+        crops_anything = crops_anything or any(not isinstance(crop, int) or crop for crop in crops)
         offsets.append(crops[0])
         kept.append(
             dim - crops[0] - crops[1]
             if isinstance(dim, int) and all(isinstance(crop, int) for crop in crops)
             else sub(sub(index_value(dim), index_value(crops[0])), index_value(crops[1]))
         )
-    if any(not isinstance(offset, int) or offset != 0 for offset in offsets) or any(
-        not isinstance(crop, int) or crop != 0 for crop in map(_negative_part, end)
-    ):
+    if crops_anything:
         data = extract_slice(data, element, offsets, kept, [1] * rank)
     low = [_positive_part(pad) for pad in begin]
     high = [_positive_part(pad) for pad in end]
