@@ -3,7 +3,7 @@
 Two rewrites decide what to write from inferred types: the sequence rewrite (`sequences`: a
 sequence's form comes from its elements' shapes and the constants folding found) and
 onnxruntime's fp16/bf16 plan (`half_precision.plan_half_precision`: which nodes read half
-values). So typing is a fixpoint over the model: infer (`inference.infer_types`), let each
+values). So typing runs in a fixed order, not to a fixpoint: infer (`inference.infer_types`), let each
 type-directed rewrite run once on the types of the model as it stands, then type what it
 wrote. The sequence rewrite's result is inferred again. The plan changes no shape, so it types
 the values it makes itself (`half_precision.HalfPlan.types`), except where inference would

@@ -625,11 +625,17 @@ def _cropped_and_padded(
         crops = [_negative_part(begin[axis]), _negative_part(end[axis])]
         crops_anything = crops_anything or any(not isinstance(crop, int) or crop for crop in crops)
         offsets.append(crops[0])
-        kept.append(
-            dim - crops[0] - crops[1]
-            if isinstance(dim, int) and all(isinstance(crop, int) for crop in crops)
-            else sub(sub(index_value(dim), index_value(crops[0])), index_value(crops[1]))
+        if isinstance(dim, int) and all(isinstance(crop, int) for crop in crops):
+            if dim - crops[0] - crops[1] < 0:
+                raise ctx.error(f"pads crop {crops[0] + crops[1]} from axis {axis} of size {dim}")
+            kept.append(dim - crops[0] - crops[1])
+            continue
+        size = sub(sub(index_value(dim), index_value(crops[0])), index_value(crops[1]))
+        assert_true(
+            cmp("sge", size, 0),
+            f"{ctx.niro_location}: 'onnx.Pad' op: the pads crop more than axis {axis} holds",
         )
+        kept.append(size)
     if crops_anything:
         data = extract_slice(data, element, offsets, kept, [1] * rank)
     low = [_positive_part(pad) for pad in begin]

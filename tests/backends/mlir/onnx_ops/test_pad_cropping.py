@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from ..mlir_harness import assert_matches_onnxruntime, compile_onnx
+from ..mlir_harness import assert_matches_onnxruntime, call, compile_onnx
 
 F32 = TensorProto.FLOAT
 I64 = TensorProto.INT64
@@ -61,3 +61,24 @@ def test_cropping_pads_match_onnxruntime(tmp_path, pads_at_run_time, value_at_ru
             feed["value"] = np.array(3.25, np.float32)
         feeds.append(feed)
     assert_matches_onnxruntime(module, model, feeds, function="g", rtol=0, atol=0)
+
+
+
+def test_pads_cropping_more_than_the_axis_stop_the_program_naming_pad(tmp_path):
+    module = compile_onnx(_pad_model(pads_at_run_time=True, value_at_run_time=False, dims=[4, 5, 6]), tmp_path)
+    x = np.zeros((4, 5, 6), np.float32)
+    pads = np.array([0, -4, 0, 0, -3, 0], np.int64)  # 7 of axis 1's 5
+    with pytest.raises(Exception, match="'onnx.Pad' op: the pads crop more than axis 1 holds"):
+        call(module, "g", x, pads)
+
+
+def test_constant_pads_cropping_more_than_the_axis_are_refused_naming_it():
+    from niro.backends.mlir import LoweringError, lower_to_mlir
+    from niro.frontends.onnx import import_model
+
+    model = _pad_model(pads_at_run_time=False, value_at_run_time=False, dims=[4, 5, 6])
+    model.graph.initializer[0].CopyFrom(
+        helper.make_tensor("pads", I64, [6], [0, -4, 0, 0, -3, 0])
+    )
+    with pytest.raises(LoweringError, match="pads crop 7 from axis 1 of size 5"):
+        lower_to_mlir(import_model(model))
