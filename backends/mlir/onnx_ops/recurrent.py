@@ -224,16 +224,18 @@ def _step(
     return new, y
 
 
-LOOPED_STEPS = (16, 4, 1)
+LOOPED_STEPS = (8, 1)
 """Steps per iteration of the `scf.for` loops over a sequence that is not unrolled: a loop of
-16 steps per iteration while 16 remain, then one of 4, then one of 1, so a length of n steps
-takes n // 16 iterations and at most 6 more.
+8 steps per iteration while 8 remain, then one of 1 (each loop of the tuple takes the whole
+iterations of its size that remain).
 
 NOTE: IREE 3.13 runs each iteration of an `scf.for` over tensors from the host, one submission
-(and its allocations) each, which costs far more than a step's dispatches: the bench's dynamic
-2-layer bidirectional LSTM (32 steps, iree.runtime local-task) took 1.03 ms per call with one
-loop of 8 steps per direction, 0.82 ms with both directions in one loop, 0.71 ms with 16 steps
-and 0.68 ms with 32 per iteration (iree-compile 3.2, 4.2 and 5.0 s)."""
+(and its allocations) each, which costs more than a step's dispatches; but every step of a loop
+body is compiled. The bench's dynamic 2-layer bidirectional LSTM (32 steps, iree.runtime
+local-task, load ~4, onnxruntime 0.12 ms) took 1.57 ms per call with a loop per direction of
+8 steps, then 1; with both directions in one loop 1.33 ms (8, 1), 1.45 ms (12, 3, 1) and
+1.24 ms (16, 4, 1), for a compile (frontend + iree-compile, CPU seconds) of 3.5 s per loop,
+4.0 s, 4.4 s and 5.1 s: (8, 1) keeps the compile within 20% of the per-direction loops'."""
 
 
 def _looped(
