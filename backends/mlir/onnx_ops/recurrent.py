@@ -9,9 +9,9 @@ bounds from the `tensor.dim` of X when the sequence length is dynamic) carrying 
 (and LSTM's cell state) and the stacked Y. Each step projects the state through R
 (`H * R^T + Rb`) and hands both projections to the cell's `step`, whose gate math is
 element-wise `linalg.generic` ops over (batch, hidden). A reverse direction walks time
-backwards. Bidirectional unrolled steps run one direction's steps, then the other's, the second
-writing into the first's Y; looped, each iteration does the forward direction's steps and the
-reverse direction's (from the end of the sequence) side by side.
+backwards. A bidirectional op walks both directions together, unrolled or looped: forward step
+t next to reverse step t (time T-1-t), both writing into one Y, their steps independent so that
+IREE may run them side by side.
 Y, Y_h and Y_c are assembled in the layout asked for (0: time-major, 1: batch-major); absent
 outputs are not built. Results are narrowed once at the end. A dynamic batch is carried as a
 dynamic dim of the states and of Y (its size the `tensor.dim` of X); a dynamic sequence of
@@ -244,11 +244,9 @@ def _looped(
     """Every direction's steps in the same `scf.for` loops over time, carrying their states
     and Y: LOOPED_STEPS[0] steps of each direction per iteration while that many remain, then
     fewer (LOOPED_STEPS).
-    The final states of each direction, and `y` with its Y slabs written.
-
-    A bidirectional op walks both directions in one loop (the reverse one from the end): half
-    the host-driven iterations of a loop per direction, and each iteration's two steps are
-    independent, so IREE may run them side by side."""
+    The final states of each direction, and `y` with its Y slabs written. A bidirectional op
+    walks both directions in one loop: half the host-driven iterations of a loop per
+    direction."""
     directions = range(len(rec.reverse))
     starts = [_start(rec, direction) for direction in directions]
     bound = index_constant(rec.seq) if isinstance(rec.seq, int) else rec.seq
