@@ -41,6 +41,7 @@ from ..builders import (
     generic,
     index_constant,
     index_value,
+    reassociation,
     tensor_sizes,
 )
 from ..context import LoweringRuleContext
@@ -175,18 +176,7 @@ def _mark_suppressed(
 ) -> mlir_ir.Value:
     """`suppressed` (i32 per box of batch `batch`; all 0 when `fresh`) with, when `keep`,
     every box that box `chosen` suppresses marked 1: one element-wise generic over the boxes."""
-    shaped = mlir_ir.RankedTensorType(boxes.type)
-    slice_type = mlir_ir.RankedTensorType.get([shaped.shape[1], 4], shaped.element_type)
-    batch_boxes = tensor.ExtractSliceOp(
-        slice_type,
-        boxes,
-        [batch],
-        [tensor_sizes(boxes)[1]] if shaped.is_dynamic_dim(1) else [],
-        [],
-        [DYNAMIC, 0, 0],
-        [1, shaped.shape[1], 4],
-        [1, 1, 1],
-    ).result
+    batch_boxes = _batch_boxes(boxes, batch)
     coordinate_maps = [[0, mlir_ir.AffineConstantExpr.get(k)] for k in range(4)]
     inputs = [(batch_boxes, spec) for spec in coordinate_maps]
 
@@ -201,6 +191,33 @@ def _mark_suppressed(
 
     init = empty([count], mlir_ir.IntegerType.get_signless(32))
     return generic([*inputs, (suppressed, [0])], [(init, [0])], 1, (), body)[0]
+
+
+def _batch_boxes(boxes: mlir_ir.Value, batch: mlir_ir.Value) -> mlir_ir.Value:
+    """The [boxes, 4] of batch `batch`: a `tensor.collapse_shape` when there is one batch,
+    else a `tensor.extract_slice` at row `batch`.
+
+    NOTE: IREE 3.13's BubbleUpExpandShapesPass moves such a slice up through the element-wise
+    generic that makes the boxes, bounding the slice's box count with an integer-set solver
+    (Fourier-Motzkin, in `getTiledImplementation`). When that count is a sum of many clamped
+    data-dependent counts (torchvision's batched_nms concatenates the top-k of each of
+    SSDlite's 90 classes) the bound's time grows about tenfold per doubling of the classes:
+    SSDlite's iree-compile took 45 minutes, 94% of it in that pass. A collapse_shape has no
+    size to bound (tests/backends/mlir/onnx_ops/test_batched_nms.py)."""
+    shaped = mlir_ir.RankedTensorType(boxes.type)
+    slice_type = mlir_ir.RankedTensorType.get([shaped.shape[1], 4], shaped.element_type)
+    if shaped.shape[0] == 1 and shaped.shape[2] == 4:
+        return tensor.CollapseShapeOp(slice_type, boxes, reassociation([[0, 1], [2]])).result
+    return tensor.ExtractSliceOp(
+        slice_type,
+        boxes,
+        [batch],
+        [tensor_sizes(boxes)[1]] if shaped.is_dynamic_dim(1) else [],
+        [],
+        [DYNAMIC, 0, 0],
+        [1, shaped.shape[1], 4],
+        [1, 1, 1],
+    ).result
 
 
 # -- the rule ---------------------------------------------------------------------------------

@@ -381,6 +381,29 @@ def _runtime_bounds(start: Mixed, end: Mixed, step: Mixed, dim: mlir_ir.Value) -
     return start_v, arith.MaxSIOp(count, index_constant(0)).result
 
 
+def _whole_axis(start: Mixed, end: Mixed, step: Mixed) -> bool:
+    """Whether (start, end, step), known at lowering, keep an axis whole whatever its size:
+    start 0, step 1 and an end of INT64_MAX or more (PyTorch's `x[:, None]` exports
+    `Slice(x, 0, INT64_MAX)`).
+
+    NOTE: such a slice is no `tensor.extract_slice` (whose size would be the clamped
+    `max(dim - min(dim, 0), 0)`): IREE 3.13's BubbleUpExpandShapesPass moves a slice up through
+    the element-wise generic that makes its input, bounding its size with an integer-set solver
+    (Fourier-Motzkin, in `getTiledImplementation`) whose time grows steeply with the count of
+    clamped data-dependent sizes summed into it (about tenfold per doubling). torchvision's
+    batched_nms slices `offsets[:, None]` of the concatenated top-k of every class: SSDlite's
+    90 classes made iree-compile take 45 minutes, 94% of it in that pass
+    (tests/backends/mlir/onnx_ops/test_batched_nms.py)."""
+    return (
+        isinstance(start, int)
+        and start == 0
+        and isinstance(end, int)
+        and end >= INT64_MAX
+        and isinstance(step, int)
+        and step == 1
+    )
+
+
 @register_lowering("onnx.Slice", since=1)
 def _lower_slice(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     source = ctx.ranked(ctx.niro_operands[0], "data")
@@ -409,6 +432,8 @@ def _lower_slice(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
                 step = select(hit, index_value(steps[j]), step)
         if isinstance(step, int) and step == 0:
             raise ctx.error("has a zero step")
+        if _whole_axis(start, end, step):
+            continue  # offset 0, the axis' own size (`tensor.dim`), stride 1
         strides[axis] = step
         if dim is not None and isinstance(start, int) and isinstance(end, int) and isinstance(step, int):
             offsets[axis], counts[axis] = _static_bounds(start, min(end, INT64_MAX), step, dim)
@@ -438,6 +463,11 @@ def _lower_slice(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
                 ],
             )
         ]
+    if all(isinstance(offset, int) and offset == 0 for offset in offsets) and all(
+        isinstance(stride, int) and stride == 1 for stride in strides
+    ) and all(count == dim for count, dim in zip(counts, source.shape, strict=True) if dim is not None):
+        # every axis whole (dynamic ones by `_whole_axis`, so their counts are the input's)
+        return [cast_to(data, ctx.result_types[0])]
     # NOTE: a strided `tensor.extract_slice` (a step > 1) of a tensor with dynamic dims is a
     # gather instead: IREE 3.13 fuses such a slice into a consumer that reads it with
     # `tensor.extract` (an element-wise op broadcasting a dynamic dim) and then fails in
