@@ -20,7 +20,7 @@ check tests or drop one.
 
 from __future__ import annotations
 
-from .bindings import PassManager, mlir_ir
+from .bindings import PassManager, arith, mlir_ir
 
 __all__ = ["hoist_checks"]
 
@@ -53,12 +53,76 @@ def hoist_checks(module: mlir_ir.Module) -> bool:
     if not functions:
         return False
     PassManager.parse(_RESOLVE_DIMS).run(module.operation)
+    _lower_deep_affine_applies(module)
     moved = False
     for function in functions:
         block = function.regions[0].blocks[0]
         _resolve_reshape_dims(block)
         moved |= _hoist_in_block(block)
     return moved
+
+
+_DEEPEST_AFFINE = 32
+"""The deepest `affine.apply` expression the dim resolution may leave (see below)."""
+
+
+def _lower_deep_affine_applies(module: mlir_ir.Module) -> None:
+    """Each `affine.apply` that the dim resolution made with an expression nested deeper than
+    `_DEEPEST_AFFINE` becomes the `arith` ops it computes (sums and products of its operands
+    and constants; one with a division or modulo stays).
+
+    NOTE: the resolved size of a `tensor.concat` is an affine sum of its operands' sizes,
+    nested as deep as it has operands, and IREE 3.13 cannot read an affine expression nested
+    more than 64 deep from bytecode: iree-compile fails with "AffineExpr work stack overflow"
+    on the .mlirbc (which `niroc check` and `.mlirbc` output use) of torchvision's SSDlite,
+    whose post-processing concatenates the top-k of its 90 classes. Text reads fine."""
+    applies: list[mlir_ir.Operation] = []
+
+    def visit(op) -> mlir_ir.WalkResult:
+        if op.name == "affine.apply":
+            applies.append(op)
+        return mlir_ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    for op in applies:
+        affine_map = mlir_ir.AffineMapAttr(op.attributes["map"]).value
+        if len(affine_map.results) != 1 or not _deep_sum_of_products(affine_map.results[0]):
+            continue
+        with mlir_ir.InsertionPoint(op), op.location:
+            value = _arith(affine_map.results[0], list(op.operands), affine_map.n_dims)
+        op.results[0].replace_all_uses_with(value)
+        op.erase()
+
+
+def _deep_sum_of_products(expr: mlir_ir.AffineExpr) -> bool:
+    """Whether `expr` nests deeper than `_DEEPEST_AFFINE` and has no division or modulo."""
+    pending, deepest = [(expr, 1)], 0
+    while pending:
+        current, depth = pending.pop()
+        deepest = max(deepest, depth)
+        current = current.maybe_downcast()
+        if isinstance(current, (mlir_ir.AffineAddExpr, mlir_ir.AffineMulExpr)):
+            pending += [(current.lhs, depth + 1), (current.rhs, depth + 1)]
+        elif isinstance(current, mlir_ir.AffineBinaryExpr):
+            return False
+    return deepest > _DEEPEST_AFFINE
+
+
+def _arith(expr: mlir_ir.AffineExpr, operands: list[mlir_ir.Value], dims: int) -> mlir_ir.Value:
+    """`expr` (sums and products) of the `affine.apply` operands (dims, then symbols) in
+    `arith` index ops."""
+    expr = expr.maybe_downcast()
+    if isinstance(expr, mlir_ir.AffineDimExpr):
+        return operands[expr.position]
+    if isinstance(expr, mlir_ir.AffineSymbolExpr):
+        return operands[dims + expr.position]
+    if isinstance(expr, mlir_ir.AffineConstantExpr):
+        index = mlir_ir.IndexType.get()
+        return arith.ConstantOp(index, mlir_ir.IntegerAttr.get(index, expr.value)).result
+    assert isinstance(expr, (mlir_ir.AffineAddExpr, mlir_ir.AffineMulExpr))
+    lhs, rhs = _arith(expr.lhs, operands, dims), _arith(expr.rhs, operands, dims)
+    build = arith.AddIOp if isinstance(expr, mlir_ir.AffineAddExpr) else arith.MulIOp
+    return build(lhs, rhs).result
 
 
 def _has_check(function) -> bool:
