@@ -36,7 +36,7 @@ test-latest: ## `make test` against the newest releases of every dependency (no 
 zoo: ## the onnx wheel's model-zoo nets with random weights and whole generated real-model forms (YOLOv8n), niroc+IREE vs onnxruntime (slow: ~18 min)
 	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/onnx_ops/test_model_zoo.py tests/backends/mlir/test_real_models_zoo.py
 
-detection: ## torchvision's detection models (Faster R-CNN, Mask R-CNN, Keypoint R-CNN, RetinaNet, SSDlite; random weights, 3x320x320), niroc+IREE vs onnxruntime; exports them with torch 2.14.1 + torchvision 0.29.1 in .venv-tv (slow: 20-60 min of iree-compile per model on 2 shared cores; report, a row per model, in testdata/generated/detection/report.md)
+detection: ## torchvision's detection models (Faster R-CNN, Mask R-CNN, Keypoint R-CNN, RetinaNet, SSDlite; random weights, 3x320x320), niroc+IREE vs onnxruntime; exports them with torch 2.14.1 + torchvision 0.29.1 in .venv-tv (slow: 1-3 min of iree-compile per model on 2 shared cores, about 20 min in all with the exports and runs; report, a row per model, in testdata/generated/detection/report.md)
 	test -x $(TORCHVISION)/bin/python || $(PYTHON) -m venv $(TORCHVISION)
 	$(TORCHVISION)/bin/pip install --quiet torch==2.14.1 torchvision==0.29.1 onnx==1.23.2 onnxscript==0.7.2
 	$(TORCHVISION)/bin/python testdata/detection/export.py $(DETECTION)
