@@ -169,25 +169,39 @@ def _with_graph(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelPro
     return rewritten
 
 
-def _planned_types(planned: _PlannedGraph, types: GraphTypes, graph: onnx.GraphProto) -> GraphTypes | None:
-    """The types of the planned main graph, from `types` (those of `graph`, before the plan).
+def _planned_types(
+    planned: _PlannedGraph,
+    types: GraphTypes,
+    graph: onnx.GraphProto,
+    outer: Callable[[str], onnx.TypeProto | None] = lambda name: None,
+) -> GraphTypes | None:
+    """The types of the planned `graph` (the main graph or a body), from `types` (those of
+    `graph`, before the plan); `outer` types the values of the graphs around a body.
 
     The plan changes no shape: a value it makes holds a half value in f32 (a Cast to f32, an
-    f32 node's renamed result), so it has that value's type with element type f32; a Cast back
-    gives a half value its own type again; every other value keeps its type, folded nodes and
-    subgraphs follow their nodes to their new positions. None, for the planned model to be
-    inferred again, where typing would learn something the plan does not know: a planned body
-    (typed with its outer values), a folded node computing in f32, a node the plan wrote
-    reading a folded value (folding would fold it too), or an f32 node's result that typing left
-    untyped. A half graph output given its declared size (`GraphTypes.before_declared`) is held
-    in f32 by a value that is no graph output: that value has the type inference gave the
-    output, or, where that had no shape, the output's (`inference._refine_backwards` carries it
-    up through the Cast back)."""
-    if planned.bodies_planned:
-        return None
+    f32 node's result), so it has that value's type with element type f32; a Cast back gives a
+    half value its own type again; every other value keeps its type, folded nodes and subgraphs
+    follow their nodes to their new positions. A planned body is typed the same way, on its own:
+    it reads its half inputs and outer values through Casts of its own and yields its half
+    outputs again, so what the graph around it sees of it keeps its types (a Cast to f32 of an
+    outer value has that value's type, `outer`). None, for the planned model to be inferred
+    again, where typing would learn something the plan does not know: a folded node computing
+    in f32, a node the plan wrote reading a folded value (folding would fold it too), or an f32
+    node's result that typing left untyped. A half graph output given its declared size
+    (`GraphTypes.before_declared`) is held in f32 by a value that is no graph output: that value
+    has the type inference gave the output, or, where that had no shape, the output's
+    (`inference._refine_backwards` carries it up through the Cast back)."""
     folded_values = {tensor.name for tensors in types.folded.values() for tensor in tensors}
     initializers = {tensor.name: tensor for tensor in graph.initializer}
     values = dict(types.values)
+
+    def typed(name: str) -> onnx.TypeProto | None:
+        """The type of `name` in `graph` before the plan, or in the graphs around it."""
+        found = types.values.get(name)
+        if found is None and name in initializers:
+            found = onnx.helper.make_tensor_type_proto(initializers[name].data_type, initializers[name].dims)
+        return outer(name) if found is None else found
+
     folded: dict[int, tuple[onnx.TensorProto, ...]] = {}
     subgraphs: dict[tuple[int, str, int], GraphTypes] = {}
     moved: dict[int, int] = {}
@@ -206,12 +220,10 @@ def _planned_types(planned: _PlannedGraph, types: GraphTypes, graph: onnx.GraphP
                 if name not in values and computed:
                     return None
                 continue
-            found = values.get(half)
+            found = typed(half)
             inferred = types.before_declared.get(half)
             if inferred is not None and inferred.tensor_type.HasField("shape"):
                 found = inferred
-            if found is None and half in initializers:
-                found = onnx.helper.make_tensor_type_proto(initializers[half].data_type, initializers[half].dims)
             if found is None:
                 return None
             wide = onnx.TypeProto()
@@ -222,6 +234,13 @@ def _planned_types(planned: _PlannedGraph, types: GraphTypes, graph: onnx.GraphP
         folded[moved[origin]] = tensors
     for (origin, attribute, position), subgraph in types.subgraphs.items():
         subgraphs[(moved[origin], attribute, position)] = subgraph
+    for (origin, attribute, position), body in planned.bodies.items():
+        body_types = _planned_types(
+            body, types.subgraph(origin, attribute, position), _body(graph.node[origin], attribute, position), typed
+        )
+        if body_types is None:
+            return None
+        subgraphs[(moved[origin], attribute, position)] = body_types
     return GraphTypes(values, subgraphs, folded, types.dim_names)
 
 
@@ -247,8 +266,8 @@ class _PlannedGraph:
     holds in f32."""
     in_f32: list[bool]
     """Per node of the graph planned, whether it computes in f32."""
-    bodies_planned: bool
-    """Whether a subgraph body of the graph was planned too (its types are not derived)."""
+    bodies: dict[tuple[int, str, int], _PlannedGraph]
+    """The bodies planned too, by (node index in the graph planned, attribute, position)."""
 
 
 def _planned_graph(
@@ -263,6 +282,7 @@ def _planned_graph(
     plan = _Plan(graph, types, opsets, scope)
     inner = _Scope(plan.elements, plan.dims, frozenset(plan.constants))
     bodies: dict[tuple[int, str], list[onnx.GraphProto]] = {}
+    planned_bodies: dict[tuple[int, str, int], _PlannedGraph] = {}
     for index, node in enumerate(graph.node):
         for attribute in node.attribute:
             graphs = _bodies(attribute)
@@ -277,6 +297,9 @@ def _planned_graph(
                     body.graph if body is not None else graphs[position]
                     for position, body in enumerate(planned)
                 ]
+            for position, body in enumerate(planned):
+                if body is not None:
+                    planned_bodies[(index, attribute.name, position)] = body
     if not any(plan.in_f32) and not bodies:
         return None
     rewritten = onnx.GraphProto()
@@ -286,7 +309,7 @@ def _planned_graph(
     for origin, node in plan.nodes(taken, bodies, widened):
         origins.append(origin)
         rewritten.node.append(node)
-    return _PlannedGraph(rewritten, origins, widened, plan.in_f32, bool(bodies))
+    return _PlannedGraph(rewritten, origins, widened, plan.in_f32, planned_bodies)
 
 
 class _Plan:
@@ -561,6 +584,12 @@ def _with_bodies(
             del attribute.graphs[:]
             attribute.graphs.extend(graphs)
     return planned
+
+
+def _body(node: onnx.NodeProto, attribute: str, position: int) -> onnx.GraphProto:
+    """Graph number `position` of `node`'s graph attribute `attribute`."""
+    found = next(candidate for candidate in node.attribute if candidate.name == attribute)
+    return _bodies(found)[position]
 
 
 def _bodies(attribute: onnx.AttributeProto) -> list[onnx.GraphProto]:

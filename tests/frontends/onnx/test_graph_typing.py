@@ -1,6 +1,6 @@
 """The typing step (graph_typing.py): the model is inferred once, and again only after a rewrite
 that read its types changed it and could not type what it wrote; the Conv folds of half weights
-read none, and the fp16/bf16 plan types what it writes where it can."""
+read none, and the fp16/bf16 plan types what it writes where it can (bodies included)."""
 
 from __future__ import annotations
 
@@ -76,11 +76,15 @@ def test_an_f32_twin_of_a_declared_output_has_the_inferred_size(inferred) -> Non
     assert typed.types.values["y"].tensor_type.shape.dim[0].dim_value == 2
 
 
-def test_a_plan_of_subgraph_bodies_is_inferred_again(inferred) -> None:
-    """A planned body is typed with its outer values: the plan leaves that to inference."""
+def test_a_plan_of_subgraph_bodies_types_them_too(inferred) -> None:
+    """A planned body reads its half values through Casts of its own and yields half values
+    again: the plan types it like the main graph, and the model is inferred once."""
     typed = type_model(if_model(), read_half=lambda name: None)
-    assert len(inferred) == 2 and "Cast" in inferred[1]
-    assert [node.op_type for node in typed.model.graph.node] == inferred[1]
+    assert inferred == [["Exp", "If"]]
+    assert [node.op_type for node in typed.model.graph.node] == ["Cast", "Exp", "Cast", "If"]
+    then_types = typed.types.subgraph(3, "then_branch").values
+    assert then_types["x_f32_1"].tensor_type.elem_type == TensorProto.FLOAT  # an outer value, widened
+    assert then_types["t"].tensor_type.elem_type == TensorProto.FLOAT16  # the branch's output
 
 
 def test_a_function_body_keeps_per_op_rounding(inferred) -> None:
