@@ -58,7 +58,7 @@ def type_model(
         model = eliminate_sequences(model, types, split_raw)
         types = infer_types(model, split_raw)
     if read_half is not None:
-        planned = plan_half_precision(model, types)
+        planned = plan_half_precision(model, types, split_raw)
         if planned is not None:
             model = planned.model
             types = infer_types(model, split_raw) if planned.types is None else planned.types

@@ -58,7 +58,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from .inference import GraphTypes, all_graphs, copy_fields
+from .folding import fold_shape_arithmetic
+from .inference import GraphTypes, all_graphs, copy_fields, strip_weights
 
 __all__ = ["BF16_KERNELS", "F16_KERNELS", "HALF_TYPES", "HalfPlan", "fold_half_convs", "plan_half_precision"]
 
@@ -147,10 +148,13 @@ class HalfPlan:
     where the planned model must be inferred again."""
 
 
-def plan_half_precision(model: onnx.ModelProto, types: GraphTypes) -> HalfPlan | None:
+def plan_half_precision(
+    model: onnx.ModelProto, types: GraphTypes, split_raw: Mapping[str, memoryview] | None = None
+) -> HalfPlan | None:
     """`model` with its graphs computing in f32 where onnxruntime's CPU provider does (module
     docstring), or None when no graph has an fp16/bf16 value or anything to change. `types`
-    are the model's inferred types."""
+    are the model's inferred types, `split_raw` its main graph's split-out raw_data
+    (`inference.strip_weights`)."""
     opsets = {
         ("" if entry.domain in _DEFAULT_DOMAINS else entry.domain): entry.version
         for entry in model.opset_import
@@ -158,7 +162,11 @@ def plan_half_precision(model: onnx.ModelProto, types: GraphTypes) -> HalfPlan |
     planned = _planned_graph(model.graph, types, opsets, _Scope({}, {}, frozenset()), _names(model))
     if planned is None:
         return None
-    return HalfPlan(_with_graph(model, planned.graph), _planned_types(planned, types, model.graph))
+    rewritten = _with_graph(model, planned.graph)
+    derived = _planned_types(
+        planned, types, model.graph, fold=lambda derived: _with_written_folds(rewritten, derived, split_raw)
+    )
+    return HalfPlan(rewritten, derived)
 
 
 def _with_graph(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelProto:
@@ -174,6 +182,7 @@ def _planned_types(
     types: GraphTypes,
     graph: onnx.GraphProto,
     outer: Callable[[str], onnx.TypeProto | None] = lambda name: None,
+    fold: Callable[[GraphTypes], GraphTypes | None] = lambda derived: None,
 ) -> GraphTypes | None:
     """The types of the planned `graph` (the main graph or a body), from `types` (those of
     `graph`, before the plan); `outer` types the values of the graphs around a body.
@@ -184,10 +193,12 @@ def _planned_types(
     follow their nodes to their new positions. A planned body is typed the same way, on its own:
     it reads its half inputs and outer values through Casts of its own and yields its half
     outputs again, so what the graph around it sees of it keeps its types (a Cast to f32 of an
-    outer value has that value's type, `outer`). None, for the planned model to be inferred
-    again, where typing would learn something the plan does not know: a folded node computing
-    in f32, a node the plan wrote reading a folded value (folding would fold it too), or an f32
-    node's result that typing left untyped. A half graph output given its declared size
+    outer value has that value's type, `outer`). Where a node the plan wrote reads a folded
+    value, folding may fold it too, and a folded node computing in f32 folds to other values:
+    `fold` folds the derived types' graph as inference would (`_with_written_folds`). None, for
+    the planned model to be inferred again, where typing would learn something the plan does
+    not know: a fold that could change a type (`_with_written_folds`), or an f32 node's result
+    that typing left untyped. A half graph output given its declared size
     (`GraphTypes.before_declared`) is held in f32 by a value that is no graph output: that value
     has the type inference gave the output, or, where that had no shape, the output's
     (`inference._refine_backwards` carries it up through the Cast back)."""
@@ -205,13 +216,12 @@ def _planned_types(
     folded: dict[int, tuple[onnx.TensorProto, ...]] = {}
     subgraphs: dict[tuple[int, str, int], GraphTypes] = {}
     moved: dict[int, int] = {}
+    refold = False
     for index, (origin, node) in enumerate(zip(planned.origins, planned.graph.node, strict=True)):
         computed = origin is not None and planned.in_f32[origin]
         written = origin is None or computed or node.op_type != graph.node[origin].op_type
-        if written and any(name in folded_values for name in node.input):
-            return None
-        if computed and origin in types.folded:
-            return None
+        if written and any(name in folded_values for name in node.input) or computed and origin in types.folded:
+            refold = True
         if origin is not None:
             moved.setdefault(origin, index)
         for name in node.output:
@@ -231,7 +241,8 @@ def _planned_types(
             wide.tensor_type.elem_type = TensorProto.FLOAT
             values[name] = wide
     for origin, tensors in types.folded.items():
-        folded[moved[origin]] = tensors
+        if not planned.in_f32[origin]:  # (a folded node computing in f32 is folded again)
+            folded[moved[origin]] = tensors
     for (origin, attribute, position), subgraph in types.subgraphs.items():
         subgraphs[(moved[origin], attribute, position)] = subgraph
     for (origin, attribute, position), body in planned.bodies.items():
@@ -241,7 +252,59 @@ def _planned_types(
         if body_types is None:
             return None
         subgraphs[(moved[origin], attribute, position)] = body_types
-    return GraphTypes(values, subgraphs, folded, types.dim_names)
+    derived = GraphTypes(values, subgraphs, folded, types.dim_names)
+    return fold(derived) if refold else derived
+
+
+_TYPED_FROM_SHAPES = frozenset(
+    {
+        "Abs", "Add", "And", "Cast", "CastLike", "Ceil", "Cos", "Div", "Equal", "Erf", "Exp", "Floor",
+        "Greater", "GreaterOrEqual", "IsInf", "IsNaN", "Less", "LessOrEqual", "Log", "Max", "Mean",
+        "Min", "Mul", "Neg", "Not", "Or", "Pow", "Reciprocal", "Relu", "Round", "Sigmoid", "Sign",
+        "Sin", "Sqrt", "Sub", "Sum", "Tanh", "Where", "Xor",
+    }
+)  # fmt: skip
+"""Element-wise ops: ONNX infers their results from their operands' types, never their data."""
+
+_FLOAT_TENSORS = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE})
+
+
+def _with_written_folds(
+    model: onnx.ModelProto, derived: GraphTypes, split_raw: Mapping[str, memoryview] | None
+) -> GraphTypes | None:
+    """`derived` (the planned `model`'s types) with what inference's folding folds of the
+    planned main graph (`folding.fold_shape_arithmetic` on the copy inference reads), or None
+    where a new fold could change a type, for the model to be inferred again.
+
+    A new fold changes no type where every node that reads it and does not fold with it is
+    an element-wise op (`_TYPED_FROM_SHAPES`: ONNX types it from its operands' types, where
+    Range's bounds or Resize's scales are read as data), and, for a fold that is no float (a
+    comparison of new folds, an integer Cast), yields floats only: shape data (ONNX's data
+    propagation, `symbolic_dims`) is integers and flows only through integer and boolean
+    values. Anything else is refused. Folding learns no more in a second round: a round folds
+    every chain it reaches, and nothing new is typed."""
+    folded = dict(derived.folded)
+    opset = next((entry.version for entry in model.opset_import if entry.domain in _DEFAULT_DOMAINS), 1)
+    fold_shape_arithmetic(strip_weights(model, split_raw).graph, derived.values, opset, folded, {})
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for index, node in enumerate(model.graph.node):
+        if index not in folded:
+            for name in node.input:
+                readers.setdefault(name, []).append(node)
+    def float_results(node: onnx.NodeProto) -> bool:
+        found = [derived.values.get(name) for name in node.output]
+        return all(type_ is not None and type_.tensor_type.elem_type in _FLOAT_TENSORS for type_ in found)
+
+    for index, tensors in folded.items():
+        if index in derived.folded:
+            continue
+        for tensor in tensors:
+            for reader in readers.get(tensor.name, ()):
+                if reader.op_type not in _TYPED_FROM_SHAPES or reader.domain not in _DEFAULT_DOMAINS:
+                    return None
+                if tensor.data_type not in _FLOAT_TENSORS and not float_results(reader):
+                    return None
+    return GraphTypes(derived.values, derived.subgraphs, folded, derived.dim_names)
 
 
 @dataclass(frozen=True)

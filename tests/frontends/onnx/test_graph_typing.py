@@ -76,6 +76,47 @@ def test_an_f32_twin_of_a_declared_output_has_the_inferred_size(inferred) -> Non
     assert typed.types.values["y"].tensor_type.shape.dim[0].dim_value == 2
 
 
+def test_folds_of_what_the_plan_writes_cost_no_inference(inferred) -> None:
+    """A shape value cast to fp16 (a torch-script attention scale): the f32 Sqrt and the Cast
+    before it fold as inference's folding would fold them, and the Mul reading the fold
+    computes in f32; the planned model is not inferred again."""
+    model = onnx.parser.parse_model(
+        OPSET
+        + """g (float16[2, 3] x) => (float16[2, 3] y) {
+            shape = Shape<start = -1>(x)
+            n = Cast<to = 10>(shape)
+            k = Sqrt(n)
+            y = Mul(x, k)
+        }"""
+    )
+    typed = type_model(model, read_half=lambda name: None)
+    assert inferred == [["Shape", "Cast", "Sqrt", "Mul"]]
+    ops = [(node.op_type, list(node.input)) for node in typed.model.graph.node]
+    assert ops[2:4] == [("Cast", ["n"]), ("Sqrt", ["n_f32"])]
+    again = graph_typing.infer_types(typed.model)
+    assert typed.types.folded == again.folded  # the f32 Cast and Sqrt, folded
+    assert {tensor.name for tensors in typed.types.folded.values() for tensor in tensors} >= {"n_f32", "k_f32"}
+    assert typed.types.values["y_f32"] == again.values["y_f32"]
+
+
+def test_a_fold_of_the_plan_read_as_data_is_left_to_inference(inferred) -> None:
+    """Range's length is typed from its operands' data: a new fold it reads could type it,
+    so the planned model is inferred again."""
+    model = onnx.parser.parse_model(
+        OPSET
+        + """g (float16[4] x, float16 limit) => (float16[?] y) {
+            shape = Shape(x)
+            n = Cast<to = 10>(shape)
+            start = ReduceMax<keepdims = 0>(n)
+            delta = Constant<value = float16 {1}>()
+            y = Range(start, limit, delta)
+        }"""
+    )
+    typed = type_model(model, read_half=lambda name: None)
+    assert len(inferred) == 2 and "Range" in inferred[1]
+    assert typed.types.values["y_f32"].tensor_type.elem_type == TensorProto.FLOAT
+
+
 def test_a_plan_of_subgraph_bodies_types_them_too(inferred) -> None:
     """A planned body reads its half values through Casts of its own and yields half values
     again: the plan types it like the main graph, and the model is inferred once."""
