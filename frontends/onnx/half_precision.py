@@ -194,11 +194,11 @@ def _planned_types(
     it reads its half inputs and outer values through Casts of its own and yields its half
     outputs again, so what the graph around it sees of it keeps its types (a Cast to f32 of an
     outer value has that value's type, `outer`). Where a node the plan wrote reads a folded
-    value, folding may fold it too, and a folded node computing in f32 folds to other values:
-    `fold` folds the derived types' graph as inference would (`_with_written_folds`). None, for
-    the planned model to be inferred again, where typing would learn something the plan does
-    not know: a fold that could change a type (`_with_written_folds`), or an f32 node's result
-    that typing left untyped. A half graph output given its declared size
+    value, folding may fold it too: `fold` folds the derived types' graph as inference would
+    (`_with_written_folds`). None, for the planned model to be inferred again, where typing
+    would learn something the plan does not know: a folded node computing in f32 (its value
+    and what was folded from it change, or no longer fold), a fold that could change a type
+    (`_with_written_folds`), or an f32 node's result that typing left untyped. A half graph output given its declared size
     (`GraphTypes.before_declared`) is held in f32 by a value that is no graph output: that value
     has the type inference gave the output, or, where that had no shape, the output's
     (`inference._refine_backwards` carries it up through the Cast back)."""
@@ -220,8 +220,10 @@ def _planned_types(
     for index, (origin, node) in enumerate(zip(planned.origins, planned.graph.node, strict=True)):
         computed = origin is not None and planned.in_f32[origin]
         written = origin is None or computed or node.op_type != graph.node[origin].op_type
-        if written and any(name in folded_values for name in node.input) or computed and origin in types.folded:
+        if written and any(name in folded_values for name in node.input):
             refold = True
+        if computed and origin in types.folded:
+            return None
         if origin is not None:
             moved.setdefault(origin, index)
         for name in node.output:
@@ -241,8 +243,7 @@ def _planned_types(
             wide.tensor_type.elem_type = TensorProto.FLOAT
             values[name] = wide
     for origin, tensors in types.folded.items():
-        if not planned.in_f32[origin]:  # (a folded node computing in f32 is folded again)
-            folded[moved[origin]] = tensors
+        folded[moved[origin]] = tensors
     for (origin, attribute, position), subgraph in types.subgraphs.items():
         subgraphs[(moved[origin], attribute, position)] = subgraph
     for (origin, attribute, position), body in planned.bodies.items():
