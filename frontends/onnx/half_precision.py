@@ -164,7 +164,7 @@ def plan_half_precision(
         return None
     rewritten = _with_graph(model, planned.graph)
     derived = _planned_types(
-        planned, types, model.graph, fold=lambda derived: _with_written_folds(rewritten, derived, split_raw)
+        planned, types, model.graph, fold=lambda derived, dropped: _with_written_folds(rewritten, derived, dropped, split_raw)
     )
     return HalfPlan(rewritten, derived)
 
@@ -182,7 +182,7 @@ def _planned_types(
     types: GraphTypes,
     graph: onnx.GraphProto,
     outer: Callable[[str], onnx.TypeProto | None] = lambda name: None,
-    fold: Callable[[GraphTypes], GraphTypes | None] = lambda derived: None,
+    fold: Callable[[GraphTypes, Mapping[str, int]], GraphTypes | None] = lambda derived, dropped: None,
 ) -> GraphTypes | None:
     """The types of the planned `graph` (the main graph or a body), from `types` (those of
     `graph`, before the plan); `outer` types the values of the graphs around a body.
@@ -194,11 +194,12 @@ def _planned_types(
     it reads its half inputs and outer values through Casts of its own and yields its half
     outputs again, so what the graph around it sees of it keeps its types (a Cast to f32 of an
     outer value has that value's type, `outer`). Where a node the plan wrote reads a folded
-    value, folding may fold it too: `fold` folds the derived types' graph as inference would
-    (`_with_written_folds`). None, for the planned model to be inferred again, where typing
-    would learn something the plan does not know: a folded node computing in f32 (its value
-    and what was folded from it change, or no longer fold), a fold that could change a type
-    (`_with_written_folds`), or an f32 node's result that typing left untyped. A half graph output given its declared size
+    value, folding may fold it too, and a folded node computing in f32 folds to another value
+    (or not at all), and so do the folds computed from it: those are left out, and `fold`
+    folds the derived types' graph as inference would (`_with_written_folds`). None, for the
+    planned model to be inferred again, where typing would learn something the plan does not
+    know: a fold that could change a type (`_with_written_folds`), or an f32 node's result that
+    typing left untyped. A half graph output given its declared size
     (`GraphTypes.before_declared`) is held in f32 by a value that is no graph output: that value
     has the type inference gave the output, or, where that had no shape, the output's
     (`inference._refine_backwards` carries it up through the Cast back)."""
@@ -220,10 +221,8 @@ def _planned_types(
     for index, (origin, node) in enumerate(zip(planned.origins, planned.graph.node, strict=True)):
         computed = origin is not None and planned.in_f32[origin]
         written = origin is None or computed or node.op_type != graph.node[origin].op_type
-        if written and any(name in folded_values for name in node.input):
+        if written and any(name in folded_values for name in node.input) or computed and origin in types.folded:
             refold = True
-        if computed and origin in types.folded:
-            return None
         if origin is not None:
             moved.setdefault(origin, index)
         for name in node.output:
@@ -242,8 +241,14 @@ def _planned_types(
             wide.CopyFrom(found)
             wide.tensor_type.elem_type = TensorProto.FLOAT
             values[name] = wide
-    for origin, tensors in types.folded.items():
-        folded[moved[origin]] = tensors
+    dropped: dict[str, int] = {}
+    """The values of folds that are folded again: a folded node computing in f32, and every
+    fold computed from one of them (-> their element types)."""
+    for origin, tensors in sorted(types.folded.items()):
+        if planned.in_f32[origin] or any(name in dropped for name in graph.node[origin].input):
+            dropped.update((tensor.name, tensor.data_type) for tensor in tensors)
+        else:
+            folded[moved[origin]] = tensors
     for (origin, attribute, position), subgraph in types.subgraphs.items():
         subgraphs[(moved[origin], attribute, position)] = subgraph
     for (origin, attribute, position), body in planned.bodies.items():
@@ -254,7 +259,7 @@ def _planned_types(
             return None
         subgraphs[(moved[origin], attribute, position)] = body_types
     derived = GraphTypes(values, subgraphs, folded, types.dim_names)
-    return fold(derived) if refold else derived
+    return fold(derived, dropped) if refold else derived
 
 
 _TYPED_FROM_SHAPES = frozenset(
@@ -271,18 +276,25 @@ _FLOAT_TENSORS = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.
 
 
 def _with_written_folds(
-    model: onnx.ModelProto, derived: GraphTypes, split_raw: Mapping[str, memoryview] | None
+    model: onnx.ModelProto,
+    derived: GraphTypes,
+    dropped: Mapping[str, int],
+    split_raw: Mapping[str, memoryview] | None,
 ) -> GraphTypes | None:
     """`derived` (the planned `model`'s types) with what inference's folding folds of the
     planned main graph (`folding.fold_shape_arithmetic` on the copy inference reads), or None
-    where a new fold could change a type, for the model to be inferred again.
+    where the folds could change a type, for the model to be inferred again. `dropped`: the
+    values (-> element type) of the folds `derived` left out to be folded again (a folded node
+    computing in f32 folds to another value, or not at all: an f32 Div of an fp16 Constant is
+    no shape arithmetic, and neither is what was folded from it).
 
-    A new fold changes no type where every node that reads it and does not fold with it is
-    an element-wise op (`_TYPED_FROM_SHAPES`: ONNX types it from its operands' types, where
-    Range's bounds or Resize's scales are read as data), and, for a fold that is no float (a
-    comparison of new folds, an integer Cast), yields floats only: shape data (ONNX's data
-    propagation, `symbolic_dims`) is integers and flows only through integer and boolean
-    values. Anything else is refused. Folding learns no more in a second round: a round folds
+    A fold that is new, or dropped, changes no type where every node that reads it and does
+    not fold with it is an element-wise op (`_TYPED_FROM_SHAPES`: ONNX types it from its
+    operands' types, where Range's bounds or Resize's scales are read as data), and, for a fold
+    that is no float (a comparison of floats), yields floats only: shape data (ONNX's data
+    propagation, `symbolic_dims`) is integers and flows only through integer and boolean values,
+    and none of these folds is computed from shape data alone (each from a float the plan
+    made). Anything else is refused. Folding learns no more in a second round: a round folds
     every chain it reaches, and nothing new is typed."""
     folded = dict(derived.folded)
     opset = next((entry.version for entry in model.opset_import if entry.domain in _DEFAULT_DOMAINS), 1)
@@ -292,19 +304,21 @@ def _with_written_folds(
         if index not in folded:
             for name in node.input:
                 readers.setdefault(name, []).append(node)
+
     def float_results(node: onnx.NodeProto) -> bool:
         found = [derived.values.get(name) for name in node.output]
         return all(type_ is not None and type_.tensor_type.elem_type in _FLOAT_TENSORS for type_ in found)
 
+    changed = dict(dropped)
     for index, tensors in folded.items():
-        if index in derived.folded:
-            continue
-        for tensor in tensors:
-            for reader in readers.get(tensor.name, ()):
-                if reader.op_type not in _TYPED_FROM_SHAPES or reader.domain not in _DEFAULT_DOMAINS:
-                    return None
-                if tensor.data_type not in _FLOAT_TENSORS and not float_results(reader):
-                    return None
+        if index not in derived.folded:
+            changed.update((tensor.name, tensor.data_type) for tensor in tensors)
+    for name, element in changed.items():
+        for reader in readers.get(name, ()):
+            if reader.op_type not in _TYPED_FROM_SHAPES or reader.domain not in _DEFAULT_DOMAINS:
+                return None
+            if element not in _FLOAT_TENSORS and not float_results(reader):
+                return None
     return GraphTypes(derived.values, derived.subgraphs, folded, derived.dim_names)
 
 
