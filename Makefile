@@ -9,7 +9,7 @@ TORCHVISION := .venv-tv
 DETECTION := testdata/generated/detection
 MODE ?= none
 
-.PHONY: help install test test-latest zoo llm detection lint format bench bench-run conformance conformance-dynamic fuzz clean mlir-snapshot
+.PHONY: help install test test-latest zoo llm detection lint format bench bench-run bench-compile-growth conformance conformance-dynamic fuzz clean mlir-snapshot
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -45,6 +45,9 @@ detection: ## torchvision's detection models (Faster R-CNN, Mask R-CNN, Keypoint
 
 bench-run: ## run-time benchmark (slow, not in `make test`): niroc's compiled code vs iree-import-onnx's and onnxruntime (report in testdata/generated/bench/run-report.md and docs/performance.md); ARGS="--only resnet50_17 --runs 5"
 	$(BIN)/python tests/bench/bench_run.py $(ARGS)
+
+bench-compile-growth: ## compile CPU time (niroc + iree-compile) of the bench-run models now vs the revision before the run-time speed work (budget +20%; docs/compile-growth.md); ARGS="--only lstm gru" or "--base REV"
+	$(BIN)/python tests/bench/bench_compile_growth.py $(ARGS)
 
 lint: ## ruff check, and mypy on the typed packages (ir/, frontends/onnx/, backends/mlir/); CI runs it before the tests
 	$(BIN)/ruff check .

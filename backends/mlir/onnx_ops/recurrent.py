@@ -1,6 +1,6 @@
 """RNN, GRU and LSTM (opset 7+): per direction, the steps unrolled over a static sequence of
-at most UNROLLED_STEPS steps, else `scf.for` loops over the sequence length (LOOPED_STEPS steps
-per iteration, then one).
+at most UNROLLED_STEPS steps, else `scf.for` loops over the sequence length walking every
+direction at once (LOOPED_STEPS steps per iteration, then one).
 
 The three ops share everything but the gate math (`recurrent_kit.py` holds what they share).
 Per direction: every time step of X is projected through W at once (`X * W^T + Wb`, time-major
@@ -9,7 +9,9 @@ bounds from the `tensor.dim` of X when the sequence length is dynamic) carrying 
 (and LSTM's cell state) and the stacked Y. Each step projects the state through R
 (`H * R^T + Rb`) and hands both projections to the cell's `step`, whose gate math is
 element-wise `linalg.generic` ops over (batch, hidden). A reverse direction walks time
-backwards; bidirectional runs both directions' steps, the second writing into the first's Y.
+backwards. A bidirectional op walks both directions together, unrolled or looped: forward step
+t next to reverse step t (time T-1-t), both writing into one Y, their steps independent so that
+IREE may run them side by side.
 Y, Y_h and Y_c are assembled in the layout asked for (0: time-major, 1: batch-major); absent
 outputs are not built. Results are narrowed once at the end. A dynamic batch is carried as a
 dynamic dim of the states and of Y (its size the `tensor.dim` of X); a dynamic sequence of
@@ -153,18 +155,35 @@ UNROLLED_STEPS = 64
 adds small dispatches for iree-compile to build (about 60 ms of compile CPU per step)."""
 
 
-def _run_direction(
-    rec: Recurrence, direction: int, y: mlir_ir.Value | None
-) -> tuple[list[mlir_ir.Value], mlir_ir.Value | None]:
-    """One direction's steps: its final states, and `y` with its Y slabs written.
-
-    A static sequence of at most UNROLLED_STEPS steps is unrolled into straight-line ops;
-    otherwise an `scf.for` walks it.
+def _unrolled(
+    rec: Recurrence, y: mlir_ir.Value | None
+) -> tuple[list[list[mlir_ir.Value]], mlir_ir.Value | None]:
+    """Every direction's steps over a static sequence of at most UNROLLED_STEPS steps, as
+    straight-line ops, the directions' steps interleaved: the final states of each direction,
+    and `y` with its Y slabs written.
 
     NOTE: IREE 3.13 runs an `scf.for` over tensors on the host, one submission of the step's
     dispatches per iteration: the bench's 2-layer bidirectional LSTM (32 steps, static) took
     2.9 ms as loops against onnxruntime's 0.34 ms, and 0.34 ms unrolled (onnxruntime 0.20 ms
     in that run), its whole sequence one command buffer of small dispatches."""
+    assert isinstance(rec.seq, int)
+    directions = range(len(rec.reverse))
+    starts = [_start(rec, direction) for direction in directions]
+    rec.hoist_before(starts[0][0].owner)  # step-independent values: once, before the steps
+    states = [list(initial) for _, initial in starts]
+    for step in range(rec.seq):
+        for direction, (projected, _) in enumerate(starts):
+            time = rec.seq - 1 - step if rec.reverse[direction] else step
+            states[direction], y = _step(
+                rec, direction, projected, index_constant(time), states[direction], y
+            )
+    rec.hoist_before(None)
+    return [_finals(rec, final) for final in states], y
+
+
+def _start(rec: Recurrence, direction: int) -> tuple[mlir_ir.Value, list[mlir_ir.Value]]:
+    """What a direction's steps start from: every time step of X projected through its W
+    (time-major), and its initial states (zero where the op has none)."""
     x_map = [0, 1, 3] if rec.layout == 0 else [1, 0, 3]
     projected = project(rec, rec.x, x_map, (rec.seq, rec.batch), rec.w, direction, 0, rec.rows, 0)
     states = []
@@ -173,14 +192,7 @@ def _run_direction(
             states.append(fill(empty([rec.batch, rec.hidden], rec.compute), rec.math.zero()))
         else:
             states.append(_extract(rec, initial, _slice_spec(rec, direction, None)))
-    if not isinstance(rec.seq, int) or rec.seq > UNROLLED_STEPS:
-        return _looped(rec, direction, projected, states, y)
-    rec.hoist_before(projected.owner)  # step-independent values: once, before the projection
-    for step in range(rec.seq):
-        time = rec.seq - 1 - step if rec.reverse[direction] else step
-        states, y = _step(rec, direction, projected, index_constant(time), states, y)
-    rec.hoist_before(None)
-    return _finals(rec, states), y
+    return projected, states
 
 
 def _step(
@@ -212,60 +224,70 @@ def _step(
     return new, y
 
 
-LOOPED_STEPS = 8
-"""Steps per iteration of the `scf.for` over a sequence that is not unrolled (a loop of one
-step per iteration does the rest).
+LOOPED_STEPS = (8, 1)
+"""Steps per iteration of the `scf.for` loops over a sequence that is not unrolled: a loop of
+8 steps per iteration while 8 remain, then one of 1 (each loop of the tuple takes the whole
+iterations of its size that remain).
 
-NOTE: IREE 3.13 runs each iteration of an `scf.for` over tensors from the host (one submission,
-two allocations and a copy of the carried Y each): the bench's dynamic 2-layer bidirectional
-LSTM (32 steps) took 1.6 ms of CPU with one step per iteration and 1.1 ms with four; per call
-(iree.runtime local-task, load ~19) 3.16 ms with four, 2.58 ms with eight, 2.24 ms with sixteen,
-iree-compile's time alike for the three. Eight: a length of n steps takes about n/8 + 3.5
-iterations (the rest one by one), fewest near the 20-130 steps of typical sequences."""
+NOTE: IREE 3.13 runs each iteration of an `scf.for` over tensors from the host, one submission
+(and its allocations) each, which costs more than a step's dispatches; but every step of a loop
+body is compiled. The bench's dynamic 2-layer bidirectional LSTM (32 steps, iree.runtime
+local-task, load ~4, onnxruntime 0.12 ms) took 1.57 ms per call with a loop per direction of
+8 steps, then 1; with both directions in one loop 1.33 ms (8, 1), 1.45 ms (12, 3, 1) and
+1.24 ms (16, 4, 1), for a compile (frontend + iree-compile, CPU seconds) of 3.5 s per loop,
+4.0 s, 4.4 s and 5.1 s: (8, 1) keeps the compile within 20% of the per-direction loops'."""
 
 
 def _looped(
-    rec: Recurrence,
-    direction: int,
-    projected: mlir_ir.Value,
-    states: list[mlir_ir.Value],
-    y: mlir_ir.Value | None,
-) -> tuple[list[mlir_ir.Value], mlir_ir.Value | None]:
-    """The steps as `scf.for` loops over time carrying the states and Y: LOOPED_STEPS steps
-    per iteration while that many remain, then one."""
+    rec: Recurrence, y: mlir_ir.Value | None
+) -> tuple[list[list[mlir_ir.Value]], mlir_ir.Value | None]:
+    """Every direction's steps in the same `scf.for` loops over time, carrying their states
+    and Y: LOOPED_STEPS[0] steps of each direction per iteration while that many remain, then
+    fewer (LOOPED_STEPS).
+    The final states of each direction, and `y` with its Y slabs written. A bidirectional op
+    walks both directions in one loop: half the host-driven iterations of a loop per
+    direction."""
+    directions = range(len(rec.reverse))
+    starts = [_start(rec, direction) for direction in directions]
     bound = index_constant(rec.seq) if isinstance(rec.seq, int) else rec.seq
     # NOTE: a dynamic-batch state does not enter the loop as its initial value: IREE (3.x)
     # may pack that value into a buffer shared with others (the projections) and then carry
     # the whole buffer, reading the state at offset 0, i.e. another tensor's bytes. The loop
     # carries an unread `tensor.empty` instead, and the first step reads the initial states
     # captured from outside (read at their true offsets, as the projections are).
-    captured = None if isinstance(rec.batch, int) else states
-    entering = (
-        states
-        if captured is None
-        else [empty([rec.batch, rec.hidden], rec.compute) for _ in states]
-    )
-    per = index_constant(LOOPED_STEPS)
-    whole = arith.MulIOp(arith.DivUIOp(bound, per).result, per).result
+    captured = None if isinstance(rec.batch, int) else [states for _, states in starts]
+    entering = [
+        state if captured is None else empty([rec.batch, rec.hidden], rec.compute)
+        for _, states in starts
+        for state in states
+    ]
+    projections = [projected for projected, _ in starts]
     carried = [*entering, *([] if y is None else [y])]
-    zero = index_constant(0)
-    carried = _loop(rec, direction, projected, (zero, whole, LOOPED_STEPS), carried, captured)
-    carried = _loop(rec, direction, projected, (whole, bound, 1), carried, captured)
+    lower = index_constant(0)
+    for steps in LOOPED_STEPS:
+        upper = bound
+        if steps > 1:  # the end of the whole iterations of `steps` steps from `lower`
+            per = index_constant(steps)
+            whole = arith.DivUIOp(arith.SubIOp(bound, lower).result, per).result
+            upper = arith.AddIOp(lower, arith.MulIOp(whole, per).result).result
+        carried = _loop(rec, projections, (lower, upper, steps), carried, captured)
+        lower = upper
     rec.hoist_before(None)
-    return _finals(rec, carried[: len(states)]), (carried[-1] if y is not None else None)
+    count = rec.cell.states
+    finals = [_finals(rec, carried[d * count : (d + 1) * count]) for d in directions]
+    return finals, (carried[-1] if y is not None else None)
 
 
 def _loop(
     rec: Recurrence,
-    direction: int,
-    projected: mlir_ir.Value,
+    projections: list[mlir_ir.Value],
     walk: tuple[mlir_ir.Value, mlir_ir.Value, int],
     carried: list[mlir_ir.Value],
-    captured: list[mlir_ir.Value] | None,
+    captured: list[list[mlir_ir.Value]] | None,
 ) -> list[mlir_ir.Value]:
-    """One `scf.for` over steps [lower, upper) doing `steps` of them per iteration (`walk`),
-    carrying the states (and Y, last); its results. Step-independent values go before the
-    first loop."""
+    """One `scf.for` over steps [lower, upper) doing `steps` of them per iteration (`walk`)
+    for every direction (its projection in `projections`), carrying each direction's states
+    in turn (and Y, last); its results. Step-independent values go before the first loop."""
     lower, upper, steps = walk
     loop = scf.ForOp(lower, upper, index_constant(steps), carried)
     if rec.hoist is None:
@@ -273,23 +295,26 @@ def _loop(
     count = rec.cell.states
     with mlir_ir.InsertionPoint(loop.body):
         inner = list(loop.inner_iter_args)
-        old, y = inner[:count], (inner[-1] if len(inner) > count else None)
+        states = [inner[d * count : (d + 1) * count] for d in range(len(projections))]
+        y = inner[-1] if len(inner) > count * len(projections) else None
         for offset in range(steps):
             position = loop.induction_variable
             if offset:
                 position = arith.AddIOp(position, index_constant(offset)).result
-            time = position
-            if rec.reverse[direction]:
-                last = (
-                    index_constant(rec.seq - 1)
-                    if isinstance(rec.seq, int)
-                    else arith.SubIOp(rec.seq, index_constant(1)).result
-                )
-                time = arith.SubIOp(last, position).result
-            if captured is not None and offset == 0:  # only a first step can be step 0
-                old = _first_step_reads(rec, position, index_constant(0), captured, old)
-            old, y = _step(rec, direction, projected, time, old, y)
-        scf.YieldOp([*old, *([] if y is None else [y])])
+            for direction, projected in enumerate(projections):
+                time = position
+                if rec.reverse[direction]:
+                    last = (
+                        index_constant(rec.seq - 1)
+                        if isinstance(rec.seq, int)
+                        else arith.SubIOp(rec.seq, index_constant(1)).result
+                    )
+                    time = arith.SubIOp(last, position).result
+                old = states[direction]
+                if captured is not None and offset == 0:  # only a first step can be step 0
+                    old = _first_step_reads(rec, position, index_constant(0), captured[direction], old)
+                states[direction], y = _step(rec, direction, projected, time, old, y)
+        scf.YieldOp([*(state for group in states for state in group), *([] if y is None else [y])])
     return list(loop.results)
 
 
@@ -360,10 +385,10 @@ def _lower_recurrence(ctx: LoweringRuleContext, cell: Cell) -> list[mlir_ir.Valu
             else [rec.batch, rec.seq, directions, rec.hidden]
         )
         y = empty(shape, rec.compute)
-    finals = []
-    for direction in range(directions):
-        direction_finals, y = _run_direction(rec, direction, y)
-        finals.append(direction_finals)
+    if isinstance(rec.seq, int) and rec.seq <= UNROLLED_STEPS:
+        finals, y = _unrolled(rec, y)
+    else:
+        finals, y = _looped(rec, y)
     state_shape = (
         [directions, rec.batch, rec.hidden]
         if rec.layout == 0

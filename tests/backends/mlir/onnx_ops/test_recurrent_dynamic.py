@@ -130,8 +130,9 @@ MODELS = {
     ),
 }
 
-SHAPES = ((1, 1), (1, 3), (5, 1), (4, 3))
-"""(seq, batch) shapes each model runs at (a static dim keeps its size)."""
+SHAPES = ((1, 1), (1, 3), (5, 1), (4, 3), (21, 2))
+"""(seq, batch) shapes each model runs at (a static dim keeps its size); 21 steps walk each of
+the loops a looped sequence takes (8 steps per iteration twice, then 1 five times)."""
 
 
 @functools.cache
