@@ -359,25 +359,15 @@ def _planned_graph(
     in any body. `taken`: every name in the model, grown by the names the rewrite makes."""
     plan = _Plan(graph, types, opsets, scope)
     inner = _Scope(plan.elements, plan.dims, frozenset(plan.constants))
-    bodies: dict[tuple[int, str], list[onnx.GraphProto]] = {}
-    planned_bodies: dict[tuple[int, str, int], _PlannedGraph] = {}
+    bodies: dict[tuple[int, str, int], _PlannedGraph] = {}
     for index, node in enumerate(graph.node):
         for attribute in node.attribute:
-            graphs = _bodies(attribute)
-            planned = [
-                _planned_graph(
+            for position, body in enumerate(_bodies(attribute)):
+                planned = _planned_graph(
                     body, types.subgraph(index, attribute.name, position), opsets, inner, taken
                 )
-                for position, body in enumerate(graphs)
-            ]
-            if any(body is not None for body in planned):
-                bodies[(index, attribute.name)] = [
-                    body.graph if body is not None else graphs[position]
-                    for position, body in enumerate(planned)
-                ]
-            for position, body in enumerate(planned):
-                if body is not None:
-                    planned_bodies[(index, attribute.name, position)] = body
+                if planned is not None:
+                    bodies[(index, attribute.name, position)] = planned
     if not any(plan.in_f32) and not bodies:
         return None
     rewritten = onnx.GraphProto()
@@ -387,7 +377,7 @@ def _planned_graph(
     for origin, node in plan.nodes(taken, bodies, widened):
         origins.append(origin)
         rewritten.node.append(node)
-    return _PlannedGraph(rewritten, origins, widened, plan.in_f32, planned_bodies)
+    return _PlannedGraph(rewritten, origins, widened, plan.in_f32, bodies)
 
 
 class _Plan:
@@ -518,14 +508,14 @@ class _Plan:
     def nodes(
         self,
         taken: set[str],
-        bodies: Mapping[tuple[int, str], list[onnx.GraphProto]],
+        bodies: Mapping[tuple[int, str, int], _PlannedGraph],
         widened: dict[str, str],
     ) -> Iterable[tuple[int | None, onnx.NodeProto]]:
         """The graph's nodes, rewritten, each with the index of the node it was written from
         (None for a Cast the plan makes): Casts to f32 before the nodes that read them, f32
         nodes with renamed half results, Casts back where a half reader needs them, and the
-        planned `bodies` ((node index, attribute name) -> its graphs) in their control-flow
-        nodes. Each value made to hold a half value in f32 goes into `widened` (see
+        planned `bodies` ((node index, attribute name, position) -> the body planned) in their
+        control-flow nodes. Each value made to hold a half value in f32 goes into `widened` (see
         `_PlannedGraph.widened`)."""
         wide: dict[str, str] = {}
         """half value -> the name of its f32 value, once there is one."""
@@ -645,22 +635,24 @@ def _read_by_subgraphs(graph: onnx.GraphProto) -> set[str]:
 
 
 def _with_bodies(
-    node: onnx.NodeProto, index: int, bodies: Mapping[tuple[int, str], list[onnx.GraphProto]]
+    node: onnx.NodeProto, index: int, bodies: Mapping[tuple[int, str, int], _PlannedGraph]
 ) -> onnx.NodeProto:
     """`node` (number `index`) with its planned bodies, if any changed."""
-    if not any((index, attribute.name) in bodies for attribute in node.attribute):
+    replaced = {
+        (attribute.name, position): bodies[(index, attribute.name, position)].graph
+        for attribute in node.attribute
+        for position in range(len(_bodies(attribute)))
+        if (index, attribute.name, position) in bodies
+    }
+    if not replaced:
         return node
     planned = onnx.NodeProto()
     planned.CopyFrom(node)
     for attribute in planned.attribute:
-        graphs = bodies.get((index, attribute.name))
-        if graphs is None:
-            continue
-        if attribute.HasField("g"):
-            attribute.g.CopyFrom(graphs[0])
-        else:
-            del attribute.graphs[:]
-            attribute.graphs.extend(graphs)
+        for position, body in enumerate(_bodies(attribute)):
+            graph = replaced.get((attribute.name, position))
+            if graph is not None:
+                body.CopyFrom(graph)
     return planned
 
 
