@@ -19,7 +19,7 @@ node reading a user's Cast of an f32 value to fp16 reads the f32 value. onnxrunt
 MatMul+Add fusion (level basic, the default runs it) reads a rank-3 MatMul input through an fp16
 Reshape, which keeps that input's fp16 producer from being isolated: modelled in
 `_fused_reshape_reader`. The plan changes no shape, so it gives the values it makes their
-types itself (`_planned_types`) where inference would learn nothing more. Every op is then
+types itself (`half_plan_types`) where inference would learn nothing more. Every op is then
 lowered as before: with no half operand it computes in f32; LayerNormalization and the
 data-movement ops keep fp16 and round once.
 
@@ -58,8 +58,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from .folding import fold_shape_arithmetic
-from .inference import GraphTypes, all_graphs, copy_fields, strip_weights
+from .half_plan_types import PlannedGraph, graph_bodies, planned_types
+from .inference import GraphTypes, all_graphs, copy_fields
 
 __all__ = ["BF16_KERNELS", "F16_KERNELS", "HALF_TYPES", "HalfPlan", "fold_half_convs", "plan_half_precision"]
 
@@ -144,8 +144,8 @@ class HalfPlan:
 
     model: onnx.ModelProto
     types: GraphTypes | None
-    """The planned model's types, derived from those it was planned on (`_planned_types`); None
-    where the planned model must be inferred again."""
+    """The planned model's types, derived from those it was planned on (`half_plan_types`);
+    None where the planned model must be inferred again."""
 
 
 def plan_half_precision(
@@ -163,10 +163,7 @@ def plan_half_precision(
     if planned is None:
         return None
     rewritten = _with_graph(model, planned.graph)
-    derived = _planned_types(
-        planned, types, model.graph, fold=lambda derived, dropped: _with_written_folds(rewritten, derived, dropped, split_raw)
-    )
-    return HalfPlan(rewritten, derived)
+    return HalfPlan(rewritten, planned_types(planned, types, model.graph, rewritten, split_raw))
 
 
 def _with_graph(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelProto:
@@ -175,151 +172,6 @@ def _with_graph(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelPro
     copy_fields(model, rewritten, frozenset({"graph"}))
     rewritten.graph.CopyFrom(graph)
     return rewritten
-
-
-def _planned_types(
-    planned: _PlannedGraph,
-    types: GraphTypes,
-    graph: onnx.GraphProto,
-    outer: Callable[[str], onnx.TypeProto | None] = lambda name: None,
-    fold: Callable[[GraphTypes, Mapping[str, int]], GraphTypes | None] = lambda derived, dropped: None,
-) -> GraphTypes | None:
-    """The types of the planned `graph` (the main graph or a body), from `types` (those of
-    `graph`, before the plan); `outer` types the values of the graphs around a body.
-
-    The plan changes no shape: a value it makes holds a half value in f32 (a Cast to f32, an
-    f32 node's result), so it has that value's type with element type f32; a Cast back gives a
-    half value its own type again; every other value keeps its type, folded nodes and subgraphs
-    follow their nodes to their new positions. A planned body is typed the same way, on its own:
-    it reads its half inputs and outer values through Casts of its own and yields its half
-    outputs again, so what the graph around it sees of it keeps its types (a Cast to f32 of an
-    outer value has that value's type, `outer`). Where a node the plan wrote reads a folded
-    value, folding may fold it too, and a folded node computing in f32 folds to another value
-    (or not at all), and so do the folds computed from it: those are left out, and `fold`
-    folds the derived types' graph as inference would (`_with_written_folds`). None, for the
-    planned model to be inferred again, where typing would learn something the plan does not
-    know: a fold that could change a type (`_with_written_folds`), or an f32 node's result that
-    typing left untyped. A half graph output given its declared size
-    (`GraphTypes.before_declared`) is held in f32 by a value that is no graph output: that value
-    has the type inference gave the output, or, where that had no shape, the output's
-    (`inference._refine_backwards` carries it up through the Cast back)."""
-    folded_values = {tensor.name for tensors in types.folded.values() for tensor in tensors}
-    initializers = {tensor.name: tensor for tensor in graph.initializer}
-    values = dict(types.values)
-
-    def typed(name: str) -> onnx.TypeProto | None:
-        """The type of `name` in `graph` before the plan, or in the graphs around it."""
-        found = types.values.get(name)
-        if found is None and name in initializers:
-            found = onnx.helper.make_tensor_type_proto(initializers[name].data_type, initializers[name].dims)
-        return outer(name) if found is None else found
-
-    folded: dict[int, tuple[onnx.TensorProto, ...]] = {}
-    subgraphs: dict[tuple[int, str, int], GraphTypes] = {}
-    moved: dict[int, int] = {}
-    refold = False
-    for index, (origin, node) in enumerate(zip(planned.origins, planned.graph.node, strict=True)):
-        computed = origin is not None and planned.in_f32[origin]
-        written = origin is None or computed or node.op_type != graph.node[origin].op_type
-        if written and any(name in folded_values for name in node.input) or computed and origin in types.folded:
-            refold = True
-        if origin is not None:
-            moved.setdefault(origin, index)
-        for name in node.output:
-            half = planned.widened.get(name)
-            if half is None:
-                if name not in values and computed:
-                    return None
-                continue
-            found = typed(half)
-            inferred = types.before_declared.get(half)
-            if inferred is not None and inferred.tensor_type.HasField("shape"):
-                found = inferred
-            if found is None:
-                return None
-            wide = onnx.TypeProto()
-            wide.CopyFrom(found)
-            wide.tensor_type.elem_type = TensorProto.FLOAT
-            values[name] = wide
-    dropped: dict[str, int] = {}
-    """The values of folds that are folded again: a folded node computing in f32, and every
-    fold computed from one of them (-> their element types)."""
-    for origin, tensors in sorted(types.folded.items()):
-        if planned.in_f32[origin] or any(name in dropped for name in graph.node[origin].input):
-            dropped.update((tensor.name, tensor.data_type) for tensor in tensors)
-        else:
-            folded[moved[origin]] = tensors
-    for (origin, attribute, position), subgraph in types.subgraphs.items():
-        subgraphs[(moved[origin], attribute, position)] = subgraph
-    for (origin, attribute, position), body in planned.bodies.items():
-        body_types = _planned_types(
-            body, types.subgraph(origin, attribute, position), _body(graph.node[origin], attribute, position), typed
-        )
-        if body_types is None:
-            return None
-        subgraphs[(moved[origin], attribute, position)] = body_types
-    derived = GraphTypes(values, subgraphs, folded, types.dim_names)
-    return fold(derived, dropped) if refold else derived
-
-
-_TYPED_FROM_SHAPES = frozenset(
-    {
-        "Abs", "Add", "And", "Cast", "CastLike", "Ceil", "Cos", "Div", "Equal", "Erf", "Exp", "Floor",
-        "Greater", "GreaterOrEqual", "IsInf", "IsNaN", "Less", "LessOrEqual", "Log", "Max", "Mean",
-        "Min", "Mul", "Neg", "Not", "Or", "Pow", "Reciprocal", "Relu", "Round", "Sigmoid", "Sign",
-        "Sin", "Sqrt", "Sub", "Sum", "Tanh", "Where", "Xor",
-    }
-)  # fmt: skip
-"""Element-wise ops: ONNX infers their results from their operands' types, never their data."""
-
-_FLOAT_TENSORS = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE})
-
-
-def _with_written_folds(
-    model: onnx.ModelProto,
-    derived: GraphTypes,
-    dropped: Mapping[str, int],
-    split_raw: Mapping[str, memoryview] | None,
-) -> GraphTypes | None:
-    """`derived` (the planned `model`'s types) with what inference's folding folds of the
-    planned main graph (`folding.fold_shape_arithmetic` on the copy inference reads), or None
-    where the folds could change a type, for the model to be inferred again. `dropped`: the
-    values (-> element type) of the folds `derived` left out to be folded again (a folded node
-    computing in f32 folds to another value, or not at all: an f32 Div of an fp16 Constant is
-    no shape arithmetic, and neither is what was folded from it).
-
-    A fold that is new, or dropped, changes no type where every node that reads it and does
-    not fold with it is an element-wise op (`_TYPED_FROM_SHAPES`: ONNX types it from its
-    operands' types, where Range's bounds or Resize's scales are read as data), and, for a fold
-    that is no float (a comparison of floats), yields floats only: shape data (ONNX's data
-    propagation, `symbolic_dims`) is integers and flows only through integer and boolean values,
-    and none of these folds is computed from shape data alone (each from a float the plan
-    made). Anything else is refused. Folding learns no more in a second round: a round folds
-    every chain it reaches, and nothing new is typed."""
-    folded = dict(derived.folded)
-    opset = next((entry.version for entry in model.opset_import if entry.domain in _DEFAULT_DOMAINS), 1)
-    fold_shape_arithmetic(strip_weights(model, split_raw).graph, derived.values, opset, folded, {})
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for index, node in enumerate(model.graph.node):
-        if index not in folded:
-            for name in node.input:
-                readers.setdefault(name, []).append(node)
-
-    def float_results(node: onnx.NodeProto) -> bool:
-        found = [derived.values.get(name) for name in node.output]
-        return all(type_ is not None and type_.tensor_type.elem_type in _FLOAT_TENSORS for type_ in found)
-
-    changed = dict(dropped)
-    for index, tensors in folded.items():
-        if index not in derived.folded:
-            changed.update((tensor.name, tensor.data_type) for tensor in tensors)
-    for name, element in changed.items():
-        for reader in readers.get(name, ()):
-            if reader.op_type not in _TYPED_FROM_SHAPES or reader.domain not in _DEFAULT_DOMAINS:
-                return None
-            if element not in _FLOAT_TENSORS and not float_results(reader):
-                return None
-    return GraphTypes(derived.values, derived.subgraphs, folded, derived.dim_names)
 
 
 @dataclass(frozen=True)
@@ -332,37 +184,21 @@ class _Scope:
     constants: frozenset[str]
 
 
-@dataclass(frozen=True)
-class _PlannedGraph:
-    """One graph rewritten by its plan, and what ties its nodes to the graph planned."""
-
-    graph: onnx.GraphProto
-    origins: list[int | None]
-    """Per node, the index of the node it was written from (None: a Cast the plan made)."""
-    widened: dict[str, str]
-    """Each value the plan made (an f32 node's result, a Cast to f32) -> the half value it
-    holds in f32."""
-    in_f32: list[bool]
-    """Per node of the graph planned, whether it computes in f32."""
-    bodies: dict[tuple[int, str, int], _PlannedGraph]
-    """The bodies planned too, by (node index in the graph planned, attribute, position)."""
-
-
 def _planned_graph(
     graph: onnx.GraphProto,
     types: GraphTypes,
     opsets: Mapping[str, int],
     scope: _Scope,
     taken: set[str],
-) -> _PlannedGraph | None:
+) -> PlannedGraph | None:
     """`graph` rewritten by its plan, its bodies by theirs; None when nothing changes in it or
     in any body. `taken`: every name in the model, grown by the names the rewrite makes."""
     plan = _Plan(graph, types, opsets, scope)
     inner = _Scope(plan.elements, plan.dims, frozenset(plan.constants))
-    bodies: dict[tuple[int, str, int], _PlannedGraph] = {}
+    bodies: dict[tuple[int, str, int], PlannedGraph] = {}
     for index, node in enumerate(graph.node):
         for attribute in node.attribute:
-            for position, body in enumerate(_bodies(attribute)):
+            for position, body in enumerate(graph_bodies(attribute)):
                 planned = _planned_graph(
                     body, types.subgraph(index, attribute.name, position), opsets, inner, taken
                 )
@@ -377,7 +213,7 @@ def _planned_graph(
     for origin, node in plan.nodes(taken, bodies, widened):
         origins.append(origin)
         rewritten.node.append(node)
-    return _PlannedGraph(rewritten, origins, widened, plan.in_f32, bodies)
+    return PlannedGraph(rewritten, origins, widened, plan.in_f32, bodies)
 
 
 class _Plan:
@@ -508,7 +344,7 @@ class _Plan:
     def nodes(
         self,
         taken: set[str],
-        bodies: Mapping[tuple[int, str, int], _PlannedGraph],
+        bodies: Mapping[tuple[int, str, int], PlannedGraph],
         widened: dict[str, str],
     ) -> Iterable[tuple[int | None, onnx.NodeProto]]:
         """The graph's nodes, rewritten, each with the index of the node it was written from
@@ -516,7 +352,7 @@ class _Plan:
         nodes with renamed half results, Casts back where a half reader needs them, and the
         planned `bodies` ((node index, attribute name, position) -> the body planned) in their
         control-flow nodes. Each value made to hold a half value in f32 goes into `widened` (see
-        `_PlannedGraph.widened`)."""
+        `PlannedGraph.widened`)."""
         wide: dict[str, str] = {}
         """half value -> the name of its f32 value, once there is one."""
 
@@ -627,7 +463,7 @@ def _read_by_subgraphs(graph: onnx.GraphProto) -> set[str]:
         name
         for node in graph.node
         for attribute in node.attribute
-        for body in _bodies(attribute)
+        for body in graph_bodies(attribute)
         for sub in all_graphs(body)
         for inner in sub.node
         for name in inner.input
@@ -635,13 +471,13 @@ def _read_by_subgraphs(graph: onnx.GraphProto) -> set[str]:
 
 
 def _with_bodies(
-    node: onnx.NodeProto, index: int, bodies: Mapping[tuple[int, str, int], _PlannedGraph]
+    node: onnx.NodeProto, index: int, bodies: Mapping[tuple[int, str, int], PlannedGraph]
 ) -> onnx.NodeProto:
     """`node` (number `index`) with its planned bodies, if any changed."""
     replaced = {
         (attribute.name, position): bodies[(index, attribute.name, position)].graph
         for attribute in node.attribute
-        for position in range(len(_bodies(attribute)))
+        for position in range(len(graph_bodies(attribute)))
         if (index, attribute.name, position) in bodies
     }
     if not replaced:
@@ -649,25 +485,15 @@ def _with_bodies(
     planned = onnx.NodeProto()
     planned.CopyFrom(node)
     for attribute in planned.attribute:
-        for position, body in enumerate(_bodies(attribute)):
+        for position, body in enumerate(graph_bodies(attribute)):
             graph = replaced.get((attribute.name, position))
             if graph is not None:
                 body.CopyFrom(graph)
     return planned
 
 
-def _body(node: onnx.NodeProto, attribute: str, position: int) -> onnx.GraphProto:
-    """Graph number `position` of `node`'s graph attribute `attribute`."""
-    found = next(candidate for candidate in node.attribute if candidate.name == attribute)
-    return _bodies(found)[position]
-
-
-def _bodies(attribute: onnx.AttributeProto) -> list[onnx.GraphProto]:
-    return [attribute.g, *attribute.graphs] if attribute.HasField("g") else list(attribute.graphs)
-
-
 def _bodies_of(node: onnx.NodeProto) -> bool:
-    return any(_bodies(attribute) for attribute in node.attribute)
+    return any(graph_bodies(attribute) for attribute in node.attribute)
 
 
 def _dims(type_: onnx.TypeProto | None) -> list[int | None] | None:
