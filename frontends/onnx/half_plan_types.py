@@ -127,12 +127,13 @@ def _derived_types(
             values[name] = wide
     dropped: dict[str, int] = {}
     """The values of folds that are folded again: a folded node computing in f32, and every
-    fold computed from one of them (-> their element types)."""
+    fold computed from one of them, and the f32 values holding them (-> their element types)."""
     for origin, tensors in sorted(types.folded.items()):
         if planned.in_f32[origin] or any(name in dropped for name in graph.node[origin].input):
             dropped.update((tensor.name, tensor.data_type) for tensor in tensors)
         else:
             folded[moved[origin]] = tensors
+    dropped.update((wide, TensorProto.FLOAT) for wide, half in planned.widened.items() if half in dropped)
     for (origin, attribute, position), subgraph in types.subgraphs.items():
         subgraphs[(moved[origin], attribute, position)] = subgraph
     for (origin, attribute, position), body in planned.bodies.items():

@@ -140,6 +140,28 @@ def test_what_was_folded_from_a_node_computing_in_f32_may_fold_no_more(inferred)
     assert "n" in folded and not {"k", "k_f32", "scale"} & folded
 
 
+def test_a_fold_no_longer_made_and_read_as_data_is_left_to_inference(inferred) -> None:
+    """`Range(Div(c, Cast(Size(x))), ...)` folded to 8 values; in f32 the Div does not fold
+    (c is no shape data), so inference no longer knows the Range's length: the planned model is
+    inferred again rather than keep the length the fold gave."""
+    model = onnx.parser.parse_model(
+        OPSET
+        + """g (float16[4] x) => (float16[?] y) {
+            size = Size(x)
+            n = Cast<to = 10>(size)
+            c = Constant<value = float16 {8}>()
+            start = Div(c, n)
+            limit = Constant<value = float16 {10}>()
+            delta = Constant<value = float16 {1}>()
+            r = Range(start, limit, delta)
+            y = Mul(r, x)
+        }"""
+    )
+    typed = type_model(model, read_half=lambda name: None)
+    assert len(inferred) == 2
+    assert not typed.types.values["r_f32"].tensor_type.shape.dim[0].HasField("dim_value")
+
+
 def test_a_fold_of_the_plan_read_as_data_is_left_to_inference(inferred) -> None:
     """Range's length is typed from its operands' data: a new fold it reads could type it,
     so the planned model is inferred again."""
