@@ -19,9 +19,9 @@ import onnx
 from onnx import TensorProto
 
 from .folding import fold_shape_arithmetic
-from .inference import GraphTypes, strip_weights
+from .inference import GraphTypes, all_graphs, strip_weights
 
-__all__ = ["PlannedGraph", "graph_bodies", "planned_types"]
+__all__ = ["PlannedGraph", "graph_bodies", "names_read_by_bodies", "planned_types"]
 
 _DEFAULT_DOMAINS = frozenset({"", "ai.onnx"})
 
@@ -174,12 +174,13 @@ def _with_written_folds(
 
     A fold that is new, or dropped, changes no type where every node that reads it and does
     not fold with it is an element-wise op (`_TYPED_FROM_SHAPES`: ONNX types it from its
-    operands' types, where Range's bounds or Resize's scales are read as data), and, for a fold
-    that is no float (a comparison of floats), yields floats only: shape data (ONNX's data
-    propagation, `symbolic_dims`) is integers and flows only through integer and boolean values,
-    and none of these folds is computed from shape data alone (each from a float the plan
-    made). Anything else is refused. Folding learns no more in a second round: a round folds
-    every chain it reaches, and nothing new is typed."""
+    operands' types, where Range's bounds or Resize's scales are read as data). Shape data
+    (ONNX's data propagation, `symbolic_dims`, also in bodies) is integers and booleans, never
+    floats: a fold that is no float (a comparison of floats the plan made) may only be read as
+    the condition of a Where choosing between floats, by no body, and, if it was dropped, must
+    fold again (else what symbolic dims proved from it could fold differently). Anything else
+    is refused. Folding learns no more in a second round: a round folds every chain it reaches,
+    and nothing new is typed."""
     folded = dict(derived.folded)
     opset = next((entry.version for entry in model.opset_import if entry.domain in _DEFAULT_DOMAINS), 1)
     fold_shape_arithmetic(strip_weights(model, split_raw).graph, derived.values, opset, folded, {})
@@ -193,15 +194,22 @@ def _with_written_folds(
         found = [derived.values.get(name) for name in node.output]
         return all(type_ is not None and type_.tensor_type.elem_type in _FLOAT_TENSORS for type_ in found)
 
-    changed = dict(dropped)
-    for index, tensors in folded.items():
-        if index not in derived.folded:
-            changed.update((tensor.name, tensor.data_type) for tensor in tensors)
-    for name, element in changed.items():
+    new = {
+        tensor.name: tensor.data_type
+        for index, tensors in folded.items()
+        if index not in derived.folded
+        for tensor in tensors
+    }
+    read_by_bodies = names_read_by_bodies(model.graph)
+    for name, element in {**dropped, **new}.items():
+        if element not in _FLOAT_TENSORS and (name in read_by_bodies or name in dropped and name not in new):
+            return None
         for reader in readers.get(name, ()):
             if reader.op_type not in _TYPED_FROM_SHAPES or reader.domain not in _DEFAULT_DOMAINS:
                 return None
-            if element not in _FLOAT_TENSORS and not float_results(reader):
+            if element not in _FLOAT_TENSORS and not (
+                reader.op_type == "Where" and name not in reader.input[1:] and float_results(reader)
+            ):
                 return None
     return GraphTypes(derived.values, derived.subgraphs, folded, derived.dim_names)
 
@@ -215,3 +223,16 @@ def _body(node: onnx.NodeProto, attribute: str, position: int) -> onnx.GraphProt
 def graph_bodies(attribute: onnx.AttributeProto) -> list[onnx.GraphProto]:
     """The graphs of a graph attribute (`g`, then `graphs`), by position."""
     return [attribute.g, *attribute.graphs] if attribute.HasField("g") else list(attribute.graphs)
+
+
+def names_read_by_bodies(graph: onnx.GraphProto) -> set[str]:
+    """The names the bodies of `graph`'s nodes read, at any depth."""
+    return {
+        name
+        for node in graph.node
+        for attribute in node.attribute
+        for body in graph_bodies(attribute)
+        for sub in all_graphs(body)
+        for inner in sub.node
+        for name in inner.input
+    }

@@ -58,7 +58,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from .half_plan_types import PlannedGraph, graph_bodies, planned_types
+from .half_plan_types import PlannedGraph, graph_bodies, names_read_by_bodies, planned_types
 from .inference import GraphTypes, all_graphs, copy_fields
 
 __all__ = ["BF16_KERNELS", "F16_KERNELS", "HALF_TYPES", "HalfPlan", "fold_half_convs", "plan_half_precision"]
@@ -246,7 +246,7 @@ class _Plan:
                 if name:
                     self.consumers.setdefault(name, []).append(index)
         self.graph_outputs = {output.name for output in graph.output}
-        self.read_by_subgraphs = _read_by_subgraphs(graph)
+        self.read_by_subgraphs = names_read_by_bodies(graph)
         self.no_kernel = [self._lacks_kernel(node) for node in graph.node]
         self.in_f32 = list(self.no_kernel)
         for index in range(len(graph.node)):
@@ -457,19 +457,6 @@ def _fresh(name: str, suffix: str, taken: set[str]) -> str:
     return candidate
 
 
-def _read_by_subgraphs(graph: onnx.GraphProto) -> set[str]:
-    """The names the bodies of `graph`'s nodes read, at any depth."""
-    return {
-        name
-        for node in graph.node
-        for attribute in node.attribute
-        for body in graph_bodies(attribute)
-        for sub in all_graphs(body)
-        for inner in sub.node
-        for name in inner.input
-    }
-
-
 def _with_bodies(
     node: onnx.NodeProto, index: int, bodies: Mapping[tuple[int, str, int], PlannedGraph]
 ) -> onnx.NodeProto:
@@ -562,7 +549,7 @@ def _folded_convs(
 
     nodes = list(graph.node)
     outputs = {value.name for value in graph.output}
-    inner_reads = _read_by_subgraphs(graph)
+    inner_reads = names_read_by_bodies(graph)
     folded = True
     while folded:
         folded = False

@@ -140,6 +140,27 @@ def test_what_was_folded_from_a_node_computing_in_f32_may_fold_no_more(inferred)
     assert "n" in folded and not {"k", "k_f32", "scale"} & folded
 
 
+def test_a_comparison_folded_again_may_choose_between_floats(inferred) -> None:
+    """An attention mask's pattern: a comparison of shape values cast to fp16, folded, computes
+    in f32 and folds again; a Where reads it as its condition, which types nothing from its
+    data: the planned model is not inferred again."""
+    model = onnx.parser.parse_model(
+        OPSET
+        + """g (float16[2, 3] x) => (float16[2, 3] y) {
+            shape = Shape<start = -1>(x)
+            n = Cast<to = 10>(shape)
+            m = ReduceMax<keepdims = 1>(n)
+            masked = Equal(m, n)
+            y = Where(masked, x, x)
+        }"""
+    )
+    typed = type_model(model, read_half=lambda name: None)
+    assert len(inferred) == 1
+    again = graph_typing.infer_types(typed.model)
+    assert typed.types.folded == again.folded
+    assert "masked" in {tensor.name for tensors in typed.types.folded.values() for tensor in tensors}
+
+
 def test_a_fold_no_longer_made_and_read_as_data_is_left_to_inference(inferred) -> None:
     """`Range(Div(c, Cast(Size(x))), ...)` folded to 8 values; in f32 the Div does not fold
     (c is no shape data), so inference no longer knows the Range's length: the planned model is
