@@ -13,7 +13,7 @@ on every model the plan tests build).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import onnx
 from onnx import TensorProto
@@ -143,7 +143,11 @@ def _derived_types(
         if body_types is None or body_types[2]:  # (inference folds no body)
             return None
         subgraphs[(moved[origin], attribute, position)] = body_types[0]
-    return GraphTypes(values, subgraphs, folded, types.dim_names), dropped, refold
+    derived = GraphTypes(values, subgraphs, folded, types.dim_names, spare_fold_round=types.spare_fold_round)
+    derived.shaped_backwards = types.shaped_backwards | {
+        wide for wide, half in planned.widened.items() if half in types.shaped_backwards
+    }
+    return derived, dropped, refold
 
 
 _TYPED_FROM_SHAPES = frozenset(
@@ -180,7 +184,11 @@ def _with_written_folds(
     the condition of a Where choosing between floats, by no body, and, if it was dropped, must
     fold again (else what symbolic dims proved from it could fold differently). Anything else
     is refused. Folding learns no more in a second round: a round folds every chain it reaches,
-    and nothing new is typed."""
+    and nothing new is typed. So one pass from the final types is what inference's rounds fold,
+    provided they have a round to spare (`GraphTypes.spare_fold_round`) and no new fold's type
+    comes from after them (`GraphTypes.shaped_backwards`)."""
+    if not derived.spare_fold_round:
+        return None
     folded = dict(derived.folded)
     opset = next((entry.version for entry in model.opset_import if entry.domain in _DEFAULT_DOMAINS), 1)
     fold_shape_arithmetic(strip_weights(model, split_raw).graph, derived.values, opset, folded, {})
@@ -200,6 +208,8 @@ def _with_written_folds(
         if index not in derived.folded
         for tensor in tensors
     }
+    if any(name in derived.shaped_backwards for name in new):
+        return None  # (typed after folding, which saw it without a shape)
     read_by_bodies = names_read_by_bodies(model.graph)
     for name, element in {**dropped, **new}.items():
         if element not in _FLOAT_TENSORS and (name in read_by_bodies or name in dropped and name not in new):
@@ -211,7 +221,7 @@ def _with_written_folds(
                 reader.op_type == "Where" and name not in reader.input[1:] and float_results(reader)
             ):
                 return None
-    return GraphTypes(derived.values, derived.subgraphs, folded, derived.dim_names)
+    return replace(derived, folded=folded)
 
 
 def _body(node: onnx.NodeProto, attribute: str, position: int) -> onnx.GraphProto:
