@@ -12,7 +12,9 @@ zero point's (the input's when the zero point is absent), or f32 for a QGemm wit
 
 The same typing is the type rule `niro.ir.verify` runs on these UnknownOps
 (`register_contrib_type_rules`: `contrib-operands`, `contrib-result-type`). It only types:
-which of these ops the MLIR backend lowers is the backend's registry.
+which of these ops the MLIR backend lowers is the backend's registry. The importer types an
+op's outputs with it during the conversion (`refinements`), not in graph typing: it reads the
+Niro types the conversion gave the op's operands.
 """
 
 from __future__ import annotations

@@ -3,13 +3,17 @@
 Two rewrites decide what to write from inferred types: the sequence rewrite (`sequences`: a
 sequence's form comes from its elements' shapes and the constants folding found) and
 onnxruntime's fp16/bf16 plan (`half_precision.plan_half_precision`: which nodes read half
-values). So typing runs in a fixed order, not to a fixpoint: infer (`inference.infer_types`), let each
-type-directed rewrite run once on the types of the model as it stands, then type what it
-wrote. The sequence rewrite's result is inferred again. The plan changes no shape, so it types
-the values it makes itself (`half_precision.HalfPlan.types`), except where inference would
-learn more (then the planned model is inferred again). The Conv folds of fp16/bf16 weights
-(`half_precision.fold_half_convs`) read no types: they run before the first inference and cost
-none. A model without sequences is inferred once, unless the plan says otherwise.
+values). So typing runs in a fixed order, not to a fixpoint: infer (`inference.infer_types`),
+let each type-directed rewrite run once on the types of the model as it stands, then type what
+it wrote. The sequence rewrite's result is inferred again: the tensor ops it writes type more
+than ONNX typed the sequence ops they replace (a Concat of a listed sequence has the length
+ConcatFromSequence lacked, a SequenceLength of a listed sequence becomes a constant), and that
+reaches every node downstream, which only inference carries it to. The plan changes no shape, so
+it types the values it makes itself (`half_precision.HalfPlan.types`), its bodies' and the folds
+of what it writes included, except where inference would learn more (then the planned model is
+inferred again). The Conv folds of fp16/bf16 weights (`half_precision.fold_half_convs`) read no
+types: they run before the first inference and cost none. A model without sequences is inferred
+once, unless the plan says otherwise.
 
 The rewrites work on the proto because ONNX shape inference reads protos: a rewrite on onnx_ir
 would have to be written back to a proto to be typed again. What leaves this step is the final
@@ -58,7 +62,7 @@ def type_model(
         model = eliminate_sequences(model, types, split_raw)
         types = infer_types(model, split_raw)
     if read_half is not None:
-        planned = plan_half_precision(model, types)
+        planned = plan_half_precision(model, types, split_raw)
         if planned is not None:
             model = planned.model
             types = infer_types(model, split_raw) if planned.types is None else planned.types

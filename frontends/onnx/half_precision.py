@@ -19,7 +19,7 @@ node reading a user's Cast of an f32 value to fp16 reads the f32 value. onnxrunt
 MatMul+Add fusion (level basic, the default runs it) reads a rank-3 MatMul input through an fp16
 Reshape, which keeps that input's fp16 producer from being isolated: modelled in
 `_fused_reshape_reader`. The plan changes no shape, so it gives the values it makes their
-types itself (`_planned_types`) where inference would learn nothing more. Every op is then
+types itself (`half_plan_types`) where inference would learn nothing more. Every op is then
 lowered as before: with no half operand it computes in f32; LayerNormalization and the
 data-movement ops keep fp16 and round once.
 
@@ -58,6 +58,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+from .half_plan_types import PlannedGraph, graph_bodies, names_read_by_bodies, planned_types
 from .inference import GraphTypes, all_graphs, copy_fields
 
 __all__ = ["BF16_KERNELS", "F16_KERNELS", "HALF_TYPES", "HalfPlan", "fold_half_convs", "plan_half_precision"]
@@ -143,14 +144,17 @@ class HalfPlan:
 
     model: onnx.ModelProto
     types: GraphTypes | None
-    """The planned model's types, derived from those it was planned on (`_planned_types`); None
-    where the planned model must be inferred again."""
+    """The planned model's types, derived from those it was planned on (`half_plan_types`);
+    None where the planned model must be inferred again."""
 
 
-def plan_half_precision(model: onnx.ModelProto, types: GraphTypes) -> HalfPlan | None:
+def plan_half_precision(
+    model: onnx.ModelProto, types: GraphTypes, split_raw: Mapping[str, memoryview] | None = None
+) -> HalfPlan | None:
     """`model` with its graphs computing in f32 where onnxruntime's CPU provider does (module
     docstring), or None when no graph has an fp16/bf16 value or anything to change. `types`
-    are the model's inferred types."""
+    are the model's inferred types, `split_raw` its main graph's split-out raw_data
+    (`inference.strip_weights`)."""
     opsets = {
         ("" if entry.domain in _DEFAULT_DOMAINS else entry.domain): entry.version
         for entry in model.opset_import
@@ -158,7 +162,8 @@ def plan_half_precision(model: onnx.ModelProto, types: GraphTypes) -> HalfPlan |
     planned = _planned_graph(model.graph, types, opsets, _Scope({}, {}, frozenset()), _names(model))
     if planned is None:
         return None
-    return HalfPlan(_with_graph(model, planned.graph), _planned_types(planned, types, model.graph))
+    rewritten = _with_graph(model, planned.graph)
+    return HalfPlan(rewritten, planned_types(planned, types, model.graph, rewritten, split_raw))
 
 
 def _with_graph(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelProto:
@@ -167,62 +172,6 @@ def _with_graph(model: onnx.ModelProto, graph: onnx.GraphProto) -> onnx.ModelPro
     copy_fields(model, rewritten, frozenset({"graph"}))
     rewritten.graph.CopyFrom(graph)
     return rewritten
-
-
-def _planned_types(planned: _PlannedGraph, types: GraphTypes, graph: onnx.GraphProto) -> GraphTypes | None:
-    """The types of the planned main graph, from `types` (those of `graph`, before the plan).
-
-    The plan changes no shape: a value it makes holds a half value in f32 (a Cast to f32, an
-    f32 node's renamed result), so it has that value's type with element type f32; a Cast back
-    gives a half value its own type again; every other value keeps its type, folded nodes and
-    subgraphs follow their nodes to their new positions. None, for the planned model to be
-    inferred again, where typing would learn something the plan does not know: a planned body
-    (typed with its outer values), a folded node computing in f32, a node the plan wrote
-    reading a folded value (folding would fold it too), or an f32 node's result that typing left
-    untyped. A half graph output given its declared size (`GraphTypes.before_declared`) is held
-    in f32 by a value that is no graph output: that value has the type inference gave the
-    output, or, where that had no shape, the output's (`inference._refine_backwards` carries it
-    up through the Cast back)."""
-    if planned.bodies_planned:
-        return None
-    folded_values = {tensor.name for tensors in types.folded.values() for tensor in tensors}
-    initializers = {tensor.name: tensor for tensor in graph.initializer}
-    values = dict(types.values)
-    folded: dict[int, tuple[onnx.TensorProto, ...]] = {}
-    subgraphs: dict[tuple[int, str, int], GraphTypes] = {}
-    moved: dict[int, int] = {}
-    for index, (origin, node) in enumerate(zip(planned.origins, planned.graph.node, strict=True)):
-        computed = origin is not None and planned.in_f32[origin]
-        written = origin is None or computed or node.op_type != graph.node[origin].op_type
-        if written and any(name in folded_values for name in node.input):
-            return None
-        if computed and origin in types.folded:
-            return None
-        if origin is not None:
-            moved.setdefault(origin, index)
-        for name in node.output:
-            half = planned.widened.get(name)
-            if half is None:
-                if name not in values and computed:
-                    return None
-                continue
-            found = values.get(half)
-            inferred = types.before_declared.get(half)
-            if inferred is not None and inferred.tensor_type.HasField("shape"):
-                found = inferred
-            if found is None and half in initializers:
-                found = onnx.helper.make_tensor_type_proto(initializers[half].data_type, initializers[half].dims)
-            if found is None:
-                return None
-            wide = onnx.TypeProto()
-            wide.CopyFrom(found)
-            wide.tensor_type.elem_type = TensorProto.FLOAT
-            values[name] = wide
-    for origin, tensors in types.folded.items():
-        folded[moved[origin]] = tensors
-    for (origin, attribute, position), subgraph in types.subgraphs.items():
-        subgraphs[(moved[origin], attribute, position)] = subgraph
-    return GraphTypes(values, subgraphs, folded, types.dim_names)
 
 
 @dataclass(frozen=True)
@@ -235,48 +184,26 @@ class _Scope:
     constants: frozenset[str]
 
 
-@dataclass(frozen=True)
-class _PlannedGraph:
-    """One graph rewritten by its plan, and what ties its nodes to the graph planned."""
-
-    graph: onnx.GraphProto
-    origins: list[int | None]
-    """Per node, the index of the node it was written from (None: a Cast the plan made)."""
-    widened: dict[str, str]
-    """Each value the plan made (an f32 node's result, a Cast to f32) -> the half value it
-    holds in f32."""
-    in_f32: list[bool]
-    """Per node of the graph planned, whether it computes in f32."""
-    bodies_planned: bool
-    """Whether a subgraph body of the graph was planned too (its types are not derived)."""
-
-
 def _planned_graph(
     graph: onnx.GraphProto,
     types: GraphTypes,
     opsets: Mapping[str, int],
     scope: _Scope,
     taken: set[str],
-) -> _PlannedGraph | None:
+) -> PlannedGraph | None:
     """`graph` rewritten by its plan, its bodies by theirs; None when nothing changes in it or
     in any body. `taken`: every name in the model, grown by the names the rewrite makes."""
     plan = _Plan(graph, types, opsets, scope)
     inner = _Scope(plan.elements, plan.dims, frozenset(plan.constants))
-    bodies: dict[tuple[int, str], list[onnx.GraphProto]] = {}
+    bodies: dict[tuple[int, str, int], PlannedGraph] = {}
     for index, node in enumerate(graph.node):
         for attribute in node.attribute:
-            graphs = _bodies(attribute)
-            planned = [
-                _planned_graph(
+            for position, body in enumerate(graph_bodies(attribute)):
+                planned = _planned_graph(
                     body, types.subgraph(index, attribute.name, position), opsets, inner, taken
                 )
-                for position, body in enumerate(graphs)
-            ]
-            if any(body is not None for body in planned):
-                bodies[(index, attribute.name)] = [
-                    body.graph if body is not None else graphs[position]
-                    for position, body in enumerate(planned)
-                ]
+                if planned is not None:
+                    bodies[(index, attribute.name, position)] = planned
     if not any(plan.in_f32) and not bodies:
         return None
     rewritten = onnx.GraphProto()
@@ -286,7 +213,7 @@ def _planned_graph(
     for origin, node in plan.nodes(taken, bodies, widened):
         origins.append(origin)
         rewritten.node.append(node)
-    return _PlannedGraph(rewritten, origins, widened, plan.in_f32, bool(bodies))
+    return PlannedGraph(rewritten, origins, widened, plan.in_f32, bodies)
 
 
 class _Plan:
@@ -319,7 +246,7 @@ class _Plan:
                 if name:
                     self.consumers.setdefault(name, []).append(index)
         self.graph_outputs = {output.name for output in graph.output}
-        self.read_by_subgraphs = _read_by_subgraphs(graph)
+        self.read_by_subgraphs = names_read_by_bodies(graph)
         self.no_kernel = [self._lacks_kernel(node) for node in graph.node]
         self.in_f32 = list(self.no_kernel)
         for index in range(len(graph.node)):
@@ -417,15 +344,15 @@ class _Plan:
     def nodes(
         self,
         taken: set[str],
-        bodies: Mapping[tuple[int, str], list[onnx.GraphProto]],
+        bodies: Mapping[tuple[int, str, int], PlannedGraph],
         widened: dict[str, str],
     ) -> Iterable[tuple[int | None, onnx.NodeProto]]:
         """The graph's nodes, rewritten, each with the index of the node it was written from
         (None for a Cast the plan makes): Casts to f32 before the nodes that read them, f32
         nodes with renamed half results, Casts back where a half reader needs them, and the
-        planned `bodies` ((node index, attribute name) -> its graphs) in their control-flow
-        nodes. Each value made to hold a half value in f32 goes into `widened` (see
-        `_PlannedGraph.widened`)."""
+        planned `bodies` ((node index, attribute name, position) -> the body planned) in their
+        control-flow nodes. Each value made to hold a half value in f32 goes into `widened` (see
+        `PlannedGraph.widened`)."""
         wide: dict[str, str] = {}
         """half value -> the name of its f32 value, once there is one."""
 
@@ -530,45 +457,30 @@ def _fresh(name: str, suffix: str, taken: set[str]) -> str:
     return candidate
 
 
-def _read_by_subgraphs(graph: onnx.GraphProto) -> set[str]:
-    """The names the bodies of `graph`'s nodes read, at any depth."""
-    return {
-        name
-        for node in graph.node
-        for attribute in node.attribute
-        for body in _bodies(attribute)
-        for sub in all_graphs(body)
-        for inner in sub.node
-        for name in inner.input
-    }
-
-
 def _with_bodies(
-    node: onnx.NodeProto, index: int, bodies: Mapping[tuple[int, str], list[onnx.GraphProto]]
+    node: onnx.NodeProto, index: int, bodies: Mapping[tuple[int, str, int], PlannedGraph]
 ) -> onnx.NodeProto:
     """`node` (number `index`) with its planned bodies, if any changed."""
-    if not any((index, attribute.name) in bodies for attribute in node.attribute):
+    replaced = {
+        (attribute.name, position): bodies[(index, attribute.name, position)].graph
+        for attribute in node.attribute
+        for position in range(len(graph_bodies(attribute)))
+        if (index, attribute.name, position) in bodies
+    }
+    if not replaced:
         return node
     planned = onnx.NodeProto()
     planned.CopyFrom(node)
     for attribute in planned.attribute:
-        graphs = bodies.get((index, attribute.name))
-        if graphs is None:
-            continue
-        if attribute.HasField("g"):
-            attribute.g.CopyFrom(graphs[0])
-        else:
-            del attribute.graphs[:]
-            attribute.graphs.extend(graphs)
+        for position, body in enumerate(graph_bodies(attribute)):
+            graph = replaced.get((attribute.name, position))
+            if graph is not None:
+                body.CopyFrom(graph)
     return planned
 
 
-def _bodies(attribute: onnx.AttributeProto) -> list[onnx.GraphProto]:
-    return [attribute.g, *attribute.graphs] if attribute.HasField("g") else list(attribute.graphs)
-
-
 def _bodies_of(node: onnx.NodeProto) -> bool:
-    return any(_bodies(attribute) for attribute in node.attribute)
+    return any(graph_bodies(attribute) for attribute in node.attribute)
 
 
 def _dims(type_: onnx.TypeProto | None) -> list[int | None] | None:
@@ -637,7 +549,7 @@ def _folded_convs(
 
     nodes = list(graph.node)
     outputs = {value.name for value in graph.output}
-    inner_reads = _read_by_subgraphs(graph)
+    inner_reads = names_read_by_bodies(graph)
     folded = True
     while folded:
         folded = False

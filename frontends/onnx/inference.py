@@ -61,6 +61,12 @@ class GraphTypes:
     before_declared: dict[str, onnx.TypeProto] = field(default_factory=dict)
     """The main graph's outputs given a declared size where inference left a dim unknown
     (`_fill_unknown_dims`), with the type inference of their producer gave them."""
+    shaped_backwards: frozenset[str] = frozenset()
+    """The values `_refine_backwards` gave a shape: folding saw them without one."""
+    spare_fold_round: bool = False
+    """Whether folding stopped on a round that found nothing new before its last round
+    (`FOLD_ROUNDS`): a rewrite that makes more fold (`half_plan_types`) is folded within the
+    rounds inference of the rewritten model has."""
 
     def subgraph(self, node_index: int, attribute: str, position: int = 0) -> GraphTypes:
         return self.subgraphs.get((node_index, attribute, position)) or GraphTypes()
@@ -291,17 +297,20 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
     opset = next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), 1)
     folded: dict[int, tuple[onnx.TensorProto, ...]] = {}
     types = _collect(inferred.graph)
-    for _ in range(FOLD_ROUNDS):
+    spare_fold_round = False
+    for round_number in range(1, FOLD_ROUNDS + 1):
         symbolic = analyse(stripped.graph, types)
         folds = fold_shape_arithmetic(stripped.graph, types.values, opset, folded, symbolic.constants)
         tightened = [_tighten(graph, refined) for graph, refined in symbolic.refined_in_subgraphs]
         if not _tighten(stripped.graph, symbolic.refined) and not any(tightened) and not folds:
+            spare_fold_round = round_number < FOLD_ROUNDS
             break
         inferred = infer(data_prop)
         types = _collect(inferred.graph)
     types.folded = folded
     types.before_declared = before_declared
-    _refine_backwards(inferred.graph, types.values)
+    types.spare_fold_round = spare_fold_round
+    types.shaped_backwards = _refine_backwards(inferred.graph, types.values)
     initializers = {initializer.name for initializer in model.graph.initializer}
     types.dim_names = frozenset(
         dim.dim_param
@@ -426,14 +435,16 @@ _SHAPE_PRESERVING = frozenset(
 """Ops whose output has exactly the shape of their first input (element-wise, unary)."""
 
 
-def _refine_backwards(graph: onnx.GraphProto, values: dict[str, onnx.TypeProto]) -> None:
+def _refine_backwards(graph: onnx.GraphProto, values: dict[str, onnx.TypeProto]) -> frozenset[str]:
     """Give a value of unknown shape the shape of a shape-preserving op's typed output.
 
     ONNX infers forwards only: `ReduceSum(x, axes)` with run-time axes has no shape, though the
     Sqrt after it (ReduceL2's body) ends in a graph output declared [3, 1, 2]. An element-wise
     unary op's input has its output's shape, so walking the graph backwards carries the known
-    shape up to the value. Graph inputs and initializers keep their declared types."""
+    shape up to the value. Graph inputs and initializers keep their declared types. Returns the
+    values it gave a shape."""
     fixed = {value.name for value in graph.input} | {tensor.name for tensor in graph.initializer}
+    shaped: set[str] = set()
     for node in reversed(graph.node):
         if node.op_type not in _SHAPE_PRESERVING or node.domain not in ("", "ai.onnx"):
             continue
@@ -448,3 +459,5 @@ def _refine_backwards(graph: onnx.GraphProto, values: dict[str, onnx.TypeProto])
         refined.CopyFrom(unknown)
         refined.tensor_type.shape.CopyFrom(known.tensor_type.shape)
         values[node.input[0]] = refined
+        shaped.add(node.input[0])
+    return frozenset(shaped)

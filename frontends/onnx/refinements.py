@@ -17,9 +17,20 @@ more since:
 Each only fills in what typing left unknown: a re-inferred type is kept only with typing's
 element type and a shape typing's admits; contrib and body types only where typing has no
 rank. They happen during the walk, not in graph typing, because each reads what only the walk
-has made: the Niro types of a node's operands (a native converter's result follows Niro's own
-rules), the data of constants the walk made (Constant nodes, folds), and the imported bodies
-of subgraphs.
+has made, and what the walk makes of one node feeds the next:
+
+- the Niro types of a node's operands: a native converter's result follows Niro's own rules
+  (`converters`), a Call's is what the function body specialised to that call site's operand
+  types returns (`calls`; which nodes become Calls depends on which converters decline), an If
+  on a constant is its taken branch, and each may itself have been refined here;
+- the data of constants the walk made: folds in subgraphs and on constants the walk made known
+  (`Converter._fold`), the taken branch of an If, and the constants a subgraph reads from an
+  enclosing graph (ONNX infers a subgraph without their data);
+- the imported bodies of Scan/Loop/If for their results, and a Loop's operands for its body's
+  inputs.
+
+Graph typing could only give these types by computing all of that itself, the Calls' result
+types included (each function body typed per call site before the conversion): a second walk.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The typing step (graph_typing.py): the model is inferred once, and again only after a rewrite
 that read its types changed it and could not type what it wrote; the Conv folds of half weights
-read none, and the fp16/bf16 plan types what it writes where it can."""
+read none, and the fp16/bf16 plan types what it writes where it can (bodies included)."""
 
 from __future__ import annotations
 
@@ -76,11 +76,140 @@ def test_an_f32_twin_of_a_declared_output_has_the_inferred_size(inferred) -> Non
     assert typed.types.values["y"].tensor_type.shape.dim[0].dim_value == 2
 
 
-def test_a_plan_of_subgraph_bodies_is_inferred_again(inferred) -> None:
-    """A planned body is typed with its outer values: the plan leaves that to inference."""
+def test_folds_of_what_the_plan_writes_cost_no_inference(inferred) -> None:
+    """A shape value cast to fp16 (folded) read by an f32 Mul: the Cast to f32 the plan writes
+    for it folds as inference's folding would fold it, and the planned model is not inferred
+    again."""
+    model = onnx.parser.parse_model(
+        OPSET
+        + """g (float16[2, 3] x) => (float16[2, 3] y) {
+            shape = Shape<start = -1>(x)
+            k = Cast<to = 10>(shape)
+            y = Mul(x, k)
+        }"""
+    )
+    typed = type_model(model, read_half=lambda name: None)
+    assert inferred == [["Shape", "Cast", "Mul"]]
+    ops = [(node.op_type, list(node.input)) for node in typed.model.graph.node]
+    assert ("Cast", ["k"]) in ops
+    again = graph_typing.infer_types(typed.model)
+    assert typed.types.folded == again.folded
+    assert "k_f32" in {tensor.name for tensors in typed.types.folded.values() for tensor in tensors}
+    assert typed.types.values["y_f32"] == again.values["y_f32"]
+
+
+def test_a_folded_node_computing_in_f32_is_folded_again(inferred) -> None:
+    """The folded Sqrt of a shape value cast to fp16 computes in f32: the plan folds it again,
+    from the f32 values, as inference's folding would; the planned model is not inferred again."""
+    model = onnx.parser.parse_model(
+        OPSET
+        + """g (float16[2, 3] x) => (float16[2, 3] y) {
+            shape = Shape<start = -1>(x)
+            n = Cast<to = 10>(shape)
+            k = Sqrt(n)
+            y = Mul(x, k)
+        }"""
+    )
+    typed = type_model(model, read_half=lambda name: None)
+    assert inferred == [["Shape", "Cast", "Sqrt", "Mul"]]
+    again = graph_typing.infer_types(typed.model)
+    assert typed.types.folded == again.folded
+    assert "k_f32" in {tensor.name for tensors in typed.types.folded.values() for tensor in tensors}
+
+
+def test_what_was_folded_from_a_node_computing_in_f32_may_fold_no_more(inferred) -> None:
+    """A torch-script attention scale, `Cast(Div(c, Cast(Shape)))` in fp16, was folded; its Div
+    computes in f32 from a Cast of the fp16 Constant c, which is no shape arithmetic and does
+    not fold: neither do the Div nor the Cast after it, as in inference of the planned model."""
+    model = onnx.parser.parse_model(
+        OPSET
+        + """g (float16[2, 3] x) => (float16[2, 3] y) {
+            shape = Shape<start = -1>(x)
+            n = Cast<to = 10>(shape)
+            c = Constant<value = float16 {8}>()
+            k = Div(c, n)
+            scale = Cast<to = 10>(k)
+            y = Mul(x, scale)
+        }"""
+    )
+    typed = type_model(model, read_half=lambda name: None)
+    assert len(inferred) == 1
+    again = graph_typing.infer_types(typed.model)
+    assert typed.types.folded == again.folded
+    folded = {tensor.name for tensors in typed.types.folded.values() for tensor in tensors}
+    assert "n" in folded and not {"k", "k_f32", "scale"} & folded
+
+
+def test_a_comparison_folded_again_may_choose_between_floats(inferred) -> None:
+    """An attention mask's pattern: a comparison of shape values cast to fp16, folded, computes
+    in f32 and folds again; a Where reads it as its condition, which types nothing from its
+    data: the planned model is not inferred again."""
+    model = onnx.parser.parse_model(
+        OPSET
+        + """g (float16[2, 3] x) => (float16[2, 3] y) {
+            shape = Shape<start = -1>(x)
+            n = Cast<to = 10>(shape)
+            m = ReduceMax<keepdims = 1>(n)
+            masked = Equal(m, n)
+            y = Where(masked, x, x)
+        }"""
+    )
+    typed = type_model(model, read_half=lambda name: None)
+    assert len(inferred) == 1
+    again = graph_typing.infer_types(typed.model)
+    assert typed.types.folded == again.folded
+    assert "masked" in {tensor.name for tensors in typed.types.folded.values() for tensor in tensors}
+
+
+def test_a_fold_no_longer_made_and_read_as_data_is_left_to_inference(inferred) -> None:
+    """`Range(Div(c, Cast(Size(x))), ...)` folded to 8 values; in f32 the Div does not fold
+    (c is no shape data), so inference no longer knows the Range's length: the planned model is
+    inferred again rather than keep the length the fold gave."""
+    model = onnx.parser.parse_model(
+        OPSET
+        + """g (float16[4] x) => (float16[?] y) {
+            size = Size(x)
+            n = Cast<to = 10>(size)
+            c = Constant<value = float16 {8}>()
+            start = Div(c, n)
+            limit = Constant<value = float16 {10}>()
+            delta = Constant<value = float16 {1}>()
+            r = Range(start, limit, delta)
+            y = Mul(r, x)
+        }"""
+    )
+    typed = type_model(model, read_half=lambda name: None)
+    assert len(inferred) == 2
+    assert not typed.types.values["r_f32"].tensor_type.shape.dim[0].HasField("dim_value")
+
+
+def test_a_fold_of_the_plan_read_as_data_is_left_to_inference(inferred) -> None:
+    """Range's length is typed from its operands' data: a new fold it reads could type it,
+    so the planned model is inferred again."""
+    model = onnx.parser.parse_model(
+        OPSET
+        + """g (float16[4] x, float16 limit) => (float16[?] y) {
+            shape = Shape(x)
+            n = Cast<to = 10>(shape)
+            start = ReduceMax<keepdims = 0>(n)
+            delta = Constant<value = float16 {1}>()
+            y = Range(start, limit, delta)
+        }"""
+    )
+    typed = type_model(model, read_half=lambda name: None)
+    assert len(inferred) == 2 and "Range" in inferred[1]
+    assert typed.types.values["y_f32"].tensor_type.elem_type == TensorProto.FLOAT
+
+
+def test_a_plan_of_subgraph_bodies_types_them_too(inferred) -> None:
+    """A planned body reads its half values through Casts of its own and yields half values
+    again: the plan types it like the main graph, and the model is inferred once."""
     typed = type_model(if_model(), read_half=lambda name: None)
-    assert len(inferred) == 2 and "Cast" in inferred[1]
-    assert [node.op_type for node in typed.model.graph.node] == inferred[1]
+    assert inferred == [["Exp", "If"]]
+    assert [node.op_type for node in typed.model.graph.node] == ["Cast", "Exp", "Cast", "If"]
+    then_types = typed.types.subgraph(3, "then_branch").values
+    assert then_types["x_f32_1"].tensor_type.elem_type == TensorProto.FLOAT  # an outer value, widened
+    assert then_types["t"].tensor_type.elem_type == TensorProto.FLOAT16  # the branch's output
 
 
 def test_a_function_body_keeps_per_op_rounding(inferred) -> None:

@@ -22,7 +22,7 @@ from niro.frontends.onnx.half_precision import (
     fold_half_convs,
     plan_half_precision,
 )
-from niro.frontends.onnx.inference import infer_types
+from niro.frontends.onnx.inference import GraphTypes, infer_types
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
@@ -104,14 +104,26 @@ def _assert_types_as_inferred(planned: HalfPlan) -> None:
     """The types the plan gives the model it writes are those inference gives it."""
     if planned.types is None:
         return
-    inferred = infer_types(planned.model)
-    graph = planned.model.graph
+    _assert_same_types(planned.model.graph, planned.types, infer_types(planned.model))
+
+
+def _assert_same_types(graph: onnx.GraphProto, planned: GraphTypes, inferred: GraphTypes) -> None:
+    """The planned types of `graph`'s values are those inference gives, in its bodies too."""
     names = {value.name for value in (*graph.input, *graph.output)}
     names.update(name for node in graph.node for name in node.output)
     for name in names:
-        assert _known(planned.types.values.get(name)) == _known(inferred.values.get(name)), name
-    assert planned.types.folded == inferred.folded
-    assert planned.types.subgraphs.keys() == inferred.subgraphs.keys()
+        assert _known(planned.values.get(name)) == _known(inferred.values.get(name)), name
+    assert planned.folded == inferred.folded
+    assert planned.subgraphs.keys() == inferred.subgraphs.keys()
+    for index, node in enumerate(graph.node):
+        for attribute in node.attribute:
+            bodies = [attribute.g] if attribute.HasField("g") else list(attribute.graphs)
+            for position, body in enumerate(bodies):
+                _assert_same_types(
+                    body,
+                    planned.subgraph(index, attribute.name, position),
+                    inferred.subgraph(index, attribute.name, position),
+                )
 
 
 def _casts(model) -> list[tuple[str, str]]:

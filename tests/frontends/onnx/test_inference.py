@@ -75,6 +75,14 @@ def test_a_shape_preserving_op_gives_its_input_its_output_shape() -> None:
     types = infer_types(model)
     assert _dims(types, "s") == [3, 1, 2]
     assert _dims(types, "axes") == [1]  # graph inputs keep their declared types
+    assert types.shaped_backwards == {"s"}  # (folding saw it without a shape)
+
+
+def test_folding_says_whether_it_stopped_with_a_round_to_spare(monkeypatch) -> None:
+    model = onnx.parser.parse_model(OPSET + f"g (float[2, 3] x) => (y) {{ {SHAPE_ARITHMETIC} }}")
+    assert infer_types(model).spare_fold_round
+    monkeypatch.setattr(inference, "FOLD_ROUNDS", 1)  # the Shape folds in the only round
+    assert not infer_types(model).spare_fold_round
 
 
 def test_backward_shapes_do_not_cross_ops_that_change_shapes() -> None:
