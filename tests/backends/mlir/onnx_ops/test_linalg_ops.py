@@ -59,6 +59,20 @@ MODEL_CASES = {
     "matmul_f64_batched": lambda: one_node_case(
         "matmul_f64_batched", "MatMul", {"a": _floats(3, 2, 4, dtype=np.float64), "b": _floats(3, 4, 2, dtype=np.float64)}
     ),
+    # Rows times one matrix: the named linalg.matmul of the rows collapsed (its weights a
+    # constant, as a layer's are).
+    "matmul_rows_times_weights": lambda: one_node_case(
+        "matmul_rows_times_weights",
+        "MatMul",
+        {"a": _floats(2, 3, 4)},
+        initializers={"w": _floats(4, 5)},
+    ),
+    "matmul_rows_times_weights_i32": lambda: one_node_case(
+        "matmul_rows_times_weights_i32",
+        "MatMul",
+        {"a": _ints(-5, 5, (2, 3, 2, 4), np.int32)},
+        initializers={"w": _ints(-5, 5, (4, 3), np.int32)},
+    ),
     "matmul_integer_zero_points": lambda: one_node_case(
         "matmul_integer_zero_points",
         "MatMulInteger",
@@ -132,5 +146,22 @@ def test_attention_matmuls_of_transposed_heads_on_symbolic_lengths() -> None:
         N("MatMul", ["w", "kh"], ["y"]),
     ]
     case = graph_case("attention_symbolic", nodes, {"q": (q, ["T", 4, 8]), "k": (k, ["S", 4, 8])})
+    outcome = run_case(case)
+    assert outcome.passed, f"{outcome.stage}: {outcome.message}"
+
+
+def test_rows_times_weights_on_symbolic_batch_and_length() -> None:
+    """A layer's weights applied to every position of a [batch, length, features] input whose
+    batch and length are symbolic (the rows collapsed into one run-time count and split back
+    into both at run time), then transposed as an attention's key projection is."""
+    from .test_shape_ops import N, graph_case
+
+    nodes = [
+        N("MatMul", ["x", "w"], ["p"]),
+        N("Transpose", ["p"], ["y"], perm=[0, 2, 1]),
+    ]
+    case = graph_case(
+        "rows_symbolic", nodes, {"x": (_floats(3, 7, 8), ["B", "T", 8])}, {"w": _floats(8, 6)}
+    )
     outcome = run_case(case)
     assert outcome.passed, f"{outcome.stage}: {outcome.message}"
