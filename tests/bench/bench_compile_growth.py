@@ -59,55 +59,51 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _last_line(process: subprocess.CompletedProcess) -> str:
-    lines = (process.stderr or process.stdout or "").strip().splitlines() or ["(no output)"]
-    return lines[-1][:160]
-
-
 def compile_cost(model: Path, python_path: str, folder: Path) -> Cost:
     """The frontend on `python_path` writing `model`'s MLIR, then iree-compile on it."""
     mlir = folder / "model.mlir"
-    environment = {**os.environ, "PYTHONPATH": python_path}
+    frontend = [sys.executable, "-c", FRONTEND, "-q", str(model), "-o", str(mlir)]
     started = _children_cpu()
-    front = subprocess.run(
-        [sys.executable, "-c", FRONTEND, "-q", str(model), "-o", str(mlir)],
-        env=environment,
-        capture_output=True,
-        text=True,
-        cwd=folder,
-    )
-    frontend = _children_cpu() - started
-    if front.returncode != 0:
-        return Cost(error=f"niroc: {_last_line(front)}")
+    _, error = bench_run._run(frontend, env={**os.environ, "PYTHONPATH": python_path})
+    front = _children_cpu() - started
+    if error:
+        return Cost(error=f"niroc: {error}")
     started = _children_cpu()
-    back = subprocess.run(
-        [
-            str(bench_run.BIN / "iree-compile"),
-            str(mlir),
-            *bench_run.FLAGS,
-            "-o",
-            str(folder / "model.vmfb"),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    if back.returncode != 0:
-        return Cost(error=f"iree-compile: {_last_line(back)}")
-    return Cost(frontend, _children_cpu() - started)
+    vmfb = folder / "model.vmfb"
+    _, error = bench_run._run([str(bench_run.BIN / "iree-compile"), str(mlir), *bench_run.FLAGS, "-o", str(vmfb)])
+    if error:
+        return Cost(error=f"iree-compile: {error}")
+    return Cost(front, _children_cpu() - started)
+
+
+class BaseUnavailable(Exception):
+    """The base revision cannot be checked out (not a revision of this repository)."""
 
 
 def _base_tree(revision: str, scratch: Path) -> str:
     """A PYTHONPATH importing niroc and niro.* from `revision` (a detached worktree)."""
     tree = scratch / "base"
-    subprocess.run(
+    added = subprocess.run(
         ["git", "-C", str(ROOT), "worktree", "add", "--detach", "--force", str(tree), revision],
-        check=True,
         capture_output=True,
+        text=True,
     )
+    if added.returncode != 0:
+        reason = (added.stderr.strip().splitlines() or ["git failed"])[-1]
+        raise BaseUnavailable(f"cannot check out base revision {revision!r}: {reason}")
     shim = scratch / "shim"
     shim.mkdir()
     (shim / "niro").symlink_to(tree)  # niro.ir = <tree>/ir, niro.frontends = <tree>/frontends...
     return f"{shim}{os.pathsep}{tree}"
+
+
+def over_budget(rows: list[tuple[str, Cost, Cost]]) -> list[str]:
+    """The models that failed in this tree or grew by more than BUDGET over the base."""
+    return [
+        name
+        for name, base, now in rows
+        if now.total is None or (base.total is not None and now.total > BUDGET * base.total)
+    ]
 
 
 def report(revision: str, rows: list[tuple[str, Cost, Cost]]) -> str:
@@ -124,11 +120,12 @@ def report(revision: str, rows: list[tuple[str, Cost, Cost]]) -> str:
         "| --- | ---: | ---: | ---: | --- |",
     ]
     ratios = []
+    over = set(over_budget(rows))
     for name, base, now in rows:
         ratio = None if base.total is None or now.total is None else now.total / base.total
         if ratio is not None:
             ratios.append((ratio, name))
-        verdict = "-" if ratio is None else ("yes" if ratio <= BUDGET else "**no**")
+        verdict = "**no**" if name in over else ("-" if ratio is None else "yes")
         cells = [
             f"{base.total:.2f}" if base.total is not None else f"- ({base.error})",
             f"{now.total:.2f}" if now.total is not None else f"- ({now.error})",
@@ -142,6 +139,20 @@ def report(revision: str, rows: list[tuple[str, Cost, Cost]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _measure(name: str, base_path: str, folder: Path) -> tuple[str, Cost, Cost]:
+    """Model `name` made in `folder` and compiled by the base tree and by this one."""
+    folder.mkdir()
+    model = folder / "model.onnx"
+    bench_run.MODELS[name].make(model)
+    costs = []
+    for tree, python_path in (("base", base_path), ("now", str(ROOT))):
+        (folder / tree).mkdir()
+        costs.append(compile_cost(model, python_path, folder / tree))
+    base, now = costs
+    print(f"{name}: base {base.total or base.error}, now {now.total or now.error}", flush=True)
+    return name, base, now
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default=BASE, help=f"the base revision (default {BASE})")
@@ -149,23 +160,15 @@ def main() -> int:
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite the docs page")
     options = parser.parse_args()
     names = options.only or list(bench_run.MODELS)
-    rows = []
     with tempfile.TemporaryDirectory(prefix="niroc-compile-growth-") as directory:
         scratch = Path(directory)
         try:
             base_path = _base_tree(options.base, scratch)
-            for name in names:
-                folder = scratch / name
-                folder.mkdir()
-                model = folder / "model.onnx"
-                bench_run.MODELS[name].make(model)
-                costs = []
-                for tree, python_path in (("base", base_path), ("now", str(ROOT))):
-                    (folder / tree).mkdir()
-                    costs.append(compile_cost(model, python_path, folder / tree))
-                rows.append((name, *costs))
-                base, now = costs
-                print(f"{name}: base {base.total or base.error}, now {now.total or now.error}")
+        except BaseUnavailable as unavailable:
+            print(f"bench_compile_growth: {unavailable}", file=sys.stderr)
+            return 2
+        try:
+            rows = [_measure(name, base_path, scratch / name) for name in names]
         finally:
             subprocess.run(
                 ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(scratch / "base")],
@@ -177,12 +180,7 @@ def main() -> int:
     if not options.no_docs:
         DOCS.write_text(text)
     print(text)
-    over = [
-        name
-        for name, base, now in rows
-        if now.total is None or (base.total is not None and now.total > BUDGET * base.total)
-    ]
-    return 1 if over else 0
+    return 1 if over_budget(rows) else 0
 
 
 if __name__ == "__main__":

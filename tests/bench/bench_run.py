@@ -205,10 +205,11 @@ class Result:
     extra_flags: str = ""
 
 
-def _run(argv: list[str]) -> tuple[float, str | None]:
-    """Wall time of a child process and its last stderr line on failure."""
+def _run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, str | None]:
+    """Wall time of a child process (run with `env`, default ours) and its first error line
+    (else its last line) on failure."""
     started = time.perf_counter()
-    process = subprocess.run(argv, capture_output=True, text=True)
+    process = subprocess.run(argv, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - started
     if process.returncode != 0:
         lines = (process.stderr or process.stdout).strip().splitlines() or ["(no output)"]
