@@ -264,6 +264,7 @@ def _looped(
     projections = [projected for projected, _ in starts]
     carried = [*entering, *([] if y is None else [y])]
     lower = index_constant(0)
+    assert LOOPED_STEPS[-1] == 1, "the last loop must walk what the others leave, one by one"
     for steps in LOOPED_STEPS:
         upper = bound
         if steps > 1:  # the end of the whole iterations of `steps` steps from `lower`
@@ -289,6 +290,11 @@ def _loop(
     for every direction (its projection in `projections`), carrying each direction's states
     in turn (and Y, last); its results. Step-independent values go before the first loop."""
     lower, upper, steps = walk
+    last = (  # the reverse direction's first step
+        index_constant(rec.seq - 1)
+        if isinstance(rec.seq, int)
+        else arith.SubIOp(rec.seq, index_constant(1)).result
+    )
     loop = scf.ForOp(lower, upper, index_constant(steps), carried)
     if rec.hoist is None:
         rec.hoist_before(loop.operation)
@@ -302,14 +308,7 @@ def _loop(
             if offset:
                 position = arith.AddIOp(position, index_constant(offset)).result
             for direction, projected in enumerate(projections):
-                time = position
-                if rec.reverse[direction]:
-                    last = (
-                        index_constant(rec.seq - 1)
-                        if isinstance(rec.seq, int)
-                        else arith.SubIOp(rec.seq, index_constant(1)).result
-                    )
-                    time = arith.SubIOp(last, position).result
+                time = arith.SubIOp(last, position).result if rec.reverse[direction] else position
                 old = states[direction]
                 if captured is not None and offset == 0:  # only a first step can be step 0
                     old = _first_step_reads(rec, position, index_constant(0), captured[direction], old)
