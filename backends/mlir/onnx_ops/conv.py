@@ -7,8 +7,8 @@ filter[g, m, c, k] over (c, k), built once by `grouped_conv`. It is a matrix pro
 and group (im2col: the windows gathered into columns by one copy, then a contraction
 `linalg.generic` that IREE compiles as a matmul), because IREE 3.13 runs its direct
 convolutions several times slower; a depthwise convolution (one input channel per output) of a
-static input is a sum over the kernel taps of shifted input slices times a filter column (one
-element-wise `linalg.generic`), of a dynamic one a direct `linalg.generic`. f16/bf16 accumulate
+static input and unit strides is a sum over the kernel taps of shifted input slices times a
+filter column (one element-wise `linalg.generic`), any other a direct `linalg.generic`. f16/bf16 accumulate
 in f32. ConvTranspose is the classic rewrite: zeros inserted between input elements (stride),
 padded by the dilated kernel extent minus the pads (negative amounts crop), then a stride-1
 convolution with the filter flipped and its channel axes swapped; one whose strides equal its
@@ -147,7 +147,7 @@ def grouped_conv(ctx: LoweringRuleContext, x: mlir_ir.Value, w: mlir_ir.Value, s
 
     As a matrix product per group (`_im2col_conv`) unless each output reads one input channel
     (depthwise: a product with a reduction of only the kernel taps gains nothing; then, for a
-    static input, a sum over its `window_taps`, `_tap_conv`) or the gathered
+    static input of unit strides, a sum over its `window_taps`, `_tap_conv`) or the gathered
     windows would be too large (`IM2COL_LIMIT`); else in place (`_direct_conv`). An
     f32 2-D convolution of one group, stride 1, a kernel of more than one tap and at most
     `NAMED_FEATURES` outputs is IREE's named `linalg.conv_2d_nchw_fchw` (`_named_conv`)."""

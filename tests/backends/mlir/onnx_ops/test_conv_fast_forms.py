@@ -2,9 +2,9 @@
 onnxruntime: a convolution as a matrix product per image and group (the windows gathered by one
 im2col copy, or a plain reshape for a 1x1 kernel of stride 1), with strides, dilations, pads,
 groups, 1-D and 3-D kernels, and dynamic batch and spatial dims; a depthwise convolution
-(one input channel per output) of a static input as one element-wise sum over its kernel taps
-(f32, f16 and the integer one of ConvInteger), or in place past `TAPS_LIMIT` taps or with a
-dynamic dim; a small stride-1
+(one input channel per output) of a static input and unit strides as one element-wise sum over
+its kernel taps (f32, f16 and the integer one of ConvInteger), or in place when strided, past
+`TAPS_LIMIT` taps or with a dynamic dim; a small stride-1
 convolution (at most 32 outputs, more than one tap) as IREE's named `linalg.conv_2d_nchw_fchw`;
 ConvTranspose through the same forms.
 """
@@ -125,9 +125,9 @@ def _depthwise_f16():
     )
 
 
-def _depthwise_integer():
+def _depthwise_integer(strides=(1, 1)):
     """ConvInteger of one channel per group: the tap sum on i32 with the zero points
-    subtracted."""
+    subtracted (strided: the direct form)."""
     rng = np.random.default_rng(11)
     weights = {
         "w": rng.integers(0, 255, (3, 1, 3, 3)).astype(np.uint8),
@@ -140,7 +140,7 @@ def _depthwise_integer():
         ["y"],
         group=3,
         pads=[1, 1, 1, 1],
-        strides=[2, 1],
+        strides=list(strides),
     )
     return graph_model(
         [node],
@@ -221,21 +221,28 @@ def test_depthwise_f16_and_integer_tap_sums_match_onnxruntime(tmp_path) -> None:
     assert_matches_onnxruntime(
         compile_onnx(integer, tmp_path, "integer"), integer, feeds, function="g", rtol=0, atol=0
     )
+    strided = _depthwise_integer(strides=(2, 1))
+    assert DIRECT in _text(strided)
+    assert_matches_onnxruntime(
+        compile_onnx(strided, tmp_path, "strided"), strided, feeds, function="g", rtol=0, atol=0
+    )
 
 
 def test_depthwise_convolutions_are_tap_sums() -> None:
     text = _text(_depthwise())
-    # four of them are one element-wise generic over (n, g, m, h, w) whose operands are a
-    # strided slice of the padded input and a filter column per tap: 25, 9, 9 and 5 taps
+    # the two of unit strides (5x5, and 3x3 with a multiplier) are one element-wise generic
+    # over (n, g, m, h, w) whose operands are a shifted slice of the padded input and a filter
+    # column per tap: 25 and 9 taps
     assert (
         text.count('iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]}')
-        == 4
+        == 2
     )
-    assert text.count("to tensor<4x1x1xf32>") == 25 + 9 + 5
+    assert text.count("to tensor<4x1x1xf32>") == 25
     assert text.count("to tensor<4x2x1xf32>") == 9
-    assert text.count("[1, 1, 2, 2] : tensor<1x4x13x13xf32> to tensor<1x4x6x6xf32>") == 9
-    # the 9x9 one (81 taps) reduces over the unit channel and the taps in place
-    assert text.count(DIRECT) == 1
+    # the strided ones (3x3 and 1x5) and the 9x9 one (81 taps) reduce over the unit channel
+    # and the taps in place, with no strided slice
+    assert text.count(DIRECT) == 3
+    assert "[1, 1, 2, 2]" not in text and "[1, 1, 1, 3]" not in text
     # with a dynamic batch all five are direct (IREE copied each slice on its own there)
     dynamic = _text(_depthwise(("batch", 4, 11, 12)))
     assert dynamic.count(DIRECT) == 5
@@ -256,8 +263,9 @@ def test_the_forms_are_in_the_mlir() -> None:
     # every other convolution but the depthwise one is a contraction over (n, g, m, p, k),
     # its filter operand first (IREE then compiles it as a matmul)
     assert text.count(PRODUCT) == 8
-    # the depthwise one sums its 3x3 taps element-wise (`test_depthwise_convolutions_are_tap_sums`)
-    assert DIRECT not in text
+    # the depthwise one is strided: it reduces over its 3x3 taps in place
+    # (`test_depthwise_convolutions_are_tap_sums`)
+    assert text.count(DIRECT) == 1
     # the two 1x1 convolutions of stride 1 read the input as it is: 6 im2col copies, one per
     # other contraction (pure parallel generics over n, g, c, k_h, k_w, o_h, o_w)
     assert text.count(IM2COL) == 6

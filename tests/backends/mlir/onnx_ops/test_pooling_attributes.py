@@ -1,8 +1,9 @@
 """Every combination of the window pools' attributes, at static and at dynamic spatial dims.
 
-Static shapes fold AveragePool's divisor into a constant table and combine each window's taps
-(strided slices) in one element-wise generic; dynamic ones compute the divisor at run time and
-reduce over each window, so the two are separate code paths that must agree with onnxruntime on the same
+Static shapes fold AveragePool's divisor into a constant table and, at unit strides, combine
+each window's taps (shifted slices) in one element-wise generic; strided and dynamic ones
+reduce over each window (dynamic ones compute the divisor at run time), so these are separate
+code paths that must agree with onnxruntime on the same
 attributes. One model holds a node per combination (kernel, strides, explicit pads or
 auto_pad, count_include_pad, ceil_mode, dilations) reading one input, so each form is compiled
 once with iree-compile; the dynamic form is run at several image sizes.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 
 import numpy as np
 import onnx
@@ -20,7 +22,7 @@ from niro.backends.mlir import LoweringError, lower_to_mlir
 from niro.frontends.onnx import import_model
 from onnx import TensorProto, helper
 
-from ..mlir_harness import assert_matches_onnxruntime, compile_onnx
+from ..mlir_harness import assert_matches_onnxruntime, compile_module, compile_onnx
 from .dynamic_models import graph_model
 
 KERNELS = ([2, 2], [3, 2], [3, 3])
@@ -136,20 +138,29 @@ def _text(model: onnx.ModelProto) -> str:
     return str(lower_to_mlir(import_model(model)).module)
 
 
-def test_static_pools_combine_window_taps_and_dynamic_ones_reduce() -> None:
+def _attribute(node: onnx.NodeProto, name: str) -> list[int]:
+    return list(next(a.ints for a in node.attribute if a.name == name))
+
+
+REDUCING = '"parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]'
+
+
+def test_static_unit_stride_pools_combine_window_taps_and_the_others_reduce() -> None:
     pools = sum(len(_combinations(op)) for op in POOLS)
     static = _model(SIZES[0])
     static_text = _text(static)
-    assert '"reduction"' not in static_text
-    # one strided slice of the padded input per tap of every window (2x2, 3x2 or 3x3)
-    taps = sum(
-        int(np.prod(next(a.ints for a in node.attribute if a.name == "kernel_shape")))
-        for node in static.graph.node
-    )
+    unit = [node for node in static.graph.node if _attribute(node, "strides") == [1, 1]]
+    assert 0 < len(unit) < pools
+    # one shifted slice of the padded input per tap of every unit-stride window (2x2, 3x2 or
+    # 3x3); every strided one reduces over its window, the accumulator first in its body
+    taps = sum(int(np.prod(_attribute(node, "kernel_shape"))) for node in unit)
     assert static_text.count("tensor.extract_slice") >= taps
+    assert static_text.count(REDUCING) == len(static.graph.node) - len(unit)
     dynamic_text = _text(_model(("n", 3, "h", "w")))
-    reducing = '"parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]'
-    assert dynamic_text.count(reducing) == pools
+    assert dynamic_text.count(REDUCING) == pools
+    for text in (static_text, dynamic_text):
+        combiners = re.findall(r"arith\.(?:maximumf|addf) %out, ", text)
+        assert len(combiners) == text.count(REDUCING)
 
 
 def test_a_window_onnx_and_onnxruntime_count_differently_is_refused_not_guessed() -> None:
@@ -174,3 +185,27 @@ def test_the_combinations_cover_every_attribute_value() -> None:
     assert seen["ceil_mode"] == {"0", "1"} and seen["count_include_pad"] == {"0", "1"}
     paddings = {str(case.get("pads", case.get("auto_pad"))) for case in cases}
     assert len(paddings) == len(PADDINGS)
+
+
+@pytest.mark.parametrize("x_shape", [(1, 3, 12, 12), ("n", 3, "h", "w")], ids=["static", "dynamic"])
+def test_strided_pools_compile_as_iree_pooling_ops(x_shape, tmp_path) -> None:
+    """The reducing form's body reads the accumulator first, so IREE 3.13 compiles it with its
+    convolution pipeline (`_window_reduce`'s NOTE): with `maximumf(in, out)` it took the generic
+    one and ran 4-5x slower."""
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["m"], kernel_shape=[3, 3], strides=[2, 2]),
+        helper.make_node(
+            "AveragePool", ["x"], ["a"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]
+        ),
+    ]
+    model = graph_model(nodes, x_shape, outputs={"m": TensorProto.FLOAT, "a": TensorProto.FLOAT})
+    configurations = tmp_path / "configurations"
+    compile_module(
+        lower_to_mlir(import_model(model)),
+        tmp_path,
+        extra_flags=(f"--iree-hal-dump-executable-configurations-to={configurations}",),
+    )
+    dispatches = [path.read_text() for path in configurations.iterdir()]
+    pools = [text for text in dispatches if '"reduction", "reduction"]' in text]
+    assert len(pools) == 2
+    assert all("ConvTileAndDecomposeExpert" in text for text in pools)
