@@ -120,6 +120,10 @@ IM2COL_LIMIT = 1 << 26
 before it is computed in place instead (256 MiB of f32): the matrix-product form copies every
 input element once per kernel tap it meets."""
 
+GROUPED_ROWS_POSITIONS = 1024
+"""The most output positions (per image, static) a grouped convolution may have to be computed
+with its output rows as a batch dim (`_grouped_product`)."""
+
 NAMED_FEATURES = 32
 """The most output channels a 2-D convolution (stride 1, a kernel of more than one tap) may have
 to stay IREE's named NCHW convolution (`_named_conv`): with few outputs per window the im2col
@@ -211,9 +215,10 @@ def _named_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.V
 
 def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
     """`grouped_conv` as a matrix product per image and group: the windows of `x` gathered
-    into columns (N, G, C/G * prod K, prod O) by one copying `linalg.generic` (im2col; a plain
+    into columns (N, G, C/G * prod K, O...) by one copying `linalg.generic` (im2col; a plain
     reshape for a 1x1 kernel of stride 1), the filter reshaped to (G, M/G, C/G * prod K), and
-    out[n, g, m, p] = sum over k of w[g, m, k] * columns[n, g, k, p].
+    out[n, g, m, p] = sum over k of w[g, m, k] * columns[n, g, k, p], p the output positions
+    (`_grouped_product` for a grouped convolution of few of them).
 
     NOTE: IREE 3.13 compiles its named NCHW convolutions (and the NHWC ones) to a direct
     convolution that runs 5-10x slower on CPU than this product (ResNet-50's 3x3 convolutions
@@ -227,7 +232,7 @@ def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.
     group_features = features // spec.group
     grouped = expand_dim(x, 1, (spec.group, group_channels))  # (N, G, C/G, S...)
     if all(k == 1 for k in kernel) and all(s == 1 for s in spec.strides):
-        columns = collapse_dims(grouped, 3, rank)  # the padded input is exactly the output
+        windows = grouped  # the padded input is exactly the output: (N, G, C/G, O...)
     else:
         gathered = [tensor_size(x, 0), spec.group, group_channels, *kernel, *spec.output]
         # loops: n, g, c, k_0..k_{r-1}, o_0..o_{r-1}
@@ -244,19 +249,69 @@ def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.
             (),
             lambda args: [args[0]],
         )[0]
-        columns = collapse_dims(collapse_dims(windows, 3 + rank, rank), 2, 1 + rank)
-    rows = expand_dim(collapse_dims(w, 1, 1 + rank), 0, (spec.group, group_features))
-    product_shape = [tensor_size(columns, 0), spec.group, group_features, tensor_size(columns, 3)]
+    gathered_taps = windows is not grouped  # (N, G, C/G, K..., O...)
+    positions = [size for size in spec.output if isinstance(size, int)]
+    if spec.group > 1 and 1 < rank == len(positions):
+        if math.prod(positions) <= GROUPED_ROWS_POSITIONS:
+            columns = collapse_dims(windows, 2, 1 + rank) if gathered_taps else windows
+            return _grouped_product(_filter_rows(w, spec), columns, spec)
+    if gathered_taps:
+        flat = collapse_dims(collapse_dims(windows, 3 + rank, rank), 2, 1 + rank)
+    else:
+        flat = collapse_dims(windows, 3, rank)
+    rows = _filter_rows(w, spec)
+    product_shape = [tensor_size(flat, 0), spec.group, group_features, tensor_size(flat, 3)]
     init = filled(product_shape, spec.accumulator, constant(spec.accumulator, 0))
     # loops: n, g, m, p, k
     product = generic(
-        [(rows, [1, 2, 4]), (columns, [0, 1, 4, 3])],
+        [(rows, [1, 2, 4]), (flat, [0, 1, 4, 3])],
         [(init, [0, 1, 2, 3])],
         5,
         (4,),
         lambda args: [spec.mul_add(args[0], args[1], args[2])],
     )[0]
     return collapse_dims(expand_dim(product, 3, list(spec.output)), 1, 2)
+
+
+def _filter_rows(w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
+    """The filter (M, C/G, K...) as the product's rows: (G, M/G, C/G * prod K)."""
+    w_shape = mlir_ir.RankedTensorType(w.type).shape
+    rows = collapse_dims(w, 1, len(w_shape) - 1)
+    return expand_dim(rows, 0, (spec.group, w_shape[0] // spec.group))
+
+
+def _grouped_product(rows: mlir_ir.Value, columns: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
+    """`_im2col_conv`'s product of a grouped convolution with the output rows as a batch dim:
+    out[n, g, m, r, q] = sum over k of w[g, m, k] * columns[n, g, k, r, q], loops (n, g, r, m,
+    q, k), q the positions of a row.
+
+    NOTE: IREE 3.13 picks the product's tiles from the divisors of its dims and ran some
+    grouped 1x1 convolutions far below their siblings' speed as one (M x P) product per group:
+    ShuffleNet's 4 groups of 68 channels at 14x14 took 310 us a call, 4x slower than its 136
+    channels at 7x7 with the same work (its 15 such convolutions were 60% of its run); with
+    the rows a batch dim 60 us. Measured the same way (dispatch time, us): 4 groups of 34 at
+    28x28 74 -> 48, 32 groups of 8 channels (K 72) at 28x28 340 -> 230, 32 of 16 at 14x14 and
+    32 of 32 at 7x7 unchanged; at 56x56 the rows form was 1.2-1.5x slower (4 of 28, 32 of 4),
+    and for one group it ranged from 5x faster to 5x slower (68 channels at 14x14 against
+    SqueezeNet's 13x13 and 27x27 ones), hence grouped convolutions of at most
+    `GROUPED_ROWS_POSITIONS` positions only."""
+    rank = mlir_ir.RankedTensorType(columns.type).rank - 3
+    if rank > 2:  # one dim for the positions of a row
+        columns = collapse_dims(columns, 4, rank - 1)
+    features = mlir_ir.RankedTensorType(rows.type).shape[1]
+    positions = [tensor_size(columns, axis) for axis in (3, 4)]
+    sizes = [tensor_size(columns, 0), spec.group, features, *positions]
+    init = filled(sizes, spec.accumulator, constant(spec.accumulator, 0))
+    product = generic(
+        [(rows, [1, 3, 5]), (columns, [0, 1, 5, 2, 4])],
+        [(init, [0, 1, 3, 2, 4])],
+        6,
+        (5,),
+        lambda args: [spec.mul_add(args[0], args[1], args[2])],
+    )[0]
+    if rank > 2:
+        product = expand_dim(product, 4, list(spec.output[1:]))
+    return collapse_dims(product, 1, 2)
 
 
 def _tap_conv(taps: list[mlir_ir.Value], w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:

@@ -89,6 +89,18 @@ def _three_d():
     return graph_model(nodes, ("n", 3, 4, 5, 3), weights)
 
 
+def _three_d_grouped(x_shape=(1, 4, 4, 5, 3)):
+    """3-D grouped convolutions: the product with the output rows a batch dim, a row's
+    positions (two axes) merged into one dim and split back."""
+    weights = random_weights(13, w=(6, 2, 2, 1, 3), p=(4, 1, 1, 1, 1))
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "w"], ["grouped"], group=2, pads=[1, 0, 1, 0, 0, 1]),
+        node("Conv", ["x", "p"], ["pointwise"], group=4),
+    ]
+    return _every_output(nodes, x_shape, weights)
+
+
 def _depthwise(x_shape=(1, 4, 11, 12)):
     """Depthwise convolutions: MobileNet's 5x5 (stride 1, bias) and 3x3 (stride 2), a depth
     multiplier of 2 with dilations, a 1x5 kernel, and a 9x9 kernel (81 taps, past
@@ -174,6 +186,7 @@ CASES = {
     "2d": (_model, [(1, 8, 9, 10)]),
     "1d": (_one_d, [(1, 4, 11)]),
     "3d_dynamic_batch": (_three_d, [(1, 3, 4, 5, 3), (2, 3, 4, 5, 3)]),
+    "3d_grouped": (_three_d_grouped, [(1, 4, 4, 5, 3)]),
     "dynamic_batch": (lambda: _model(("batch", 8, 9, 10)), [(1, 8, 9, 10), (2, 8, 9, 10)]),
     "dynamic_spatial": (
         lambda: _model(("batch", 8, "h", "w")),
@@ -251,6 +264,7 @@ def test_depthwise_convolutions_are_tap_sums() -> None:
 
 DIRECT = '"parallel", "parallel", "reduction", "reduction", "reduction"]'
 PRODUCT = 'iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]'
+ROW_PRODUCT = "iterator_types = [" + '"parallel", ' * 5 + '"reduction"]'
 IM2COL = "iterator_types = [" + ", ".join(['"parallel"'] * 7) + "]"
 
 
@@ -261,8 +275,12 @@ def test_the_forms_are_in_the_mlir() -> None:
     assert text.count("linalg.conv_") == 1
     assert text.count("linalg.conv_2d_nchw_fchw {") == 1
     # every other convolution but the depthwise one is a contraction over (n, g, m, p, k),
-    # its filter operand first (IREE then compiles it as a matmul)
-    assert text.count(PRODUCT) == 8
+    # its filter operand first (IREE then compiles it as a matmul); the two grouped ones over
+    # (n, g, r, m, q, k), the output rows r a batch dim
+    assert text.count(PRODUCT) == 6
+    assert text.count(ROW_PRODUCT) == 2
+    assert _text(_model(("batch", 8, "h", "w"))).count(PRODUCT) == 8  # dynamic positions
+    assert _text(_three_d_grouped()).count(ROW_PRODUCT) == 1
     # the depthwise one is strided: it reduces over its 3x3 taps in place
     # (`test_depthwise_convolutions_are_tap_sums`)
     assert text.count(DIRECT) == 1
