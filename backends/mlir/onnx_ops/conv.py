@@ -255,6 +255,9 @@ def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.
         if math.prod(positions) <= GROUPED_ROWS_POSITIONS:
             columns = collapse_dims(windows, 2, 1 + rank) if gathered_taps else windows
             return _grouped_product(_filter_rows(w, spec), columns, spec)
+    if rank > 1 and len(positions) < rank:
+        columns = collapse_dims(windows, 2, 1 + rank) if gathered_taps else windows
+        return _spatial_product(_filter_rows(w, spec), columns, spec)
     if gathered_taps:
         flat = collapse_dims(collapse_dims(windows, 3 + rank, rank), 2, 1 + rank)
     else:
@@ -278,6 +281,34 @@ def _filter_rows(w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
     w_shape = mlir_ir.RankedTensorType(w.type).shape
     rows = collapse_dims(w, 1, len(w_shape) - 1)
     return expand_dim(rows, 0, (spec.group, w_shape[0] // spec.group))
+
+
+def _spatial_product(rows: mlir_ir.Value, columns: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
+    """`_im2col_conv`'s product over the output's spatial dims as they are, for dynamic ones:
+    out[n, g, m, o...] = sum over k of w[g, m, k] * columns[n, g, k, o...], loops (n, g, m,
+    o..., k), the result (N, M, O...) with no reshape of its spatial dims.
+
+    NOTE: IREE 3.13 sinks a `tensor.expand_shape` of dynamic dims below the element-wise ops
+    that read it (SinkReshapes), collapsing their dims and every other operand's. A 'same'
+    depthwise convolution's centre tap (`window_taps`) is its unpadded input itself: when that
+    was the product's (N, M, P) expanded to (N, M, H, W), IREE collapsed the tap sum and
+    copied each of its 25 other taps in a dispatch of its own (MobileNet's 5x5 depthwise
+    convolution at a dynamic 112x112: 2.4 ms a call in place, 25 copies of 110 us and 1.9 ms
+    as taps; 0.25 ms as taps of this product's result). IREE merges the spatial dims of this
+    product itself (a `matmul_like` dispatch over (M, H*W) as before)."""
+    rank = mlir_ir.RankedTensorType(columns.type).rank - 3
+    features = mlir_ir.RankedTensorType(rows.type).shape[1]
+    outs = list(range(3, 3 + rank))
+    sizes = [tensor_size(columns, 0), spec.group, features, *(tensor_size(columns, a) for a in outs)]
+    init = filled(sizes, spec.accumulator, constant(spec.accumulator, 0))
+    product = generic(
+        [(rows, [1, 2, 3 + rank]), (columns, [0, 1, 3 + rank, *outs])],
+        [(init, [0, 1, 2, *outs])],
+        4 + rank,
+        (3 + rank,),
+        lambda args: [spec.mul_add(args[0], args[1], args[2])],
+    )[0]
+    return collapse_dims(product, 1, 2)
 
 
 def _grouped_product(rows: mlir_ir.Value, columns: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:

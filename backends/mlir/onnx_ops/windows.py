@@ -306,21 +306,24 @@ def window_taps(
     """The windows of a padded (N, C, S...) input by kernel tap, taps in row-major order: slice
     k is (N, C, O...) with element [n, c, o] = padded[n, c, o + k*d], a
     `tensor.extract_slice`. One element-wise `linalg.generic` over them then computes the
-    window op. None (the caller reduces over the window in place) for a dynamic input, a
-    stride other than 1 or more than `TAPS_LIMIT` taps.
+    window op. None (the caller reduces over the window in place) for a stride other than 1,
+    more than `TAPS_LIMIT` taps, or a dynamic batch of static spatial dims.
 
     NOTE: IREE 3.13 vectorizes such an element-wise generic along the output row, and runs it
     7-28x faster on CPU than a generic reducing over the window or its named depthwise
     convolutions (32 channels, 5x5 at 112x112: 1.1 against 8 ms CPU per call); the taps must be
     slices: read through shifted indexing maps of one operand instead, the generic ran 10x
-    slower. Only for a static input: with a dynamic dim (the batch too) IREE merged the output's
-    spatial dims, copied every unit-stride slice in a dispatch of its own, and the whole ran 1.3x
-    slower than the reducing form. Only for unit strides: IREE reads a strided slice element by
+    slower. Not for a dynamic batch of static spatial dims: a convolution's product there ends
+    in an expand_shape of its positions, which IREE sinks into the tap generic when it is the
+    centre tap, copying every other slice in a dispatch of its own (1.3x slower than
+    reducing); with dynamic spatial dims the products emit none (`conv._spatial_product`).
+    Only for unit strides: IREE reads a strided slice element by
     element, and a 3x3 stride-2 window op over strided taps ran 1.6-5x slower than reducing
     (MaxPool of 64x111x111: 1,080 against 200 us per call; depthwise convolution of 48x112x112:
     780 against 480 us; of 112x56x56: 390 against 230 us)."""
-    static = mlir_ir.RankedTensorType(padded.type).has_static_shape
-    if not static or any(s != 1 for s in strides) or math.prod(kernel) > TAPS_LIMIT:
+    shape = mlir_ir.RankedTensorType(padded.type).shape
+    batch_only = shape[0] == DYNAMIC and DYNAMIC not in shape[2:]
+    if batch_only or any(s != 1 for s in strides) or math.prod(kernel) > TAPS_LIMIT:
         return None
     lead = [tensor_size(padded, 0), tensor_size(padded, 1)]
     return [

@@ -264,7 +264,9 @@ def test_depthwise_convolutions_are_tap_sums() -> None:
 
 DIRECT = '"parallel", "parallel", "reduction", "reduction", "reduction"]'
 PRODUCT = 'iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]'
-ROW_PRODUCT = "iterator_types = [" + '"parallel", ' * 5 + '"reduction"]'
+SPATIAL_PRODUCT = "iterator_types = [" + '"parallel", ' * 5 + '"reduction"]'
+"""A 2-D convolution's product with the output rows a batch dim (grouped, few positions) or over
+its dynamic spatial dims."""
 IM2COL = "iterator_types = [" + ", ".join(['"parallel"'] * 7) + "]"
 
 
@@ -278,9 +280,13 @@ def test_the_forms_are_in_the_mlir() -> None:
     # its filter operand first (IREE then compiles it as a matmul); the two grouped ones over
     # (n, g, r, m, q, k), the output rows r a batch dim
     assert text.count(PRODUCT) == 6
-    assert text.count(ROW_PRODUCT) == 2
-    assert _text(_model(("batch", 8, "h", "w"))).count(PRODUCT) == 8  # dynamic positions
-    assert _text(_three_d_grouped()).count(ROW_PRODUCT) == 1
+    assert text.count(SPATIAL_PRODUCT) == 2
+    assert _text(_three_d_grouped()).count(SPATIAL_PRODUCT) == 1
+    # with dynamic spatial dims all eight are over (n, g, m, o_h, o_w, k): no reshape of the
+    # positions (`conv._spatial_product`); the depthwise one, strided, stays in place
+    dynamic = _text(_model(("batch", 8, "h", "w")))
+    assert dynamic.count(SPATIAL_PRODUCT) == 8 and PRODUCT not in dynamic
+    assert dynamic.count(DIRECT) == 1
     # the depthwise one is strided: it reduces over its 3x3 taps in place
     # (`test_depthwise_convolutions_are_tap_sums`)
     assert text.count(DIRECT) == 1

@@ -1,9 +1,9 @@
 """Every combination of the window pools' attributes, at static and at dynamic spatial dims.
 
-Static shapes fold AveragePool's divisor into a constant table and, at unit strides, combine
-each window's taps (shifted slices) in one element-wise generic; strided and dynamic ones
-reduce over each window (dynamic ones compute the divisor at run time), so these are separate
-code paths that must agree with onnxruntime on the same
+Static shapes fold AveragePool's divisor into a constant table, dynamic ones compute it at run
+time; at unit strides each window's taps (shifted slices) are combined in one element-wise
+generic, strided ones (and those of a dynamic batch only) reduce over each window, so these
+are separate code paths that must agree with onnxruntime on the same
 attributes. One model holds a node per combination (kernel, strides, explicit pads or
 auto_pad, count_include_pad, ceil_mode, dilations) reading one input, so each form is compiled
 once with iree-compile; the dynamic form is run at several image sizes.
@@ -145,7 +145,7 @@ def _attribute(node: onnx.NodeProto, name: str) -> list[int]:
 REDUCING = '"parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]'
 
 
-def test_static_unit_stride_pools_combine_window_taps_and_the_others_reduce() -> None:
+def test_unit_stride_pools_combine_window_taps_and_the_others_reduce() -> None:
     pools = sum(len(_combinations(op)) for op in POOLS)
     static = _model(SIZES[0])
     static_text = _text(static)
@@ -156,9 +156,14 @@ def test_static_unit_stride_pools_combine_window_taps_and_the_others_reduce() ->
     taps = sum(int(np.prod(_attribute(node, "kernel_shape"))) for node in unit)
     assert static_text.count("tensor.extract_slice") >= taps
     assert static_text.count(REDUCING) == len(static.graph.node) - len(unit)
-    dynamic_text = _text(_model(("n", 3, "h", "w")))
-    assert dynamic_text.count(REDUCING) == pools
-    for text in (static_text, dynamic_text):
+    dynamic = _model(("n", 3, "h", "w"))
+    dynamic_text = _text(dynamic)
+    unit_dynamic = [node for node in dynamic.graph.node if _attribute(node, "strides") == [1, 1]]
+    assert dynamic_text.count(REDUCING) == pools - len(unit_dynamic)
+    # a dynamic batch of static spatial dims: all reduce (`window_taps`)
+    batch_text = _text(_model(("n", 3, *SIZES[0][2:])))
+    assert batch_text.count(REDUCING) == len(static.graph.node)
+    for text in (static_text, dynamic_text, batch_text):
         combiners = re.findall(r"arith\.(?:maximumf|addf) %out, ", text)
         assert len(combiners) == text.count(REDUCING)
 
