@@ -124,6 +124,11 @@ GROUPED_ROWS_POSITIONS = 1024
 """The most output positions (per image, static) a grouped convolution may have to be computed
 with its output rows as a batch dim (`_grouped_product`)."""
 
+SPATIAL_PRODUCT_WEIGHTS = 4096
+"""The most filter elements a 1x1 convolution of dynamic spatial dims may have to be computed as
+`_spatial_product`: IREE 3.13 ran larger ones in a ResNet-50 of dynamic image size up to 3.5x
+slower so (1024 -> 256 channels at 14x14: 13.6 against 3.8 ms a call)."""
+
 NAMED_FEATURES = 32
 """The most output channels a 2-D convolution (stride 1, a kernel of more than one tap) may have
 to stay IREE's named NCHW convolution (`_named_conv`): with few outputs per window the im2col
@@ -255,9 +260,9 @@ def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.
         if math.prod(positions) <= GROUPED_ROWS_POSITIONS:
             columns = collapse_dims(windows, 2, 1 + rank) if gathered_taps else windows
             return _grouped_product(_filter_rows(w, spec), columns, spec)
-    if rank > 1 and len(positions) < rank:
-        columns = collapse_dims(windows, 2, 1 + rank) if gathered_taps else windows
-        return _spatial_product(_filter_rows(w, spec), columns, spec)
+    if rank > 1 and len(positions) < rank and not gathered_taps:
+        if features * group_channels <= SPATIAL_PRODUCT_WEIGHTS:
+            return _spatial_product(_filter_rows(w, spec), windows, spec)
     if gathered_taps:
         flat = collapse_dims(collapse_dims(windows, 3 + rank, rank), 2, 1 + rank)
     else:
@@ -284,9 +289,10 @@ def _filter_rows(w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
 
 
 def _spatial_product(rows: mlir_ir.Value, columns: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
-    """`_im2col_conv`'s product over the output's spatial dims as they are, for dynamic ones:
-    out[n, g, m, o...] = sum over k of w[g, m, k] * columns[n, g, k, o...], loops (n, g, m,
-    o..., k), the result (N, M, O...) with no reshape of its spatial dims.
+    """`_im2col_conv`'s product over the output's spatial dims as they are, for a 1x1
+    convolution of stride 1, dynamic spatial dims and at most `SPATIAL_PRODUCT_WEIGHTS` filter
+    elements: out[n, g, m, o...] = sum over k of w[g, m, k] * columns[n, g, k, o...], loops
+    (n, g, m, o..., k), the result (N, M, O...) with no reshape of its spatial dims.
 
     NOTE: IREE 3.13 sinks a `tensor.expand_shape` of dynamic dims below the element-wise ops
     that read it (SinkReshapes), collapsing their dims and every other operand's. A 'same'
@@ -294,8 +300,10 @@ def _spatial_product(rows: mlir_ir.Value, columns: mlir_ir.Value, spec: ConvSpec
     was the product's (N, M, P) expanded to (N, M, H, W), IREE collapsed the tap sum and
     copied each of its 25 other taps in a dispatch of its own (MobileNet's 5x5 depthwise
     convolution at a dynamic 112x112: 2.4 ms a call in place, 25 copies of 110 us and 1.9 ms
-    as taps; 0.25 ms as taps of this product's result). IREE merges the spatial dims of this
-    product itself (a `matmul_like` dispatch over (M, H*W) as before)."""
+    as taps; 0.25 ms as taps of this product's result). `window_taps` takes dynamic inputs
+    only when no expand_shape is upstream. IREE merges the spatial dims of this product itself
+    (a `matmul_like` dispatch over (M, H*W) as before; 16 -> 32 channels at 112x112, 64 -> 64 at
+    56x56: the same time)."""
     rank = mlir_ir.RankedTensorType(columns.type).rank - 3
     features = mlir_ir.RankedTensorType(rows.type).shape[1]
     outs = list(range(3, 3 + rank))

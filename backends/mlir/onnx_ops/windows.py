@@ -313,17 +313,20 @@ def window_taps(
     7-28x faster on CPU than a generic reducing over the window or its named depthwise
     convolutions (32 channels, 5x5 at 112x112: 1.1 against 8 ms CPU per call); the taps must be
     slices: read through shifted indexing maps of one operand instead, the generic ran 10x
-    slower. Not for a dynamic batch of static spatial dims: a convolution's product there ends
-    in an expand_shape of its positions, which IREE sinks into the tap generic when it is the
-    centre tap, copying every other slice in a dispatch of its own (1.3x slower than
-    reducing); with dynamic spatial dims the products emit none (`conv._spatial_product`).
-    Only for unit strides: IREE reads a strided slice element by
+    slower. With a dynamic dim, not for a dynamic batch of static spatial dims nor an input
+    computed from a `tensor.expand_shape` (`_reshaped_upstream`; a convolution's product as
+    (N, M, P) expanded to (N, M, H, W) is one): IREE sinks that expand into the tap generic when
+    it is the centre tap, collapsing the generic and copying every other slice in a dispatch of
+    its own (1.3x slower than reducing, MobileNet's 5x5 depthwise convolution at a dynamic
+    112x112 7x: 25 copies of 110 us and 1.9 ms); a small 1x1 convolution of dynamic spatial dims
+    emits none (`conv._spatial_product`). Only for unit strides: IREE reads a strided slice element by
     element, and a 3x3 stride-2 window op over strided taps ran 1.6-5x slower than reducing
     (MaxPool of 64x111x111: 1,080 against 200 us per call; depthwise convolution of 48x112x112:
     780 against 480 us; of 112x56x56: 390 against 230 us)."""
     shape = mlir_ir.RankedTensorType(padded.type).shape
-    batch_only = shape[0] == DYNAMIC and DYNAMIC not in shape[2:]
-    if batch_only or any(s != 1 for s in strides) or math.prod(kernel) > TAPS_LIMIT:
+    if any(s != 1 for s in strides) or math.prod(kernel) > TAPS_LIMIT:
+        return None
+    if DYNAMIC in shape and (DYNAMIC not in shape[2:] or _reshaped_upstream(padded)):
         return None
     lead = [tensor_size(padded, 0), tensor_size(padded, 1)]
     return [
@@ -334,6 +337,26 @@ def window_taps(
         )
         for tap in itertools.product(*(range(k) for k in kernel))
     ]
+
+
+def _reshaped_upstream(value: mlir_ir.Value, depth: int = 8) -> bool:
+    """Whether `value` is a `tensor.expand_shape`'s result, or computed from one through at
+    most `depth` pads, slices, collapses and element-wise generics: IREE 3.13 may sink such an
+    expand into a tap generic reading `value` (`window_taps`)."""
+    owner = value.owner
+    if depth < 0 or isinstance(owner, mlir_ir.Block):
+        return False
+    name = owner.name
+    if name == "tensor.expand_shape":
+        return True
+    if name == "linalg.generic" and "reduction" in str(owner.attributes["iterator_types"]):
+        return False
+    if name not in ("tensor.pad", "tensor.extract_slice", "tensor.collapse_shape", "linalg.generic"):
+        return False
+    return any(
+        isinstance(operand.type, mlir_ir.RankedTensorType) and _reshaped_upstream(operand, depth - 1)
+        for operand in owner.operands
+    )
 
 
 __all__ += ["TAPS_LIMIT", "window_taps"]

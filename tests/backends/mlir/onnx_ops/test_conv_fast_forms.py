@@ -282,10 +282,11 @@ def test_the_forms_are_in_the_mlir() -> None:
     assert text.count(PRODUCT) == 6
     assert text.count(SPATIAL_PRODUCT) == 2
     assert _text(_three_d_grouped()).count(SPATIAL_PRODUCT) == 1
-    # with dynamic spatial dims all eight are over (n, g, m, o_h, o_w, k): no reshape of the
-    # positions (`conv._spatial_product`); the depthwise one, strided, stays in place
+    # with dynamic spatial dims the two small 1x1 convolutions of stride 1 are over (n, g, m,
+    # o_h, o_w, k): no reshape of the positions (`conv._spatial_product`); the others keep
+    # the (n, g, m, p, k) product; the depthwise one, strided, stays in place
     dynamic = _text(_model(("batch", 8, "h", "w")))
-    assert dynamic.count(SPATIAL_PRODUCT) == 8 and PRODUCT not in dynamic
+    assert dynamic.count(SPATIAL_PRODUCT) == 2 and dynamic.count(PRODUCT) == 6
     assert dynamic.count(DIRECT) == 1
     # the depthwise one is strided: it reduces over its 3x3 taps in place
     # (`test_depthwise_convolutions_are_tap_sums`)
@@ -293,6 +294,41 @@ def test_the_forms_are_in_the_mlir() -> None:
     # the two 1x1 convolutions of stride 1 read the input as it is: 6 im2col copies, one per
     # other contraction (pure parallel generics over n, g, c, k_h, k_w, o_h, o_w)
     assert text.count(IM2COL) == 6
+
+
+def _pointwise_then_depthwise(features: int, x_shape=("batch", 8, "h", "w")):
+    """A 1x1 convolution to `features` channels, then a 3x3 depthwise one: MobileNet's block."""
+    weights = random_weights(14, p=(features, 8, 1, 1), d=(features, 1, 3, 3))
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "p"], ["pointwise"]),
+        node("Relu", ["pointwise"], ["relu"]),
+        node("Conv", ["relu", "d"], ["depthwise"], group=features, pads=[1, 1, 1, 1]),
+    ]
+    return graph_model(nodes, x_shape, weights, outputs={"depthwise": TensorProto.FLOAT})
+
+
+@pytest.mark.parametrize("features", [16, 1024])
+def test_a_dynamic_size_depthwise_convolution_sums_taps_unless_a_reshape_feeds_it(
+    features, tmp_path
+) -> None:
+    """Of dynamic spatial dims, a depthwise convolution after a small 1x1 one (a product over
+    the spatial dims as they are) sums its taps; after a large one, whose product is reshaped
+    to (N, M, H, W), it reduces in place (`windows.window_taps`: IREE would copy each tap)."""
+    model = _pointwise_then_depthwise(features)
+    text = _text(model)
+    small = features * 8 <= 4096
+    assert (text.count(SPATIAL_PRODUCT), text.count(PRODUCT)) == ((1, 0) if small else (0, 1))
+    assert (DIRECT in text) == (not small)
+    assert (text.count("to tensor<?x" + str(features) + "x?x?xf32>") >= 9) == small
+    rng = np.random.default_rng(15)
+    feeds = [
+        {"x": rng.standard_normal(shape).astype(np.float32)}
+        for shape in [(1, 8, 9, 10), (2, 8, 6, 5)]
+    ]
+    assert_matches_onnxruntime(
+        compile_onnx(model, tmp_path, "block"), model, feeds, function="g", rtol=1e-4, atol=1e-4
+    )
 
 
 def test_small_stride_one_convolutions_are_named() -> None:
@@ -321,7 +357,9 @@ def test_a_grouped_convolution_in_place_builds_no_tap_slices(monkeypatch) -> Non
 
     monkeypatch.setattr(conv, "IM2COL_LIMIT", 0)
     weights = random_weights(12, w=(6, 4, 3, 3))
-    model = graph_model([helper.make_node("Conv", ["x", "w"], ["y"], group=2)], (1, 8, 9, 10), weights)
+    model = graph_model(
+        [helper.make_node("Conv", ["x", "w"], ["y"], group=2)], (1, 8, 9, 10), weights
+    )
     text = _text(model)
     assert text.count(DIRECT) == 1
     assert "tensor.extract_slice" not in text
