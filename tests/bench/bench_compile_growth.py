@@ -62,7 +62,8 @@ def _children_cpu() -> float:
 def compile_cost(model: Path, python_path: str, folder: Path) -> Cost:
     """The frontend on `python_path` writing `model`'s MLIR, then iree-compile on it."""
     mlir = folder / "model.mlir"
-    frontend = [sys.executable, "-c", FRONTEND, "-q", str(model), "-o", str(mlir)]
+    # -P: not the working directory's niroc (the repository root's, when run from there) first
+    frontend = [sys.executable, "-P", "-c", FRONTEND, "-q", str(model), "-o", str(mlir)]
     started = _children_cpu()
     _, error = bench_run._run(frontend, env={**os.environ, "PYTHONPATH": python_path})
     front = _children_cpu() - started

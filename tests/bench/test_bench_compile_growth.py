@@ -45,6 +45,23 @@ def test_a_frontend_failure_is_reported_with_its_error_line(growth, tmp_path) ->
     assert cost.total is None and cost.error.startswith("niroc: ")
 
 
+def test_the_frontend_is_the_niroc_on_its_path_not_the_working_directory_s(
+    growth, tmp_path, monkeypatch
+) -> None:
+    """Run from the repository root (as `make` does), the base's niroc must still come from the
+    base tree: with the root first on sys.path, its CLI met the base's frontend and failed."""
+    fake = tmp_path / "tree" / "niroc"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "cli.py").write_text("import sys\ndef run():\n    sys.exit('error: the base tree')\n")
+    model = tmp_path / "any.onnx"
+    model.write_bytes(b"")
+    (tmp_path / "now").mkdir()
+    monkeypatch.chdir(growth.ROOT)
+    cost = growth.compile_cost(model, str(tmp_path / "tree"), tmp_path / "now")
+    assert cost.error == "niroc: error: the base tree"
+
+
 def test_growth_over_the_budget_and_failures_count_against_it(growth) -> None:
     cost = growth.Cost
     rows = [
