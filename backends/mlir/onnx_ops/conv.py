@@ -62,6 +62,7 @@ from .windows import (
     at_run_time,
     channels_from_filter,
     pad_for_window,
+    phase_taps,
     spatial_shape,
     window_geometry,
     window_taps,
@@ -177,6 +178,8 @@ def grouped_conv(ctx: LoweringRuleContext, x: mlir_ir.Value, w: mlir_ir.Value, s
         return _im2col_conv(x, w, spec)
     if group_channels == 1:  # the taps are built only for a depthwise convolution that uses them
         taps = window_taps(x, w_shape[2:], spec.strides, spec.dilations, spec.output)
+        if taps is None:
+            taps = phase_taps(x, w_shape[2:], spec.strides, spec.dilations, spec.output)
         if taps is not None:
             return _tap_conv(taps, w, spec)
     return _direct_conv(x, w, spec)

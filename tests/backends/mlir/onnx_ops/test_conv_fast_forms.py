@@ -2,9 +2,9 @@
 onnxruntime: a convolution as a matrix product per image and group (the windows gathered by one
 im2col copy, or a plain reshape for a 1x1 kernel of stride 1), with strides, dilations, pads,
 groups, 1-D and 3-D kernels, and dynamic batch and spatial dims; a depthwise convolution
-(one input channel per output) of a static input and unit strides as one element-wise sum over
-its kernel taps (f32, f16 and the integer one of ConvInteger), or in place when strided, past
-`TAPS_LIMIT` taps or with a dynamic dim; a small stride-1
+(one input channel per output) of a static input as one element-wise sum over its kernel taps
+(f32, f16 and the integer one of ConvInteger; a strided one's taps cut from its input's stride
+phases), or in place past `TAPS_LIMIT` taps or with a dynamic batch; a small stride-1
 convolution (at most 32 outputs, more than one tap) as IREE's named `linalg.conv_2d_nchw_fchw`;
 ConvTranspose through the same forms.
 """
@@ -235,7 +235,7 @@ def test_depthwise_f16_and_integer_tap_sums_match_onnxruntime(tmp_path) -> None:
         compile_onnx(integer, tmp_path, "integer"), integer, feeds, function="g", rtol=0, atol=0
     )
     strided = _depthwise_integer(strides=(2, 1))
-    assert DIRECT in _text(strided)
+    assert DIRECT not in _text(strided) and PHASES in _text(strided)
     assert_matches_onnxruntime(
         compile_onnx(strided, tmp_path, "strided"), strided, feeds, function="g", rtol=0, atol=0
     )
@@ -243,19 +243,19 @@ def test_depthwise_f16_and_integer_tap_sums_match_onnxruntime(tmp_path) -> None:
 
 def test_depthwise_convolutions_are_tap_sums() -> None:
     text = _text(_depthwise())
-    # the two of unit strides (5x5, and 3x3 with a multiplier) are one element-wise generic
-    # over (n, g, m, h, w) whose operands are a shifted slice of the padded input and a filter
-    # column per tap: 25 and 9 taps
+    # four of them are one element-wise generic over (n, g, m, h, w) whose operands are a
+    # unit-stride slice and a filter column per tap: 25, 9, 9 and 5 taps; the two strided ones
+    # (3x3 and 1x5) slice their input's stride phases (one copy each, `windows.phase_taps`)
     assert (
         text.count('iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]}')
-        == 2
+        == 4
     )
-    assert text.count("to tensor<4x1x1xf32>") == 25
+    assert text.count("to tensor<4x1x1xf32>") == 25 + 9 + 5
     assert text.count("to tensor<4x2x1xf32>") == 9
-    # the strided ones (3x3 and 1x5) and the 9x9 one (81 taps) reduce over the unit channel
-    # and the taps in place, with no strided slice
-    assert text.count(DIRECT) == 3
+    assert text.count(PHASES) == 2
     assert "[1, 1, 2, 2]" not in text and "[1, 1, 1, 3]" not in text
+    # the 9x9 one (81 taps) reduces over the unit channel and the taps in place
+    assert text.count(DIRECT) == 1
     # with a dynamic batch all five are direct (IREE copied each slice on its own there)
     dynamic = _text(_depthwise(("batch", 4, 11, 12)))
     assert dynamic.count(DIRECT) == 5
@@ -263,6 +263,8 @@ def test_depthwise_convolutions_are_tap_sums() -> None:
 
 
 DIRECT = '"parallel", "parallel", "reduction", "reduction", "reduction"]'
+PHASES = "iterator_types = [" + ", ".join(['"parallel"'] * 6) + "]}"
+"""The copy of a 2-D input into its stride phases (n, c, p_h, p_w, q_h, q_w)."""
 PRODUCT = 'iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]'
 SPATIAL_PRODUCT = "iterator_types = [" + '"parallel", ' * 5 + '"reduction"]'
 """A 2-D convolution's product with the output rows a batch dim (grouped, few positions) or over
@@ -284,13 +286,13 @@ def test_the_forms_are_in_the_mlir() -> None:
     assert _text(_three_d_grouped()).count(SPATIAL_PRODUCT) == 1
     # with dynamic spatial dims the two small 1x1 convolutions of stride 1 are over (n, g, m,
     # o_h, o_w, k): no reshape of the positions (`conv._spatial_product`); the others keep
-    # the (n, g, m, p, k) product; the depthwise one, strided, stays in place
+    # the (n, g, m, p, k) product; the depthwise one, strided and dynamic, stays in place
     dynamic = _text(_model(("batch", 8, "h", "w")))
     assert dynamic.count(SPATIAL_PRODUCT) == 2 and dynamic.count(PRODUCT) == 6
     assert dynamic.count(DIRECT) == 1
-    # the depthwise one is strided: it reduces over its 3x3 taps in place
+    # the depthwise one is strided: a sum of taps of its input's stride phases
     # (`test_depthwise_convolutions_are_tap_sums`)
-    assert text.count(DIRECT) == 1
+    assert DIRECT not in text and text.count(PHASES) == 1
     # the two 1x1 convolutions of stride 1 read the input as it is: 6 im2col copies, one per
     # other contraction (pure parallel generics over n, g, c, k_h, k_w, o_h, o_w)
     assert text.count(IM2COL) == 6
