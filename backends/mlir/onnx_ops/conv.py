@@ -6,9 +6,11 @@ Every convolution here is the same computation after its inputs are prepared: th
 filter[g, m, c, k] over (c, k), built once by `grouped_conv`. It is a matrix product per image
 and group (im2col: the windows gathered into columns by one copy, then a contraction
 `linalg.generic` that IREE compiles as a matmul), because IREE 3.13 runs its direct
-convolutions several times slower; a depthwise convolution (one input channel per output) of a
-static input and unit strides is a sum over the kernel taps of shifted input slices times a
-filter column (one element-wise `linalg.generic`), any other a direct `linalg.generic`. f16/bf16 accumulate
+convolutions several times slower; a depthwise convolution (one input channel per output) is a
+sum over the kernel taps of shifted input slices times a filter column (one element-wise
+`linalg.generic`; a strided one's slices cut from its input's stride phases), except past
+`TAPS_LIMIT` taps and where IREE would copy each slice (`window_taps`): there one direct
+`linalg.generic`. f16/bf16 accumulate
 in f32. ConvTranspose is the classic rewrite: zeros inserted between input elements (stride),
 padded by the dilated kernel extent minus the pads (negative amounts crop), then a stride-1
 convolution with the filter flipped and its channel axes swapped; one whose strides equal its
@@ -156,8 +158,8 @@ def grouped_conv(ctx: LoweringRuleContext, x: mlir_ir.Value, w: mlir_ir.Value, s
     factors commute; the filter's comes first).
 
     As a matrix product per group (`_im2col_conv`) unless each output reads one input channel
-    (depthwise: a product with a reduction of only the kernel taps gains nothing; then, for a
-    static input of unit strides, a sum over its `window_taps`, `_tap_conv`) or the gathered
+    (depthwise: a product with a reduction of only the kernel taps gains nothing; then a sum
+    over its `window_taps` or `phase_taps` when there are, `_tap_conv`) or the gathered
     windows would be too large (`IM2COL_LIMIT`); else in place (`_direct_conv`). An
     f32 2-D convolution of one group, stride 1, a kernel of more than one tap and at most
     `NAMED_FEATURES` outputs is IREE's named `linalg.conv_2d_nchw_fchw` (`_named_conv`)."""

@@ -383,11 +383,11 @@ def phase_taps(
     dilations: Sequence[int],
     output: Sequence[int | mlir_ir.Value],
 ) -> list[mlir_ir.Value] | None:
-    """`window_taps` of a static input whose strides are not all 1, as unit-stride slices: the
+    """`window_taps` of a window whose strides are not all 1, as unit-stride slices: the
     input (padded up to a multiple of each stride) copied once into its stride phases
     (N, C, s..., S/s...), phase[n, c, p..., q...] = padded[n, c, q*s + p]; tap k is then the
-    slice of phase (k*d mod s) at offset (k*d div s). None for a dynamic input, unit strides or
-    more than `TAPS_LIMIT` taps.
+    slice of phase (k*d mod s) at offset (k*d div s); dynamic sizes are computed at run time.
+    None for unit strides or more than `TAPS_LIMIT` taps.
 
     NOTE: IREE 3.13 runs a strided depthwise convolution as a generic reducing over its window
     at about 4 GFLOP/s (MobileNet's 3x3 stride-2 one of 48x112x112: 450-480 us a call, the
@@ -396,15 +396,14 @@ def phase_taps(
     reducing form as a pooling op (`pooling._window_reduce`), faster than the copy alone."""
     source = mlir_ir.RankedTensorType(padded.type)
     rank = len(kernel)
-    if not source.has_static_shape or all(s == 1 for s in strides):
-        return None
-    if math.prod(kernel) > TAPS_LIMIT:
+    if all(s == 1 for s in strides) or math.prod(kernel) > TAPS_LIMIT:
         return None
     element = source.element_type
-    extra = [(-size) % stride for size, stride in zip(source.shape[2:], strides, strict=True)]
+    spatial = [tensor_size(padded, 2 + axis) for axis in range(rank)]
+    extra = [_to_multiple(size, stride) for size, stride in zip(spatial, strides, strict=True)]
     grid = pad(padded, [0] * (2 + rank), [0, 0, *extra], constant(element, 0))
-    sizes = mlir_ir.RankedTensorType(grid.type).shape
-    rows = [size // stride for size, stride in zip(sizes[2:], strides, strict=True)]
+    sizes = [tensor_size(grid, axis) for axis in range(2 + rank)]
+    rows = [_quotient(size, stride) for size, stride in zip(sizes[2:], strides, strict=True)]
     for axis in range(rank):  # (N, C, q_0, p_0, q_1, p_1, ...)
         grid = expand_dim(grid, 2 + 2 * axis, (rows[axis], strides[axis]))
     # loops: n, c, p_0..p_{r-1}, q_0..q_{r-1}
@@ -424,6 +423,21 @@ def phase_taps(
         window = extract_slice(phases, [0, 0, *offsets], [*sizes[:2], *([1] * rank), *output])
         taps.append(collapse_dims(window, 2, rank + 1))
     return taps
+
+
+def _to_multiple(size: int | mlir_ir.Value, stride: int) -> int | mlir_ir.Value:
+    """What `size` lacks of a multiple of `stride` (computed at run time for a dynamic size)."""
+    if isinstance(size, int):
+        return (-size) % stride
+    rest = arith.RemUIOp(size, index_constant(stride)).result
+    missing = arith.SubIOp(index_constant(stride), rest).result
+    return arith.RemUIOp(missing, index_constant(stride)).result
+
+
+def _quotient(size: int | mlir_ir.Value, stride: int) -> int | mlir_ir.Value:
+    if isinstance(size, int):
+        return size // stride
+    return arith.DivUIOp(size, index_constant(stride)).result
 
 
 __all__ += ["phase_taps"]

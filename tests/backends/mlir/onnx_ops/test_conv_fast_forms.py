@@ -4,7 +4,8 @@ im2col copy, or a plain reshape for a 1x1 kernel of stride 1), with strides, dil
 groups, 1-D and 3-D kernels, and dynamic batch and spatial dims; a depthwise convolution
 (one input channel per output) of a static input as one element-wise sum over its kernel taps
 (f32, f16 and the integer one of ConvInteger; a strided one's taps cut from its input's stride
-phases), or in place past `TAPS_LIMIT` taps or with a dynamic batch; a small stride-1
+phases, also of dynamic size), or in place past `TAPS_LIMIT` taps or, of unit strides, with a
+dynamic batch; a small stride-1
 convolution (at most 32 outputs, more than one tap) as IREE's named `linalg.conv_2d_nchw_fchw`;
 ConvTranspose through the same forms.
 """
@@ -256,10 +257,11 @@ def test_depthwise_convolutions_are_tap_sums() -> None:
     assert "[1, 1, 2, 2]" not in text and "[1, 1, 1, 3]" not in text
     # the 9x9 one (81 taps) reduces over the unit channel and the taps in place
     assert text.count(DIRECT) == 1
-    # with a dynamic batch all five are direct (IREE copied each slice on its own there)
+    # with a dynamic batch the three of unit strides are direct (IREE would copy each of their
+    # shifted slices, `windows.window_taps`); the strided ones still slice their phases
     dynamic = _text(_depthwise(("batch", 4, 11, 12)))
-    assert dynamic.count(DIRECT) == 5
-    assert "tensor<4x1x1xf32>" not in dynamic
+    assert dynamic.count(DIRECT) == 3
+    assert dynamic.count(PHASES) == 2
 
 
 DIRECT = '"parallel", "parallel", "reduction", "reduction", "reduction"]'
@@ -286,10 +288,10 @@ def test_the_forms_are_in_the_mlir() -> None:
     assert _text(_three_d_grouped()).count(SPATIAL_PRODUCT) == 1
     # with dynamic spatial dims the two small 1x1 convolutions of stride 1 are over (n, g, m,
     # o_h, o_w, k): no reshape of the positions (`conv._spatial_product`); the others keep
-    # the (n, g, m, p, k) product; the depthwise one, strided and dynamic, stays in place
+    # the (n, g, m, p, k) product; the depthwise one, strided, sums taps of its phases
     dynamic = _text(_model(("batch", 8, "h", "w")))
     assert dynamic.count(SPATIAL_PRODUCT) == 2 and dynamic.count(PRODUCT) == 6
-    assert dynamic.count(DIRECT) == 1
+    assert DIRECT not in dynamic and dynamic.count(PHASES) == 1
     # the depthwise one is strided: a sum of taps of its input's stride phases
     # (`test_depthwise_convolutions_are_tap_sums`)
     assert DIRECT not in text and text.count(PHASES) == 1
