@@ -21,6 +21,7 @@ check tests or drop one.
 from __future__ import annotations
 
 from .bindings import PassManager, arith, mlir_ir
+from .builders import index_constant
 
 __all__ = ["hoist_checks"]
 
@@ -117,8 +118,7 @@ def _arith(expr: mlir_ir.AffineExpr, operands: list[mlir_ir.Value], dims: int) -
     if isinstance(expr, mlir_ir.AffineSymbolExpr):
         return operands[dims + expr.position]
     if isinstance(expr, mlir_ir.AffineConstantExpr):
-        index = mlir_ir.IndexType.get()
-        return arith.ConstantOp(index, mlir_ir.IntegerAttr.get(index, expr.value)).result
+        return index_constant(expr.value)
     assert isinstance(expr, (mlir_ir.AffineAddExpr, mlir_ir.AffineMulExpr))
     lhs, rhs = _arith(expr.lhs, operands, dims), _arith(expr.rhs, operands, dims)
     build = arith.AddIOp if isinstance(expr, mlir_ir.AffineAddExpr) else arith.MulIOp

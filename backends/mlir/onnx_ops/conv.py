@@ -128,9 +128,21 @@ GROUPED_ROWS_POSITIONS = 1024
 with its output rows as a batch dim (`_grouped_product`)."""
 
 SPATIAL_PRODUCT_WEIGHTS = 4096
-"""The most filter elements a 1x1 convolution of dynamic spatial dims may have to be computed as
-`_spatial_product`: IREE 3.13 ran larger ones in a ResNet-50 of dynamic image size up to 3.5x
-slower so (1024 -> 256 channels at 14x14: 13.6 against 3.8 ms a call)."""
+"""The most filter elements a 1x1 convolution of stride 1 and dynamic spatial dims may have to
+be computed over its output's spatial dims as they are (`_im2col_conv`: the product's result
+(N, M, O...) with no reshape of its positions).
+
+NOTE: IREE 3.13 sinks a `tensor.expand_shape` of dynamic dims below the element-wise ops that
+read it (SinkReshapes), collapsing their dims and every other operand's. A 'same' depthwise
+convolution's centre tap (`window_taps`) is its unpadded input itself: when that was the
+product's (N, M, P) expanded to (N, M, H, W), IREE collapsed the tap sum and copied each of its
+25 other taps in a dispatch of its own (MobileNet's 5x5 depthwise convolution at a dynamic
+112x112: 2.4 ms a call in place, 25 copies of 110 us and 1.9 ms as taps; 0.25 ms as taps of
+the unreshaped product). `window_taps` takes dynamic inputs only when no expand_shape is
+upstream. IREE merges the spatial dims of a small such product itself (16 -> 32 channels at
+112x112, 64 -> 64 at 56x56: the same time as the reshaped one), but ran larger ones in a
+ResNet-50 of dynamic image size up to 3.5x slower (1024 -> 256 channels at 14x14: 13.6 against
+3.8 ms a call), hence the limit."""
 
 NAMED_FEATURES = 32
 """The most output channels a 2-D convolution (stride 1, a kernel of more than one tap) may have
@@ -239,9 +251,9 @@ def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.
     w_shape = mlir_ir.RankedTensorType(w.type).shape
     features, group_channels, kernel = w_shape[0], w_shape[1], list(w_shape[2:])
     rank = len(kernel)
-    group_features = features // spec.group
     grouped = expand_dim(x, 1, (spec.group, group_channels))  # (N, G, C/G, S...)
-    if all(k == 1 for k in kernel) and all(s == 1 for s in spec.strides):
+    pointwise = all(k == 1 for k in kernel) and all(s == 1 for s in spec.strides)
+    if pointwise:
         windows = grouped  # the padded input is exactly the output: (N, G, C/G, O...)
     else:
         gathered = [tensor_size(x, 0), spec.group, group_channels, *kernel, *spec.output]
@@ -258,31 +270,22 @@ def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.
             3 + 2 * rank,
             (),
             lambda args: [args[0]],
-        )[0]
-    gathered_taps = windows is not grouped  # (N, G, C/G, K..., O...)
+        )[0]  # (N, G, C/G, K..., O...)
     positions = [size for size in spec.output if isinstance(size, int)]
-    if spec.group > 1 and 1 < rank == len(positions):
-        if math.prod(positions) <= GROUPED_ROWS_POSITIONS:
-            columns = collapse_dims(windows, 2, 1 + rank) if gathered_taps else windows
+    grouped_rows = spec.group > 1 and 1 < rank == len(positions)
+    grouped_rows = grouped_rows and math.prod(positions) <= GROUPED_ROWS_POSITIONS
+    spatial = rank > 1 and len(positions) < rank and pointwise
+    spatial = spatial and features * group_channels <= SPATIAL_PRODUCT_WEIGHTS
+    if grouped_rows or spatial:
+        columns = windows if pointwise else collapse_dims(windows, 2, 1 + rank)
+        if grouped_rows:
             return _grouped_product(_filter_rows(w, spec), columns, spec)
-    if rank > 1 and len(positions) < rank and not gathered_taps:
-        if features * group_channels <= SPATIAL_PRODUCT_WEIGHTS:
-            return _spatial_product(_filter_rows(w, spec), windows, spec)
-    if gathered_taps:
-        flat = collapse_dims(collapse_dims(windows, 3 + rank, rank), 2, 1 + rank)
-    else:
+        return collapse_dims(_product(_filter_rows(w, spec), columns, spec), 1, 2)
+    if pointwise:
         flat = collapse_dims(windows, 3, rank)
-    rows = _filter_rows(w, spec)
-    product_shape = [tensor_size(flat, 0), spec.group, group_features, tensor_size(flat, 3)]
-    init = filled(product_shape, spec.accumulator, constant(spec.accumulator, 0))
-    # loops: n, g, m, p, k
-    product = generic(
-        [(rows, [1, 2, 4]), (flat, [0, 1, 4, 3])],
-        [(init, [0, 1, 2, 3])],
-        5,
-        (4,),
-        lambda args: [spec.mul_add(args[0], args[1], args[2])],
-    )[0]
+    else:
+        flat = collapse_dims(collapse_dims(windows, 3 + rank, rank), 2, 1 + rank)
+    product = _product(_filter_rows(w, spec), flat, spec)
     return collapse_dims(expand_dim(product, 3, list(spec.output)), 1, 2)
 
 
@@ -293,35 +296,28 @@ def _filter_rows(w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
     return expand_dim(rows, 0, (spec.group, w_shape[0] // spec.group))
 
 
-def _spatial_product(rows: mlir_ir.Value, columns: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
-    """`_im2col_conv`'s product over the output's spatial dims as they are, for a 1x1
-    convolution of stride 1, dynamic spatial dims and at most `SPATIAL_PRODUCT_WEIGHTS` filter
-    elements: out[n, g, m, o...] = sum over k of w[g, m, k] * columns[n, g, k, o...], loops
-    (n, g, m, o..., k), the result (N, M, O...) with no reshape of its spatial dims.
-
-    NOTE: IREE 3.13 sinks a `tensor.expand_shape` of dynamic dims below the element-wise ops
-    that read it (SinkReshapes), collapsing their dims and every other operand's. A 'same'
-    depthwise convolution's centre tap (`window_taps`) is its unpadded input itself: when that
-    was the product's (N, M, P) expanded to (N, M, H, W), IREE collapsed the tap sum and
-    copied each of its 25 other taps in a dispatch of its own (MobileNet's 5x5 depthwise
-    convolution at a dynamic 112x112: 2.4 ms a call in place, 25 copies of 110 us and 1.9 ms
-    as taps; 0.25 ms as taps of this product's result). `window_taps` takes dynamic inputs
-    only when no expand_shape is upstream. IREE merges the spatial dims of this product itself
-    (a `matmul_like` dispatch over (M, H*W) as before; 16 -> 32 channels at 112x112, 64 -> 64 at
-    56x56: the same time)."""
-    rank = mlir_ir.RankedTensorType(columns.type).rank - 3
+def _product(
+    rows: mlir_ir.Value, columns: mlir_ir.Value, spec: ConvSpec, *, rows_batch: bool = False
+) -> mlir_ir.Value:
+    """`_im2col_conv`'s product (N, G, M/G, P...): out[n, g, m, p...] = sum over k of
+    w[g, m, k] * columns[n, g, k, p...], the filter the first operand and factor (see
+    `_im2col_conv`). Loops (n, g, m, p..., k); with `rows_batch`, (n, g, p_0, m, p_1..., k),
+    the first position dim a batch dim (`_grouped_product`)."""
+    count = mlir_ir.RankedTensorType(columns.type).rank - 3
+    reduced = 3 + count
+    m = 3 if rows_batch else 2
+    ps = [2, *range(4, 3 + count)] if rows_batch else list(range(3, 3 + count))
     features = mlir_ir.RankedTensorType(rows.type).shape[1]
-    outs = list(range(3, 3 + rank))
-    sizes = [tensor_size(columns, 0), spec.group, features, *(tensor_size(columns, a) for a in outs)]
+    sizes = [tensor_size(columns, 0), spec.group, features]
+    sizes += [tensor_size(columns, 3 + axis) for axis in range(count)]
     init = filled(sizes, spec.accumulator, constant(spec.accumulator, 0))
-    product = generic(
-        [(rows, [1, 2, 3 + rank]), (columns, [0, 1, 3 + rank, *outs])],
-        [(init, [0, 1, 2, *outs])],
-        4 + rank,
-        (3 + rank,),
+    return generic(
+        [(rows, [1, m, reduced]), (columns, [0, 1, reduced, *ps])],
+        [(init, [0, 1, m, *ps])],
+        reduced + 1,
+        (reduced,),
         lambda args: [spec.mul_add(args[0], args[1], args[2])],
     )[0]
-    return collapse_dims(product, 1, 2)
 
 
 def _grouped_product(rows: mlir_ir.Value, columns: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
@@ -342,17 +338,7 @@ def _grouped_product(rows: mlir_ir.Value, columns: mlir_ir.Value, spec: ConvSpec
     rank = mlir_ir.RankedTensorType(columns.type).rank - 3
     if rank > 2:  # one dim for the positions of a row
         columns = collapse_dims(columns, 4, rank - 1)
-    features = mlir_ir.RankedTensorType(rows.type).shape[1]
-    positions = [tensor_size(columns, axis) for axis in (3, 4)]
-    sizes = [tensor_size(columns, 0), spec.group, features, *positions]
-    init = filled(sizes, spec.accumulator, constant(spec.accumulator, 0))
-    product = generic(
-        [(rows, [1, 3, 5]), (columns, [0, 1, 5, 2, 4])],
-        [(init, [0, 1, 3, 2, 4])],
-        6,
-        (5,),
-        lambda args: [spec.mul_add(args[0], args[1], args[2])],
-    )[0]
+    product = _product(rows, columns, spec, rows_batch=True)
     if rank > 2:
         product = expand_dim(product, 4, list(spec.output[1:]))
     return collapse_dims(product, 1, 2)

@@ -80,8 +80,8 @@ def _window_reduce(
 ) -> mlir_ir.Value:
     """out[n, c, o] = combine over k of padded[n, c, o*s + k*d] (starting from init_value):
     one element-wise generic over the `window_taps` when there are, else one reducing over
-    the window. `combine(value, accumulated)` must build its op with the accumulated operand
-    first.
+    the window. `combine(accumulated, value)` is called with the accumulator first, as
+    linalg's named pooling ops read it.
 
     NOTE: IREE 3.13 compiles the reducing generic with its convolution pipeline
     (ConvTileAndDecomposeExpert, as for the named pooling ops, whose bodies read
@@ -101,7 +101,7 @@ def _window_reduce(
         def fold(args):
             total = init_value
             for value in args[: len(taps)]:
-                total = combine(value, total)
+                total = combine(total, value)
             return [total]
 
         loops = list(range(2 + rank))
@@ -120,7 +120,7 @@ def _window_reduce(
         [(init, [dim(0), dim(1), *outs])],
         2 + 2 * rank,
         range(2 + rank, 2 + 2 * rank),
-        lambda args: [combine(args[0], args[2])],
+        lambda args: [combine(args[2], args[0])],
     )[0]
 
 
@@ -134,15 +134,13 @@ def _geometry(ctx: LoweringRuleContext, x: mlir_ir.Value, shape) -> WindowGeomet
 
 
 def _max_parts(scalar: ScalarType, element: mlir_ir.Type):
-    """(lowest value, max combiner) for a float, signed or unsigned element type; the
-    combiner takes (value, accumulated) and puts the accumulated operand first
-    (`_window_reduce` says why)."""
+    """(lowest value, max combiner) for a float, signed or unsigned element type."""
     if scalar in FLOATS:
-        return constant(element, float("-inf")), lambda v, acc: arith.MaximumFOp(acc, v).result
+        return constant(element, float("-inf")), lambda a, b: arith.MaximumFOp(a, b).result
     width = element.width
     if scalar in UNSIGNED:
-        return constant(element, 0), lambda v, acc: arith.MaxUIOp(acc, v).result
-    return constant(element, -(1 << (width - 1))), lambda v, acc: arith.MaxSIOp(acc, v).result
+        return constant(element, 0), lambda a, b: arith.MaxUIOp(a, b).result
+    return constant(element, -(1 << (width - 1))), lambda a, b: arith.MaxSIOp(a, b).result
 
 
 def _map_elements(y: mlir_ir.Value, body) -> mlir_ir.Value:
@@ -294,7 +292,7 @@ def _lower_average_pool(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     geometry = _geometry(ctx, x, shape)
     element = lower_scalar_type(scalar)
     zero = constant(element, 0)
-    add = lambda v, acc: arith.AddFOp(acc, v).result  # noqa: E731
+    add = lambda a, b: arith.AddFOp(a, b).result  # noqa: E731
     sums = _window_reduce(ctx, x, shape, geometry, zero, zero, add)
     include_pad = bool(attribute(ctx, "count_include_pad", 0))
     if None in shape[2:]:
@@ -384,7 +382,7 @@ def _lp_parts(ctx: LoweringRuleContext, element: mlir_ir.Type):
     if p < 1:
         raise ctx.error(f"needs p >= 1, got {p}")
 
-    def accumulate(value, acc):
+    def accumulate(acc, value):
         magnitude = math.AbsFOp(value).result
         if p == 1:
             term = magnitude
@@ -430,7 +428,7 @@ def _global_reduce(ctx, x, shape, init_value, combine) -> mlir_ir.Value:
         [(init, loops[:2])],
         rank,
         range(2, rank),
-        lambda args: [combine(args[0], args[1])],
+        lambda args: [combine(args[1], args[0])],
     )[0]
     return expand_dim(reduced, 1, (shape[1],) + (1,) * (rank - 2))
 

@@ -333,7 +333,7 @@ def window_taps(
     it is the centre tap, collapsing the generic and copying every other slice in a dispatch of
     its own (1.3x slower than reducing, MobileNet's 5x5 depthwise convolution at a dynamic
     112x112 7x: 25 copies of 110 us and 1.9 ms); a small 1x1 convolution of dynamic spatial dims
-    emits none (`conv._spatial_product`). Only for unit strides: IREE reads a strided slice element by
+    emits none (`conv.SPATIAL_PRODUCT_WEIGHTS`). Only for unit strides: IREE reads a strided slice element by
     element, and a 3x3 stride-2 window op over strided taps ran 1.6-5x slower than reducing
     (MaxPool of 64x111x111: 1,080 against 200 us per call; depthwise convolution of 48x112x112:
     780 against 480 us; of 112x56x56: 390 against 230 us)."""
@@ -399,18 +399,17 @@ def phase_taps(
     if all(s == 1 for s in strides) or math.prod(kernel) > TAPS_LIMIT:
         return None
     element = source.element_type
-    spatial = [tensor_size(padded, 2 + axis) for axis in range(rank)]
-    extra = [_to_multiple(size, stride) for size, stride in zip(spatial, strides, strict=True)]
-    grid = pad(padded, [0] * (2 + rank), [0, 0, *extra], constant(element, 0))
-    sizes = [tensor_size(grid, axis) for axis in range(2 + rank)]
-    rows = [_quotient(size, stride) for size, stride in zip(sizes[2:], strides, strict=True)]
+    phased = [_phase_rows(tensor_size(padded, 2 + axis), strides[axis]) for axis in range(rank)]
+    rows = [count for count, _ in phased]
+    grid = pad(padded, [0] * (2 + rank), [0, 0, *(grow for _, grow in phased)], constant(element, 0))
+    lead = [tensor_size(padded, 0), tensor_size(padded, 1)]
     for axis in range(rank):  # (N, C, q_0, p_0, q_1, p_1, ...)
         grid = expand_dim(grid, 2 + 2 * axis, (rows[axis], strides[axis]))
     # loops: n, c, p_0..p_{r-1}, q_0..q_{r-1}
     interleaved = [index for axis in range(rank) for index in (2 + rank + axis, 2 + axis)]
     phases = generic(
         [(grid, [0, 1, *interleaved])],
-        [(empty([*sizes[:2], *strides, *rows], element), list(range(2 + 2 * rank)))],
+        [(empty([*lead, *strides, *rows], element), list(range(2 + 2 * rank)))],
         2 + 2 * rank,
         (),
         lambda args: [args[0]],
@@ -420,24 +419,20 @@ def phase_taps(
         reach = [k * d for k, d in zip(tap, dilations, strict=True)]
         offsets = [r % s for r, s in zip(reach, strides, strict=True)]
         offsets += [r // s for r, s in zip(reach, strides, strict=True)]
-        window = extract_slice(phases, [0, 0, *offsets], [*sizes[:2], *([1] * rank), *output])
+        window = extract_slice(phases, [0, 0, *offsets], [*lead, *([1] * rank), *output])
         taps.append(collapse_dims(window, 2, rank + 1))
     return taps
 
 
-def _to_multiple(size: int | mlir_ir.Value, stride: int) -> int | mlir_ir.Value:
-    """What `size` lacks of a multiple of `stride` (computed at run time for a dynamic size)."""
+def _phase_rows(size: int | mlir_ir.Value, stride: int) -> tuple[int | mlir_ir.Value, int | mlir_ir.Value]:
+    """(rows of each stride phase of an axis of `size`, the padding that grows it to rows *
+    stride), computed at run time for a dynamic size."""
     if isinstance(size, int):
-        return (-size) % stride
-    rest = arith.RemUIOp(size, index_constant(stride)).result
-    missing = arith.SubIOp(index_constant(stride), rest).result
-    return arith.RemUIOp(missing, index_constant(stride)).result
-
-
-def _quotient(size: int | mlir_ir.Value, stride: int) -> int | mlir_ir.Value:
-    if isinstance(size, int):
-        return size // stride
-    return arith.DivUIOp(size, index_constant(stride)).result
+        rows = -(-size // stride)
+        return rows, rows * stride - size
+    rows = arith.CeilDivSIOp(size, index_constant(stride)).result
+    grown = arith.MulIOp(rows, index_constant(stride)).result
+    return rows, arith.SubIOp(grown, size).result
 
 
 __all__ += ["phase_taps"]

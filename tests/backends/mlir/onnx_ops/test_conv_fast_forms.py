@@ -287,7 +287,7 @@ def test_the_forms_are_in_the_mlir() -> None:
     assert text.count(SPATIAL_PRODUCT) == 2
     assert _text(_three_d_grouped()).count(SPATIAL_PRODUCT) == 1
     # with dynamic spatial dims the two small 1x1 convolutions of stride 1 are over (n, g, m,
-    # o_h, o_w, k): no reshape of the positions (`conv._spatial_product`); the others keep
+    # o_h, o_w, k): no reshape of the positions (`conv.SPATIAL_PRODUCT_WEIGHTS`); the others keep
     # the (n, g, m, p, k) product; the depthwise one, strided, sums taps of its phases
     dynamic = _text(_model(("batch", 8, "h", "w")))
     assert dynamic.count(SPATIAL_PRODUCT) == 2 and dynamic.count(PRODUCT) == 6
