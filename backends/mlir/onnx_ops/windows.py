@@ -321,26 +321,28 @@ def window_taps(
     k is (N, C, O...) with element [n, c, o] = padded[n, c, o + k*d], a
     `tensor.extract_slice`. One element-wise `linalg.generic` over them then computes the
     window op. None (the caller reduces over the window in place) for a stride other than 1,
-    more than `TAPS_LIMIT` taps, or a dynamic batch of static spatial dims.
+    more than `TAPS_LIMIT` taps, or a dynamic input computed from a `tensor.expand_shape`.
 
     NOTE: IREE 3.13 vectorizes such an element-wise generic along the output row, and runs it
     7-28x faster on CPU than a generic reducing over the window or its named depthwise
     convolutions (32 channels, 5x5 at 112x112: 1.1 against 8 ms CPU per call); the taps must be
     slices: read through shifted indexing maps of one operand instead, the generic ran 10x
-    slower. With a dynamic dim, not for a dynamic batch of static spatial dims nor an input
-    computed from a `tensor.expand_shape` (`_reshaped_upstream`; a convolution's product as
-    (N, M, P) expanded to (N, M, H, W) is one): IREE sinks that expand into the tap generic when
-    it is the centre tap, collapsing the generic and copying every other slice in a dispatch of
-    its own (1.3x slower than reducing, MobileNet's 5x5 depthwise convolution at a dynamic
-    112x112 7x: 25 copies of 110 us and 1.9 ms); a small 1x1 convolution of dynamic spatial dims
-    emits none (`conv.SPATIAL_PRODUCT_WEIGHTS`). Only for unit strides: IREE reads a strided slice element by
-    element, and a 3x3 stride-2 window op over strided taps ran 1.6-5x slower than reducing
-    (MaxPool of 64x111x111: 1,080 against 200 us per call; depthwise convolution of 48x112x112:
-    780 against 480 us; of 112x56x56: 390 against 230 us)."""
+    slower. Of a dynamic input, not when it is computed from an expand_shape
+    (`_reshaped_upstream`; a convolution's (N, M, P) product reshaped to (N, M, H, W) is one):
+    IREE sinks that expand into the tap generic when it is the centre tap, collapsing the
+    generic and copying every other slice in a dispatch of its own (MobileNet's 5x5 depthwise
+    convolution at a dynamic 112x112: 25 copies of 110 us and a 1.9 ms sum, against 2.4 ms
+    reducing); a small 1x1 convolution of dynamic spatial dims emits none
+    (`conv.SPATIAL_PRODUCT_WEIGHTS`). Else the taps are fast there too (that 5x5 convolution and
+    a 3x3 MaxPool of a dynamic batch of 32x112x112: 0.46 against 2.2-2.7 ms reducing). Only
+    for unit strides: IREE reads a strided slice element by element, and a 3x3 stride-2 window
+    op over strided taps ran 1.6-5x slower than reducing (MaxPool of 64x111x111: 1,080 against
+    200 us per call; depthwise convolution of 48x112x112: 780 against 480 us; of 112x56x56: 390
+    against 230 us); `phase_taps` cuts a strided window's taps from its stride phases."""
     shape = mlir_ir.RankedTensorType(padded.type).shape
     if any(s != 1 for s in strides) or math.prod(kernel) > TAPS_LIMIT:
         return None
-    if DYNAMIC in shape and (DYNAMIC not in shape[2:] or _reshaped_upstream(padded)):
+    if DYNAMIC in shape and _reshaped_upstream(padded):
         return None
     lead = [tensor_size(padded, 0), tensor_size(padded, 1)]
     return [
