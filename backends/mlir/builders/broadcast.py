@@ -1,4 +1,5 @@
-"""Element-wise ops with NumPy broadcasting: one `linalg.generic` over the result.
+"""Element-wise ops with NumPy broadcasting: one `linalg.generic` over the result, or scalar
+ops on the host for a small integer vector whose operands are there already (shape arithmetic).
 
 ONNX broadcasts its element-wise operands as NumPy does (right-aligned, a size-1 dim stretched);
 `elementwise` builds that from the Niro types of the operands and the result, checks at run
@@ -18,6 +19,7 @@ from ..bindings import arith, linalg, mlir_ir, tensor
 from ..types import type_key
 from .checks import assert_true
 from .constants import index_constant
+from .elements import SMALL_VECTOR, small_elements
 from .shapes import dim_size, empty_tensor
 
 if TYPE_CHECKING:
@@ -36,7 +38,8 @@ def elementwise(
 
     `inputs` pairs each MLIR value with its Niro value (default: the op's operands); `result`
     is the Niro result (default: the op's only result). Shapes broadcast as in NumPy,
-    right-aligned; a static size-1 dim against a larger result dim reads index 0.
+    right-aligned; a static size-1 dim against a larger result dim reads index 0. A small
+    integer vector computed from scalars the host has is built from scalars (`_on_host`).
 
     A *dynamic* operand dim is 1 or the result dim at run time (a run-time check says so, so
     a mismatch stops the program with a message naming the op instead of reading out of
@@ -64,6 +67,9 @@ def elementwise(
         ("broadcast", type_key(result.type), *[type_key(niro.type) for _, niro in inputs]),
         lambda: _broadcast_plan(ctx, inputs, result),
     )
+    on_host = _on_host(ctx, body, inputs, plan) if plan.is_static else None
+    if on_host is not None:
+        return on_host
     if plan.is_static:
         init = mlir_ir.Operation.create("tensor.empty", results=[plan.result_type]).result
     else:
@@ -100,6 +106,41 @@ def elementwise(
         element = body(elements)
         mlir_ir.Operation.create("linalg.yield", operands=[element])
     return generic.result
+
+
+def _on_host(
+    ctx: LoweringRuleContext,
+    body: Callable[[Sequence[mlir_ir.Value]], mlir_ir.Value],
+    inputs: Sequence[tuple[mlir_ir.Value, Value]],
+    plan: _BroadcastPlan,
+) -> mlir_ir.Value | None:
+    """The op computed on scalars, one `body` per element, joined by `tensor.from_elements`,
+    when its result is a small integer vector (`small_elements`) and every operand's elements
+    are scalars on the host already (or constants); else None.
+
+    Why: exporters compute shapes with Mul, Div, Add, Cast... of Shape's elements, then
+    Reshape by the result. As a `linalg.generic` each is a device dispatch whose result the
+    host reads back to size the Reshape: a wait for the device and a new submission per read.
+    The bench's 2-layer torch TransformerEncoder export (dynamic dims, 9 tokens) read 2 sizes
+    back per call in 5 submissions, 0.26-0.33 ms a call; on the host, 1 submission, 0.10-0.11
+    ms (iree-benchmark-module, local-task)."""
+    result_type = mlir_ir.RankedTensorType(plan.result_type)
+    if not isinstance(result_type.element_type, mlir_ir.IntegerType) or result_type.rank > 1:
+        return None
+    count = 1 if result_type.rank == 0 else result_type.shape[0]
+    if not 1 <= count <= SMALL_VECTOR:
+        return None
+    operands: list[list[mlir_ir.Value]] = []
+    for value, niro in inputs:
+        elements = small_elements(value, ctx.constant_value(niro), on_host=True)
+        if elements is None or len(elements) not in (1, count):
+            return None
+        operands.append(elements)
+    elements = [
+        body([each[0] if len(each) == 1 else each[position] for each in operands])
+        for position in range(count)
+    ]
+    return tensor.FromElementsOp(result_type, elements).result
 
 
 def _extract_broadcast(

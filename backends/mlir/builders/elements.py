@@ -80,11 +80,15 @@ def read_int_scalars(value: mlir_ir.Value, count: int) -> list[mlir_ir.Value]:
 SMALL_VECTOR = 16  # elements: shape vectors, axes, the operands of shape arithmetic
 
 
-def small_elements(value: mlir_ir.Value, known=None) -> list[mlir_ir.Value] | None:
+def small_elements(
+    value: mlir_ir.Value, known=None, *, on_host: bool = False
+) -> list[mlir_ir.Value] | None:
     """The elements of a static integer tensor of rank <= 1 with at most SMALL_VECTOR elements,
     as scalars read through the `tensor.from_elements`, reshapes, slices and constants that
     made it (`known`: its contents when the caller knows them at compile time, e.g.
-    `ctx.constant_operand`, for initializers); None for any other tensor.
+    `ctx.constant_operand`, for initializers); None for any other tensor. Any other small
+    tensor's elements are read with `tensor.extract` (a read of the device's data), unless
+    `on_host`: then None, for a caller that computes on the host only what is there already.
 
     Why: exporters compute shapes as tensors (Shape, Gather, Unsqueeze, Concat, then Reshape).
     Kept as scalars, that arithmetic stays on IREE's host side; as tensors, each Gather or
@@ -112,11 +116,11 @@ def small_elements(value: mlir_ir.Value, known=None) -> list[mlir_ir.Value] | No
     if name == "tensor.from_elements":
         return list(owner.operands)
     if name in ("tensor.expand_shape", "tensor.collapse_shape"):
-        inner = small_elements(owner.operands[0])
+        inner = small_elements(owner.operands[0], on_host=on_host)
         if inner is not None and len(inner) == count:
             return inner
     if name == "tensor.extract_slice" and len(owner.operands) == 1 and shaped.rank == 1:
-        inner = small_elements(owner.operands[0])
+        inner = small_elements(owner.operands[0], on_host=on_host)
         offset = list(mlir_ir.DenseI64ArrayAttr(owner.attributes["static_offsets"]))
         stride = list(mlir_ir.DenseI64ArrayAttr(owner.attributes["static_strides"]))
         if inner is not None and len(offset) == 1:
@@ -125,6 +129,8 @@ def small_elements(value: mlir_ir.Value, known=None) -> list[mlir_ir.Value] | No
         data = mlir_ir.DenseIntElementsAttr(owner.attributes["value"])
         numbers = [data.get_splat_value().value] * count if data.is_splat else list(data)
         return [arith.ConstantOp(element, mlir_ir.IntegerAttr.get(element, n)).result for n in numbers]
+    if on_host:
+        return None
     return [
         tensor.ExtractOp(value, [] if shaped.rank == 0 else [index_constant(position)]).result
         for position in range(count)
