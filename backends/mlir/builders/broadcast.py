@@ -19,7 +19,7 @@ from ..bindings import arith, linalg, mlir_ir, tensor
 from ..types import type_key
 from .checks import assert_true
 from .constants import index_constant
-from .elements import SMALL_VECTOR, small_elements
+from .elements import SMALL_VECTOR, element_scalars, small_element_sources
 from .shapes import dim_size, empty_tensor
 
 if TYPE_CHECKING:
@@ -130,12 +130,15 @@ def _on_host(
     count = 1 if result_type.rank == 0 else result_type.shape[0]
     if not 1 <= count <= SMALL_VECTOR:
         return None
-    operands: list[list[mlir_ir.Value]] = []
+    sources = []
     for value, niro in inputs:
-        elements = small_elements(value, ctx.constant_value(niro), on_host=True)
-        if elements is None or len(elements) not in (1, count):
-            return None
-        operands.append(elements)
+        found = small_element_sources(value, ctx.constant_value(niro), on_host=True)
+        if found is None or len(found) not in (1, count):
+            return None  # nothing built yet
+        sources.append(found)
+    operands = [
+        element_scalars(value, found) for (value, _), found in zip(inputs, sources, strict=True)
+    ]
     elements = [
         body([each[0] if len(each) == 1 else each[position] for each in operands])
         for position in range(count)

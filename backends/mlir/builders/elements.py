@@ -9,7 +9,15 @@ from ..bindings import arith, mlir_ir, tensor
 from ..types import lower_scalar_type
 from .constants import constant, index_constant
 
-__all__ = ["is_float", "accumulator_type", "convert", "read_int_scalars", "small_elements"]
+__all__ = [
+    "is_float",
+    "accumulator_type",
+    "convert",
+    "element_scalars",
+    "read_int_scalars",
+    "small_element_sources",
+    "small_elements",
+]
 
 
 def is_float(element: mlir_ir.Type) -> bool:
@@ -94,6 +102,29 @@ def small_elements(
     Kept as scalars, that arithmetic stays on IREE's host side; as tensors, each Gather or
     Concat of them is a device dispatch whose result the host then reads back, one wait for
     the device (a submission) each."""
+    sources = small_element_sources(value, known, on_host=on_host)
+    return None if sources is None else element_scalars(value, sources)
+
+
+def element_scalars(
+    value: mlir_ir.Value, sources: list[mlir_ir.Value | int]
+) -> list[mlir_ir.Value]:
+    """`small_element_sources(value)` as scalars: each constant made in `value`'s element type."""
+    element = mlir_ir.RankedTensorType(value.type).element_type
+    return [
+        arith.ConstantOp(element, mlir_ir.IntegerAttr.get(element, source)).result
+        if isinstance(source, int)
+        else source
+        for source in sources
+    ]
+
+
+def small_element_sources(
+    value: mlir_ir.Value, known=None, *, on_host: bool = False
+) -> list[mlir_ir.Value | int] | None:
+    """`small_elements` before any op is made: each element an existing scalar or a constant
+    (an int), so a caller can see whether every operand has its elements before building
+    anything. Only the device read (not `on_host`) makes ops here."""
     try:
         shaped = mlir_ir.RankedTensorType(value.type)
     except ValueError:
@@ -105,30 +136,27 @@ def small_elements(
         or not isinstance(shaped.element_type, mlir_ir.IntegerType)
     ):
         return None
-    element = shaped.element_type
     if known is not None:
-        return [
-            arith.ConstantOp(element, mlir_ir.IntegerAttr.get(element, int(n))).result
-            for n in known.reshape(-1)
-        ]
+        return [int(n) for n in known.reshape(-1)]
     owner = value.owner
     name = owner.name if isinstance(owner, (mlir_ir.Operation, mlir_ir.OpView)) else ""
     if name == "tensor.from_elements":
         return list(owner.operands)
     if name in ("tensor.expand_shape", "tensor.collapse_shape"):
-        inner = small_elements(owner.operands[0], on_host=on_host)
+        inner = small_element_sources(owner.operands[0], on_host=on_host)
         if inner is not None and len(inner) == count:
             return inner
     if name == "tensor.extract_slice" and len(owner.operands) == 1 and shaped.rank == 1:
-        inner = small_elements(owner.operands[0], on_host=on_host)
+        inner = small_element_sources(owner.operands[0], on_host=on_host)
         offset = list(mlir_ir.DenseI64ArrayAttr(owner.attributes["static_offsets"]))
         stride = list(mlir_ir.DenseI64ArrayAttr(owner.attributes["static_strides"]))
         if inner is not None and len(offset) == 1:
             return [inner[offset[0] + position * stride[0]] for position in range(count)]
-    if name == "arith.constant" and isinstance(owner.attributes["value"], mlir_ir.DenseIntElementsAttr):
+    if name == "arith.constant" and isinstance(
+        owner.attributes["value"], mlir_ir.DenseIntElementsAttr
+    ):
         data = mlir_ir.DenseIntElementsAttr(owner.attributes["value"])
-        numbers = [data.get_splat_value().value] * count if data.is_splat else list(data)
-        return [arith.ConstantOp(element, mlir_ir.IntegerAttr.get(element, n)).result for n in numbers]
+        return [data.get_splat_value().value] * count if data.is_splat else list(data)
     if on_host:
         return None
     return [
