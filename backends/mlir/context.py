@@ -148,6 +148,10 @@ class LoweringRuleContext:
         """The type of the module's global @`name`, None when there is no such global."""
         return self._driver.module.global_types.get(name)
 
+    def global_stored_transposed(self, name: str) -> bool:
+        """Whether global @`name` (a matrix) is written to MLIR transposed (`weight_layout.py`)."""
+        return name in self._driver.module.transposed
+
     def has_function(self, name: str) -> bool:
         """Whether the module defines or declares function @`name`."""
         return name in self._driver.module.function_names

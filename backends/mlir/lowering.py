@@ -28,6 +28,7 @@ from niro.ir import (
     Const,
     Function,
     GetGlobal,
+    Global,
     Location,
     Module,
     Op,
@@ -61,6 +62,7 @@ from .output import LoweredModule
 from .parameters import ParameterPlan, ParameterTable
 from .registry import KNOWN_LOWERINGS, lowering_for
 from .types import lower_type, type_key
+from .weight_layout import matrix_dims, transposed_weights
 
 __all__ = ["lower_to_mlir", "FunctionLowering", "ModuleLowering", "NAME_ATTRIBUTE"]
 
@@ -230,6 +232,8 @@ class ModuleLowering:
     mlir_types: dict[Hashable, mlir_ir.Type] = field(default_factory=dict)
     shared: dict[Hashable, object] = field(default_factory=dict)
     parameters: ParameterTable | None = None
+    transposed: frozenset[str] = frozenset()
+    """The Globals written transposed (`weight_layout.transposed_weights`)."""
 
     def mlir_type(self, type_: ScalarType | TensorType) -> mlir_ir.Type:
         """`lower_type(type_)`, memoised: a model has few distinct types and many ops (each
@@ -259,6 +263,7 @@ class ModuleLowering:
 
     def lower(self) -> None:
         self.function_names = {function.name for function in self.niro.functions}
+        self.transposed = transposed_weights(self.niro)
         with mlir_ir.InsertionPoint(self.mlir.body):
             for global_ in self.niro.globals:
                 self._lower_global(global_)
@@ -282,6 +287,9 @@ class ModuleLowering:
                 if not type_.is_static:
                     raise ValueError(f"needs a static tensor type, got {format_type(type_)}")
                 stored = sub_byte.packed_type(type_) if sub_byte.is_packed(type_) else type_
+                if global_.name in self.transposed:
+                    global_ = _transposed(global_)
+                    stored = global_.type
                 if self.parameters is not None and self.parameters.plan.takes(global_):
                     value = self.parameters.add(global_, stored)
                 else:
@@ -301,6 +309,18 @@ class ModuleLowering:
                 "value": value,
             },
         )
+
+
+def _transposed(global_: Global) -> Global:
+    """Matrix `global_` with its data transposed: (K, N) -> (N, K), the same bytes per element."""
+    rows, columns = matrix_dims(global_.type)
+    assert isinstance(global_.type, TensorType) and not isinstance(
+        global_.initializer, (bool, int, float)
+    )
+    element = global_.type.element_type
+    data = np.frombuffer(global_.initializer, dtype=np.dtype(f"V{element.buffer_size(1)}"))
+    transposed = np.ascontiguousarray(data.reshape(rows, columns).T)
+    return Global(global_.name, TensorType(element, (columns, rows)), transposed.data)
 
 
 def _check_named_dims(function: Function, entry: mlir_ir.Block) -> None:
@@ -522,7 +542,9 @@ class FunctionLowering:
         for index, op in enumerate(block.operations):
             self._lower_op(op, insertion_point, path + (f"op#{index}",))
 
-    def _lower_op(self, op: Op, insertion_point: mlir_ir.InsertionPoint, path: tuple[str, ...]) -> None:
+    def _lower_op(
+        self, op: Op, insertion_point: mlir_ir.InsertionPoint, path: tuple[str, ...]
+    ) -> None:
         location = mlir_ir.Location.name(op.loc) if op.loc else mlir_ir.Location.unknown()
         niro_operands = operands_of(op)
         results = results_of(op)

@@ -39,14 +39,17 @@ from .builders import (
     as_index,
     binary_arithmetic,
     dim_size,
+    empty,
     empty_tensor,
     index_constant,
     matmul,
+    transpose,
 )
 from .context import LoweringRuleContext
 from .literals import scalar_attr, tensor_data_attr
 from .registry import KNOWN_LOWERINGS, lowering, registered_lowering
 from .types import lower_type
+from .weight_layout import matrix_dims
 
 __all__ = ["KNOWN_LOWERINGS"]
 
@@ -68,9 +71,7 @@ def _lower_const(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
             sub_byte.packed_type(result_type) if sub_byte.is_packed(result_type) else result_type
         )
         try:
-            attribute = tensor_data_attr(
-                stored, op.literal, resources=ctx.resources, name=name
-            )
+            attribute = tensor_data_attr(stored, op.literal, resources=ctx.resources, name=name)
         except ValueError as error:
             raise ctx.error(str(error)) from error
         if stored is not result_type:
@@ -101,6 +102,17 @@ def _lower_get_global(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
             attributes={"global": symbol},
         )
         return [sub_byte.unpack(load.result, global_type)]
+    if ctx.global_stored_transposed(op.name):  # a weight of few-row products (weight_layout.py)
+        rows, columns = matrix_dims(global_type)
+        stored = ctx.mlir_type(TensorType(global_type.element_type, (columns, rows)))
+        load = mlir_ir.Operation.create(
+            "ml_program.global_load_const", results=[stored], attributes={"global": symbol}
+        )
+        swap = ctx.shared_object(
+            ("permutation", (1, 0)), lambda: mlir_ir.DenseI64ArrayAttr.get([1, 0])
+        )
+        element = ctx.mlir_type(global_type.element_type)
+        return [transpose(load.result, empty([rows, columns], element), swap)]
     load = mlir_ir.Operation.create(
         "ml_program.global_load_const", results=[ctx.result_types[0]], attributes={"global": symbol}
     )
@@ -125,22 +137,7 @@ def _lower_transpose(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     permutation = ctx.shared_object(
         ("permutation", op.permutation), lambda: mlir_ir.DenseI64ArrayAttr.get(list(op.permutation))
     )
-    # NOTE: the generic builder and a shared permutation attribute: `linalg.TransposeOp`
-    # converts the permutation and checks its arguments in Python (2x the time; same op).
-    transposed = mlir_ir.Operation.create(
-        "linalg.transpose",
-        results=[ctx.result_types[0]],
-        operands=[ctx.operands[0], init],
-        attributes={"permutation": permutation},
-        regions=1,
-    )
-    # linalg.transpose has a region (one yield of the input element); build it as its
-    # printer/parser would.
-    element = ctx.mlir_type(result.element_type)
-    block = transposed.regions[0].blocks.append(element, element)
-    with mlir_ir.InsertionPoint(block):
-        mlir_ir.Operation.create("linalg.yield", operands=[block.arguments[0]])
-    return [transposed.result]
+    return [transpose(ctx.operands[0], init, permutation)]
 
 
 @lowering(TensorExtract)

@@ -9,6 +9,7 @@
 | `transformer` | 12-layer encoder, d=384, 6 heads, seq 128, vocab 8192: ~100 MiB, ~600 nodes | both |
 | `bert` | BERT-style encoder as exporters write it: 4 layers, d=256, 4 heads, batch 1 x seq 128, 4-D attention with an additive mask from the ids, LayerNormalization, Erf Gelu | run time |
 | `llama` | Llama-style decoder: 4 layers, d=256, 4 heads, batch 1 x seq 128, RMSNorm, rotary embeddings, causal mask, SiLU-gated MLP, tied-free LM head | run time |
+| `llama_step` | the Llama-style decoder at one token (batch 1 x seq 1), d=512, 8 heads, MLP 1376, vocab 8192: matrix-vector products | run time |
 | `small_nodes` | 20,000 nodes (Add, Mul, MatMul, Transpose, Relu) on 8x8 f32, ~6,500 initializers | nodes |
 | `one_node` | one Add of two 2x2 inputs | start-up |
 | `mlp_huge` | 17 x (MatMul 8192x8192 + Add bias), 4.25 GiB of float32 weights in `weights.bin` (only on request: `--only mlp_huge`) | weights past 4 GiB |
@@ -261,9 +262,19 @@ def bert(folder: Path) -> None:
 def llama(folder: Path) -> None:
     """A Llama-style decoder on [1, 128] ids: 4 x (RMSNorm, attention with rotary embeddings
     (rotate-half form) and a causal mask, RMSNorm, SiLU-gated MLP), RMSNorm, LM head logits."""
-    layers, d, heads, seq, vocab, ffn = 4, 256, 4, 128, 4096, 688
+    _llama(folder, seq=128, d=256, heads=4, ffn=688, vocab=4096, seed=7006)
+
+
+def llama_step(folder: Path) -> None:
+    """The Llama-style decoder at one token, d=512: a decode step's matrix-vector products
+    (without a KV cache: the token attends to itself)."""
+    _llama(folder, seq=1, d=512, heads=8, ffn=1376, vocab=8192, seed=7007)
+
+
+def _llama(folder: Path, *, seq: int, d: int, heads: int, ffn: int, vocab: int, seed: int) -> None:
+    layers = 4
     head = d // heads
-    graph = _GraphBuilder(np.random.default_rng(7006))
+    graph = _GraphBuilder(np.random.default_rng(seed))
     shapes = _shapes(graph, seq, d, heads)
     two = graph.const("two", np.array(2.0, np.float32))
     eps = graph.const("eps", np.array(1e-6, np.float32))
@@ -356,6 +367,7 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "transformer": transformer,
     "bert": bert,
     "llama": llama,
+    "llama_step": llama_step,
     "small_nodes": small_nodes,
     "one_node": one_node,
     "mlp_huge": mlp_huge,

@@ -146,6 +146,11 @@ MODELS.update(
             _generated("llama"),
             ids=4096,
         ),
+        "llama_step": Spec(
+            "the llama decoder at 1 id, d=512 (a decode step's matrix-vector products)",
+            _generated("llama_step"),
+            ids=8192,
+        ),
         "torch_encoder": Spec(
             "2-layer torch TransformerEncoder export, 1x9 ids (its traced length)",
             _exported("encoder"),

@@ -54,7 +54,7 @@ from .shapes import (
     tensor_sizes,
     tensor_type,
 )
-from .structured import MapSpec, affine_map, dim, fill, filled, generic, named_op
+from .structured import MapSpec, affine_map, dim, fill, filled, generic, named_op, transpose
 
 __all__ = [
     "ranked_result",
@@ -101,6 +101,7 @@ __all__ = [
     "index_value",
     "is_float",
     "named_op",
+    "transpose",
     "pad",
     "read_int_scalars",
     "small_elements",

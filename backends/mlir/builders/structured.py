@@ -21,7 +21,7 @@ from typing import Union
 from ..bindings import fill_builtin_region, mlir_ir
 from .shapes import empty
 
-__all__ = ["MapSpec", "dim", "affine_map", "generic", "fill", "filled", "named_op"]
+__all__ = ["MapSpec", "dim", "affine_map", "generic", "fill", "filled", "named_op", "transpose"]
 
 MapSpec = Sequence[Union[int, None, "mlir_ir.AffineExpr"]]
 
@@ -127,6 +127,31 @@ def fill(init: mlir_ir.Value, value: mlir_ir.Value) -> mlir_ir.Value:
     return named_op("linalg.fill", [value], init)
 
 
-def filled(sizes: Sequence[int | mlir_ir.Value], element: mlir_ir.Type, value: mlir_ir.Value) -> mlir_ir.Value:
+def filled(
+    sizes: Sequence[int | mlir_ir.Value], element: mlir_ir.Type, value: mlir_ir.Value
+) -> mlir_ir.Value:
     """A tensor of mixed `sizes` and `element` type filled with the scalar `value`."""
     return fill(empty(sizes, element), value)
+
+
+def transpose(
+    value: mlir_ir.Value, init: mlir_ir.Value, permutation: mlir_ir.Attribute
+) -> mlir_ir.Value:
+    """`linalg.transpose` of `value` into `init`: result dim i is `value`'s dim
+    `permutation[i]` (a DenseI64ArrayAttr, which callers share between ops).
+
+    NOTE: the generic builder: `linalg.TransposeOp` converts the permutation and checks its
+    arguments in Python (2x the time; same op). Its region (one yield of the input element) is
+    built as the op's printer/parser would."""
+    transposed = mlir_ir.Operation.create(
+        "linalg.transpose",
+        results=[init.type],
+        operands=[value, init],
+        attributes={"permutation": permutation},
+        regions=1,
+    )
+    element = mlir_ir.RankedTensorType(init.type).element_type
+    block = transposed.regions[0].blocks.append(element, element)
+    with mlir_ir.InsertionPoint(block):
+        mlir_ir.Operation.create("linalg.yield", operands=[block.arguments[0]])
+    return transposed.result

@@ -1,0 +1,100 @@
+"""Which weight matrices the module stores transposed: those that only ever multiply a few rows.
+
+A Global of shape (K, N) that is the right operand of matrix products of at most FEW_ROWS rows
+(a decode step's token, a classifier head's batch) is written to MLIR as its transpose (N, K)
+and read back through a `linalg.transpose`, which IREE folds into the product's operand read:
+the product then reads each output's K weights contiguously, as for a Gemm with transB, instead
+of striding across N. The Niro module is not changed: its Global keeps the model's layout, and
+lowering rules that read the weight's data (`constant_value`) see that layout.
+
+NOTE: measured with IREE 3.13 (iree-compile for the host CPU, local-task, 2 cores), the product
+of M static rows by a (K, N) f32 weight, as read from (K, N) and from (N, K): 1 x 2048 by
+2048 x 5632: 2.51 -> 1.45 ms; 4 rows 3.69 -> 1.53 ms; 8 rows 3.89 -> 1.83 ms; 1 x 1024 by
+1024 x 1024: 124 -> 74 us; 1 x 256 by 256 x 4096: 124 -> 66 us. From 16 rows on the two layouts
+are within 10-30% either way, and for weights below MIN_ELEMENTS (256 x 688: 19 -> 22 us at one
+row) the transposed read is slightly slower. A run-time (dynamic) row count is left alone: its
+products are slower in both layouts and neither wins throughout (at 1 row and at 128).
+"""
+
+from __future__ import annotations
+
+import math
+
+from niro.ir import (
+    GetGlobal,
+    MatMul,
+    Module,
+    Op,
+    TensorType,
+    Type,
+    UnknownOp,
+    Value,
+    ValueId,
+    operands_of,
+    walk_ops,
+)
+
+__all__ = ["FEW_ROWS", "MIN_ELEMENTS", "matrix_dims", "transposed_weights"]
+
+FEW_ROWS = 8
+"""The most rows (the product of the left operand's dims but its last) a product may have for
+its weight to be stored transposed."""
+
+MIN_ELEMENTS = 1 << 18
+"""The fewest elements a weight needs to be stored transposed (512 x 512)."""
+
+
+def transposed_weights(module: Module) -> frozenset[str]:
+    """The names of the Globals to store transposed: 2-D float weights of at least MIN_ELEMENTS
+        whose every read is the right operand of a product of at most FEW_ROWS static rows
+        (Niro's MatMul, or `onnx.MatMul` of a left operand of any rank >= 1). Any other read (an
+    element-wise op, a Call, a Return, a product of more or run-time rows) keeps the layout."""
+    candidates: set[str] = set()
+    refused: set[str] = set()
+    for function in module.functions:  # value ids are a function's own
+        read_as: dict[ValueId, str] = {}  # a GetGlobal's result -> the Global's name
+        for op in walk_ops(function):
+            if isinstance(op, GetGlobal) and _is_weight(op.result):
+                read_as[op.result.id] = op.name
+                candidates.add(op.name)
+        for op in walk_ops(function):
+            for position, operand in enumerate(operands_of(op)):
+                name = read_as.get(operand.id)
+                if name is not None and not (position == 1 and _few_rows_product(op)):
+                    refused.add(name)
+    return frozenset(candidates - refused)
+
+
+def _is_weight(value: Value) -> bool:
+    type_ = value.type
+    return (
+        isinstance(type_, TensorType)
+        and type_.rank == 2
+        and type_.is_static
+        and type_.element_type.is_float
+        and not (type_.element_type.is_narrow_float or type_.element_type.is_sub_byte)
+        and math.prod(dim or 0 for dim in type_.shape or ()) >= MIN_ELEMENTS
+    )
+
+
+def _few_rows_product(op: Op) -> bool:
+    if isinstance(op, MatMul):
+        lhs = op.lhs
+    elif isinstance(op, UnknownOp) and op.name == "onnx.MatMul" and len(op.operands) == 2:
+        lhs = op.operands[0]
+    else:
+        return False
+    type_ = lhs.type
+    if not isinstance(type_, TensorType) or type_.shape is None or type_.rank == 0:
+        return False
+    rows = type_.shape[:-1]
+    return None not in rows and math.prod(dim or 0 for dim in rows) <= FEW_ROWS
+
+
+def matrix_dims(type_: Type) -> tuple[int, int]:
+    """The (K, N) of a weight `transposed_weights` names (a static matrix); it is stored as
+    (N, K)."""
+    assert isinstance(type_, TensorType) and type_.shape is not None, type_
+    rows, columns = type_.shape
+    assert rows is not None and columns is not None, type_
+    return rows, columns

@@ -1,0 +1,91 @@
+"""Weights of few-row products stored transposed (backends/mlir/weight_layout.py): which
+Globals qualify, what the MLIR holds (the Global as (N, K), read back through a
+`linalg.transpose`), and that the compiled products match onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from niro.backends.mlir import lower_to_mlir
+from niro.backends.mlir.weight_layout import FEW_ROWS, MIN_ELEMENTS, transposed_weights
+from niro.frontends.onnx import import_model
+from onnx import helper, numpy_helper
+
+from .mlir_harness import assert_matches_onnxruntime, compile_onnx
+
+K, N = 512, 512  # MIN_ELEMENTS exactly
+
+
+def _model(
+    x_shape, nodes, *, weights=("w",), shape=(K, N), dtype=np.float32, outputs=("y",)
+) -> onnx.ModelProto:
+    """`nodes` over input x of `x_shape` and weights of `shape` (random, fixed seed)."""
+    rng = np.random.default_rng(3)
+    element = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    initializers = [
+        numpy_helper.from_array((rng.standard_normal(shape) * 0.05).astype(dtype), name)
+        for name in weights
+    ]
+    graph = helper.make_graph(
+        [helper.make_node(*node) for node in nodes],
+        "weights",
+        [helper.make_tensor_value_info("x", element, x_shape)],
+        [helper.make_tensor_value_info(name, element, None) for name in outputs],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _transposed(model: onnx.ModelProto) -> frozenset[str]:
+    return transposed_weights(import_model(model))
+
+
+@pytest.mark.parametrize("x_shape", [[1, K], [FEW_ROWS, K], [1, 1, K], [2, 4, K], [K]], ids=str)
+def test_weights_of_few_row_products_are_stored_transposed(x_shape):
+    """Niro's rank-2 MatMul and onnx.MatMul of a stack of rows or a vector alike."""
+    assert _transposed(_model(x_shape, [("MatMul", ["x", "w"], ["y"])])) == {"w"}
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "nodes", "shape"),
+    [
+        ([FEW_ROWS + 1, K], [("MatMul", ["x", "w"], ["y"])], (K, N)),
+        (["rows", K], [("MatMul", ["x", "w"], ["y"])], (K, N)),
+        ([1, K], [("MatMul", ["x", "w"], ["y"])], (K, N // 2)),
+        ([K, K], [("MatMul", ["w", "x"], ["y"])], (K, N)),
+        ([1, N], [("MatMul", ["x", "w"], ["p"]), ("Add", ["x", "w"], ["y"])], (N, N)),
+    ],
+    ids=["too-many-rows", "run-time-rows", "too-small", "left-operand", "also-read-by-Add"],
+)
+def test_other_weights_keep_their_layout(x_shape, nodes, shape):
+    outputs = [node[2][0] for node in nodes]
+    assert _transposed(_model(x_shape, nodes, shape=shape, outputs=outputs)) == frozenset()
+
+
+def test_the_global_holds_the_transpose_read_back_through_a_linalg_transpose():
+    text = lower_to_mlir(import_model(_model([1, K], [("MatMul", ["x", "w"], ["y"])]))).to_text()
+    assert f"ml_program.global private @w(dense_resource<w> : tensor<{N}x{K}xf32>)" in text
+    assert f"linalg.transpose ins(%w : tensor<{N}x{K}xf32>)" in text
+
+
+@pytest.mark.parametrize(
+    "x_shape", [[1, K], [3, K], [1, 2, K], [K]], ids=["1-row", "3-rows", "1x2-rows", "vector"]
+)
+def test_products_by_a_transposed_weight_match_onnxruntime(tmp_path, x_shape):
+    """Two products share the weight; its data are the model's, transposed in the MLIR."""
+    model = _model(
+        x_shape,
+        [("MatMul", ["x", "w"], ["p"]), ("Relu", ["p"], ["r"]), ("MatMul", ["r", "w"], ["y"])],
+    )
+    assert _transposed(model) == {"w"}
+    module = compile_onnx(model, tmp_path, "weights")
+    x = np.random.default_rng(5).standard_normal(x_shape).astype(np.float32)
+    assert_matches_onnxruntime(module, model, [{"x": x}], function="weights", rtol=1e-5, atol=1e-5)
+
+
+def test_min_elements_is_the_smallest_weight_taken():
+    small = _model([1, K], [("MatMul", ["x", "w"], ["y"])], shape=(K, MIN_ELEMENTS // K - 1))
+    assert _transposed(small) == frozenset()
