@@ -4,13 +4,17 @@ Globals qualify, what the MLIR holds (the Global as (N, K), read back through a
 
 from __future__ import annotations
 
+import subprocess
+
 import numpy as np
 import onnx
 import pytest
-from niro.backends.mlir import lower_to_mlir
+from niro.backends.mlir import find_tool, lower_to_mlir
 from niro.backends.mlir.weight_layout import FEW_ROWS, MIN_ELEMENTS, transposed_weights
 from niro.frontends.onnx import import_model
 from onnx import helper, numpy_helper
+
+from niroc.checking import IREE_COMPILE_FLAGS, load_iree_module
 
 from .mlir_harness import assert_matches_onnxruntime, compile_onnx
 
@@ -89,3 +93,37 @@ def test_products_by_a_transposed_weight_match_onnxruntime(tmp_path, x_shape):
 def test_min_elements_is_the_smallest_weight_taken():
     small = _model([1, K], [("MatMul", ["x", "w"], ["y"])], shape=(K, MIN_ELEMENTS // K - 1))
     assert _transposed(small) == frozenset()
+
+
+def test_a_transposed_weight_in_a_parameter_archive_matches_onnxruntime(tmp_path):
+    """`niroc --params`: the archive holds the transposed data under the weight's name."""
+    import onnxruntime
+
+    from ...cli.niroc_runner import run_niroc
+
+    model = _model([1, K], [("MatMul", ["x", "w"], ["y"])])
+    onnx.save(model, tmp_path / "model.onnx")
+    completed = run_niroc("model.onnx", "--params", "model.irpa", "-o", "model.mlir", cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    text = (tmp_path / "model.mlir").read_text()
+    assert f'@w(#stream.parameter.named<"model"::"w"> : tensor<{N}x{K}xf32>)' in text
+    vmfb = tmp_path / "model.vmfb"
+    compiled = subprocess.run(
+        [
+            find_tool("iree-compile"),
+            *IREE_COMPILE_FLAGS,
+            str(tmp_path / "model.mlir"),
+            "-o",
+            str(vmfb),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert compiled.returncode == 0, compiled.stderr
+    x = np.random.default_rng(7).standard_normal((1, K)).astype(np.float32)
+    got = load_iree_module(vmfb, tmp_path / "model.irpa")["weights"](x).to_host()
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    np.testing.assert_allclose(got, session.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
