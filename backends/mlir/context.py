@@ -14,7 +14,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
-from niro.ir import Block, Location, Op, ScalarType, TensorType, Value, format_type, op_name
+from niro.ir import (
+    Block,
+    GetGlobal,
+    Location,
+    Op,
+    ScalarType,
+    TensorType,
+    Value,
+    format_type,
+    op_name,
+)
 
 from .bindings import mlir_ir
 from .errors import LoweringError
@@ -151,6 +161,11 @@ class LoweringRuleContext:
     def global_stored_transposed(self, name: str) -> bool:
         """Whether global @`name` (a matrix) is written to MLIR transposed (`weight_layout.py`)."""
         return name in self._driver.module.transposed
+
+    def reads_transposed_weight(self, value: Value) -> bool:
+        """Whether `value` is a GetGlobal of a global written transposed (`weight_layout.py`)."""
+        op = self._driver.definition(value)
+        return isinstance(op, GetGlobal) and op.name in self._driver.module.transposed
 
     def has_function(self, name: str) -> bool:
         """Whether the module defines or declares function @`name`."""

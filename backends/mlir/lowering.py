@@ -398,17 +398,21 @@ class FunctionLowering:
 
     # -- services for rules ---------------------------------------------------------------------
 
+    def definition(self, value: Value) -> Op | None:
+        """The op of this function whose result `value` is (None for a block argument)."""
+        if self._definitions is None:
+            self._definitions = {
+                result.id: op for op in walk_ops(self.function) for result in results_of(op)
+            }
+        return self._definitions.get(value.id)
+
     def constant_value(self, value: Value) -> np.ndarray | None:
         """`value`'s contents as a numpy array when a Const or GetGlobal defines it, else None.
 
         Lowerings of ops whose axes, shapes or pads arrive as operands need them at compile time.
         The array is a read-only view of the literal's buffer (no copy); BF16 data is not
         decoded (None), nor are the FP8/FP4 and sub-byte types."""
-        if self._definitions is None:
-            self._definitions = {
-                result.id: op for op in walk_ops(self.function) for result in results_of(op)
-            }
-        op = self._definitions.get(value.id)
+        op = self.definition(value)
         if isinstance(op, Const):
             literal = op.literal
         elif isinstance(op, GetGlobal):

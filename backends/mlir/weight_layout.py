@@ -1,7 +1,9 @@
 """Which weight matrices the module stores transposed: those that only ever multiply a few rows.
 
 A Global of shape (K, N) that is the right operand of matrix products of at most FEW_ROWS rows
-(a decode step's token, a classifier head's batch) is written to MLIR as its transpose (N, K)
+(a decode step's token, a classifier head's batch), or of a run-time number of rows (which
+`builders.contraction` then runs as a static product of FEW_ROWS rows when they are that few),
+is written to MLIR as its transpose (N, K)
 and read back through a `linalg.transpose`, which IREE folds into the product's operand read:
 the product then reads each output's K weights contiguously, as for a Gemm with transB, instead
 of striding across N. The Niro module is not changed: its Global keeps the model's layout, and
@@ -12,8 +14,9 @@ of M static rows by a (K, N) f32 weight, as read from (K, N) and from (N, K): 1 
 2048 x 5632: 2.51 -> 1.45 ms; 4 rows 3.69 -> 1.53 ms; 8 rows 3.89 -> 1.83 ms; 1 x 1024 by
 1024 x 1024: 124 -> 74 us; 1 x 256 by 256 x 4096: 124 -> 66 us. From 16 rows on the two layouts
 are within 10-30% either way, and for weights below MIN_ELEMENTS (256 x 688: 19 -> 22 us at one
-row) the transposed read is slightly slower. A run-time (dynamic) row count is left alone: its
-products are slower in both layouts and neither wins throughout (at 1 row and at 128).
+row) the transposed read is slightly slower. A product of run-time rows by such a weight ran
+about alike in the two layouts at 128 rows (1024 x 1024: 2.9-3.7 and 3.5 ms; 256 x 4096: 2.8-3.4
+against 3.4-4.1 ms; 5632 x 2048: 103 against 33 ms), and is versioned for few rows.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from niro.ir import (
     MatMul,
     Module,
     Op,
+    ScalarType,
     TensorType,
     Type,
     UnknownOp,
@@ -78,6 +82,9 @@ def _is_weight(value: Value) -> bool:
 
 
 def _few_rows_product(op: Op) -> bool:
+    """`op` is a product whose rows (the left operand's dims but its last) are at most
+    FEW_ROWS, or a run-time number that `builders.contraction` versions (at most FEW_ROWS rows
+    as a static product): the latter in the result's element type (f32, f64) only."""
     if isinstance(op, MatMul):
         lhs = op.lhs
     elif isinstance(op, UnknownOp) and op.name == "onnx.MatMul" and len(op.operands) == 2:
@@ -88,7 +95,9 @@ def _few_rows_product(op: Op) -> bool:
     if not isinstance(type_, TensorType) or type_.shape is None or type_.rank == 0:
         return False
     rows = type_.shape[:-1]
-    return None not in rows and math.prod(dim or 0 for dim in rows) <= FEW_ROWS
+    if None not in rows:
+        return math.prod(dim or 0 for dim in rows) <= FEW_ROWS
+    return type_.shape[-1] is not None and type_.element_type in (ScalarType.F32, ScalarType.F64)
 
 
 def matrix_dims(type_: Type) -> tuple[int, int]:

@@ -47,9 +47,14 @@ def _transposed(model: onnx.ModelProto) -> frozenset[str]:
     return transposed_weights(import_model(model))
 
 
-@pytest.mark.parametrize("x_shape", [[1, K], [FEW_ROWS, K], [1, 1, K], [2, 4, K], [K]], ids=str)
+@pytest.mark.parametrize(
+    "x_shape",
+    [[1, K], [FEW_ROWS, K], [1, 1, K], [2, 4, K], [K], ["rows", K], ["batch", "seq", K]],
+    ids=str,
+)
 def test_weights_of_few_row_products_are_stored_transposed(x_shape):
-    """Niro's rank-2 MatMul and onnx.MatMul of a stack of rows or a vector alike."""
+    """Niro's rank-2 MatMul and onnx.MatMul of a stack of rows or a vector alike, of few
+    static rows or of a run-time number of them (then versioned)."""
     assert _transposed(_model(x_shape, [("MatMul", ["x", "w"], ["y"])])) == {"w"}
 
 
@@ -57,12 +62,12 @@ def test_weights_of_few_row_products_are_stored_transposed(x_shape):
     ("x_shape", "nodes", "shape"),
     [
         ([FEW_ROWS + 1, K], [("MatMul", ["x", "w"], ["y"])], (K, N)),
-        (["rows", K], [("MatMul", ["x", "w"], ["y"])], (K, N)),
+        ([2, "rows", "width"], [("MatMul", ["x", "w"], ["y"])], (K, N)),
         ([1, K], [("MatMul", ["x", "w"], ["y"])], (K, N // 2)),
         ([K, K], [("MatMul", ["w", "x"], ["y"])], (K, N)),
         ([1, N], [("MatMul", ["x", "w"], ["p"]), ("Add", ["x", "w"], ["y"])], (N, N)),
     ],
-    ids=["too-many-rows", "run-time-rows", "too-small", "left-operand", "also-read-by-Add"],
+    ids=["too-many-rows", "run-time-width", "too-small", "left-operand", "also-read-by-Add"],
 )
 def test_other_weights_keep_their_layout(x_shape, nodes, shape):
     outputs = [node[2][0] for node in nodes]
@@ -127,3 +132,27 @@ def test_a_transposed_weight_in_a_parameter_archive_matches_onnxruntime(tmp_path
         model.SerializeToString(), providers=["CPUExecutionProvider"]
     )
     np.testing.assert_allclose(got, session.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def versioned(tmp_path_factory):
+    model = _model(["batch", "seq", K], [("MatMul", ["x", "w"], ["p"]), ("Relu", ["p"], ["y"])])
+    return model, compile_onnx(model, tmp_path_factory.mktemp("versioned"), "weights")
+
+
+@pytest.mark.parametrize(
+    "x_shape", [(1, 1, K), (1, 3, K), (2, 4, K), (3, 3, K), (2, 16, K)], ids=str
+)
+def test_a_product_of_run_time_rows_matches_onnxruntime_in_both_versions(versioned, x_shape):
+    """One compiled module: at most FEW_ROWS rows take the padded static product, more the
+    dynamic one; both read the transposed weight."""
+    model, module = versioned
+    x = np.random.default_rng(sum(x_shape)).standard_normal(x_shape).astype(np.float32)
+    assert_matches_onnxruntime(module, model, [{"x": x}], function="weights", rtol=1e-5, atol=1e-5)
+
+
+def test_a_product_of_run_time_rows_is_versioned_in_the_mlir():
+    model = _model(["rows", K], [("MatMul", ["x", "w"], ["y"])])
+    text = lower_to_mlir(import_model(model)).to_text()
+    assert "scf.if" in text and "tensor.pad" in text
+    assert f"tensor<{FEW_ROWS}x{K}xf32>" in text
