@@ -10,6 +10,7 @@
 | `bert` | BERT-style encoder as exporters write it: 4 layers, d=256, 4 heads, batch 1 x seq 128, 4-D attention with an additive mask from the ids, LayerNormalization, Erf Gelu | run time |
 | `llama` | Llama-style decoder: 4 layers, d=256, 4 heads, batch 1 x seq 128, RMSNorm, rotary embeddings, causal mask, SiLU-gated MLP, tied-free LM head | run time |
 | `llama_step` | the Llama-style decoder at one token (batch 1 x seq 1), d=512, 8 heads, MLP 1376, vocab 8192: matrix-vector products | run time |
+| `mlp_rows` | 4 x (MatMul 1024x4096, Relu, MatMul 4096x1024, Add) on [rows, 1024], rows a run-time dim | run time |
 | `small_nodes` | 20,000 nodes (Add, Mul, MatMul, Transpose, Relu) on 8x8 f32, ~6,500 initializers | nodes |
 | `one_node` | one Add of two 2x2 inputs | start-up |
 | `mlp_huge` | 17 x (MatMul 8192x8192 + Add bias), 4.25 GiB of float32 weights in `weights.bin` (only on request: `--only mlp_huge`) | weights past 4 GiB |
@@ -323,6 +324,25 @@ def _llama(folder: Path, *, seq: int, d: int, heads: int, ffn: int, vocab: int, 
     _save(helper.make_model(model, opset_imports=OPSET), folder / "model.onnx")
 
 
+def mlp_rows(folder: Path) -> None:
+    """4 x (MatMul 1024x4096, Relu, MatMul 4096x1024, residual Add) on [rows, 1024], rows a
+    run-time dim: products of a run-time number of rows by weight matrices."""
+    graph = _GraphBuilder(np.random.default_rng(7008))
+    hidden = "x"
+    for layer in range(4):
+        up = graph.op("MatMul", [hidden, graph.weight(f"layer{layer}.up", (1024, 4096))], f"layer{layer}")
+        down = graph.op("Relu", [up], f"layer{layer}")
+        down = graph.op("MatMul", [down, graph.weight(f"layer{layer}.down", (4096, 1024))], f"layer{layer}")
+        hidden = graph.op("Add", [hidden, down], f"layer{layer}")
+    model = helper.make_graph(
+        graph.nodes, "mlp_rows",
+        [helper.make_tensor_value_info("x", F32, ["rows", 1024])],
+        [helper.make_tensor_value_info(hidden, F32, ["rows", 1024])],
+        graph.initializers,
+    )
+    _save(helper.make_model(model, opset_imports=OPSET), folder / "model.onnx")
+
+
 # -- node-bound graph and start-up --------------------------------------------------------------
 
 
@@ -368,6 +388,7 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "bert": bert,
     "llama": llama,
     "llama_step": llama_step,
+    "mlp_rows": mlp_rows,
     "small_nodes": small_nodes,
     "one_node": one_node,
     "mlp_huge": mlp_huge,

@@ -151,6 +151,11 @@ MODELS.update(
             _generated("llama_step"),
             ids=8192,
         ),
+        "mlp_rows": Spec(
+            "4-layer MLP, d=1024, ffn 4096, on [rows, 1024] (rows a run-time dim) at 1 row",
+            _generated("mlp_rows"),
+            {"rows": 1},
+        ),
         "torch_encoder": Spec(
             "2-layer torch TransformerEncoder export, 1x9 ids (its traced length)",
             _exported("encoder"),
