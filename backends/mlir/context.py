@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, TypeVar, cast
 import numpy as np
 from niro.ir import (
     Block,
-    GetGlobal,
     Location,
     Op,
     ScalarType,
@@ -78,7 +77,9 @@ class LoweringRuleContext:
         """A LoweringError in MLIR's form (`'niro.add' op ...`) located at this op (`internal`:
         niroc's lowering went wrong, not the model; see LoweringError)."""
         return LoweringError(
-            f"'{op_name(self.op)}' op {message}", location=str(self.niro_location), internal=internal
+            f"'{op_name(self.op)}' op {message}",
+            location=str(self.niro_location),
+            internal=internal,
         )
 
     # -- Niro views of the operands ---------------------------------------------------------------
@@ -161,11 +162,6 @@ class LoweringRuleContext:
     def global_stored_transposed(self, name: str) -> bool:
         """Whether global @`name` (a matrix) is written to MLIR transposed (`weight_layout.py`)."""
         return name in self._driver.module.transposed
-
-    def reads_transposed_weight(self, value: Value) -> bool:
-        """Whether `value` is a GetGlobal of a global written transposed (`weight_layout.py`)."""
-        op = self._driver.definition(value)
-        return isinstance(op, GetGlobal) and op.name in self._driver.module.transposed
 
     def has_function(self, name: str) -> bool:
         """Whether the module defines or declares function @`name`."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from niro.ir import ScalarType, Value, format_type, op_name
 
 from ..bindings import arith, mlir_ir, scf
-from ..weight_layout import FEW_ROWS
+from ..weight_layout import FEW_ROWS, MIN_ELEMENTS
 from .checks import assert_true
 from .constants import constant, index_constant
 from .elements import convert
@@ -183,7 +183,9 @@ def _assert_label_sizes(ctx: LoweringRuleContext, operands, static, dynamic_sour
                 )
 
 
-def multiply_all(scalar: ScalarType, accumulator: mlir_ir.Type) -> Callable[[list[mlir_ir.Value]], mlir_ir.Value]:
+def multiply_all(
+    scalar: ScalarType, accumulator: mlir_ir.Type
+) -> Callable[[list[mlir_ir.Value]], mlir_ir.Value]:
     def product(elements: list[mlir_ir.Value]) -> mlir_ir.Value:
         result = None
         for element in elements:
@@ -241,14 +243,18 @@ def matmul(ctx: LoweringRuleContext, accumulator: mlir_ir.Type) -> mlir_ir.Value
     result = ctx.ranked(ctx.niro_results[0], "result")
     in_result_type = accumulator == ctx.mlir_type(result.element_type)
     if in_result_type and len(lhs.shape) == 2 and len(rhs.shape) == 2:
-        if lhs.shape[0] is None and ctx.reads_transposed_weight(ctx.niro_operands[1]):
+        if lhs.shape[0] is None and _versioned_fits(rhs.shape):
             return _few_rows_versioned(ctx.operands[0], ctx.operands[1], accumulator)
         sizes = [
             dim_size(ctx.operands[0], 0) if result.shape[0] is None else None,
             dim_size(ctx.operands[1], 1) if result.shape[1] is None else None,
         ]
         init = empty_tensor(ctx, result, sizes)
-        return named_op("linalg.matmul", [ctx.operands[0], ctx.operands[1]], fill(init, constant(accumulator, 0)))
+        return named_op(
+            "linalg.matmul",
+            [ctx.operands[0], ctx.operands[1]],
+            fill(init, constant(accumulator, 0)),
+        )
     if in_result_type and _batch_matmul_fits(lhs.shape, rhs.shape):
         return _batch_matmul(ctx, lhs.shape, accumulator)
     if in_result_type and _rows_times_matrix_fits(lhs.shape, rhs.shape):
@@ -296,7 +302,7 @@ def _rows_times_matrix(
     rows = [tensor_size(ctx.operands[0], axis) for axis in range(len(shape) - 1)]
     lhs = collapse_dims(ctx.operands[0], 0, len(rows))
     rhs = ctx.operands[1]
-    if None in shape[:-1] and ctx.reads_transposed_weight(ctx.niro_operands[1]):
+    if None in shape[:-1] and _versioned_fits(ctx.ranked(ctx.niro_operands[1], "operand #1").shape):
         return expand_dim(_few_rows_versioned(lhs, rhs, element), 0, rows)
     return expand_dim(_product(lhs, rhs, element), 0, rows)
 
@@ -307,16 +313,26 @@ def _product(lhs: mlir_ir.Value, rhs: mlir_ir.Value, element: mlir_ir.Type) -> m
     return named_op("linalg.matmul", [lhs, rhs], fill(empty(sizes, element), constant(element, 0)))
 
 
-def _few_rows_versioned(lhs: mlir_ir.Value, rhs: mlir_ir.Value, element: mlir_ir.Type) -> mlir_ir.Value:
-    """The product of a run-time number of rows by a weight stored transposed
-    (`weight_layout.py`), in two versions chosen at run time: at most FEW_ROWS rows (a decode
-    step's tokens) are padded with zeros to FEW_ROWS and multiplied as a static product, of
-    which the rows asked for are kept; more rows take the dynamic product.
+def _versioned_fits(rhs: Sequence[int | None]) -> bool:
+    """A static matrix of at least MIN_ELEMENTS: the right operand of a product of run-time
+    rows that `_few_rows_versioned` builds (a smaller one gains too little for the copy)."""
+    return len(rhs) == 2 and None not in rhs and math.prod(dim or 0 for dim in rhs) >= MIN_ELEMENTS
+
+
+def _few_rows_versioned(
+    lhs: mlir_ir.Value, rhs: mlir_ir.Value, element: mlir_ir.Type
+) -> mlir_ir.Value:
+    """The product of a run-time number of rows by a static matrix (`_versioned_fits`), in two
+    versions chosen at run time: at most FEW_ROWS rows (a decode step's tokens) are padded with
+    zeros to FEW_ROWS and multiplied as a static product, of which the rows asked for are kept;
+    more rows take the dynamic product.
 
     Why: IREE 3.13 compiles a product of run-time rows much slower than a static one when the
-    rows are few: one row by 2048x5632 (weights stored transposed) ran 9.2-11.9 ms dynamic
-    (the weights as stored in the model) against 1.8-2.2 ms so versioned; 256x4096: 232 ->
-    112-140 us. At 128 rows the two versions ran alike (34-52 against 35-36 ms)."""
+    rows are few: one row by 2048x5632 (weights stored transposed, `weight_layout.py`) ran
+    9.2-11.9 ms dynamic (the weights as stored in the model) against 1.8-2.2 ms so versioned;
+    256x4096: 232 -> 112-140 us. At 128 rows the two versions ran alike (34-52 against 35-36
+    ms). The matrix need not be a weight: an int4 MatMulNBits' product reads its weights
+    dequantized at run time."""
     rows = dim_size(lhs, 0)
     few = arith.CmpIOp(arith.CmpIPredicate.ule, rows, index_constant(FEW_ROWS)).result
     columns = mlir_ir.RankedTensorType(rhs.type).shape[1]
@@ -336,7 +352,9 @@ def _few_rows_versioned(lhs: mlir_ir.Value, rhs: mlir_ir.Value, element: mlir_ir
     return branch.results[0]
 
 
-def _batch_matmul(ctx: LoweringRuleContext, shape: Sequence[int | None], element: mlir_ir.Type) -> mlir_ir.Value:
+def _batch_matmul(
+    ctx: LoweringRuleContext, shape: Sequence[int | None], element: mlir_ir.Type
+) -> mlir_ir.Value:
     """A batched MatMul as the named `linalg.batch_matmul` (its batch dims collapsed into one,
     expanded back after). Why: IREE folds a transpose feeding a generic contraction into that
     contraction's operand reads (strided loads in the matmul's inner loop: attention's
@@ -348,5 +366,7 @@ def _batch_matmul(ctx: LoweringRuleContext, shape: Sequence[int | None], element
         operands = [collapse_dims(operand, 0, len(batch)) for operand in operands]
     lhs, rhs = operands
     sizes = [math.prod(batch), tensor_size(lhs, 1), tensor_size(rhs, 2)]
-    product = named_op("linalg.batch_matmul", operands, fill(empty(sizes, element), constant(element, 0)))
+    product = named_op(
+        "linalg.batch_matmul", operands, fill(empty(sizes, element), constant(element, 0))
+    )
     return expand_dim(product, 0, batch) if len(batch) > 1 else product

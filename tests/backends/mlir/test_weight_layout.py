@@ -156,3 +156,21 @@ def test_a_product_of_run_time_rows_is_versioned_in_the_mlir():
     text = lower_to_mlir(import_model(model)).to_text()
     assert "scf.if" in text and "tensor.pad" in text
     assert f"tensor<{FEW_ROWS}x{K}xf32>" in text
+
+
+@pytest.mark.parametrize("rows", [1, 9])
+def test_a_product_by_a_computed_matrix_is_versioned_too(tmp_path, rows):
+    """The static matrix need not be a Global (an int4 MatMulNBits dequantizes its weights at
+    run time): a product of run-time rows by W * 2 is versioned; the weight keeps its layout
+    (an element-wise op reads it)."""
+    model = _model(
+        ["rows", K],
+        [("Mul", ["w", "two"], ["doubled"]), ("MatMul", ["x", "doubled"], ["y"])],
+        weights=("w",),
+    )
+    model.graph.initializer.append(numpy_helper.from_array(np.array(2, np.float32), "two"))
+    assert _transposed(model) == frozenset()
+    assert "scf.if" in lower_to_mlir(import_model(model)).to_text()
+    module = compile_onnx(model, tmp_path, "weights")
+    x = np.random.default_rng(rows).standard_normal((rows, K)).astype(np.float32)
+    assert_matches_onnxruntime(module, model, [{"x": x}], function="weights", rtol=1e-5, atol=1e-5)
