@@ -2,7 +2,7 @@
 saved locally, then onnxruntime-genai's model builder (`python -m onnxruntime_genai.models.builder
 -i DIR -o OUT -p fp32|int4 -e cpu`).
 
-    python testdata/llm/generate.py OUT_DIR [--precision fp32|int4] [--family llama]
+    python testdata/llm/generate.py OUT_DIR [--precision fp32|int4] [--family llama] [--sizes bench]
     python testdata/llm/generate.py OUT_DIR --fused bert|gpt2
 
 writes OUT_DIR/<family>-<precision>/model.onnx (+ model.onnx.data, genai_config.json, the
@@ -101,7 +101,18 @@ def _tokenizer():
     )
 
 
-def _model(family: str):
+BENCH_SIZES = {
+    "hidden_size": 1024,
+    "intermediate_size": 2816,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 4,
+}
+"""`--sizes bench`: a model of real layer widths (4 layers of a 1B-class Llama) for the run-time
+benchmark (tests/bench/bench_run.py), where the tiny tests' widths time nothing but overhead."""
+
+
+def _model(family: str, sizes: dict | None = None):
     import torch
     import transformers
 
@@ -109,7 +120,7 @@ def _model(family: str):
         raise ValueError(f"unknown family {family!r}, expected one of {sorted(FAMILIES)}")
     config_class, model_class, extra = FAMILIES[family]
     torch.manual_seed(0)
-    config = getattr(transformers, config_class)(**{**_COMMON, **extra})
+    config = getattr(transformers, config_class)(**{**_COMMON, **extra, **(sizes or {})})
     model = getattr(transformers, model_class)(config).eval()
     with torch.no_grad():
         # transformers initialises biases to 0 (which the builder then leaves out) and norm
@@ -120,15 +131,18 @@ def _model(family: str):
     return model
 
 
-def generate(out: Path, family: str = "llama", precision: str = "fp32") -> Path:
-    """Build `family` at `precision` into out/<family>-<precision>; returns its model.onnx."""
-    target = out / f"{family}-{precision}"
+def generate(
+    out: Path, family: str = "llama", precision: str = "fp32", sizes: dict | None = None
+) -> Path:
+    """Build `family` at `precision` into out/<family>-<precision> (-bench with `sizes`, which
+    override the tiny widths); returns its model.onnx."""
+    target = out / f"{family}-{precision}{'-bench' if sizes else ''}"
     model_path = target / "model.onnx"
     if model_path.exists():
         return model_path
     with tempfile.TemporaryDirectory() as scratch:
         source = Path(scratch) / "hf"
-        _model(family).save_pretrained(source)
+        _model(family, sizes).save_pretrained(source)
         _tokenizer().save_pretrained(source)
         command = [
             sys.executable,
@@ -260,11 +274,15 @@ def main() -> None:
     parser.add_argument("--family", choices=FAMILIES, default="llama")
     parser.add_argument("--precision", choices=("fp32", "int4"), default="fp32")
     parser.add_argument("--fused", choices=FUSED, help="an optimizer-fused model instead")
+    parser.add_argument(
+        "--sizes", choices=("tiny", "bench"), default="tiny", help="bench: BENCH_SIZES' widths"
+    )
     arguments = parser.parse_args()
     if arguments.fused:
         print(export_fused(arguments.out, arguments.fused))
     else:
-        print(generate(arguments.out, arguments.family, arguments.precision))
+        sizes = BENCH_SIZES if arguments.sizes == "bench" else None
+        print(generate(arguments.out, arguments.family, arguments.precision, sizes))
 
 
 if __name__ == "__main__":

@@ -76,6 +76,8 @@ class Spec:
     make: object
     dims: dict = field(default_factory=dict)
     ids: int = 32
+    ones: tuple[str, ...] = ()
+    """Integer inputs filled with ones (an attention mask), not random ids."""
 
 
 def _zoo(name: str, opset: int | None):
@@ -114,6 +116,29 @@ def _fixed(make, dims: dict[str, int]):
         onnx.save(model, path)
 
     return fixed
+
+
+def _genai(family: str, precision: str):
+    """`family` built by onnxruntime-genai's model builder at `precision`, at the benchmark's
+    widths (testdata/llm/generate.py, BENCH_SIZES; random weights, fixed seed)."""
+
+    def make(path: Path) -> None:
+        import importlib.util
+        import shutil
+
+        # by path: testdata/bench's generator is a module named `generate` too
+        found = importlib.util.spec_from_file_location(
+            "llm_generate", ROOT / "testdata" / "llm" / "generate.py"
+        )
+        assert found is not None and found.loader is not None
+        llm = importlib.util.module_from_spec(found)
+        found.loader.exec_module(llm)
+        built = llm.generate(path.parent / "genai", family, precision, llm.BENCH_SIZES)
+        for file in built.parent.iterdir():
+            if file.name.startswith("model.onnx"):
+                shutil.copy(file, path.parent / file.name)
+
+    return make
 
 
 def _generated(name: str):
@@ -155,6 +180,20 @@ MODELS.update(
             "4-layer MLP, d=1024, ffn 4096, on [rows, 1024] (rows a run-time dim) at 1 row",
             _generated("mlp_rows"),
             {"rows": 1},
+        ),
+        "genai_llama_step": Spec(
+            "onnxruntime-genai's fp32 Llama (4 layers, hidden 1024, MLP 2816, GQA 16/4 heads),"
+            " one decode step after 31 tokens (KV cache)",
+            _genai("llama", "fp32"),
+            {
+                "batch_size": 1,
+                "sequence_length": 1,
+                "total_sequence_length": 32,
+                "past_sequence_length": 31,
+                "kv_cache_dim": 64,
+            },
+            ids=256,
+            ones=("attention_mask",),
         ),
         "torch_encoder": Spec(
             "2-layer torch TransformerEncoder export, 1x9 ids (its traced length)",
@@ -252,7 +291,9 @@ def _feeds(model: onnx.ModelProto, spec: Spec, rng: np.random.Generator) -> dict
             dim.dim_value if dim.HasField("dim_value") else spec.dims[dim.dim_param]
             for dim in kind.shape.dim
         ]
-        if kind.elem_type == onnx.TensorProto.INT64:
+        if kind.elem_type == onnx.TensorProto.INT64 and value.name in spec.ones:
+            feeds[value.name] = np.ones(shape, np.int64)
+        elif kind.elem_type == onnx.TensorProto.INT64:
             feeds[value.name] = rng.integers(0, spec.ids, shape, dtype=np.int64)
         else:
             feeds[value.name] = rng.standard_normal(shape).astype(np.float32)
