@@ -28,7 +28,6 @@ from .shapes import (
     collapse_dims,
     dim_size,
     empty,
-    empty_tensor,
     expand_dim,
     extract_slice,
     index_value,
@@ -244,17 +243,10 @@ def matmul(ctx: LoweringRuleContext, accumulator: mlir_ir.Type) -> mlir_ir.Value
     in_result_type = accumulator == ctx.mlir_type(result.element_type)
     if in_result_type and len(lhs.shape) == 2 and len(rhs.shape) == 2:
         if lhs.shape[0] is None and _versioned_fits(rhs.shape):
-            return _few_rows_versioned(ctx.operands[0], ctx.operands[1], accumulator)
-        sizes = [
-            dim_size(ctx.operands[0], 0) if result.shape[0] is None else None,
-            dim_size(ctx.operands[1], 1) if result.shape[1] is None else None,
-        ]
-        init = empty_tensor(ctx, result, sizes)
-        return named_op(
-            "linalg.matmul",
-            [ctx.operands[0], ctx.operands[1]],
-            fill(init, constant(accumulator, 0)),
-        )
+            product = _few_rows_versioned(ctx.operands[0], ctx.operands[1], accumulator)
+        else:
+            product = _product(ctx.operands[0], ctx.operands[1], accumulator)
+        return cast_to(product, ctx.result_types[0])  # a result typed more statically than A
     if in_result_type and _batch_matmul_fits(lhs.shape, rhs.shape):
         return _batch_matmul(ctx, lhs.shape, accumulator)
     if in_result_type and _rows_times_matrix_fits(lhs.shape, rhs.shape):
