@@ -70,12 +70,15 @@ def transposed_weights(module: Module) -> frozenset[str]:
 
 
 def _is_weight(value: Value) -> bool:
+    """A static float matrix of at least MIN_ELEMENTS that the module stores as it is: not a
+    BF16 one (`sub_byte` stores those as i16 words, read back by a bitcast), nor FP8/FP4."""
     type_ = value.type
     return (
         isinstance(type_, TensorType)
         and type_.rank == 2
         and type_.is_static
         and type_.element_type.is_float
+        and type_.element_type is not ScalarType.BF16
         and not (type_.element_type.is_narrow_float or type_.element_type.is_sub_byte)
         and math.prod(dim or 0 for dim in type_.shape or ()) >= MIN_ELEMENTS
     )

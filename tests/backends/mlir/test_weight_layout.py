@@ -174,3 +174,44 @@ def test_a_product_by_a_computed_matrix_is_versioned_too(tmp_path, rows):
     module = compile_onnx(model, tmp_path, "weights")
     x = np.random.default_rng(rows).standard_normal((rows, K)).astype(np.float32)
     assert_matches_onnxruntime(module, model, [{"x": x}], function="weights", rtol=1e-5, atol=1e-5)
+
+
+def test_a_bf16_weight_keeps_its_stored_form(tmp_path):
+    """A BF16 matrix is stored as i16 words and read back by a bitcast (sub_byte.py); a Niro
+    MatMul of one row by it (ONNX imports cast BF16 weights first, a Niro module need not)
+    lowers, compiles and runs: x @ w with w = 1 everywhere is each row's sum."""
+    import ml_dtypes
+    from niro.ir import (
+        Block,
+        Function,
+        FunctionType,
+        GetGlobal,
+        Global,
+        MatMul,
+        Module,
+        Region,
+        Return,
+        ScalarType,
+        TensorType,
+        Value,
+        ValueId,
+        verify,
+    )
+
+    from .mlir_harness import call, compile_module, load_vmfb
+
+    weight = TensorType(ScalarType.BF16, (K, N))
+    row, out = TensorType(ScalarType.BF16, (1, K)), TensorType(ScalarType.BF16, (1, N))
+    x, w, y = Value(ValueId(0), row), Value(ValueId(1), weight), Value(ValueId(2), out)
+    body = Block(arguments=(x,), operations=[GetGlobal(w, "w"), MatMul(y, x, w), Return((y,))])
+    ones = np.ones((K, N), ml_dtypes.bfloat16).tobytes()
+    module = Module(
+        globals=[Global("w", weight, ones)],
+        functions=[Function("main", FunctionType((row,), (out,)), Region([body]))],
+    )
+    assert verify(module) == []
+    assert transposed_weights(module) == frozenset()
+    vm_module = load_vmfb(compile_module(lower_to_mlir(module), tmp_path))
+    x_data = np.full((1, K), 0.25, ml_dtypes.bfloat16)
+    [got] = call(vm_module, "main", x_data)
+    np.testing.assert_array_equal(np.asarray(got).astype(np.float32), np.full((1, N), K * 0.25))
