@@ -88,35 +88,30 @@ def _lower_get_global(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     if global_type is None:
         raise ctx.error(f"refers to @{op.name}, which is not a global of this module")
     symbol = mlir_ir.FlatSymbolRefAttr.get(op.name)
+
+    def load(stored: mlir_ir.Type) -> mlir_ir.Value:
+        return mlir_ir.Operation.create(
+            "ml_program.global_load_const", results=[stored], attributes={"global": symbol}
+        ).result
+
     if isinstance(global_type, ScalarType):
         # A scalar global is stored as a 0-d tensor; read it back with tensor.extract.
-        stored = lower_type(TensorType(global_type, ()))
-        load = mlir_ir.Operation.create(
-            "ml_program.global_load_const", results=[stored], attributes={"global": symbol}
-        )
-        return [tensor.ExtractOp(load.result, []).result]
+        return [tensor.ExtractOp(load(lower_type(TensorType(global_type, ()))), []).result]
     if sub_byte.is_packed(global_type):
-        load = mlir_ir.Operation.create(
-            "ml_program.global_load_const",
-            results=[lower_type(sub_byte.packed_type(global_type))],
-            attributes={"global": symbol},
-        )
-        return [sub_byte.unpack(load.result, global_type)]
+        return [sub_byte.unpack(load(lower_type(sub_byte.packed_type(global_type))), global_type)]
     if ctx.global_stored_transposed(op.name):  # a weight of few-row products (weight_layout.py)
         rows, columns = matrix_dims(global_type)
-        stored = ctx.mlir_type(TensorType(global_type.element_type, (columns, rows)))
-        load = mlir_ir.Operation.create(
-            "ml_program.global_load_const", results=[stored], attributes={"global": symbol}
-        )
-        swap = ctx.shared_object(
-            ("permutation", (1, 0)), lambda: mlir_ir.DenseI64ArrayAttr.get([1, 0])
-        )
+        stored = load(ctx.mlir_type(TensorType(global_type.element_type, (columns, rows))))
         element = ctx.mlir_type(global_type.element_type)
-        return [transpose(load.result, empty([rows, columns], element), swap)]
-    load = mlir_ir.Operation.create(
-        "ml_program.global_load_const", results=[ctx.result_types[0]], attributes={"global": symbol}
+        return [transpose(stored, empty([rows, columns], element), _permutation(ctx, (1, 0)))]
+    return [load(ctx.result_types[0])]
+
+
+def _permutation(ctx: LoweringRuleContext, permutation: tuple[int, ...]) -> mlir_ir.Attribute:
+    """`permutation` as the DenseI64ArrayAttr a `linalg.transpose` takes, made once per module."""
+    return ctx.shared_object(
+        ("permutation", permutation), lambda: mlir_ir.DenseI64ArrayAttr.get(list(permutation))
     )
-    return [load.result]
 
 
 @lowering(Transpose)
@@ -134,10 +129,7 @@ def _lower_transpose(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         for axis, dim in enumerate(result.shape)
     ]
     init = empty_tensor(ctx, result, sizes)
-    permutation = ctx.shared_object(
-        ("permutation", op.permutation), lambda: mlir_ir.DenseI64ArrayAttr.get(list(op.permutation))
-    )
-    return [transpose(ctx.operands[0], init, permutation)]
+    return [transpose(ctx.operands[0], init, _permutation(ctx, tuple(op.permutation)))]
 
 
 @lowering(TensorExtract)

@@ -407,8 +407,8 @@ def _first_rows(ctx, buffer: mlir_ir.Value, count: mlir_ir.Value, slice_type: Ra
 
 def _host_vectors_into_body(loop: mlir_ir.Operation, body: mlir_ir.Block) -> None:
     """Each `tensor.from_elements` made outside `loop` and read in it is made again at the
-    start of `body`, and the body reads that one (the outer one stays: ops lowered later may read
-it).
+    start of `body`, and the body reads that one (the outer one stays: ops lowered later may
+    read it).
 
     NOTE: IREE 3.13 forms a dispatch of such a vector outside the loop and, when only the
     loop's body reads it, leaves it out of every execution region: iree-compile stops with
@@ -445,9 +445,7 @@ it).
     made: dict[mlir_ir.Operation, mlir_ir.Value] = {}
     for reader, position, outer in reads:
         if outer not in made:
-            first = body.operations[0] if len(body.operations) else None
-            point = mlir_ir.InsertionPoint(first) if first is not None else mlir_ir.InsertionPoint(body)
-            made[outer] = outer.clone(ip=point).results[0]
+            made[outer] = outer.clone(ip=mlir_ir.InsertionPoint.at_block_begin(body)).results[0]
         reader.operands[position] = made[outer]
 
 
