@@ -123,9 +123,16 @@ def _on_host(
     host reads back to size the Reshape: a wait for the device and a new submission per read.
     The bench's 2-layer torch TransformerEncoder export (dynamic dims, 9 tokens) read 2 sizes
     back per call in 5 submissions, 0.26-0.33 ms a call; on the host, 1 submission, 0.10-0.11
-    ms (iree-benchmark-module, local-task)."""
+    ms (iree-benchmark-module, local-task).
+
+    NOTE: a boolean result (a comparison, And, Not...) stays a device op: IREE 3.13 cannot
+    compile a `tensor.from_elements` of i1 that a dispatch reads ("'tensor.from_elements' op
+    failed to verify that operand types match result element type": its i1 -> i8 storage
+    rewrite changes the result type, not the elements), e.g. Where(Equal(Shape(x)[0], 4), x, 0)
+    (tests/backends/mlir/test_shape_arithmetic.py)."""
     result_type = mlir_ir.RankedTensorType(plan.result_type)
-    if not isinstance(result_type.element_type, mlir_ir.IntegerType) or result_type.rank > 1:
+    element = result_type.element_type
+    if not isinstance(element, mlir_ir.IntegerType) or element.width == 1 or result_type.rank > 1:
         return None
     count = 1 if result_type.rank == 0 else result_type.shape[0]
     if not 1 <= count <= SMALL_VECTOR:

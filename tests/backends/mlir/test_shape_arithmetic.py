@@ -90,3 +90,32 @@ def test_no_tensor_is_read_back_to_size_a_reshape(tmp_path):
     stream = completed.stdout
     assert stream.count("stream.resource.load") == 0, "a tensor is read back to the host"
     assert stream.count("stream.cmd.execute") == 1
+
+
+SHAPE_TEST = """
+<ir_version: 8, opset_import: ["" : 17]>
+shape_test (float[n, 3] x) => (float[n, 3] y)
+<int64[1] four = {4}, float zero = {0}>
+{
+  n = Shape <start = 0, end = 1> (x)
+  is_four = Equal(n, four)
+  y = Where(is_four, x, zero)
+}
+"""
+"""x where it has 4 rows, else zeros: a comparison of a Shape element (on the host) read by a
+device op."""
+
+
+@pytest.mark.parametrize("rows", [4, 3])
+def test_a_comparison_of_shape_elements_read_by_a_device_op(tmp_path, rows: int):
+    """The comparison stays a device op: as a host `tensor.from_elements` of i1, iree-compile
+    (3.13) failed ("'tensor.from_elements' op failed to verify that operand types match result
+    element type")."""
+    model = onnx.parser.parse_model(SHAPE_TEST)
+    onnx.checker.check_model(model)
+    vm_module = compile_onnx(model, tmp_path, "shape_test")
+    x = np.random.default_rng(rows).standard_normal((rows, 3)).astype(np.float32)
+    assert_matches_onnxruntime(
+        vm_module, model, [{"x": x}], function="shape_test", rtol=0, atol=0
+    )
+
