@@ -405,50 +405,6 @@ def _first_rows(ctx, buffer: mlir_ir.Value, count: mlir_ir.Value, slice_type: Ra
     ).result
 
 
-def _host_vectors_into_body(loop: mlir_ir.Operation, body: mlir_ir.Block) -> None:
-    """Each `tensor.from_elements` made outside `loop` and read in it is made again at the
-    start of `body`, and the body reads that one (the outer one stays: ops lowered later may
-    read it).
-
-    NOTE: IREE 3.13 forms a dispatch of such a vector outside the loop and, when only the
-    loop's body reads it, leaves it out of every execution region: iree-compile stops with
-    "'stream.async.dispatch' op : streamable op expected to be in an execution region" (the
-    dynamo export of EmbeddingBag, whose Loop compares its counter with the bag count, a Size
-    joined on the host). Made in the body, the vector is that iteration's own."""
-    reads: list[tuple[mlir_ir.Operation, int, mlir_ir.Operation]] = []
-
-    def inside(op) -> bool:
-        while op is not None:
-            if op == loop:
-                return True
-            op = op.parent
-        return False
-
-    def visit(op: mlir_ir.Operation) -> None:
-        for position, operand in enumerate(op.operands):
-            owner = operand.owner
-            if (
-                isinstance(owner, mlir_ir.Operation | mlir_ir.OpView)
-                and owner.name == "tensor.from_elements"
-                and not inside(owner.operation)
-            ):
-                reads.append((op, position, owner.operation))
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    visit(inner.operation)
-
-    for region in loop.regions:
-        for block in region.blocks:
-            for op in block.operations:
-                visit(op.operation)
-    made: dict[mlir_ir.Operation, mlir_ir.Value] = {}
-    for reader, position, outer in reads:
-        if outer not in made:
-            made[outer] = outer.clone(ip=mlir_ir.InsertionPoint.at_block_begin(body)).results[0]
-        reader.operands[position] = made[outer]
-
-
 @register_lowering("onnx.Loop", since=1)
 def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     op = ctx.op
@@ -612,7 +568,6 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         scf.YieldOp([step, following, *nexts, *stacked])
 
     ctx.lower_block(block, after, bound, yield_builder=finish)
-    _host_vectors_into_body(loop.operation, after)
 
     outputs: list[mlir_ir.Value | None] = [None] * len(ctx.niro_results)
     finals = list(loop.results)
