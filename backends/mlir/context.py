@@ -27,6 +27,7 @@ from niro.ir import (
 
 from .bindings import mlir_ir
 from .errors import LoweringError
+from .host_arguments import on_host
 from .types import RankedTensorType
 
 if TYPE_CHECKING:
@@ -166,3 +167,10 @@ class LoweringRuleContext:
     def has_function(self, name: str) -> bool:
         """Whether the module defines or declares function @`name`."""
         return name in self._driver.module.function_names
+
+    def record_call(self, callee: str) -> None:
+        """This op calls @`callee` with `operands`: which of them are on the host decides how
+        the callee reads its arguments (`host_arguments.py`)."""
+        self._driver.module.host_arguments.record(
+            callee, [on_host(value) for value in self.operands]
+        )

@@ -56,6 +56,7 @@ from .builders.shapes import dim_size
 from .context import LoweringRuleContext
 from .early_checks import hoist_checks
 from .errors import LoweringError, refused_together
+from .host_arguments import HostArguments, read_on_host
 from .literals import ResourceTable, generic_attr, scalar_attr, tensor_data_attr
 from .nesting import recursion_headroom
 from .output import LoweredModule
@@ -234,6 +235,8 @@ class ModuleLowering:
     parameters: ParameterTable | None = None
     transposed: frozenset[str] = frozenset()
     """The Globals written transposed (`weight_layout.transposed_weights`)."""
+    host_arguments: HostArguments = field(default_factory=lambda: HostArguments(Counter()))
+    """Which Function arguments every Call passes from the host (`host_arguments.py`)."""
 
     def mlir_type(self, type_: ScalarType | TensorType) -> mlir_ir.Type:
         """`lower_type(type_)`, memoised: a model has few distinct types and many ops (each
@@ -264,6 +267,7 @@ class ModuleLowering:
     def lower(self) -> None:
         self.function_names = {function.name for function in self.niro.functions}
         self.transposed = transposed_weights(self.niro)
+        self.host_arguments = HostArguments.of(self.niro)
         with mlir_ir.InsertionPoint(self.mlir.body):
             for global_ in self.niro.globals:
                 self._lower_global(global_)
@@ -393,7 +397,13 @@ class FunctionLowering:
         if function.output_names is not None and any(function.output_names):
             func_op.res_attrs = _name_attrs(function.output_names)
         if function.body is not None:
-            self.lower_region(function.body, func_op.body, (), yield_builder=None)
+            self.lower_region(
+                function.body,
+                func_op.body,
+                (),
+                yield_builder=None,
+                on_host=self.module.host_arguments.positions(function.name),
+            )
             _check_named_dims(function, func_op.body.blocks[0])
 
     # -- services for rules ---------------------------------------------------------------------
@@ -462,8 +472,11 @@ class FunctionLowering:
         path: tuple[str, ...],
         *,
         yield_builder: YieldBuilder | None,
+        on_host: Sequence[int] = (),
     ) -> None:
-        """Fills an empty MLIR region with `region`'s blocks; Yields use `yield_builder`."""
+        """Fills an empty MLIR region with `region`'s blocks; Yields use `yield_builder`. The
+        entry block's arguments at positions `on_host` are read as scalars first
+        (`host_arguments.read_on_host`)."""
         mlir_blocks = []
         for block in region.blocks:
             mlir_block = mlir_region.blocks.append(
@@ -473,6 +486,12 @@ class FunctionLowering:
             for argument, mlir_argument in zip(block.arguments, mlir_block.arguments, strict=True):
                 self.values[argument.id] = mlir_argument
             mlir_blocks.append(mlir_block)
+        if on_host:
+            entry = region.blocks[0]
+            with mlir_ir.InsertionPoint(mlir_blocks[0]), mlir_ir.Location.unknown():
+                for position in on_host:
+                    argument = entry.arguments[position]
+                    self.values[argument.id] = read_on_host(self.values[argument.id])
         index_of = {id(block): index for index, block in enumerate(region.blocks)}
         self._yield_builders.append(yield_builder)
         try:

@@ -185,6 +185,7 @@ def _lower_call(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     assert isinstance(op, Call), op
     if not ctx.has_function(op.callee):
         raise ctx.error(f"calls @{op.callee}, which is not a function of this module")
+    ctx.record_call(op.callee)
     call = func.CallOp(
         list(ctx.result_types), mlir_ir.FlatSymbolRefAttr.get(op.callee), list(ctx.operands)
     )
