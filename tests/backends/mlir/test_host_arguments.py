@@ -69,8 +69,7 @@ def test_a_function_sized_by_a_host_argument_matches_onnxruntime(compiled, rows:
 def test_the_caller_reads_no_tensor_back(tmp_path):
     """iree-compile's stream-level @host_call loads nothing from the device. With the argument
     read as a device tensor in the function, the Mul was a dispatch whose result the caller
-    read back (1 `stream.resource.load`) to size the Range. (@Spread, exported on its own,
-    reads its argument from its caller's buffer: that load is the export's.)"""
+    read back (1 `stream.resource.load`) to size the Range."""
     source = tmp_path / "host_call.mlir"
     with source.open("wb") as handle:
         lower_to_mlir(import_model(_host_call())).write_text(handle)

@@ -157,7 +157,9 @@ def test_control_flow_text_shape():
     assert "scf.if" in text and "scf.yield" in text
     assert "cf.cond_br" in text and "cf.br ^bb" in text
     assert "func.func private @print_f32(f32)" in text
-    assert 'func.func @sum_product(%arg0: tensor<2x2xf32> {niro.name = "x"}' in text
+    # a function other functions call is a private helper; the ones nothing calls are entries
+    assert 'func.func private @sum_product(%arg0: tensor<2x2xf32> {niro.name = "x"}' in text
+    assert "func.func @caller(" in text and "func.func @select(" in text
     assert '-> (tensor<2x2xf32> {niro.name = "sum"}, tensor<2x2xf32>)' in text
     assert "call @sum_product(%arg0, %arg1)" in text
     assert 'loc("loop_test")' in text and 'loc("if_node")' in text
@@ -195,6 +197,8 @@ def test_calls_between_functions(vm_module):
     x = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
     y = np.array([[5.0, 6.0], [7.0, 8.0]], dtype=np.float32)
     total, product = call(vm_module, "caller", x, y)
+    with pytest.raises(KeyError):  # a helper is not exported
+        vm_module["sum_product"]
     first_sum, first_product = x + y, x * y
     np.testing.assert_array_equal(from_abi(total, x), first_sum + first_product)
     np.testing.assert_array_equal(from_abi(product, x), first_sum * first_product)
