@@ -51,6 +51,7 @@ from .recurrent_kit import (
     parse_recurrence,
     peephole,
     project,
+    project_gates,
     project_state,
     shape_text,
     state,
@@ -185,7 +186,10 @@ def _start(rec: Recurrence, direction: int) -> tuple[mlir_ir.Value, list[mlir_ir
     """What a direction's steps start from: every time step of X projected through its W
     (time-major), and its initial states (zero where the op has none)."""
     x_map = [0, 1, 3] if rec.layout == 0 else [1, 0, 3]
-    projected = project(rec, rec.x, x_map, (rec.seq, rec.batch), rec.w, direction, 0, rec.rows, 0)
+    biases = [0, rec.rows] if rec.gates_apart else [0]  # Wb (+ Rb)
+    projected = project(
+        rec, rec.x, x_map, (rec.seq, rec.batch), rec.w, direction, 0, rec.rows, biases
+    )
     states = []
     for initial in rec.initial:
         if initial is None:
@@ -387,6 +391,7 @@ def _lower_recurrence(ctx: LoweringRuleContext, cell: Cell) -> list[mlir_ir.Valu
     if isinstance(rec.seq, int) and rec.seq <= UNROLLED_STEPS:
         finals, y = _unrolled(rec, y)
     else:
+        rec.gates_apart = cell.name == "LSTM"  # `project_gates`
         finals, y = _looped(rec, y)
     state_shape = (
         [directions, rec.batch, rec.hidden]
@@ -469,10 +474,16 @@ def _lstm_step(rec: Recurrence, direction: int, x_step: mlir_ir.Value, old: list
     Gates are ordered i, o, f, c in W, R and B; peepholes i, o, f in P."""
     hidden, math = rec.hidden, rec.math
     previous, cell_state = old
-    recurrent = project_state(rec, previous, direction, 0, 4 * hidden)
+    if rec.gates_apart:
+        apart = project_gates(rec, previous, direction, 0, 4)
+    else:
+        recurrent = project_state(rec, previous, direction, 0, 4 * hidden)
     input_forget = int(attribute(rec.ctx, "input_forget", 0))
     inputs = [gate(rec, x_step, index) for index in range(4)]
-    inputs += [gate(rec, recurrent, index) for index in range(4)]
+    if rec.gates_apart:
+        inputs += [state(projected) for projected in apart]
+    else:
+        inputs += [gate(rec, recurrent, index) for index in range(4)]
     inputs.append(state(cell_state))
     has_peepholes = rec.peepholes is not None
     if has_peepholes:
