@@ -531,9 +531,11 @@ def project_gates(
     steps keep the one projection: each fused step reads X's projection and writes Y at its
     own offsets, so IREE shares no executable between steps, and the static LSTM's
     iree-compile took 15 s of CPU against 7 s (0.24 against 0.26 ms a call).
-    NOTE: IREE 3.13 cannot compile such a many-result reduction whose results start from
-    anything but a fill (a broadcast bias: "write affecting operations on global resources are
-    restricted to workgroup distributed contexts"), so Rb goes into the input projection."""
+    NOTE: IREE 3.13 mishandles such a many-result reduction whose results start from anything
+    but a fill (a broadcast bias): it computes wrong numbers (a bidirectional LSTM with
+    sequence_lens, tests/backends/mlir/onnx_ops/test_recurrent_dynamic.py) or fails ("write
+    affecting operations on global resources are restricted to workgroup distributed
+    contexts"), so Rb goes into the input projection."""
     assert rec.gates_apart, rec.cell.name
     hidden = rec.hidden
     first_rows = [(first_gate + part) * hidden for part in range(count)]
