@@ -18,8 +18,11 @@ The narrow types follow ONNX's reference, which converts with ml_dtypes:
   says (up, nearest or down), saturating at 2^127 or not, as `onnx.numpy_helper.to_float8e8m0`.
 - FP4 (E2M1) rounds to nearest even and saturates at +-6, NaN giving a zero: computed by
   comparisons with the midpoints, as IREE's own (3.13) `truncf` to f4E2M1FN rounds 0.75 to 0.
-- INT4/UINT4/INT2/UINT2 targets from a float truncate toward zero, and a value out of range (or
-  NaN) gives 0, as ml_dtypes does; from an integer they keep the low bits (wrap).
+- INT4/UINT4/INT2/UINT2 targets from a float truncate toward zero to a 32-bit integer and keep
+  its low bits (wrap), NaN and values beyond 32 bits giving 0; from an integer they keep the low
+  bits too. ONNX leaves out-of-range values undefined; this is what onnxruntime's CPU Cast and
+  the reference with ml_dtypes 0.6 (the pinned version) give: INT4 of -9 is 7, of 8 is -8, of
+  100 is 4. (ml_dtypes 0.7 gives 0 for any value out of range.)
 - A sub-byte element lives in an i8 (backends/mlir/types.py); reading it sign-extends (I4/I2) or
   masks (U4/U2/FP4) its low bits first, so a caller's array may hold either form.
 
@@ -147,19 +150,17 @@ def _narrow(
 ) -> mlir_ir.Value:
     """An element of an ordinary type converted to a narrow one (the module docstring's rules)."""
     if not target.is_float:  # a sub-byte integer, kept in an i8
-        low, high = target.integer_range
         if source.is_float:
             as_f32 = convert_element(value, source, _F32)
-            inside = arith.AndIOp(
-                arith.CmpFOp(
-                    arith.CmpFPredicate.OGT, as_f32, constant(lower_scalar_type(_F32), low - 1)
-                ).result,
-                arith.CmpFOp(
-                    arith.CmpFPredicate.OLT, as_f32, constant(lower_scalar_type(_F32), high + 1)
-                ).result,
+            f32 = lower_scalar_type(_F32)
+            inside = arith.AndIOp(  # an i32 (false for NaN)
+                arith.CmpFOp(arith.CmpFPredicate.OGE, as_f32, constant(f32, -(2.0**31))).result,
+                arith.CmpFOp(arith.CmpFPredicate.OLT, as_f32, constant(f32, 2.0**31)).result,
             ).result
-            truncated = arith.FPToSIOp(mlir_ir.IntegerType.get_signless(8), as_f32).result
-            return arith.SelectOp(inside, truncated, _i8_constant(0)).result
+            whole = arith.FPToSIOp(mlir_ir.IntegerType.get_signless(32), as_f32).result
+            byte = arith.TruncIOp(mlir_ir.IntegerType.get_signless(8), whole).result
+            wrapped = _widen_narrow(byte, target)[0]  # the low bits, re-extended
+            return arith.SelectOp(inside, wrapped, _i8_constant(0)).result
         byte = convert_element(value, source, _I8)
         return _widen_narrow(byte, target)[0]  # the low bits, re-extended
     as_f32 = convert_element(value, source, _F32)
