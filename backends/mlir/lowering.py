@@ -28,7 +28,6 @@ from niro.ir import (
     Const,
     Function,
     GetGlobal,
-    Global,
     Location,
     Module,
     Op,
@@ -63,7 +62,7 @@ from .output import LoweredModule
 from .parameters import ParameterPlan, ParameterTable
 from .registry import KNOWN_LOWERINGS, lowering_for
 from .types import lower_type, type_key
-from .weight_layout import matrix_dims, transposed_weights
+from .weight_layout import transposed_global, transposed_weights
 
 __all__ = ["lower_to_mlir", "FunctionLowering", "ModuleLowering", "NAME_ATTRIBUTE"]
 
@@ -310,7 +309,7 @@ class ModuleLowering:
                     raise ValueError(f"needs a static tensor type, got {format_type(type_)}")
                 stored = sub_byte.packed_type(type_) if sub_byte.is_packed(type_) else type_
                 if global_.name in self.transposed:
-                    global_ = _transposed(global_)
+                    global_ = transposed_global(global_)
                     stored = global_.type
                 if self.parameters is not None and self.parameters.plan.takes(global_):
                     value = self.parameters.add(global_, stored)
@@ -331,18 +330,6 @@ class ModuleLowering:
                 "value": value,
             },
         )
-
-
-def _transposed(global_: Global) -> Global:
-    """Matrix `global_` with its data transposed: (K, N) -> (N, K), the same bytes per element."""
-    rows, columns = matrix_dims(global_.type)
-    assert isinstance(global_.type, TensorType) and not isinstance(
-        global_.initializer, (bool, int, float)
-    )
-    element = global_.type.element_type
-    data = np.frombuffer(global_.initializer, dtype=np.dtype(f"V{element.buffer_size(1)}"))
-    transposed = np.ascontiguousarray(data.reshape(rows, columns).T)
-    return Global(global_.name, TensorType(element, (columns, rows)), transposed.data)
 
 
 def _check_named_dims(function: Function, entry: mlir_ir.Block) -> None:
