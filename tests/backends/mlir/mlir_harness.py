@@ -164,6 +164,14 @@ def compile_onnx(
     return load_vmfb(compile_module(lowered, directory, name))
 
 
+def stream_ir(model: onnx.ModelProto, directory: Path, name: str = "module") -> str:
+    """An ONNX model lowered by niroc and taken by iree-compile to its stream dialect
+    (`--compile-to=stream`): where its submissions (`stream.cmd.execute`) and its reads of a
+    device tensor back to the host (`stream.resource.load`) show."""
+    lowered = lower_to_mlir(import_model(model))
+    return compile_module(lowered, directory, name, ("--compile-to=stream",)).read_text()
+
+
 def _reference_runner(reference) -> Reference:
     """A model (ModelProto or path) or an onnxruntime session as a Reference; a Reference as is."""
     import onnxruntime

@@ -6,18 +6,11 @@ onnxruntime."""
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import onnx
 import pytest
-from niro.backends.mlir import lower_to_mlir
-from niro.backends.mlir.opt_tool import find_tool
-from niro.frontends.onnx import import_model
 
-from niroc.checking import IREE_COMPILE_FLAGS
-
-from .mlir_harness import assert_matches_onnxruntime, compile_onnx
+from .mlir_harness import assert_matches_onnxruntime, compile_onnx, stream_ir
 
 HOST_CALL = """
 <ir_version: 8, opset_import: ["" : 17, "local" : 1]>
@@ -70,15 +63,6 @@ def test_the_caller_reads_no_tensor_back(tmp_path):
     """iree-compile's stream-level @host_call loads nothing from the device. With the argument
     read as a device tensor in the function, the Mul was a dispatch whose result the caller
     read back (1 `stream.resource.load`) to size the Range."""
-    source = tmp_path / "host_call.mlir"
-    with source.open("wb") as handle:
-        lower_to_mlir(import_model(_host_call())).write_text(handle)
-    completed = subprocess.run(
-        [find_tool("iree-compile"), *IREE_COMPILE_FLAGS, "--compile-to=stream", str(source)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr
-    caller = completed.stdout.split("util.func public @host_call")[1].split("util.func")[0]
+    stream = stream_ir(_host_call(), tmp_path, "host_call")
+    caller = stream.split("util.func public @host_call")[1].split("util.func")[0]
     assert caller.count("stream.resource.load") == 0, "a tensor is read back to the host"

@@ -7,18 +7,11 @@ onnxruntime."""
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import onnx
 import pytest
-from niro.backends.mlir import lower_to_mlir
-from niro.backends.mlir.opt_tool import find_tool
-from niro.frontends.onnx import import_model
 
-from niroc.checking import IREE_COMPILE_FLAGS
-
-from .mlir_harness import assert_matches_onnxruntime, compile_onnx
+from .mlir_harness import assert_matches_onnxruntime, compile_onnx, stream_ir
 
 D = 8
 
@@ -77,17 +70,7 @@ def test_no_tensor_is_read_back_to_size_a_reshape(tmp_path):
     """iree-compile's stream-level module: one submission, no load of a device tensor. With
     the Mul and Div as device generics it read both results back (2 `stream.resource.load`s
     and 3 submissions)."""
-    source = tmp_path / "head_split.mlir"
-    with source.open("wb") as handle:
-        lower_to_mlir(import_model(_head_split())).write_text(handle)
-    completed = subprocess.run(
-        [find_tool("iree-compile"), *IREE_COMPILE_FLAGS, "--compile-to=stream", str(source)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr
-    stream = completed.stdout
+    stream = stream_ir(_head_split(), tmp_path, "head_split")
     assert stream.count("stream.resource.load") == 0, "a tensor is read back to the host"
     assert stream.count("stream.cmd.execute") == 1
 
