@@ -131,23 +131,31 @@ def transposed_global(global_: Global) -> Global:
     which they cannot do for ordinary memory. Held in memory, the transposed weights of
     `make bench`'s mlp_external (16 x 4096x4096 f32, 1 GiB, its MatMuls of one row) took
     niroc's peak resident memory from 216 MiB to 1.2 GiB. The file is made unnamed
-    (`tempfile.TemporaryFile`, in the temporary directory) and lasts as long as its mapping;
-    the model's own mapped pages are dropped as each chunk is read."""
+    (`tempfile.TemporaryFile`, in the temporary directory) and lasts as long as its mapping.
+    It is filled a band of source rows at a time (about _TRANSPOSE_CHUNK bytes), the pages of
+    the band and of the columns written dropped after each, so memory stays bounded by the band
+    (mlp_huge's 8192x8192 weights, transposed whole, held 256 MiB of source pages at once)."""
     rows, columns = matrix_dims(global_.type)
     assert isinstance(global_.type, TensorType) and not isinstance(
         global_.initializer, (bool, int, float)
     )
     element = global_.type.element_type
     width = element.buffer_size(1)
+    dtype = np.dtype(f"V{width}")
     source = memoryview(global_.initializer)
-    data = np.frombuffer(source, dtype=np.dtype(f"V{width}")).reshape(rows, columns)
+    data = np.frombuffer(source, dtype=dtype).reshape(rows, columns)
     model_pages = read_only_mappings([source])
-    step = max(1, _TRANSPOSE_CHUNK // (rows * width))
+    band = max(1, _TRANSPOSE_CHUNK // (columns * width))
+    size = rows * columns * width
     with tempfile.TemporaryFile() as file:
-        for first in range(0, columns, step):
-            file.write(np.ascontiguousarray(data[:, first : first + step].T).data)
-            release_pages(model_pages)
-        file.flush()
-        mapping = mmap.mmap(file.fileno(), rows * columns * width, access=mmap.ACCESS_READ)
+        file.truncate(size)
+        with mmap.mmap(file.fileno(), size, access=mmap.ACCESS_WRITE) as written:
+            target = np.frombuffer(written, dtype=dtype).reshape(columns, rows)
+            for top in range(0, rows, band):
+                target[:, top : top + band] = data[top : top + band].T
+                release_pages(model_pages)
+                if hasattr(mmap, "MADV_DONTNEED"):  # a shared mapping keeps what was written
+                    written.madvise(mmap.MADV_DONTNEED)
+            del target
+        mapping = mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ)
     return Global(global_.name, TensorType(element, (columns, rows)), memoryview(mapping))
-
