@@ -5,11 +5,12 @@ Globals qualify, what the MLIR holds (the Global as (N, K), read back through a
 from __future__ import annotations
 
 import subprocess
+import tempfile
 
 import numpy as np
 import onnx
 import pytest
-from niro.backends.mlir import find_tool, lower_to_mlir
+from niro.backends.mlir import LoweringError, find_tool, lower_to_mlir
 from niro.backends.mlir.weight_layout import FEW_ROWS, MIN_ELEMENTS, transposed_weights
 from niro.frontends.onnx import import_model
 from onnx import helper, numpy_helper
@@ -93,6 +94,18 @@ def test_products_by_a_transposed_weight_match_onnxruntime(tmp_path, x_shape):
     module = compile_onnx(model, tmp_path, "weights")
     x = np.random.default_rng(5).standard_normal(x_shape).astype(np.float32)
     assert_matches_onnxruntime(module, model, [{"x": x}], function="weights", rtol=1e-5, atol=1e-5)
+
+
+def test_a_temporary_directory_that_fails_is_named_in_the_error(monkeypatch, tmp_path):
+    """The transposed copy is made in the temporary directory: when that fails, the error
+    names the global, the directory and why, as a LoweringError (one line from the CLI)."""
+    missing = tmp_path / "gone"
+    monkeypatch.setattr(tempfile, "tempdir", str(missing))
+    model = _model([1, K], [("MatMul", ["x", "w"], ["y"])])
+    with pytest.raises(LoweringError) as caught:
+        lower_to_mlir(import_model(model))
+    message = str(caught.value)
+    assert "@w" in message and str(missing) in message and "No such file" in message
 
 
 def test_min_elements_is_the_smallest_weight_taken():
