@@ -116,6 +116,10 @@ MODELS = {
     # one dim dynamic, the other static
     "gru_linear_before_reset_static_batch": dict(op="GRU", linear_before_reset=1, batch=3),
     "rnn_static_sequence": dict(op="RNN", direction="reverse", seq=4),
+    # a static batch whose steps read the hidden state from Y: the initial states captured
+    "lstm_bidirectional_initial_states_static_batch": dict(
+        op="LSTM", direction="bidirectional", states=True, batch=2
+    ),
     # per-entry lengths with a dynamic batch
     "lstm_bidirectional_sequence_lens": dict(op="LSTM", direction="bidirectional", lengths=True),
     "gru_reverse_batch_major_sequence_lens": dict(
