@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import mmap
+import os
 import tempfile
 
 import numpy as np
@@ -132,9 +133,14 @@ def transposed_global(global_: Global) -> Global:
     `make bench`'s mlp_external (16 x 4096x4096 f32, 1 GiB, its MatMuls of one row) took
     niroc's peak resident memory from 216 MiB to 1.2 GiB. The file is made unnamed
     (`tempfile.TemporaryFile`, in the temporary directory) and lasts as long as its mapping.
-    It is filled a band of source rows at a time (about _TRANSPOSE_CHUNK bytes), the pages of
-    the band and of the columns written dropped after each, so memory stays bounded by the band
-    (mlp_huge's 8192x8192 weights, transposed whole, held 256 MiB of source pages at once)."""
+
+    It is filled a band of source rows at a time (about _TRANSPOSE_CHUNK bytes): the band is
+    transposed in memory and each of its columns written to the file with `os.pwrite`, and the
+    band's source pages are dropped after it. The file is not written through a mapping: a
+    band's columns touch every row of the result, and a kernel that caches files in large
+    folios (Linux 6.18 here) maps a whole folio on each write fault, so a mapping written a
+    few bytes per row held the whole result (mlp_huge's 8192x8192 f32 weights: 350 MiB
+    resident within one band)."""
     rows, columns = matrix_dims(global_.type)
     assert isinstance(global_.type, TensorType) and not isinstance(
         global_.initializer, (bool, int, float)
@@ -149,13 +155,12 @@ def transposed_global(global_: Global) -> Global:
     size = rows * columns * width
     with tempfile.TemporaryFile() as file:
         file.truncate(size)
-        with mmap.mmap(file.fileno(), size, access=mmap.ACCESS_WRITE) as written:
-            target = np.frombuffer(written, dtype=dtype).reshape(columns, rows)
-            for top in range(0, rows, band):
-                target[:, top : top + band] = data[top : top + band].T
-                release_pages(model_pages)
-                if hasattr(mmap, "MADV_DONTNEED"):  # a shared mapping keeps what was written
-                    written.madvise(mmap.MADV_DONTNEED)
-            del target
+        descriptor = file.fileno()
+        for top in range(0, rows, band):
+            block = np.ascontiguousarray(data[top : top + band].T)  # (columns, band rows)
+            release_pages(model_pages)
+            for column, piece in enumerate(block):
+                os.pwrite(descriptor, piece, (column * rows + top) * width)
+            del block
         mapping = mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ)
     return Global(global_.name, TensorType(element, (columns, rows)), memoryview(mapping))
