@@ -134,13 +134,14 @@ def transposed_global(global_: Global) -> Global:
     niroc's peak resident memory from 216 MiB to 1.2 GiB. The file is made unnamed
     (`tempfile.TemporaryFile`, in the temporary directory) and lasts as long as its mapping.
 
-    It is filled a band of source rows at a time (about _TRANSPOSE_CHUNK bytes): the band is
-    transposed in memory and each of its columns written to the file with `os.pwrite`, and the
-    band's source pages are dropped after it. The file is not written through a mapping: a
-    band's columns touch every row of the result, and a kernel that caches files in large
-    folios (Linux 6.18 here) maps a whole folio on each write fault, so a mapping written a
-    few bytes per row held the whole result (mlp_huge's 8192x8192 f32 weights: 350 MiB
-    resident within one band)."""
+    It is written a band of result rows (source columns, about _TRANSPOSE_CHUNK bytes) at a
+    time, each band with one `os.pwrite`, and the band is gathered from the source a tile of
+    rows (as many bytes) at a time, the source pages dropped after each tile. So memory stays
+    bounded by the band and the tile. Not through a writable mapping of the file, nor with
+    a write per column of a source band: a kernel that caches files in large folios (Linux
+    6.18 here) maps a whole folio on each write fault, so writing a few bytes into every row
+    of the result held the whole result (mlp_huge's 8192x8192 f32 weights: 350 MiB resident),
+    and 2 KiB writes cost 17 s of the 27 s niroc took for mlp_huge's 17 such weights."""
     rows, columns = matrix_dims(global_.type)
     assert isinstance(global_.type, TensorType) and not isinstance(
         global_.initializer, (bool, int, float)
@@ -151,16 +152,26 @@ def transposed_global(global_: Global) -> Global:
     source = memoryview(global_.initializer)
     data = np.frombuffer(source, dtype=dtype).reshape(rows, columns)
     model_pages = read_only_mappings([source])
-    band = max(1, _TRANSPOSE_CHUNK // (columns * width))
+    band = max(1, _TRANSPOSE_CHUNK // (rows * width))  # result rows per write
+    tile = max(1, _TRANSPOSE_CHUNK // (columns * width))  # source rows read at a time
     size = rows * columns * width
     with tempfile.TemporaryFile() as file:
         file.truncate(size)
-        descriptor = file.fileno()
-        for top in range(0, rows, band):
-            block = np.ascontiguousarray(data[top : top + band].T)  # (columns, band rows)
-            release_pages(model_pages)
-            for column, piece in enumerate(block):
-                os.pwrite(descriptor, piece, (column * rows + top) * width)
+        for left in range(0, columns, band):
+            block = np.empty((min(band, columns - left), rows), dtype)
+            for top in range(0, rows, tile):
+                block[:, top : top + tile] = data[top : top + tile, left : left + band].T
+                release_pages(model_pages)
+            _write_at(
+                file.fileno(), memoryview(block.reshape(-1).view(np.uint8)), left * rows * width
+            )
             del block
         mapping = mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ)
     return Global(global_.name, TensorType(element, (columns, rows)), memoryview(mapping))
+
+
+def _write_at(descriptor: int, data: memoryview, offset: int) -> None:
+    """All of `data` written at `offset` (`os.pwrite` may write less than it is given)."""
+    while data.nbytes:
+        written = os.pwrite(descriptor, data, offset)
+        data, offset = data[written:], offset + written

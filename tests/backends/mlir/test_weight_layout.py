@@ -10,9 +10,10 @@ import tempfile
 import numpy as np
 import onnx
 import pytest
-from niro.backends.mlir import LoweringError, find_tool, lower_to_mlir
+from niro.backends.mlir import LoweringError, find_tool, lower_to_mlir, weight_layout
 from niro.backends.mlir.weight_layout import FEW_ROWS, MIN_ELEMENTS, transposed_weights
 from niro.frontends.onnx import import_model
+from niro.ir import Global, ScalarType, TensorType
 from onnx import helper, numpy_helper
 
 from niroc.checking import IREE_COMPILE_FLAGS, load_iree_module
@@ -106,6 +107,23 @@ def test_a_temporary_directory_that_fails_is_named_in_the_error(monkeypatch, tmp
         lower_to_mlir(import_model(model))
     message = str(caught.value)
     assert "@w" in message and str(missing) in message and "No such file" in message
+
+
+@pytest.mark.parametrize("chunk", [1, 1000, 4096, 1 << 20], ids=lambda chunk: f"chunk{chunk}")
+@pytest.mark.parametrize(
+    "scalar, dtype", [(ScalarType.F32, np.float32), (ScalarType.F16, np.float16)]
+)
+def test_a_transposed_copy_is_the_transpose_whatever_its_bands(monkeypatch, chunk, scalar, dtype):
+    """transposed_global writes the result a band of rows at a time, gathered a tile of source
+    rows at a time: bands and tiles that do not divide the matrix (chunk 1000 bytes: 3 source
+    rows and 6 result rows of a 37 x 83 f32 matrix), one row each (chunk 1), or the whole."""
+    monkeypatch.setattr(weight_layout, "_TRANSPOSE_CHUNK", chunk)
+    source = np.random.default_rng(5).standard_normal((37, 83)).astype(dtype)
+    global_ = Global("w", TensorType(scalar, (37, 83)), memoryview(source.tobytes()))
+    transposed = weight_layout.transposed_global(global_)
+    assert transposed.type == TensorType(scalar, (83, 37))
+    result = np.frombuffer(transposed.initializer, dtype=dtype).reshape(83, 37)
+    np.testing.assert_array_equal(result, source.T)
 
 
 def test_min_elements_is_the_smallest_weight_taken():
