@@ -234,13 +234,14 @@ LOOPED_STEPS = (8, 1)
 8 steps per iteration while 8 remain, then one of 1 (each loop of the tuple takes the whole
 iterations of its size that remain).
 
-NOTE: IREE 3.13 runs each iteration of an `scf.for` over tensors from the host, one submission
-(and its allocations) each, which costs more than a step's dispatches; but every step of a loop
-body is compiled. The bench's dynamic 2-layer bidirectional LSTM (32 steps, iree.runtime
-local-task, load ~4, onnxruntime 0.12 ms) took 1.57 ms per call with a loop per direction of
-8 steps, then 1; with both directions in one loop 1.33 ms (8, 1), 1.45 ms (12, 3, 1) and
-1.24 ms (16, 4, 1), for a compile (frontend + iree-compile, CPU seconds) of 3.5 s per loop,
-4.0 s, 4.4 s and 5.1 s: (8, 1) keeps the compile within 20% of the per-direction loops'."""
+NOTE: IREE 3.13 runs each iteration of an `scf.for` over tensors from the host: the host
+records the iteration's command buffer (a dispatch and a barrier or two per step) and submits
+it, and the device idles some tens of microseconds between two; but every step of a loop body
+is compiled. Longer iterations are not faster past a point: the bench's dynamic 2-layer
+bidirectional LSTM (iree-benchmark-module medians, quiet machine) ran 32 steps in 0.36 ms with
+(4, 1), 0.38 (6, 1), 0.40 (8, 1), 0.46 (12, 1) and 0.69 ms with (16, 1), and 100 steps in 0.94,
+0.87, 0.83, 0.79 and 0.77 ms. (8, 1) is between, for an iree-compile of 3.3 s of CPU against
+2.9 s with (4, 1) and 4.2 s with (16, 1)."""
 
 
 def _looped(
