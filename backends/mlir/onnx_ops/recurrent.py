@@ -254,19 +254,22 @@ def _looped(
     walks both directions in one loop: half the host-driven iterations of a loop per
     direction.
 
-    When Y is built and no `sequence_lens` masks it, a step reads the hidden state from Y (the
-    slab its previous step wrote) and the loops carry only the other states (LSTM's cell) and
-    Y: a carried hidden state has two uses, the next step and Y, and IREE 3.13 then writes it
-    to a buffer of its own and copies it into Y, a copy and a barrier per step in the
-    iteration's command buffer, which the host records at every iteration. Read from Y, the
-    step's dispatch writes Y in place. The bench's dynamic 2-layer bidirectional LSTM: 42
-    commands per iteration of 8 steps against 78; 0.46 against 0.50 ms a call at 32 steps,
-    0.93 against 1.16 ms at 100 (iree-benchmark-module medians, interleaved)."""
+    An LSTM whose Y is built and not masked by `sequence_lens` reads its hidden state from Y
+    (the slab its previous step wrote), and the loops carry only its cell state and Y: a
+    carried hidden state has two uses, the next step and Y, and IREE 3.13 then writes it to a
+    buffer of its own and copies it into Y, a copy and a barrier per step in the iteration's
+    command buffer, which the host records at every iteration. Read from Y, the step's
+    dispatch writes Y in place. The bench's dynamic 2-layer bidirectional LSTM: 42 commands
+    per iteration of 8 steps against 78; 0.46 against 0.50 ms a call at 32 steps, 0.93
+    against 1.16 ms at 100 (iree-benchmark-module medians, interleaved), for 3 more
+    executables (12). The bench's GRU gained nothing measurable so (0.52-0.64 against
+    0.46-0.79 ms) for 5 more executables (23) and 10% more iree-compile time, so RNN and GRU
+    carry their hidden state."""
     directions = range(len(rec.reverse))
     starts = [_start(rec, direction) for direction in directions]
     bound = index_constant(rec.seq) if isinstance(rec.seq, int) else rec.seq
     last = arith.SubIOp(bound, index_constant(1)).result  # the reverse direction's first step
-    hidden_in_y = y is not None and rec.lengths is None
+    hidden_in_y = y is not None and rec.lengths is None and rec.cell.name == "LSTM"
     # NOTE: a dynamic-batch state does not enter the loop as its initial value: IREE (3.x)
     # may pack that value into a buffer shared with others (the projections) and then carry
     # the whole buffer, reading the state at offset 0, i.e. another tensor's bytes. The loop
