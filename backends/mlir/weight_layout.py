@@ -162,9 +162,7 @@ def transposed_global(global_: Global) -> Global:
             for top in range(0, rows, tile):
                 block[:, top : top + tile] = data[top : top + tile, left : left + band].T
                 release_pages(model_pages)
-            _write_at(
-                file.fileno(), memoryview(block.reshape(-1).view(np.uint8)), left * rows * width
-            )
+            _write_at(file.fileno(), block.reshape(-1).view(np.uint8).data, left * rows * width)
             del block
         mapping = mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ)
     return Global(global_.name, TensorType(element, (columns, rows)), memoryview(mapping))
