@@ -17,7 +17,6 @@ verified) still stops at once: that is no refusal of an op but a broken module.
 
 from __future__ import annotations
 
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -310,13 +309,7 @@ class ModuleLowering:
                     raise ValueError(f"needs a static tensor type, got {format_type(type_)}")
                 stored = sub_byte.packed_type(type_) if sub_byte.is_packed(type_) else type_
                 if global_.name in self.transposed:
-                    try:
-                        global_ = transposed_global(global_)
-                    except OSError as error:  # the temporary directory: missing, full...
-                        raise ValueError(
-                            "is stored transposed (its products have few rows) through a "
-                            f"temporary file in {tempfile.gettempdir()}, which failed: {error}"
-                        ) from error
+                    global_ = transposed_global(global_)
                     stored = global_.type
                 if self.parameters is not None and self.parameters.plan.takes(global_):
                     value = self.parameters.add(global_, stored)

@@ -125,7 +125,8 @@ _TRANSPOSE_CHUNK = 16 << 20
 
 def transposed_global(global_: Global) -> Global:
     """Matrix `global_` (one `transposed_weights` names) with its data transposed, (K, N) ->
-    (N, K), the same bytes per element, in a temporary file mapped read-only.
+    (N, K), the same bytes per element, in a temporary file mapped read-only. A ValueError
+    says why the temporary file failed (its directory missing or full).
 
     Why a file: the lowered module keeps every blob's buffer until it is written, and the
     writers drop the pages of read-only file mappings as they go (`literals.release_pages`),
@@ -154,17 +155,21 @@ def transposed_global(global_: Global) -> Global:
     model_pages = read_only_mappings([source])
     band = max(1, _TRANSPOSE_CHUNK // (rows * width))  # result rows per write
     tile = max(1, _TRANSPOSE_CHUNK // (columns * width))  # source rows read at a time
-    size = rows * columns * width
-    with tempfile.TemporaryFile() as file:
-        file.truncate(size)
-        for left in range(0, columns, band):
-            block = np.empty((min(band, columns - left), rows), dtype)
-            for top in range(0, rows, tile):
-                block[:, top : top + tile] = data[top : top + tile, left : left + band].T
-                release_pages(model_pages)
-            _write_at(file.fileno(), block.reshape(-1).view(np.uint8).data, left * rows * width)
-            del block
-        mapping = mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ)
+    try:
+        with tempfile.TemporaryFile() as file:
+            file.truncate(source.nbytes)
+            for left in range(0, columns, band):
+                block = np.empty((min(band, columns - left), rows), dtype)
+                for top in range(0, rows, tile):
+                    block[:, top : top + tile] = data[top : top + tile, left : left + band].T
+                    release_pages(model_pages)
+                _write_at(file.fileno(), block.reshape(-1).view(np.uint8).data, left * rows * width)
+            mapping = mmap.mmap(file.fileno(), source.nbytes, access=mmap.ACCESS_READ)
+    except OSError as error:  # the temporary directory: missing, full...
+        raise ValueError(
+            "is stored transposed (its products have few rows) through a temporary file in "
+            f"{tempfile.gettempdir()}, which failed: {error}"
+        ) from error
     return Global(global_.name, TensorType(element, (columns, rows)), memoryview(mapping))
 
 

@@ -17,6 +17,7 @@ from niro.ir import Global, ScalarType, TensorType
 from onnx import helper, numpy_helper
 
 from niroc.checking import IREE_COMPILE_FLAGS, load_iree_module
+from niroc.cli import main
 
 from .mlir_harness import assert_matches_onnxruntime, compile_onnx
 
@@ -97,7 +98,7 @@ def test_products_by_a_transposed_weight_match_onnxruntime(tmp_path, x_shape):
     assert_matches_onnxruntime(module, model, [{"x": x}], function="weights", rtol=1e-5, atol=1e-5)
 
 
-def test_a_temporary_directory_that_fails_is_named_in_the_error(monkeypatch, tmp_path):
+def test_a_temporary_directory_that_fails_is_named_in_the_error(monkeypatch, tmp_path, capsys):
     """The transposed copy is made in the temporary directory: when that fails, the error
     names the global, the directory and why, as a LoweringError (one line from the CLI)."""
     missing = tmp_path / "gone"
@@ -107,6 +108,16 @@ def test_a_temporary_directory_that_fails_is_named_in_the_error(monkeypatch, tmp
         lower_to_mlir(import_model(model))
     message = str(caught.value)
     assert "@w" in message and str(missing) in message and "No such file" in message
+    # the CLI: exit 1, one line naming the model and the global, no traceback, no output file
+    path, output = tmp_path / "model.onnx", tmp_path / "model.mlir"
+    onnx.save(model, path)
+    with pytest.raises(SystemExit) as exited:
+        main([str(path), "-o", str(output)])
+    error = capsys.readouterr().err
+    assert exited.value.code == 1, error
+    assert error.startswith(f"error: {path}: ") and "@w" in error and str(missing) in error
+    assert "Traceback" not in error and len(error.strip().splitlines()) == 1, error
+    assert not output.exists()
 
 
 @pytest.mark.parametrize("chunk", [1, 1000, 4096, 1 << 20], ids=lambda chunk: f"chunk{chunk}")
