@@ -209,6 +209,11 @@ MODELS.update(
         "lstm": Spec(
             "2-layer bidirectional LSTM, 32x1x16", _exported("lstm"), {"seq": 32, "batch": 1}
         ),
+        "lstm_long": Spec(
+            "lstm at 1024x16x16 (a long sequence: looped in blocks)",
+            _exported("lstm"),
+            {"seq": 1024, "batch": 16},
+        ),
         "lstm_static": Spec(
             "lstm with seq=32, batch=1 fixed in the model (as `--dim`)",
             _fixed(_exported("lstm"), {"seq": 32, "batch": 1}),

@@ -1,6 +1,7 @@
 """RNN, GRU and LSTM (opset 7+): per direction, the steps unrolled over a static sequence of
 at most UNROLLED_STEPS steps, else `scf.for` loops over the sequence length walking every
-direction at once (LOOPED_STEPS steps per iteration, then one).
+direction at once (LOOPED_STEPS steps per iteration, then one; an LSTM reading its hidden state
+from Y in blocks of BLOCK_STEPS steps).
 
 The three ops share everything but the gate math (`recurrent_kit.py` holds what they share).
 Per direction: every time step of X is projected through W at once (`X * W^T + Wb`, time-major
@@ -207,9 +208,10 @@ def _step(
     time: mlir_ir.Value,
     old: list[mlir_ir.Value],
     y: mlir_ir.Value | None,
+    slot: mlir_ir.Value | None = None,
 ) -> tuple[list[mlir_ir.Value], mlir_ir.Value | None]:
     """Step `time` (its position in X) from states `old`: the new states, and `y` with the
-    step's Y slab written."""
+    step's Y slab written at time `slot` of `y` (default `time`: `y` is the whole Y)."""
     x_step = tensor.ExtractSliceOp(
         mlir_ir.RankedTensorType.get([static_size(rec.batch), rec.rows], rec.compute),
         projected,
@@ -225,7 +227,7 @@ def _step(
     if rec.lengths is not None:
         new, output = _mask(rec, time, new, old)
     if y is not None:
-        y = _insert(output, y, _slice_spec(rec, direction, time))
+        y = _insert(output, y, _slice_spec(rec, direction, time if slot is None else slot))
     return new, y
 
 
@@ -244,12 +246,30 @@ bidirectional LSTM (iree-benchmark-module medians, quiet machine) ran 32 steps i
 2.9 s with (4, 1) and 4.2 s with (16, 1)."""
 
 
+BLOCK_STEPS = 64
+"""Steps per block of a looped LSTM that reads its hidden state from Y: an outer `scf.for`
+walks the sequence a block at a time, its steps (LOOPED_STEPS loops) writing a block-sized
+slab of Y that the block then inserts into Y.
+
+NOTE: IREE 3.13 copies every tensor an `scf.for` carries into a new buffer at every iteration
+(its conversion to the stream dialect cannot place a loop's block argument on a device, so it
+inserts a `stream.async.transfer` from no device, which ElideAsyncCopies keeps), so a loop
+carrying the whole Y copies all of it at every iteration: time quadratic in the sequence
+length. The bench's dynamic 2-layer bidirectional LSTM took 1.3-1.6 s at 2048 steps and batch
+64 so (onnxruntime 0.15 s), 0.58-0.72 s in blocks; at 32 steps (one block) blocks cost about
+5%. A recurrence carrying its hidden state (GRU, RNN, an LSTM masked by `sequence_lens`)
+walked in blocks fails at run time on IREE 3.13's `local-task` driver ("transient buffer has
+not been committed"; test_recurrent_dynamic's task-driver test), so it still carries the
+whole Y."""
+
+
 def _looped(
     rec: Recurrence, y: mlir_ir.Value | None
 ) -> tuple[list[list[mlir_ir.Value]], mlir_ir.Value | None]:
     """Every direction's steps in the same `scf.for` loops over time, carrying their states
     and Y: LOOPED_STEPS[0] steps of each direction per iteration while that many remain, then
-    fewer (LOOPED_STEPS).
+    fewer (LOOPED_STEPS); for an LSTM reading its hidden state from Y, inside an outer loop
+    over blocks of BLOCK_STEPS steps (see there).
     The final states of each direction, and `y` with its Y slabs written. A bidirectional op
     walks both directions in one loop: half the host-driven iterations of a loop per
     direction.
@@ -286,18 +306,14 @@ def _looped(
         for state in states[skipped:]
     ]
     projections = [projected for projected, _ in starts]
-    carried = [*entering, *([] if y is None else [y])]
-    lower = index_constant(0)
-    assert LOOPED_STEPS[-1] == 1, "the last loop must walk what the others leave, one by one"
-    for steps in LOOPED_STEPS:
-        upper = bound
-        if steps > 1:  # the end of the whole iterations of `steps` steps from `lower`
-            per = index_constant(steps)
-            whole = arith.DivUIOp(arith.SubIOp(bound, lower).result, per).result
-            upper = arith.AddIOp(lower, arith.MulIOp(whole, per).result).result
-        walk = _Walk(lower, upper, steps, last, skipped)
-        carried = _loop(rec, projections, walk, carried, captured)
-        lower = upper
+    span = _Span(index_constant(0), bound, last, skipped)
+    if hidden_in_y:
+        assert y is not None
+        carried = _blocks(rec, projections, span, [*entering, y], captured)
+    else:
+        carried = _walk(
+            rec, projections, span, [*entering, *([] if y is None else [y])], captured, None
+        )
     rec.hoist_before(None)
     count = rec.cell.states - skipped
     finals = []
@@ -311,16 +327,161 @@ def _looped(
 
 
 @dataclass(frozen=True)
+class _Span:
+    """Steps [lower, upper) of a sequence whose last step (the reverse direction's first) is
+    `last`; the first `skipped` states are not carried but read from Y."""
+
+    lower: mlir_ir.Value
+    upper: mlir_ir.Value
+    last: mlir_ir.Value
+    skipped: int
+
+
+@dataclass(frozen=True)
+class _Slab:
+    """Where a block's steps write Y: a slab of `size` time slots whose slot 0 is time
+    `origins[d]` for direction d."""
+
+    size: mlir_ir.Value
+    origins: list[mlir_ir.Value]
+
+
+def _blocks(
+    rec: Recurrence,
+    projections: list[mlir_ir.Value],
+    span: _Span,
+    carried: list[mlir_ir.Value],
+    captured: list[list[mlir_ir.Value]] | None,
+) -> list[mlir_ir.Value]:
+    """An `scf.for` over blocks of BLOCK_STEPS steps carrying the states and Y (last of
+    `carried`): each block walks its steps (`_walk`) into a slab of its own, which it then
+    inserts into Y; its results. A block's first step starts from the states the previous
+    block left (the first block's, from the initial ones).
+
+    NOTE: the states a block starts from are read by its first step, not carried into its
+    loops: IREE 3.13 cannot find the dims of a dynamic-batch state that one loop carries
+    into another ("'tensor.dim' op unexpected during shape cleanup")."""
+    block = scf.ForOp(span.lower, span.upper, index_constant(BLOCK_STEPS), carried)
+    rec.hoist_before(block.operation)
+    count = rec.cell.states - span.skipped
+    with mlir_ir.InsertionPoint(block.body):
+        start = block.induction_variable
+        inner = list(block.inner_iter_args)
+        y = inner[-1]
+        remaining = arith.SubIOp(span.upper, start).result
+        size = arith.MinUIOp(remaining, index_constant(BLOCK_STEPS)).result
+        end = arith.AddIOp(start, size).result
+        after_last = arith.AddIOp(span.last, index_constant(1)).result
+        origins = [
+            arith.SubIOp(after_last, end).result if reverse else start for reverse in rec.reverse
+        ]
+        initial = []
+        for direction, reverse in enumerate(rec.reverse):
+            states = inner[direction * count : (direction + 1) * count]
+            if span.skipped:  # the hidden state the direction's previous step wrote into Y
+                if reverse:
+                    before = arith.SubIOp(after_last, start).result
+                    before = arith.MinUIOp(before, span.last).result
+                else:
+                    before = arith.SubIOp(start, index_constant(1)).result
+                    before = arith.MaxSIOp(before, index_constant(0)).result
+                states = [_extract(rec, y, _slice_spec(rec, direction, before)), *states]
+            if captured is not None:
+                states = _first_step_reads(rec, start, span.lower, captured[direction], states)
+            initial.append(states)
+        entering = [
+            empty([rec.batch, rec.hidden], rec.compute)
+            for states in initial
+            for _ in states[span.skipped :]
+        ]
+        shape = (
+            [size, len(rec.reverse), rec.batch, rec.hidden]
+            if rec.layout == 0
+            else [rec.batch, size, len(rec.reverse), rec.hidden]
+        )
+        walked = _walk(
+            rec,
+            projections,
+            _Span(start, end, span.last, span.skipped),
+            [*entering, empty(shape, rec.compute)],
+            initial,
+            _Slab(size, origins),
+        )
+        slab = walked[-1]
+        for direction, origin in enumerate(origins):
+            y = _insert_slab(rec, slab, y, direction, size, origin)
+        scf.YieldOp([*walked[:-1], y])
+    return list(block.results)
+
+
+def _insert_slab(
+    rec: Recurrence,
+    slab: mlir_ir.Value,
+    y: mlir_ir.Value,
+    direction: int,
+    size: mlir_ir.Value,
+    origin: mlir_ir.Value,
+) -> mlir_ir.Value:
+    """`y` with direction `direction`'s `size` time slots of `slab` written from time
+    `origin`."""
+    batch = static_size(rec.batch)
+    dynamic_batch = [] if isinstance(rec.batch, int) else [rec.batch]
+    if rec.layout == 0:
+        static_sizes = [DYNAMIC, 1, batch, rec.hidden]
+        sizes = [size, *dynamic_batch]
+        read, write = [0, direction, 0, 0], [DYNAMIC, direction, 0, 0]
+    else:
+        static_sizes = [batch, DYNAMIC, 1, rec.hidden]
+        sizes = [*dynamic_batch, size]
+        read, write = [0, 0, direction, 0], [0, DYNAMIC, direction, 0]
+    strides = [1, 1, 1, 1]
+    piece = tensor.ExtractSliceOp(
+        mlir_ir.RankedTensorType.get(static_sizes, rec.compute),
+        slab,
+        [],
+        sizes,
+        [],
+        read,
+        static_sizes,
+        strides,
+    ).result
+    return tensor.InsertSliceOp(piece, y, [origin], sizes, [], write, static_sizes, strides).result
+
+
+def _walk(
+    rec: Recurrence,
+    projections: list[mlir_ir.Value],
+    span: _Span,
+    carried: list[mlir_ir.Value],
+    captured: list[list[mlir_ir.Value]] | None,
+    slab: _Slab | None,
+) -> list[mlir_ir.Value]:
+    """The steps of `span` in LOOPED_STEPS loops, carrying `carried` (the states, then Y or a
+    block's slab); the loops' results."""
+    lower = span.lower
+    assert LOOPED_STEPS[-1] == 1, "the last loop must walk what the others leave, one by one"
+    for steps in LOOPED_STEPS:
+        upper = span.upper
+        if steps > 1:  # the end of the whole iterations of `steps` steps from `lower`
+            per = index_constant(steps)
+            whole = arith.DivUIOp(arith.SubIOp(span.upper, lower).result, per).result
+            upper = arith.AddIOp(lower, arith.MulIOp(whole, per).result).result
+        walk = _Walk(lower, upper, steps, span, slab)
+        carried = _loop(rec, projections, walk, carried, captured)
+        lower = upper
+    return carried
+
+
+@dataclass(frozen=True)
 class _Walk:
-    """What one loop of `_looped` walks: steps [lower, upper), `steps` of them per
-    iteration; `last` is the sequence's last step (the reverse direction's first); the first
-    `skipped` states are not carried but read from Y."""
+    """What one loop of `_walk` walks: steps [lower, upper) of `span`, `steps` of them per
+    iteration, writing Y or `slab`."""
 
     lower: mlir_ir.Value
     upper: mlir_ir.Value
     steps: int
-    last: mlir_ir.Value
-    skipped: int
+    span: _Span
+    slab: _Slab | None
 
 
 def _loop(
@@ -331,12 +492,17 @@ def _loop(
     captured: list[list[mlir_ir.Value]] | None,
 ) -> list[mlir_ir.Value]:
     """One `scf.for` over the steps of `walk` for every direction (its projection in
-    `projections`), carrying each direction's carried states in turn (and Y, last); its
-    results. Step-independent values go before the first loop."""
+    `projections`), carrying each direction's carried states in turn (and Y or a slab, last);
+    its results. Step-independent values go before the first loop. The span's first step
+    starts from `captured`."""
+    span, slab = walk.span, walk.slab
+    # the last slot of what the steps write: a step reading the one its previous step wrote
+    # stays inside it
+    slot_last = span.last if slab is None else arith.SubIOp(slab.size, index_constant(1)).result
     loop = scf.ForOp(walk.lower, walk.upper, index_constant(walk.steps), carried)
     if rec.hoist is None:
         rec.hoist_before(loop.operation)
-    count = rec.cell.states - walk.skipped
+    count = rec.cell.states - span.skipped
     with mlir_ir.InsertionPoint(loop.body):
         inner = list(loop.inner_iter_args)
         states = [inner[d * count : (d + 1) * count] for d in range(len(projections))]
@@ -347,18 +513,17 @@ def _loop(
                 position = arith.AddIOp(position, index_constant(offset)).result
             for direction, projected in enumerate(projections):
                 reverse = rec.reverse[direction]
-                time = arith.SubIOp(walk.last, position).result if reverse else position
+                time = arith.SubIOp(span.last, position).result if reverse else position
+                slot = time if slab is None else arith.SubIOp(time, slab.origins[direction]).result
                 old = states[direction]
-                if walk.skipped:
+                if span.skipped:
                     assert y is not None
-                    previous = _previous_time(time, reverse, walk.last, clamped=offset == 0)
+                    previous = _previous_time(slot, reverse, slot_last, clamped=offset == 0)
                     old = [_extract(rec, y, _slice_spec(rec, direction, previous)), *old]
-                if captured is not None and offset == 0:  # only a first step can be step 0
-                    old = _first_step_reads(
-                        rec, position, index_constant(0), captured[direction], old
-                    )
-                new, y = _step(rec, direction, projected, time, old, y)
-                states[direction] = new[walk.skipped :]
+                if captured is not None and offset == 0:  # only a first step can be the span's
+                    old = _first_step_reads(rec, position, span.lower, captured[direction], old)
+                new, y = _step(rec, direction, projected, time, old, y, slot)
+                states[direction] = new[span.skipped :]
         scf.YieldOp([*(state for group in states for state in group), *([] if y is None else [y])])
     return list(loop.results)
 

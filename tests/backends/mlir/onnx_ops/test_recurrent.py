@@ -5,8 +5,8 @@ and a single initial state. These one-node models add what they miss: bidirectio
 every optional input, batch-major layout, absent outputs, f16/f64, and the attributes
 onnx.reference ignores (activations, clip, input_forget, per-entry `sequence_lens`), which are
 compared with onnxruntime instead; and the refusals, with their exact messages. A static
-sequence is unrolled up to UNROLLED_STEPS steps (every case here but one) and walked by an
-`scf.for` beyond (the looped case); dynamic sequence and batch dims: test_recurrent_dynamic.py.
+sequence is unrolled up to UNROLLED_STEPS steps (every case here but two) and walked by
+`scf.for` loops beyond (the looped cases); dynamic sequence and batch dims: test_recurrent_dynamic.py.
 """
 
 from __future__ import annotations
@@ -220,6 +220,17 @@ CASES = {
         direction="bidirectional",
         optional=("B", "sequence_lens", "initial_h", "initial_c"),
         lengths=[UNROLLED_STEPS + 1, 5],
+        reference="onnxruntime",
+    ),
+    # the same without lengths: the steps read their hidden state from Y, the second block's
+    # first step the one the first block left
+    "lstm_bidirectional_looped": lambda: recurrent_case(
+        "lstm_bidirectional_looped",
+        "LSTM",
+        seq=UNROLLED_STEPS + 1,
+        batch=2,
+        direction="bidirectional",
+        optional=("B", "initial_h", "initial_c"),
         reference="onnxruntime",
     ),
     "lstm_input_forget_clip_activations": lambda: recurrent_case(
