@@ -221,6 +221,11 @@ MODELS.update(
         "gru": Spec(
             "2-layer bidirectional GRU, 1x32 ids", _exported("gru"), {"batch": 1, "seq": 32}
         ),
+        "gru_long": Spec(
+            "gru at 16x1024 ids (a long sequence: looped in blocks)",
+            _exported("gru"),
+            {"batch": 16, "seq": 1024},
+        ),
         "gru_static": Spec(
             "gru with batch=1, seq=32 fixed in the model (as `--dim`)",
             _fixed(_exported("gru"), {"batch": 1, "seq": 32}),

@@ -1,7 +1,7 @@
 """RNN, GRU and LSTM (opset 7+): per direction, the steps unrolled over a static sequence of
 at most UNROLLED_STEPS steps, else `scf.for` loops over the sequence length walking every
-direction at once (LOOPED_STEPS steps per iteration, then one; an LSTM reading its hidden state
-from Y in blocks of BLOCK_STEPS steps).
+direction at once (LOOPED_STEPS steps per iteration, then one; a recurrence reading its hidden
+state from Y in blocks of BLOCK_STEPS steps).
 
 The three ops share everything but the gate math (`recurrent_kit.py` holds what they share).
 Per direction: every time step of X is projected through W at once (`X * W^T + Wb`, time-major
@@ -247,20 +247,20 @@ bidirectional LSTM (iree-benchmark-module medians, quiet machine) ran 32 steps i
 
 
 BLOCK_STEPS = 64
-"""Steps per block of a looped LSTM that reads its hidden state from Y: an outer `scf.for`
-walks the sequence a block at a time, its steps (LOOPED_STEPS loops) writing a block-sized
-slab of Y that the block then inserts into Y.
+"""Steps per block of a looped recurrence that reads its hidden state from Y: an outer
+`scf.for` walks the sequence a block at a time, its steps (LOOPED_STEPS loops) writing a
+block-sized slab of Y that the block then inserts into Y.
 
 NOTE: IREE 3.13 copies every tensor an `scf.for` carries into a new buffer at every iteration
 (its conversion to the stream dialect cannot place a loop's block argument on a device, so it
 inserts a `stream.async.transfer` from no device, which ElideAsyncCopies keeps), so a loop
 carrying the whole Y copies all of it at every iteration: time quadratic in the sequence
 length. The bench's dynamic 2-layer bidirectional LSTM took 1.3-1.6 s at 2048 steps and batch
-64 so (onnxruntime 0.15 s), 0.58-0.72 s in blocks; at 32 steps (one block) blocks cost about
-5%. A recurrence carrying its hidden state (GRU, RNN, an LSTM masked by `sequence_lens`)
-walked in blocks fails at run time on IREE 3.13's `local-task` driver ("transient buffer has
-not been committed"; test_recurrent_dynamic's task-driver test), so it still carries the
-whole Y."""
+64 so (onnxruntime 0.15 s), 0.58-0.72 s in blocks, its GRU 484 against 147 ms at 2048 steps
+and batch 16 (onnxruntime 52 ms); at 32 steps (one block) blocks cost nothing measurable. A
+recurrence carrying its hidden state (one masked by `sequence_lens`) walked in blocks fails at
+run time on IREE 3.13's `local-task` driver ("transient buffer has not been committed";
+test_recurrent_dynamic's task-driver test), so it still carries the whole Y."""
 
 
 def _looped(
@@ -268,28 +268,28 @@ def _looped(
 ) -> tuple[list[list[mlir_ir.Value]], mlir_ir.Value | None]:
     """Every direction's steps in the same `scf.for` loops over time, carrying their states
     and Y: LOOPED_STEPS[0] steps of each direction per iteration while that many remain, then
-    fewer (LOOPED_STEPS); for an LSTM reading its hidden state from Y, inside an outer loop
-    over blocks of BLOCK_STEPS steps (see there).
+    fewer (LOOPED_STEPS); for a recurrence reading its hidden state from Y, inside an outer
+    loop over blocks of BLOCK_STEPS steps (see there).
     The final states of each direction, and `y` with its Y slabs written. A bidirectional op
     walks both directions in one loop: half the host-driven iterations of a loop per
     direction.
 
-    An LSTM whose Y is built and not masked by `sequence_lens` reads its hidden state from Y
-    (the slab its previous step wrote), and the loops carry only its cell state and Y: a
-    carried hidden state has two uses, the next step and Y, and IREE 3.13 then writes it to a
-    buffer of its own and copies it into Y, a copy and a barrier per step in the iteration's
-    command buffer, which the host records at every iteration. Read from Y, the step's
-    dispatch writes Y in place. The bench's dynamic 2-layer bidirectional LSTM: 42 commands
-    per iteration of 8 steps against 78; 0.46 against 0.50 ms a call at 32 steps, 0.93
-    against 1.16 ms at 100 (iree-benchmark-module medians, interleaved), for 3 more
-    executables (12). The bench's GRU gained nothing measurable so (0.52-0.64 against
-    0.46-0.79 ms) for 5 more executables (23) and 10% more iree-compile time, so RNN and GRU
-    carry their hidden state."""
+    A recurrence whose Y is built and not masked by `sequence_lens` reads its hidden state
+    from Y (the slab its previous step wrote), and the loops carry only the other states
+    (LSTM's cell) and Y: a carried hidden state has two uses, the next step and Y, and IREE
+    3.13 then writes it to a buffer of its own and copies it into Y, a copy and a barrier per
+    step in the iteration's command buffer, which the host records at every iteration. Read
+    from Y, the step's dispatch writes Y in place. The bench's dynamic 2-layer bidirectional
+    LSTM: 42 commands per iteration of 8 steps against 78; 0.46 against 0.50 ms a call at 32
+    steps, 0.93 against 1.16 ms at 100 (iree-benchmark-module medians, interleaved), for 3
+    more executables (12). Its GRU gains nothing measurable at 32 steps so and takes about 30%
+    more iree-compile time (27 executables against 18), but only a hidden state read from Y
+    lets it walk blocks (see BLOCK_STEPS), 3.3x faster at 2048 steps."""
     directions = range(len(rec.reverse))
     starts = [_start(rec, direction) for direction in directions]
     bound = index_constant(rec.seq) if isinstance(rec.seq, int) else rec.seq
     last = arith.SubIOp(bound, index_constant(1)).result  # the reverse direction's first step
-    hidden_in_y = y is not None and rec.lengths is None and rec.cell.name == "LSTM"
+    hidden_in_y = y is not None and rec.lengths is None
     # NOTE: a dynamic-batch state does not enter the loop as its initial value: IREE (3.x)
     # may pack that value into a buffer shared with others (the projections) and then carry
     # the whole buffer, reading the state at offset 0, i.e. another tensor's bytes. The loop

@@ -143,8 +143,8 @@ MODELS = {
 SHAPES = ((1, 1), (1, 3), (5, 1), (4, 3), (21, 2), (2 * BLOCK_STEPS + 21, 2))
 """(seq, batch) shapes each model runs at (a static dim keeps its size); 21 steps walk each of
 the loops a looped sequence takes (8 steps per iteration twice, then 1 five times), and
-2 * BLOCK_STEPS + 21 do so in the last of three blocks of an LSTM reading its hidden state
-from Y."""
+2 * BLOCK_STEPS + 21 do so in the last of three blocks of a recurrence reading its hidden
+state from Y."""
 
 
 @functools.cache
@@ -268,23 +268,37 @@ def test_an_empty_run_time_sequence_fails_clearly(compiled, name: str, op: str) 
         call(compiled(name), name, *_feeds(name, 0, 2).values())
 
 
-@pytest.mark.parametrize("name", ["lstm_bidirectional", "gru_bidirectional_linear_before_reset"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "lstm_bidirectional",
+        "gru_bidirectional_linear_before_reset",
+        "lstm_bidirectional_sequence_lens",
+    ],
+)
 def test_a_long_sequence_first_runs_on_the_task_driver(tmp_path, name: str) -> None:
     """Called first at BLOCK_STEPS steps, then over three blocks, on IREE's `local-task` driver
-    (the one users run; the other tests here run on `local-sync`): the LSTM reading its hidden
-    state from Y is walked in blocks. A GRU building Y, walked in blocks so, makes IREE 3.13's
-    runtime fail the call ("transient buffer has not been committed"), so a recurrence
-    carrying its hidden state is walked in one run of loops."""
+    (the one users run; the other tests here run on `local-sync`), freshly loaded each of
+    TASK_DRIVER_TRIALS times: an LSTM and a GRU reading their hidden state from Y are walked
+    in blocks. An LSTM masked by `sequence_lens` carries its hidden state; walked in blocks so,
+    it makes IREE 3.13's runtime fail some of these calls ("transient buffer has not been
+    committed", or wrong numbers: a race), so it is walked in one run of loops."""
     import iree.runtime as runtime
 
     lowered = lower_to_mlir(import_model(_model(name)))
     path = compile_module(lowered, tmp_path, name)
-    module = runtime.load_vm_flatbuffer_file(str(path), driver="local-task")
-    assert_matches_onnxruntime(
-        module,
-        _reference(name),
-        (_feeds(name, seq, 2) for seq in (BLOCK_STEPS, 2 * BLOCK_STEPS + 21)),
-        function=name,
-        rtol=1e-5,
-        atol=1e-6,
-    )
+    shapes = ((BLOCK_STEPS, 3), (2 * BLOCK_STEPS + 21, 2))
+    for _ in range(TASK_DRIVER_TRIALS):
+        assert_matches_onnxruntime(
+            runtime.load_vm_flatbuffer_file(str(path), driver="local-task"),
+            _reference(name),
+            (_feeds(name, seq, batch) for seq, batch in shapes),
+            function=name,
+            rtol=1e-5,
+            atol=1e-6,
+        )
+
+
+TASK_DRIVER_TRIALS = 8
+"""Fresh loads the task-driver test runs: the masked LSTM walked in blocks failed about one
+first call in three under pytest (every one in a plain script)."""
