@@ -121,8 +121,7 @@ MODELS = {
     "lstm_bidirectional_initial_states_static_batch": dict(
         op="LSTM", direction="bidirectional", states=True, batch=2
     ),
-    # carries its hidden state and builds Y (IREE 3.13 fails at run time when such a
-    # recurrence is walked in blocks: see recurrent.BLOCK_STEPS)
+    # a GRU reading its hidden state from Y, both directions in blocks (as torch exports it)
     "gru_bidirectional_linear_before_reset": dict(
         op="GRU", direction="bidirectional", linear_before_reset=1, outputs=("Y", "Y_h")
     ),
