@@ -37,6 +37,7 @@ from ..builders import (
     as_i64,
     assert_true,
     empty,
+    extract_slice,
     fill,
     generic,
     index_constant,
@@ -65,19 +66,25 @@ __all__ = ["CELLS"]
 # -- the time loop ---------------------------------------------------------------------------------
 
 
-def _slice_spec(rec: Recurrence, direction: int, time: mlir_ir.Value | None) -> tuple:
+def _slice_spec(
+    rec: Recurrence, direction: int, time: mlir_ir.Value | None, steps: mlir_ir.Value | None = None
+) -> tuple:
     """(DYNAMIC offsets, static offsets, DYNAMIC sizes, static sizes) of one direction's
     (batch, hidden) slab of a state tensor (time None: rank 3) or of Y at step `time` (rank 4),
-    in the layout."""
+    in the layout; with `steps`, of that many steps of Y from `time`."""
     batch, hidden = static_size(rec.batch), rec.hidden
-    sizes = [] if isinstance(rec.batch, int) else [rec.batch]
+    dynamic_batch = [] if isinstance(rec.batch, int) else [rec.batch]
     if time is None:
         if rec.layout == 0:
-            return [], [direction, 0, 0], sizes, [1, batch, hidden]
-        return [], [0, direction, 0], sizes, [batch, 1, hidden]
+            return [], [direction, 0, 0], dynamic_batch, [1, batch, hidden]
+        return [], [0, direction, 0], dynamic_batch, [batch, 1, hidden]
+    length = 1 if steps is None else DYNAMIC
+    lengths = [] if steps is None else [steps]
     if rec.layout == 0:
-        return [time], [DYNAMIC, direction, 0, 0], sizes, [1, 1, batch, hidden]
-    return [time], [0, DYNAMIC, direction, 0], sizes, [batch, 1, 1, hidden]
+        sizes = [*lengths, *dynamic_batch]
+        return [time], [DYNAMIC, direction, 0, 0], sizes, [length, 1, batch, hidden]
+    sizes = [*dynamic_batch, *lengths]
+    return [time], [0, DYNAMIC, direction, 0], sizes, [batch, length, 1, hidden]
 
 
 def _extract(rec: Recurrence, source: mlir_ir.Value, spec: tuple) -> mlir_ir.Value:
@@ -308,7 +315,7 @@ def _looped(
     projections = [projected for projected, _ in starts]
     span = _Span(index_constant(0), bound, last, skipped)
     if hidden_in_y:
-        assert y is not None
+        assert y is not None and captured is not None
         carried = _blocks(rec, projections, span, [*entering, y], captured)
     else:
         carried = _walk(
@@ -351,19 +358,21 @@ def _blocks(
     projections: list[mlir_ir.Value],
     span: _Span,
     carried: list[mlir_ir.Value],
-    captured: list[list[mlir_ir.Value]] | None,
+    captured: list[list[mlir_ir.Value]],
 ) -> list[mlir_ir.Value]:
-    """An `scf.for` over blocks of BLOCK_STEPS steps carrying the states and Y (last of
-    `carried`): each block walks its steps (`_walk`) into a slab of its own, which it then
-    inserts into Y; its results. A block's first step starts from the states the previous
-    block left (the first block's, from the initial ones).
+    """An `scf.for` over blocks of BLOCK_STEPS steps of a recurrence reading its hidden state
+    from Y, carrying its other states and Y (last of `carried`): each block walks its steps
+    (`_walk`) into a slab of its own, which it then inserts into Y; its results. A block's first
+    step starts from the hidden state the previous block's last step wrote into Y and the
+    states that block left, the first block's from the initial ones (`captured`).
 
     NOTE: the states a block starts from are read by its first step, not carried into its
     loops: IREE 3.13 cannot find the dims of a dynamic-batch state that one loop carries
     into another ("'tensor.dim' op unexpected during shape cleanup")."""
+    assert span.skipped == 1, "only a hidden state read from Y can be walked in blocks"
     block = scf.ForOp(span.lower, span.upper, index_constant(BLOCK_STEPS), carried)
     rec.hoist_before(block.operation)
-    count = rec.cell.states - span.skipped
+    count = rec.cell.states - 1
     with mlir_ir.InsertionPoint(block.body):
         start = block.induction_variable
         inner = list(block.inner_iter_args)
@@ -377,22 +386,16 @@ def _blocks(
         ]
         initial = []
         for direction, reverse in enumerate(rec.reverse):
-            states = inner[direction * count : (direction + 1) * count]
-            if span.skipped:  # the hidden state the direction's previous step wrote into Y
-                if reverse:
-                    before = arith.SubIOp(after_last, start).result
-                    before = arith.MinUIOp(before, span.last).result
-                else:
-                    before = arith.SubIOp(start, index_constant(1)).result
-                    before = arith.MaxSIOp(before, index_constant(0)).result
-                states = [_extract(rec, y, _slice_spec(rec, direction, before)), *states]
-            if captured is not None:
-                states = _first_step_reads(rec, start, span.lower, captured[direction], states)
-            initial.append(states)
+            if reverse:  # the time of the step before the block's first, inside the sequence
+                before = arith.MinUIOp(arith.SubIOp(after_last, start).result, span.last).result
+            else:
+                before = arith.SubIOp(start, index_constant(1)).result
+                before = arith.MaxSIOp(before, index_constant(0)).result
+            hidden = _extract(rec, y, _slice_spec(rec, direction, before))
+            states = [hidden, *inner[direction * count : (direction + 1) * count]]
+            initial.append(_first_step_reads(rec, start, span.lower, captured[direction], states))
         entering = [
-            empty([rec.batch, rec.hidden], rec.compute)
-            for states in initial
-            for _ in states[span.skipped :]
+            empty([rec.batch, rec.hidden], rec.compute) for _ in range(count * len(initial))
         ]
         shape = (
             [size, len(rec.reverse), rec.batch, rec.hidden]
@@ -408,44 +411,16 @@ def _blocks(
             _Slab(size, origins),
         )
         slab = walked[-1]
-        for direction, origin in enumerate(origins):
-            y = _insert_slab(rec, slab, y, direction, size, origin)
+        for direction, origin in enumerate(origins):  # the direction's steps, at its origin
+            if rec.layout == 0:
+                read, sizes = [0, direction, 0, 0], [size, 1, rec.batch, rec.hidden]
+            else:
+                read, sizes = [0, 0, direction, 0], [rec.batch, size, 1, rec.hidden]
+            y = _insert(
+                extract_slice(slab, read, sizes), y, _slice_spec(rec, direction, origin, size)
+            )
         scf.YieldOp([*walked[:-1], y])
     return list(block.results)
-
-
-def _insert_slab(
-    rec: Recurrence,
-    slab: mlir_ir.Value,
-    y: mlir_ir.Value,
-    direction: int,
-    size: mlir_ir.Value,
-    origin: mlir_ir.Value,
-) -> mlir_ir.Value:
-    """`y` with direction `direction`'s `size` time slots of `slab` written from time
-    `origin`."""
-    batch = static_size(rec.batch)
-    dynamic_batch = [] if isinstance(rec.batch, int) else [rec.batch]
-    if rec.layout == 0:
-        static_sizes = [DYNAMIC, 1, batch, rec.hidden]
-        sizes = [size, *dynamic_batch]
-        read, write = [0, direction, 0, 0], [DYNAMIC, direction, 0, 0]
-    else:
-        static_sizes = [batch, DYNAMIC, 1, rec.hidden]
-        sizes = [*dynamic_batch, size]
-        read, write = [0, 0, direction, 0], [0, DYNAMIC, direction, 0]
-    strides = [1, 1, 1, 1]
-    piece = tensor.ExtractSliceOp(
-        mlir_ir.RankedTensorType.get(static_sizes, rec.compute),
-        slab,
-        [],
-        sizes,
-        [],
-        read,
-        static_sizes,
-        strides,
-    ).result
-    return tensor.InsertSliceOp(piece, y, [origin], sizes, [], write, static_sizes, strides).result
 
 
 def _walk(

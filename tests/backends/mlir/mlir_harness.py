@@ -126,10 +126,12 @@ def compile_module(
     return output
 
 
-def load_vmfb(path: Path):
+def load_vmfb(path: Path, driver: str = "local-sync"):
+    """A compiled module loaded for `driver`: local-sync by default (deterministic, one thread);
+    local-task is the driver users run, with its asynchronous queue."""
     import iree.runtime as runtime
 
-    return runtime.load_vm_flatbuffer_file(str(path), driver="local-sync")
+    return runtime.load_vm_flatbuffer_file(str(path), driver=driver)
 
 
 def call(vm_module, name: str, *inputs):

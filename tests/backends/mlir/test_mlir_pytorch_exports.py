@@ -74,11 +74,11 @@ def _audio(rng, batch, samples):
     return rng.standard_normal((batch, samples)).astype(np.float32)
 
 
-# (model file, input maker, shapes to run at). The TorchScript LSTM keeps its dynamic seq and
-# batch, both CNNs their dynamic batch; the other dynamo export and the TorchScript encoder fix
-# the traced sizes, so they run there.
+# (model file, input maker, shapes to run at; 150 steps walk a recurrence in three blocks). The
+# TorchScript LSTM keeps its dynamic seq and batch, both CNNs their dynamic batch; the other
+# dynamo export and the TorchScript encoder fix the traced sizes, so they run there.
 CASES = [
-    ("lstm.onnx", _lstm_input, [(1, 1), (7, 2), (3, 5)]),
+    ("lstm.onnx", _lstm_input, [(1, 1), (7, 2), (3, 5), (150, 2)]),
     ("lstm_dynamo.onnx", _lstm_input, [(7, 2)]),
     ("encoder.onnx", _token_ids, [(2, 9)]),
     ("encoder_dynamo.onnx", _token_ids, [(2, 9)]),
@@ -97,7 +97,7 @@ CASES = [
     ("whisper.onnx", _mels, [(1, 7), (2, 40), (3, 64)]),
     ("t5.onnx", _embedded, [(1, 1), (2, 10), (3, 17)]),
     ("yolo_hw.onnx", _sized_images, [(1, 32, 32), (2, 64, 48), (1, 16, 16)]),
-    ("gru.onnx", _small_vocab_ids, [(1, 1), (2, 9), (3, 5)]),
+    ("gru.onnx", _small_vocab_ids, [(1, 1), (2, 9), (3, 5), (2, 150)]),
     ("misc2.onnx", _matrices, [(1,), (3,)]),
     ("boolindex.onnx", _rows, [(1,), (5,)]),
     ("boolindex_dynamo.onnx", _rows, [(1,), (5,)]),

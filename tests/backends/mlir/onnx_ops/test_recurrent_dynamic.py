@@ -20,7 +20,13 @@ from niro.backends.mlir.onnx_ops.recurrent import BLOCK_STEPS
 from niro.frontends.onnx import import_model
 from onnx import TensorProto, helper, numpy_helper
 
-from ..mlir_harness import assert_matches_onnxruntime, call, compile_module, compile_onnx
+from ..mlir_harness import (
+    assert_matches_onnxruntime,
+    call,
+    compile_module,
+    compile_onnx,
+    load_vmfb,
+)
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 HIDDEN, INPUT = 5, 4
@@ -282,14 +288,11 @@ def test_a_long_sequence_first_runs_on_the_task_driver(tmp_path, name: str) -> N
     in blocks. An LSTM masked by `sequence_lens` carries its hidden state; walked in blocks so,
     it makes IREE 3.13's runtime fail some of these calls ("transient buffer has not been
     committed", or wrong numbers: a race), so it is walked in one run of loops."""
-    import iree.runtime as runtime
-
-    lowered = lower_to_mlir(import_model(_model(name)))
-    path = compile_module(lowered, tmp_path, name)
+    path = compile_module(lower_to_mlir(import_model(_model(name))), tmp_path, name)
     shapes = ((BLOCK_STEPS, 3), (2 * BLOCK_STEPS + 21, 2))
     for _ in range(TASK_DRIVER_TRIALS):
         assert_matches_onnxruntime(
-            runtime.load_vm_flatbuffer_file(str(path), driver="local-task"),
+            load_vmfb(path, driver="local-task"),
             _reference(name),
             (_feeds(name, seq, batch) for seq, batch in shapes),
             function=name,
