@@ -14,11 +14,22 @@
   the one lowering of Niro's MatMul and ONNX's.
 - `checks`: run-time checks (`assert_true`, `assert_all`, `checked_cast`).
 - `elements`: element types (accumulators, float conversions) and reading integer scalars.
+- `blocks`: loops that stack a row per step (Scan, Loop, a recurrence's Y) walked in blocks of
+  `BLOCK_STEPS` steps, and the row reads and writes they use.
 
 Rules import the names from here (`from ..builders import fill, generic`).
 """
 
 from .arithmetic import Arithmetic, binary_arithmetic
+from .blocks import (
+    BLOCK_STEPS,
+    Block,
+    block_loop,
+    extract_row,
+    first_step_reads,
+    insert_row,
+    insert_rows,
+)
 from .broadcast import elementwise
 from .checks import assert_all, assert_true, checked_cast
 from .constants import (
@@ -57,6 +68,13 @@ from .shapes import (
 from .structured import MapSpec, affine_map, dim, fill, filled, generic, named_op, transpose
 
 __all__ = [
+    "BLOCK_STEPS",
+    "Block",
+    "block_loop",
+    "extract_row",
+    "first_step_reads",
+    "insert_row",
+    "insert_rows",
     "ranked_result",
     "narrow_to_result",
     "multiply_all",

@@ -36,6 +36,7 @@ from ..builders import (
     DYNAMIC,
     as_i64,
     assert_true,
+    block_loop,
     empty,
     extract_slice,
     fill,
@@ -253,21 +254,12 @@ bidirectional LSTM (iree-benchmark-module medians, quiet machine) ran 32 steps i
 2.9 s with (4, 1) and 4.2 s with (16, 1)."""
 
 
-BLOCK_STEPS = 64
-"""Steps per block of a looped recurrence that reads its hidden state from Y: an outer
-`scf.for` walks the sequence a block at a time, its steps (LOOPED_STEPS loops) writing a
-block-sized slab of Y that the block then inserts into Y.
-
-NOTE: IREE 3.13 copies every tensor an `scf.for` carries into a new buffer at every iteration
-(its conversion to the stream dialect cannot place a loop's block argument on a device, so it
-inserts a `stream.async.transfer` from no device, which ElideAsyncCopies keeps), so a loop
-carrying the whole Y copies all of it at every iteration: time quadratic in the sequence
-length. The bench's dynamic 2-layer bidirectional LSTM took 1.3-1.6 s at 2048 steps and batch
-64 so (onnxruntime 0.15 s), 0.58-0.72 s in blocks, its GRU 484 against 147 ms at 2048 steps
-and batch 16 (onnxruntime 52 ms); at 32 steps (one block) blocks cost nothing measurable. A
-recurrence carrying its hidden state (one masked by `sequence_lens`) walked in blocks fails at
-run time on IREE 3.13's `local-task` driver ("transient buffer has not been committed";
-test_recurrent_dynamic's task-driver test), so it still carries the whole Y."""
+# A recurrence that reads its hidden state from Y walks the sequence in blocks of BLOCK_STEPS
+# steps (builders.blocks: IREE copies a loop-carried Y whole at every iteration), its steps
+# (LOOPED_STEPS loops) writing a block-sized slab of Y that the block then inserts into Y.
+# NOTE: a recurrence carrying its hidden state (one masked by `sequence_lens`) walked in blocks
+# fails at run time on IREE 3.13's `local-task` driver ("transient buffer has not been
+# committed"; test_recurrent_dynamic's task-driver test), so it still carries the whole Y.
 
 
 def _looped(
@@ -276,7 +268,7 @@ def _looped(
     """Every direction's steps in the same `scf.for` loops over time, carrying their states
     and Y: LOOPED_STEPS[0] steps of each direction per iteration while that many remain, then
     fewer (LOOPED_STEPS); for a recurrence reading its hidden state from Y, inside an outer
-    loop over blocks of BLOCK_STEPS steps (see there).
+    loop over blocks of BLOCK_STEPS steps (builders.blocks).
     The final states of each direction, and `y` with its Y slabs written. A bidirectional op
     walks both directions in one loop: half the host-driven iterations of a loop per
     direction.
@@ -291,7 +283,7 @@ def _looped(
     steps, 0.93 against 1.16 ms at 100 (iree-benchmark-module medians, interleaved), for 3
     more executables (12). Its GRU gains nothing measurable at 32 steps so and takes about 30%
     more iree-compile time (27 executables against 18), but only a hidden state read from Y
-    lets it walk blocks (see BLOCK_STEPS), 3.3x faster at 2048 steps."""
+    lets it walk blocks (see builders.blocks), 3.3x faster at 2048 steps."""
     directions = range(len(rec.reverse))
     starts = [_start(rec, direction) for direction in directions]
     bound = index_constant(rec.seq) if isinstance(rec.seq, int) else rec.seq
@@ -370,20 +362,15 @@ def _blocks(
     loops: IREE 3.13 cannot find the dims of a dynamic-batch state that one loop carries
     into another ("'tensor.dim' op unexpected during shape cleanup")."""
     assert span.skipped == 1, "only a hidden state read from Y can be walked in blocks"
-    block = scf.ForOp(span.lower, span.upper, index_constant(BLOCK_STEPS), carried)
+    block, steps = block_loop(span.lower, span.upper, carried)
     rec.hoist_before(block.operation)
     count = rec.cell.states - 1
     with mlir_ir.InsertionPoint(block.body):
-        start = block.induction_variable
+        start, size, end = steps.start, steps.size, steps.end
         inner = list(block.inner_iter_args)
         y = inner[-1]
-        remaining = arith.SubIOp(span.upper, start).result
-        size = arith.MinUIOp(remaining, index_constant(BLOCK_STEPS)).result
-        end = arith.AddIOp(start, size).result
         after_last = arith.AddIOp(span.last, index_constant(1)).result
-        origins = [
-            arith.SubIOp(after_last, end).result if reverse else start for reverse in rec.reverse
-        ]
+        origins = [steps.origin(span.last, reverse) for reverse in rec.reverse]
         initial = []
         for direction, reverse in enumerate(rec.reverse):
             if reverse:  # the time of the step before the block's first, inside the sequence

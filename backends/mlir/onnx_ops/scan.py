@@ -1,10 +1,12 @@
-"""Scan (opset 9+) as an `scf.for` over the statically known sequence length.
+"""Scan (opset 9+) as an `scf.for` over the sequence.
 
 The body region's entry block takes the N state values and one slice of each of the M scan
 inputs; its Yield gives the N new states and K scan-output slices. The loop carries the
 states and the K stacked outputs (each slice written with `tensor.insert_slice` at the
 iteration's position), and reads each scan input slice with a rank-reducing
-`tensor.extract_slice`; `scan_*_directions` 1 walks that input or output backwards. A scan
+`tensor.extract_slice`; `scan_*_directions` 1 walks that input or output backwards. A
+sequence longer than BLOCK_STEPS, or of a length known at run time only, is walked in blocks
+(`_stack`): IREE copies a loop-carried tensor at every iteration. A scan
 axis other than 0 is handled by a transpose that brings it to the front before the loop (scan
 inputs) or moves it back after it (scan outputs). With dynamic dims the first iteration is
 peeled to size the scan outputs (`_lower_dynamic_scan`).
@@ -19,13 +21,21 @@ from niro.ir import UnknownOp
 
 from ..bindings import arith, mlir_ir, scf, tensor
 from ..builders import (
+    BLOCK_STEPS,
     DYNAMIC,
+    Block,
     assert_true,
+    block_loop,
     cast_to,
     dim_size,
     empty,
+    extract_row,
+    first_step_reads,
     generic,
     index_constant,
+    insert_row,
+    insert_rows,
+    tensor_size,
     tensor_sizes,
 )
 from ..context import LoweringRuleContext
@@ -45,11 +55,6 @@ def _flags(ctx: LoweringRuleContext, name: str, count: int, allowed: tuple[int, 
     if any(v not in allowed for v in values):
         raise ctx.error(f"supports {name} in {allowed} only, got {values}")
     return values
-
-
-def _slice_type(type_: mlir_ir.Type) -> mlir_ir.RankedTensorType:
-    ranked = mlir_ir.RankedTensorType(type_)
-    return mlir_ir.RankedTensorType.get(list(ranked.shape)[1:], ranked.element_type)
 
 
 @register_lowering("onnx.Scan", since=9)
@@ -89,6 +94,7 @@ def _lower_scan(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
             f"scan inputs and outputs disagree on the sequence length: {sorted(lengths)}"
         )
     length = lengths.pop()
+    layout = _Layout(states, scan_outputs, input_axes, output_axes, input_reverse, output_reverse)
     sources = [
         _permute(value, _axis_first(axis, mlir_ir.RankedTensorType(value.type).rank))
         for value, axis in zip(ctx.operands[states:], input_axes, strict=True)
@@ -99,68 +105,9 @@ def _lower_scan(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         shape = list(ranked.shape)
         order = _axis_first(axis, len(shape))
         accumulators.append(tensor.EmptyOp([shape[d] for d in order], ranked.element_type).result)
-    loop = scf.ForOp(
-        index_constant(0),
-        index_constant(length),
-        index_constant(1),
-        [*ctx.operands[:states], *accumulators],
-    )
-    body = loop.body
-    with mlir_ir.InsertionPoint(body):
-        position = loop.induction_variable
-        backwards = arith.SubIOp(index_constant(length - 1), position).result
-        carried = list(loop.inner_iter_args)
-        pieces = []
-        for index in range(len(block.arguments) - states):
-            source = sources[index]
-            shape = list(mlir_ir.RankedTensorType(source.type).shape)
-            offset = backwards if input_reverse[index] else position
-            piece = tensor.ExtractSliceOp(
-                _slice_type(source.type),
-                source,
-                [offset],
-                [],
-                [],
-                [DYNAMIC] + [0] * (len(shape) - 1),
-                [1, *shape[1:]],
-                [1] * len(shape),
-            ).result
-            pieces.append(piece)
-
-    def finish(yield_ctx: LoweringRuleContext) -> None:
-        yielded = list(yield_ctx.operands)
-        if len(yielded) != states + scan_outputs:
-            raise ctx.error(f"body yields {len(yielded)} values, expected {states + scan_outputs}")
-        stacked = []
-        for index, (piece, accumulator) in enumerate(
-            zip(yielded[states:], carried[states:], strict=True)
-        ):
-            shape = list(mlir_ir.RankedTensorType(accumulator.type).shape)
-            offset = backwards if output_reverse[index] else position
-            stacked.append(
-                tensor.InsertSliceOp(
-                    piece,
-                    accumulator,
-                    [offset],
-                    [],
-                    [],
-                    [DYNAMIC] + [0] * (len(shape) - 1),
-                    [1, *shape[1:]],
-                    [1] * len(shape),
-                ).result
-            )
-        new_states = [cast_to(value, old.type) for value, old in zip(yielded[:states], carried[:states], strict=True)]
-        scf.YieldOp([*new_states, *stacked])
-
-    ctx.lower_block(block, body, [*carried[:states], *pieces], yield_builder=finish)
-    results = list(loop.results)
-    for index, axis in enumerate(output_axes):
-        if axis:
-            rank = mlir_ir.RankedTensorType(results[states + index].type).rank
-            results[states + index] = _permute(results[states + index], _axis_back(axis, rank))
-    for index in range(states):  # a state's type may be less static than the Scan's result
-        results[index] = cast_to(results[index], ctx.result_types[index])
-    return results
+    steps = _Steps(index_constant(0), index_constant(length), index_constant(length - 1), length)
+    results = _stack(ctx, block, layout, steps, sources, [*ctx.operands[:states], *accumulators])
+    return _scan_results(ctx, layout, results)
 
 
 @dataclass(frozen=True)
@@ -197,7 +144,8 @@ def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> lis
         raise ctx.error(
             f"scan inputs and outputs disagree on the sequence length: {sorted(static_lengths)}"
         )
-    length = index_constant(static_lengths.pop()) if static_lengths else dim_size(sources[0], 0)
+    known = static_lengths.pop() if static_lengths else None
+    length = dim_size(sources[0], 0) if known is None else index_constant(known)
     valid = cmp("sge", length, 1)
     for source in sources:
         valid = arith.AndIOp(valid, cmp("eq", dim_size(source, 0), length)).result
@@ -205,19 +153,7 @@ def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> lis
         valid,
         f"{ctx.niro_location}: 'onnx.Scan' op: the scan inputs must have one sequence length, at least 1",
     )
-    last = sub(length, 1)
-
-    def bind(position: mlir_ir.Value, carried: Sequence[mlir_ir.Value]) -> list[mlir_ir.Value]:
-        """The values of the body's arguments at `position`: the states, then the slices."""
-        backwards = sub(last, position)
-        bound = []
-        for argument, value in zip(block.arguments[:states], carried, strict=True):
-            bound.append(cast_to(value, lower_type(argument.type)))
-        for index, argument in enumerate(block.arguments[states:]):
-            offset = backwards if layout.input_reverse[index] else position
-            piece = _slice_at(ctx, sources[index], offset)
-            bound.append(cast_to(piece, lower_type(argument.type)))
-        return bound
+    steps = _Steps(index_constant(1), length, sub(length, 1), None if known is None else known - 1)
 
     yield_types = [lower_type(value.type) for value in _yielded(block)]
     if len(yield_types) != states + layout.scan_outputs:
@@ -225,7 +161,7 @@ def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> lis
     first = scf.ExecuteRegionOp(yield_types)
     entry = first.region.blocks.append()
     with mlir_ir.InsertionPoint(entry):
-        bound = bind(index_constant(0), ctx.operands[:states])
+        bound = _bind(block, layout, steps, sources, index_constant(0), ctx.operands[:states])
 
     def finish_first(yield_ctx: LoweringRuleContext) -> None:
         scf.YieldOp(list(yield_ctx.operands))
@@ -236,27 +172,165 @@ def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> lis
     for index, piece in enumerate(peeled[states:]):
         sizes = [length, *tensor_sizes(piece)]
         stacked = empty(sizes, mlir_ir.RankedTensorType(piece.type).element_type)
-        offset = last if layout.output_reverse[index] else index_constant(0)
-        accumulators.append(_insert_at(piece, stacked, offset))
-    loop = scf.ForOp(
-        index_constant(1), length, index_constant(1), [*peeled[:states], *accumulators]
-    )
-    body = loop.body
-    with mlir_ir.InsertionPoint(body):
-        position = loop.induction_variable
-        carried = list(loop.inner_iter_args)
-        bound = bind(position, carried[:states])
+        offset = steps.last if layout.output_reverse[index] else index_constant(0)
+        accumulators.append(insert_row(piece, stacked, offset))
+    results = _stack(ctx, block, layout, steps, sources, [*peeled[:states], *accumulators])
+    return _scan_results(ctx, layout, results)
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """The steps [lower, upper) a Scan's loop walks, of a sequence whose last step is `last`
+    (a scan value walked backwards reads or writes step p at `last - p`); `count` is the
+    number of steps when known at compile time."""
+
+    lower: mlir_ir.Value
+    upper: mlir_ir.Value
+    last: mlir_ir.Value
+    count: int | None
+
+
+def _bind(
+    block, layout: _Layout, steps: _Steps, sources: Sequence[mlir_ir.Value], position, carried
+) -> list[mlir_ir.Value]:
+    """The values of the body's arguments at step `position`: the states `carried`, then the
+    scan inputs' slices."""
+    states = layout.states
+    bound = []
+    for argument, value in zip(block.arguments[:states], carried, strict=True):
+        bound.append(cast_to(value, lower_type(argument.type)))
+    backwards = None
+    for index, argument in enumerate(block.arguments[states:]):
+        offset = position
+        if layout.input_reverse[index]:
+            if backwards is None:
+                backwards = sub(steps.last, position)
+            offset = backwards
+        bound.append(cast_to(extract_row(sources[index], offset), lower_type(argument.type)))
+    return bound
+
+
+def _stack(
+    ctx: LoweringRuleContext,
+    block,
+    layout: _Layout,
+    steps: _Steps,
+    sources: Sequence[mlir_ir.Value],
+    carried: Sequence[mlir_ir.Value],
+) -> list[mlir_ir.Value]:
+    """The `scf.for` over `steps` running the body, carrying the states and the stacked scan
+    outputs (`carried`), and its results. A walk of more than BLOCK_STEPS steps (or of a
+    number known at run time only) goes in blocks (see there): each block's steps stack their
+    rows in a slab of their own, which the block inserts into the scan outputs. A state with
+    dynamic dims is read by a block's first step (`first_step_reads`), not carried into it."""
+    states = layout.states
+    if steps.count is not None and steps.count <= BLOCK_STEPS:
+        loop = scf.ForOp(steps.lower, steps.upper, index_constant(1), list(carried))
+        _run_body(ctx, block, layout, steps, sources, loop, None)
+        return list(loop.results)
+    # the dims of the states and of the scan outputs' rows, read before the loops
+    sizes = [
+        [tensor_size(value, axis) for axis in range(mlir_ir.RankedTensorType(value.type).rank)]
+        for value in carried
+    ]
+    outer, walked = block_loop(steps.lower, steps.upper, list(carried))
+    with mlir_ir.InsertionPoint(outer.body):
+        starting = list(outer.inner_iter_args)
+        entering = [
+            empty(sizes[index], _element(value)) if _is_dynamic(value) else value
+            for index, value in enumerate(starting[:states])
+        ]
+        slabs = [
+            empty([walked.size, *row[1:]], _element(value))
+            for value, row in zip(starting[states:], sizes[states:], strict=True)
+        ]
+        inner = scf.ForOp(walked.start, walked.end, index_constant(1), [*entering, *slabs])
+    blocked = _Blocked(walked, starting[:states], sizes[:states])
+    _run_body(ctx, block, layout, steps, sources, inner, blocked)
+    with mlir_ir.InsertionPoint(outer.body):
+        written = list(inner.results)
+        stacked = []
+        for index, (slab, into) in enumerate(zip(written[states:], starting[states:], strict=True)):
+            origin = walked.origin(steps.last, bool(layout.output_reverse[index]))
+            rows = [walked.size, *sizes[states + index][1:]]
+            stacked.append(insert_rows(slab, into, origin, rows))
+        scf.YieldOp([*written[:states], *stacked])
+    return list(outer.results)
+
+
+@dataclass(frozen=True)
+class _Blocked:
+    """The block a loop over a block's steps walks, the states the block starts from and their
+    dims (read before the loops)."""
+
+    block: Block
+    states: list[mlir_ir.Value]
+    sizes: list[list[int | mlir_ir.Value]]
+
+
+def _is_dynamic(value: mlir_ir.Value) -> bool:
+    return DYNAMIC in list(mlir_ir.RankedTensorType(value.type).shape)
+
+
+def _element(value: mlir_ir.Value) -> mlir_ir.Type:
+    return mlir_ir.RankedTensorType(value.type).element_type
+
+
+def _run_body(ctx, block, layout: _Layout, steps: _Steps, sources, loop: scf.ForOp, blocked: _Blocked | None) -> None:
+    """The body lowered into `loop` (one step per iteration): each scan output's row goes into
+    the stacked output it carries, or into the slab of the `blocked` block."""
+    states = layout.states
+    position = loop.induction_variable
+    carried = list(loop.inner_iter_args)
+    with mlir_ir.InsertionPoint(loop.body):
+        starts = carried[:states]
+        if blocked is not None:
+            starts = [
+                first_step_reads(position, blocked.block.start, start, value, blocked.sizes[index])
+                if _is_dynamic(value)
+                else value
+                for index, (start, value) in enumerate(zip(blocked.states, starts, strict=True))
+            ]
+        bound = _bind(block, layout, steps, sources, position, starts)
 
     def finish(yield_ctx: LoweringRuleContext) -> None:
         yielded = list(yield_ctx.operands)
-        stacked = []
-        for index, (piece, accumulator) in enumerate(zip(yielded[states:], carried[states:], strict=True)):
-            offset = sub(last, position) if layout.output_reverse[index] else position
-            stacked.append(_insert_at(piece, accumulator, offset))
-        scf.YieldOp([*yielded[:states], *stacked])
+        if len(yielded) != states + layout.scan_outputs:
+            raise ctx.error(f"body yields {len(yielded)} values, expected {states + layout.scan_outputs}")
+        rows = []
+        for index, (piece, into) in enumerate(zip(yielded[states:], carried[states:], strict=True)):
+            backwards = bool(layout.output_reverse[index])
+            if blocked is not None:
+                offset = blocked.block.slot(position, backwards)
+            else:
+                offset = sub(steps.last, position) if backwards else position
+            rows.append(insert_row(cast_to(piece, _row_type(into.type)), into, offset))
+        new_states = [cast_to(value, old.type) for value, old in zip(yielded[:states], carried[:states], strict=True)]
+        if blocked is not None:
+            for index, value in enumerate(new_states):
+                _check_same_dims(ctx, value, blocked.sizes[index], index)
+        scf.YieldOp([*new_states, *rows])
 
-    ctx.lower_block(block, body, bound, yield_builder=finish)
-    results = list(loop.results)
+    ctx.lower_block(block, loop.body, bound, yield_builder=finish)
+
+
+def _check_same_dims(ctx: LoweringRuleContext, value: mlir_ir.Value, sizes, index: int) -> None:
+    """A run-time check that a state's dynamic dims stay those it started with (a block's first
+    step reads the state it starts from in those dims)."""
+    for axis, size in enumerate(sizes):
+        if isinstance(size, int):
+            continue
+        assert_true(
+            cmp("eq", dim_size(value, axis), size),
+            f"{ctx.niro_location}: 'onnx.Scan' op: state #{index} changes size along dim {axis} "
+            "from one iteration to the next",
+        )
+
+
+def _scan_results(ctx: LoweringRuleContext, layout: _Layout, results: list[mlir_ir.Value]) -> list[mlir_ir.Value]:
+    """The loop's results as the Scan's: scan outputs moved back to their axes, every result
+    cast to the Scan's result type (a state's type may be less static)."""
+    states = layout.states
     for index, axis in enumerate(layout.output_axes):
         value = results[states + index]
         if axis:
@@ -267,41 +341,15 @@ def _lower_dynamic_scan(ctx: LoweringRuleContext, block, layout: _Layout) -> lis
     return results
 
 
+def _row_type(stacked: mlir_ir.Type) -> mlir_ir.RankedTensorType:
+    """The type of one row of a stacked tensor (its leading axis dropped)."""
+    ranked = mlir_ir.RankedTensorType(stacked)
+    return mlir_ir.RankedTensorType.get(list(ranked.shape)[1:], ranked.element_type)
+
+
 def _yielded(block) -> list:
     """The values the body block's terminator yields (its operands)."""
     return list(block.operations[-1].operands)
-
-
-def _slice_at(ctx: LoweringRuleContext, source: mlir_ir.Value, offset: mlir_ir.Value) -> mlir_ir.Value:
-    """Slice `offset` of an axis-first tensor, without the axis (dynamic sizes allowed)."""
-    shape = list(mlir_ir.RankedTensorType(source.type).shape)
-    dynamic_sizes = [dim_size(source, dim) for dim in range(1, len(shape)) if shape[dim] == DYNAMIC]
-    return tensor.ExtractSliceOp(
-        _slice_type(source.type),
-        source,
-        [offset],
-        dynamic_sizes,
-        [],
-        [DYNAMIC] + [0] * (len(shape) - 1),
-        [1, *shape[1:]],
-        [1] * len(shape),
-    ).result
-
-
-def _insert_at(piece: mlir_ir.Value, stacked: mlir_ir.Value, offset: mlir_ir.Value) -> mlir_ir.Value:
-    """`piece` written at `offset` of the leading axis of `stacked` (dynamic sizes allowed)."""
-    shape = list(mlir_ir.RankedTensorType(piece.type).shape)
-    dynamic_sizes = [size for size in tensor_sizes(piece) if not isinstance(size, int)]
-    return tensor.InsertSliceOp(
-        piece,
-        stacked,
-        [offset],
-        dynamic_sizes,
-        [],
-        [DYNAMIC] + [0] * len(shape),
-        [1, *shape],
-        [1] * (len(shape) + 1),
-    ).result
 
 
 def _axes(ctx: LoweringRuleContext, name: str, values, rank_offset: int) -> list[int]:

@@ -16,7 +16,7 @@ import onnx
 import onnxruntime
 import pytest
 from niro.backends.mlir import LoweringError, lower_to_mlir
-from niro.backends.mlir.onnx_ops.recurrent import BLOCK_STEPS
+from niro.backends.mlir.builders.blocks import BLOCK_STEPS
 from niro.frontends.onnx import import_model
 from onnx import TensorProto, helper, numpy_helper
 
