@@ -11,6 +11,8 @@
 | `llama` | Llama-style decoder: 4 layers, d=256, 4 heads, batch 1 x seq 128, RMSNorm, rotary embeddings, causal mask, SiLU-gated MLP, tied-free LM head | run time |
 | `llama_step` | the Llama-style decoder at one token (batch 1 x seq 1), d=512, 8 heads, MLP 1376, vocab 8192: matrix-vector products | run time |
 | `mlp_rows` | 4 x (MatMul 1024x4096, Relu, MatMul 4096x1024, Add) on [rows, 1024], rows a run-time dim | run time |
+| `scan_long` | one Scan over [seq, 256] (seq a run-time dim): a running sum as its state, a row per step (the sum times the step's input) stacked as its scan output | run time |
+| `loop_long` | one Loop over the rows of [rows, 256] (a run-time trip count): a running sum carried, a row per iteration stacked as its scan output | run time |
 | `small_nodes` | 20,000 nodes (Add, Mul, MatMul, Transpose, Relu) on 8x8 f32, ~6,500 initializers | nodes |
 | `one_node` | one Add of two 2x2 inputs | start-up |
 | `mlp_huge` | 17 x (MatMul 8192x8192 + Add bias), 4.25 GiB of float32 weights in `weights.bin` (only on request: `--only mlp_huge`) | weights past 4 GiB |
@@ -343,6 +345,65 @@ def mlp_rows(folder: Path) -> None:
     _save(helper.make_model(model, opset_imports=OPSET), folder / "model.onnx")
 
 
+def scan_long(folder: Path) -> None:
+    """One Scan over a run-time number of steps: a (256,) running sum, and a row stacked per
+    step (a loop stacking its scan output)."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Add", ["sum", "step"], ["next"]),
+            helper.make_node("Mul", ["next", "step"], ["row"]),
+        ],
+        "body",
+        [helper.make_tensor_value_info(name, F32, [256]) for name in ("sum", "step")],
+        [helper.make_tensor_value_info(name, F32, [256]) for name in ("next", "row")],
+    )
+    node = helper.make_node("Scan", ["start", "x"], ["total", "rows"], body=body, num_scan_inputs=1)
+    graph = helper.make_graph(
+        [node],
+        "scan_long",
+        [helper.make_tensor_value_info("start", F32, [256]), helper.make_tensor_value_info("x", F32, ["seq", 256])],
+        [helper.make_tensor_value_info("total", F32, [256]), helper.make_tensor_value_info("rows", F32, ["seq", 256])],
+    )
+    _save(helper.make_model(graph, opset_imports=OPSET), folder / "model.onnx")
+
+
+def loop_long(folder: Path) -> None:
+    """One Loop over the rows of x (its trip count read from x's shape at run time): a (256,)
+    running sum carried, and a row stacked per iteration."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["going"], ["going_on"]),
+            helper.make_node("Gather", ["x", "i"], ["step"], axis=0),
+            helper.make_node("Add", ["sum", "step"], ["next"]),
+            helper.make_node("Mul", ["next", "step"], ["row"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("going", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("sum", F32, [256]),
+        ],
+        [
+            helper.make_tensor_value_info("going_on", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("next", F32, [256]),
+            helper.make_tensor_value_info("row", F32, [256]),
+        ],
+    )
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"], start=0, end=1),
+        helper.make_node("Squeeze", ["shape"], ["count"]),
+        helper.make_node("Constant", [], ["true"], value=helper.make_tensor("true", TensorProto.BOOL, [], [True])),
+        helper.make_node("Loop", ["count", "true", "start"], ["total", "rows"], body=body),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "loop_long",
+        [helper.make_tensor_value_info("start", F32, [256]), helper.make_tensor_value_info("x", F32, ["rows", 256])],
+        [helper.make_tensor_value_info("total", F32, [256]), helper.make_tensor_value_info("rows", F32, ["rows", 256])],
+    )
+    _save(helper.make_model(graph, opset_imports=OPSET), folder / "model.onnx")
+
+
 # -- node-bound graph and start-up --------------------------------------------------------------
 
 
@@ -389,6 +450,8 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "llama": llama,
     "llama_step": llama_step,
     "mlp_rows": mlp_rows,
+    "scan_long": scan_long,
+    "loop_long": loop_long,
     "small_nodes": small_nodes,
     "one_node": one_node,
     "mlp_huge": mlp_huge,
