@@ -40,8 +40,9 @@ of steps. In blocks, a step copies the slab and a block the stacked tensor.
   measurable.
 - A Scan stacking a running sum of 256 floats per step took 112 ms at 1024 steps, 2.8 s at
   4096 and 36 s at 16384 so (onnxruntime 1.4, 4.0 and 17 ms), 13-27 ms, 61-140 ms and
-  0.55-0.63 s in blocks; 16 steps a block took 2.1 s at 16384, 256 steps 1.1 s (a step then
-  copies a slab of 256 rows).
+  0.55-0.63 s in blocks a step an iteration; 16 steps a block took 2.1 s at 16384, 256 steps
+  1.1 s (a step then copies a slab of 256 rows). Scan runs 8 steps an iteration now (see
+  scan.STEPS_PER_ITERATION).
 - A Loop stacking such rows took 412 ms at 4096 iterations so (onnxruntime 10-12 ms), 84-103
   ms in blocks."""
 

@@ -5,8 +5,9 @@ inputs; its Yield gives the N new states and K scan-output slices. The loop carr
 states and the K stacked outputs (each slice written with `tensor.insert_slice` at the
 iteration's position), and reads each scan input slice with a rank-reducing
 `tensor.extract_slice`; `scan_*_directions` 1 walks that input or output backwards. A
-sequence longer than BLOCK_STEPS, or of a length known at run time only, is walked in blocks
-(`_stack`): IREE copies a loop-carried tensor at every iteration. A scan
+sequence longer than BLOCK_STEPS, or of a length known at run time only, is walked in blocks,
+STEPS_PER_ITERATION steps an iteration (`_stack`): IREE copies a loop-carried tensor at every
+iteration, and drives every iteration from the host. A scan
 axis other than 0 is handled by a transpose that brings it to the front before the loop (scan
 inputs) or moves it back after it (scan outputs). With dynamic dims the first iteration is
 peeled to size the scan outputs (`_lower_dynamic_scan`).
@@ -223,7 +224,6 @@ def _stack(
     number known at run time only) goes in blocks (see there): each block's steps stack their
     rows in a slab of their own, which the block inserts into the scan outputs. A state with
     dynamic dims is read by a block's first step (`first_step_reads`), not carried into it."""
-    states = layout.states
     if steps.count is not None and steps.count <= BLOCK_STEPS:
         loop = scf.ForOp(steps.lower, steps.upper, index_constant(1), list(carried))
         _run_body(ctx, block, layout, steps, sources, loop, None)
@@ -233,29 +233,91 @@ def _stack(
         [tensor_size(value, axis) for axis in range(mlir_ir.RankedTensorType(value.type).rank)]
         for value in carried
     ]
-    outer, walked = block_loop(steps.lower, steps.upper, list(carried))
-    with mlir_ir.InsertionPoint(outer.body):
+    per_iteration = _steps_per_iteration(block)
+    lower, carried = steps.lower, list(carried)
+    if per_iteration > 1:
+        # the first (steps mod per_iteration) steps a step an iteration, stacked straight into
+        # the scan outputs, so that every block after them runs whole iterations
+        # NOTE: IREE 3.13's `local-task` driver fails at run time ("transient buffer has not
+        # been committed") on a loop that runs no iteration and carries a tensor made for it
+        # (a slab): single steps after each block's whole iterations, or these steps as a
+        # block of their own, failed so whenever there were none (test_scan_blocks.py's
+        # task-driver test)
+        span = arith.SubIOp(steps.upper, lower).result
+        head_end = arith.AddIOp(lower, arith.RemUIOp(span, index_constant(per_iteration)).result).result
+        head = scf.ForOp(lower, head_end, index_constant(1), carried)
+        _run_body(ctx, block, layout, steps, sources, head, None)
+        lower, carried = head_end, list(head.results)
+    outer, walked = block_loop(lower, steps.upper, carried)
+    body = mlir_ir.InsertionPoint(outer.body)
+    with body:
         starting = list(outer.inner_iter_args)
-        entering = [
+    walked_out = _walk_block(ctx, block, layout, steps, sources, sizes, walked, starting, body, per_iteration)
+    with body:
+        scf.YieldOp(walked_out)
+    return list(outer.results)
+
+
+def _walk_block(
+    ctx: LoweringRuleContext,
+    block,
+    layout: _Layout,
+    steps: _Steps,
+    sources: Sequence[mlir_ir.Value],
+    sizes: list[list[int | mlir_ir.Value]],
+    walked: Block,
+    starting: list[mlir_ir.Value],
+    where: mlir_ir.InsertionPoint,
+    count: int,
+) -> list[mlir_ir.Value]:
+    """The steps of block `walked`, `count` an iteration (their number a multiple of it), from
+    the states and scan outputs `starting`, built at `where` in the loop over blocks: the
+    states they leave and the scan outputs with their rows, inserted from a slab of the
+    block's own. A state with dynamic dims is read by the block's first step, not carried
+    into its loop (`first_step_reads`)."""
+    states = layout.states
+    with where:
+        for index, value in enumerate(starting[:states]):
+            _check_same_dims(ctx, value, sizes[index], index)
+        walking = [
             empty(sizes[index], _element(value)) if _is_dynamic(value) else value
             for index, value in enumerate(starting[:states])
         ]
-        slabs = [
+        walking += [
             empty([walked.size, *row[1:]], _element(value))
             for value, row in zip(starting[states:], sizes[states:], strict=True)
         ]
-        inner = scf.ForOp(walked.start, walked.end, index_constant(1), [*entering, *slabs])
+        inner = scf.ForOp(walked.start, walked.end, index_constant(count), walking)
     blocked = _Blocked(walked, starting[:states], sizes[:states])
-    _run_body(ctx, block, layout, steps, sources, inner, blocked)
-    with mlir_ir.InsertionPoint(outer.body):
+    _run_body(ctx, block, layout, steps, sources, inner, blocked, count)
+    with where:
         written = list(inner.results)
         stacked = []
         for index, (slab, into) in enumerate(zip(written[states:], starting[states:], strict=True)):
             origin = walked.origin(steps.last, bool(layout.output_reverse[index]))
             rows = [walked.size, *sizes[states + index][1:]]
             stacked.append(insert_rows(slab, into, origin, rows))
-        scf.YieldOp([*written[:states], *stacked])
-    return list(outer.results)
+    return [*written[:states], *stacked]
+
+
+STEPS_PER_ITERATION = 8
+"""Steps a loop iteration over a block runs (the body lowered that many times in a row), for a
+body of at most UNROLLED_BODY_OPS ops; the steps that do not fill whole blocks' iterations run
+first, a step an iteration.
+
+NOTE: IREE 3.13 runs each iteration of an `scf.for` over tensors from the host (a command
+buffer recorded and submitted, buffers allocated for what the loop carries, the slab copied):
+the `scan_long` bench row (4096 steps of 256 floats) took 85-99 ms a step an iteration, 19-23
+ms 8 steps an iteration (16384 steps: 600 against 206-227 ms; onnxruntime 3.7 and ~17 ms), for
+0.59 s of iree-compile against 0.53."""
+
+UNROLLED_BODY_OPS = 64
+"""The most ops a Scan body may have to be run STEPS_PER_ITERATION steps an iteration: a bigger
+body runs a step an iteration (iree-compile's time grows with the copies of the body)."""
+
+
+def _steps_per_iteration(block) -> int:
+    return STEPS_PER_ITERATION if len(block.operations) <= UNROLLED_BODY_OPS else 1
 
 
 @dataclass(frozen=True)
@@ -276,47 +338,68 @@ def _element(value: mlir_ir.Value) -> mlir_ir.Type:
     return mlir_ir.RankedTensorType(value.type).element_type
 
 
-def _run_body(ctx, block, layout: _Layout, steps: _Steps, sources, loop: scf.ForOp, blocked: _Blocked | None) -> None:
-    """The body lowered into `loop` (one step per iteration): each scan output's row goes into
-    the stacked output it carries, or into the slab of the `blocked` block."""
+def _run_body(
+    ctx: LoweringRuleContext,
+    block,
+    layout: _Layout,
+    steps: _Steps,
+    sources: Sequence[mlir_ir.Value],
+    loop: scf.ForOp,
+    blocked: _Blocked | None,
+    count: int = 1,
+) -> None:
+    """The body lowered `count` times in a row into `loop` (`count` steps an iteration): each
+    scan output's row goes into the stacked output it carries, or into the slab of the
+    `blocked` block; a step starts from the states the step before it yields."""
     states = layout.states
-    position = loop.induction_variable
+
+    def step(position: mlir_ir.Value, carried: list[mlir_ir.Value], first: bool, last: bool) -> list[mlir_ir.Value]:
+        """One step at `position` from `carried`: what it yields (states, then the stacked
+        outputs or slabs with its rows), the loop's yield when `last`."""
+        with mlir_ir.InsertionPoint(loop.body):
+            starts = carried[:states]
+            if blocked is not None and first:  # only a first step can be the block's
+                starts = [
+                    first_step_reads(position, blocked.block.start, start, value, blocked.sizes[index])
+                    if _is_dynamic(value)
+                    else value
+                    for index, (start, value) in enumerate(zip(blocked.states, starts, strict=True))
+                ]
+            bound = _bind(block, layout, steps, sources, position, starts)
+        stepped: list[mlir_ir.Value] = []
+
+        def finish(yield_ctx: LoweringRuleContext) -> None:
+            yielded = list(yield_ctx.operands)
+            if len(yielded) != states + layout.scan_outputs:
+                raise ctx.error(f"body yields {len(yielded)} values, expected {states + layout.scan_outputs}")
+            rows = []
+            for index, (piece, into) in enumerate(zip(yielded[states:], carried[states:], strict=True)):
+                backwards = bool(layout.output_reverse[index])
+                if blocked is not None:
+                    offset = blocked.block.slot(position, backwards)
+                else:
+                    offset = sub(steps.last, position) if backwards else position
+                rows.append(insert_row(cast_to(piece, _row_type(into.type)), into, offset))
+            new_states = [cast_to(value, old.type) for value, old in zip(yielded[:states], carried[:states], strict=True)]
+            stepped.extend([*new_states, *rows])
+            if last:
+                scf.YieldOp(stepped)
+
+        ctx.lower_block(block, loop.body, bound, yield_builder=finish)
+        return stepped
+
     carried = list(loop.inner_iter_args)
-    with mlir_ir.InsertionPoint(loop.body):
-        starts = carried[:states]
-        if blocked is not None:
-            starts = [
-                first_step_reads(position, blocked.block.start, start, value, blocked.sizes[index])
-                if _is_dynamic(value)
-                else value
-                for index, (start, value) in enumerate(zip(blocked.states, starts, strict=True))
-            ]
-        bound = _bind(block, layout, steps, sources, position, starts)
-
-    def finish(yield_ctx: LoweringRuleContext) -> None:
-        yielded = list(yield_ctx.operands)
-        if len(yielded) != states + layout.scan_outputs:
-            raise ctx.error(f"body yields {len(yielded)} values, expected {states + layout.scan_outputs}")
-        rows = []
-        for index, (piece, into) in enumerate(zip(yielded[states:], carried[states:], strict=True)):
-            backwards = bool(layout.output_reverse[index])
-            if blocked is not None:
-                offset = blocked.block.slot(position, backwards)
-            else:
-                offset = sub(steps.last, position) if backwards else position
-            rows.append(insert_row(cast_to(piece, _row_type(into.type)), into, offset))
-        new_states = [cast_to(value, old.type) for value, old in zip(yielded[:states], carried[:states], strict=True)]
-        if blocked is not None:
-            for index, value in enumerate(new_states):
-                _check_same_dims(ctx, value, blocked.sizes[index], index)
-        scf.YieldOp([*new_states, *rows])
-
-    ctx.lower_block(block, loop.body, bound, yield_builder=finish)
+    for offset in range(count):
+        position = loop.induction_variable
+        if offset:
+            with mlir_ir.InsertionPoint(loop.body):
+                position = arith.AddIOp(position, index_constant(offset)).result
+        carried = step(position, carried, offset == 0, offset == count - 1)
 
 
 def _check_same_dims(ctx: LoweringRuleContext, value: mlir_ir.Value, sizes, index: int) -> None:
-    """A run-time check that a state's dynamic dims stay those it started with (a block's first
-    step reads the state it starts from in those dims)."""
+    """A run-time check that a state a block starts from has the dynamic dims the state
+    started with (the block's first step reads it in those dims)."""
     for axis, size in enumerate(sizes):
         if isinstance(size, int):
             continue

@@ -1,8 +1,9 @@
 """Scan over more steps than a block (builders.blocks.BLOCK_STEPS), or over a run-time number
-of steps: walked in blocks, each block's rows stacked in a slab of their own and inserted into
-the scan outputs at the block's origin (forwards or backwards). Every model runs against
-onnxruntime at lengths that end inside the first block, at its edge, one step past it and
-inside a third block, so that a wrong slot or origin of either direction shows."""
+of steps: the steps that do not fill whole iterations of 8 run one by one, the others walk
+blocks, each block's rows stacked in a slab of their own and inserted into the scan outputs at
+the block's origin (forwards or backwards). Every model runs against onnxruntime at lengths
+that end inside the first block, at its edge, one step past it and inside a third block, with
+0, 1, 4 and 7 single steps, so that a wrong slot or origin of either direction shows."""
 
 from __future__ import annotations
 
@@ -87,9 +88,12 @@ def _feeds(length: int, batch: int) -> dict[str, np.ndarray]:
     }
 
 
-@pytest.mark.parametrize("length", [BLOCK_STEPS, BLOCK_STEPS + 1, 2 * BLOCK_STEPS + 21])
+@pytest.mark.parametrize(
+    "length", [BLOCK_STEPS, BLOCK_STEPS + 1, 2 * BLOCK_STEPS + 8, 2 * BLOCK_STEPS + 21]
+)
 def test_a_static_scan_matches_onnxruntime(tmp_path, length: int) -> None:
-    """A static Scan of at most BLOCK_STEPS steps is one loop; a longer one walks blocks."""
+    """A static Scan of at most BLOCK_STEPS steps is one loop; a longer one runs (length mod
+    8) single steps (none at 2 * BLOCK_STEPS + 8), then walks blocks 8 steps an iteration."""
     model = _model(length, 3)
     vm_module = compile_onnx(model, tmp_path, "scan")
     assert_matches_onnxruntime(vm_module, model, [_feeds(length, 3)], function="g", rtol=1e-5, atol=1e-5)
@@ -117,7 +121,8 @@ def test_a_dynamic_scan_first_runs_on_the_task_driver(tmp_path) -> None:
 
 def test_a_state_that_changes_size_stops_the_program() -> None:
     """A block's first step reads the state it starts from in the dims the state started
-    with, so a state growing from one step to the next is refused at run time (onnxruntime
+    with, so a state growing from one step to the next is refused at run time once the steps
+    reach the blocks (12 steps: the peeled first, 3 single steps, a block of 8; onnxruntime
     refuses it too)."""
     body = helper.make_graph(
         [
@@ -149,8 +154,8 @@ def test_a_state_that_changes_size_stops_the_program() -> None:
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
     model.ir_version = 8
-    inputs = (np.ones(2, np.float32), np.ones((3, 1), np.float32))
-    expected = (np.ones(5, np.float32), np.array([3, 4, 5], np.float32))
+    inputs = (np.ones(2, np.float32), np.ones((12, 1), np.float32))
+    expected = (np.ones(14, np.float32), np.arange(3, 15, dtype=np.float32))
     outcome = run_case(NodeTestCase("scan_growing_state", model, ((inputs, expected),), 1e-5, 1e-5))
     assert outcome.stage == "run", outcome.message
     assert "'onnx.Scan' op: state #0 changes size along dim 0 from one iteration to the next" in (
