@@ -23,12 +23,15 @@ Rules import the names from here (`from ..builders import fill, generic`).
 from .arithmetic import Arithmetic, binary_arithmetic
 from .blocks import (
     BLOCK_STEPS,
+    STEPS_PER_ITERATION,
+    UNROLLED_BODY_OPS,
     Block,
     block_loop,
     extract_row,
     first_step_reads,
     insert_row,
     insert_rows,
+    steps_per_iteration,
 )
 from .broadcast import elementwise
 from .checks import assert_all, assert_true, checked_cast
@@ -69,6 +72,9 @@ from .structured import MapSpec, affine_map, dim, fill, filled, generic, named_o
 
 __all__ = [
     "BLOCK_STEPS",
+    "STEPS_PER_ITERATION",
+    "UNROLLED_BODY_OPS",
+    "steps_per_iteration",
     "Block",
     "block_loop",
     "extract_row",

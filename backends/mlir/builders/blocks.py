@@ -16,6 +16,9 @@ from .structured import generic
 
 __all__ = [
     "BLOCK_STEPS",
+    "STEPS_PER_ITERATION",
+    "UNROLLED_BODY_OPS",
+    "steps_per_iteration",
     "Block",
     "block_loop",
     "first_step_reads",
@@ -42,9 +45,37 @@ of steps. In blocks, a step copies the slab and a block the stacked tensor.
   4096 and 36 s at 16384 so (onnxruntime 1.4, 4.0 and 17 ms), 13-27 ms, 61-140 ms and
   0.55-0.63 s in blocks a step an iteration; 16 steps a block took 2.1 s at 16384, 256 steps
   1.1 s (a step then copies a slab of 256 rows). Scan runs 8 steps an iteration now (see
-  scan.STEPS_PER_ITERATION).
+  STEPS_PER_ITERATION).
 - A Loop stacking such rows took 412 ms at 4096 iterations so (onnxruntime 10-12 ms), 84-103
   ms in blocks."""
+
+
+STEPS_PER_ITERATION = 8
+"""Steps of a block one loop iteration runs (the body lowered that many times in a row), where
+every step surely runs (Scan; a Loop without a condition that can stop it) and the body has at
+most UNROLLED_BODY_OPS ops; the steps that do not fill whole iterations run first, one an
+iteration, stacked straight into the stacked tensor.
+
+NOTE: IREE 3.13 runs each iteration of an `scf.for` over tensors from the host (a command
+buffer recorded and submitted, buffers allocated for what the loop carries, the slab copied).
+The `scan_long` bench row (4096 steps of 256 floats) took 85-99 ms a step an iteration, 19-23
+ms 8 steps an iteration (16384 steps: 600 against 206-227 ms; onnxruntime 3.7 and ~17 ms), for
+0.59 s of iree-compile against 0.53; `loop_long` (4096 iterations) 89-109 against 24-28 ms
+(interleaved; bench-run 164 against 20 ms, onnxruntime 9.5-16 ms).
+NOTE: the single steps come first, so that every loop carrying a slab runs an iteration at
+least: IREE 3.13's `local-task` driver fails at run time ("transient buffer has not been
+committed") on a loop that runs none and carries a tensor made for it. Single steps after each
+block's whole iterations, or the leading steps as a block of their own, failed so whenever
+there were none (test_scan_blocks.py's task-driver test, a call in two)."""
+
+UNROLLED_BODY_OPS = 64
+"""The most ops a body may have to run STEPS_PER_ITERATION steps an iteration: a bigger body
+runs a step an iteration (iree-compile's time grows with the copies of the body)."""
+
+
+def steps_per_iteration(body_ops: int) -> int:
+    """STEPS_PER_ITERATION for a body of at most UNROLLED_BODY_OPS ops, else 1."""
+    return STEPS_PER_ITERATION if body_ops <= UNROLLED_BODY_OPS else 1
 
 
 @dataclass(frozen=True)

@@ -45,8 +45,11 @@ from ..bindings import arith, mlir_ir, scf, tensor
 from ..builders import (
     BLOCK_STEPS,
     DYNAMIC,
+    STEPS_PER_ITERATION,
+    as_i64,
     as_index,
     assert_true,
+    block_loop,
     checked_cast,
     dim_size,
     empty,
@@ -56,6 +59,7 @@ from ..builders import (
     index_constant,
     insert_row,
     insert_rows,
+    steps_per_iteration,
 )
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
@@ -380,6 +384,119 @@ def _runs_every_iteration(ctx: LoweringRuleContext, condition, block, yielded) -
     return true(condition[1]) and (yielded[0].id == block.arguments[1].id or true(yielded[0]))
 
 
+def _nexts(ctx: LoweringRuleContext, yield_ctx: LoweringRuleContext, carried_types, bounds: bool) -> list[mlir_ir.Value]:
+    """The loop-carried values the body yields (`yield_ctx`), each as the type the body takes
+    it (checked at run time), their dims bounded when the loop carries several tensors."""
+    values, niro_values = yield_ctx.operands, yield_ctx.niro_operands
+    nexts = []
+    for index, body_type in enumerate(carried_types):
+        produced = _tensor_type(ctx, niro_values[1 + index], f"loop-carried value #{index}")
+        if produced.shape is None or not _compatible(produced, body_type):
+            raise ctx.error(
+                f"loop-carried value #{index} changes type across iterations: the body "
+                f"takes {format_type(body_type)} and yields {format_type(produced)}"
+            )
+        what = f"loop-carried value #{index} yielded by the body"
+        value = _checked_cast(ctx, values[1 + index], body_type, what)
+        nexts.append(_bounded_dims(ctx, value, body_type if bounds else None, what))
+    return nexts
+
+
+def _slice_of(ctx: LoweringRuleContext, values, carried: int, scan: _ScanOutput) -> mlir_ir.Value:
+    """Scan output `scan`'s slice among the body's yielded `values`, as its slice type."""
+    piece = values[1 + carried + scan.index]
+    return _checked_cast(ctx, piece, scan.slice_type, f"scan output #{scan.index}'s slice")
+
+
+def _unrolls(block, scans, carried_types, has_trip_count: bool, guard_rows: bool) -> bool:
+    """Whether the loop runs as `_unrolled`: it walks blocks (`_walks_blocks`), has a max trip
+    count M that bounds its scan outputs (no check of the rows at each iteration), and a small
+    body; the caller adds that it runs every iteration."""
+    return (
+        _walks_blocks(scans, carried_types)
+        and has_trip_count
+        and not guard_rows
+        and steps_per_iteration(len(block.operations)) > 1
+    )
+
+
+def _unrolled(
+    ctx: LoweringRuleContext,
+    block,
+    limit: mlir_ir.Value,
+    starts: list[mlir_ir.Value],
+    buffers: list[mlir_ir.Value],
+    carried_types,
+    scans,
+    bounds: bool,
+) -> list[mlir_ir.Value]:
+    """A loop that runs all max(M, 0) iterations, as Scan walks its steps: the first (count
+    mod STEPS_PER_ITERATION) iterations one an `scf.for` iteration, stacking their rows
+    straight into the scan outputs, then blocks of BLOCK_STEPS iterations (`block_loop`) whose
+    inner `scf.for` runs STEPS_PER_ITERATION iterations in a row, stacking into a slab of the
+    block's own inserted once per block. What the `scf.while` form gives: the iteration count,
+    the condition (true), the loop-carried values, the scan outputs. The single iterations come
+    first (see STEPS_PER_ITERATION)."""
+    carried = len(starts)
+    i1 = mlir_ir.IntegerType.get_signless(1)
+    true = arith.ConstantOp(i1, mlir_ir.IntegerAttr.get(i1, 1)).result
+    count = as_index(arith.MaxSIOp(limit, i64_constant(0)).result)
+    per = index_constant(STEPS_PER_ITERATION)
+
+    def step(where: mlir_ir.Block, position, values, rows, slot, last: bool) -> list[mlir_ir.Value]:
+        """One iteration at `position` (index) from loop-carried `values`, its rows written into
+        `rows` at `slot`: the next values and rows; the yield of `where`'s loop when `last`."""
+        with mlir_ir.InsertionPoint(where):
+            bound = [
+                _as_tensor(ctx, as_i64(position), block.arguments[0], "iteration number", ScalarType.I64),
+                _as_tensor(ctx, true, block.arguments[1], "condition", ScalarType.BOOL),
+                *values,
+            ]
+        stepped: list[mlir_ir.Value] = []
+
+        def finish(yield_ctx: LoweringRuleContext) -> None:
+            nexts = _nexts(ctx, yield_ctx, carried_types, bounds)
+            pieces = [_slice_of(ctx, yield_ctx.operands, carried, scan) for scan in scans]
+            stepped.extend([*nexts, *(insert_row(p, r, slot) for p, r in zip(pieces, rows, strict=True))])
+            if last:
+                scf.YieldOp(stepped)
+
+        ctx.lower_block(block, where, bound, yield_builder=finish)
+        return stepped
+
+    head_end = arith.RemUIOp(count, per).result
+    head = scf.ForOp(index_constant(0), head_end, index_constant(1), [*starts, *buffers])
+    inner_args = list(head.inner_iter_args)
+    step(head.body, head.induction_variable, inner_args[:carried], inner_args[carried:], head.induction_variable, True)
+    outer, walked = block_loop(head_end, count, list(head.results))
+    with mlir_ir.InsertionPoint(outer.body):
+        entering = list(outer.inner_iter_args)
+        slabs = [
+            empty([walked.size, *scan.slice_type.shape], lower_type(scan.slice_type).element_type)
+            for scan in scans
+        ]
+        inner = scf.ForOp(walked.start, walked.end, per, [*entering[:carried], *slabs])
+    walking = list(inner.inner_iter_args)
+    for offset in range(STEPS_PER_ITERATION):
+        position = inner.induction_variable
+        if offset:
+            with mlir_ir.InsertionPoint(inner.body):
+                position = arith.AddIOp(position, index_constant(offset)).result
+        with mlir_ir.InsertionPoint(inner.body):
+            slot = arith.SubIOp(position, walked.start).result
+        last = offset == STEPS_PER_ITERATION - 1
+        walking = step(inner.body, position, walking[:carried], walking[carried:], slot, last)
+    with mlir_ir.InsertionPoint(outer.body):
+        written = list(inner.results)
+        stacked = [
+            insert_rows(slab, buffer, walked.start, [walked.size, *scan.slice_type.shape])
+            for scan, slab, buffer in zip(scans, written[carried:], entering[carried:], strict=True)
+        ]
+        scf.YieldOp([*written[:carried], *stacked])
+    finals = list(outer.results)
+    return [as_i64(count), true, *finals]
+
+
 def _keeps_going(
     iteration: mlir_ir.Value, go: mlir_ir.Value, limit: mlir_ir.Value | None, has_condition: bool
 ) -> mlir_ir.Value:
@@ -565,92 +682,88 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         )
         for scan in scans
     ]
-    inits = [i64_constant(0), go, *starts, *buffers]
-    types = [value.type for value in inits]
-    loop = scf.WhileOp(types, inits)
+    unrolled = _unrolls(block, scans, carried_types, max_trip is not None, guard_rows) and (
+        _runs_every_iteration(ctx, condition, block, yielded)
+    )
 
-    before = loop.before.blocks.append(*types)
-    with mlir_ir.InsertionPoint(before):
-        keep = _keeps_going(before.arguments[0], before.arguments[1], limit, condition is not None)
-        scf.ConditionOp(keep, list(before.arguments))
+    def _while_loop() -> list[mlir_ir.Value]:
+        """The loop as one `scf.while` (over blocks of iterations when `_walks_blocks`)."""
+        inits = [i64_constant(0), go, *starts, *buffers]
+        types = [value.type for value in inits]
+        loop = scf.WhileOp(types, inits)
 
-    after = loop.after.blocks.append(*types)
-    blocked = _walks_blocks(scans, carried_types)
-    if blocked:
-        walk = _block_walk(after, carried, scans, limit, condition is not None)
-        step_block, rows_in = walk.steps, walk.slabs
-    else:
-        step_block, rows_in = after, list(after.arguments)[2 + carried :]
-    iteration, current = step_block.arguments[0], step_block.arguments[1]
-    carried_in = list(step_block.arguments)[2 : 2 + carried]
-    with mlir_ir.InsertionPoint(step_block):
-        bound = [
-            _as_tensor(ctx, iteration, block.arguments[0], "iteration number", ScalarType.I64),
-            _as_tensor(ctx, current, block.arguments[1], "condition", ScalarType.BOOL),
-            *carried_in,
-        ]
-        if guard_rows:
-            assert rows is not None, "guard_rows is set for a constant number of rows only"
-            assert_true(
-                arith.CmpIOp(arith.CmpIPredicate.slt, iteration, i64_constant(rows)).result,
-                f"{ctx.niro_location}: 'onnx.Loop' op runs more than {rows} iterations, the "
-                "rows of its scan outputs",
-            )
+        before = loop.before.blocks.append(*types)
+        with mlir_ir.InsertionPoint(before):
+            keep = _keeps_going(before.arguments[0], before.arguments[1], limit, condition is not None)
+            scf.ConditionOp(keep, list(before.arguments))
 
-    def finish(yield_ctx: LoweringRuleContext) -> None:
-        """The Yield: next iteration number, condition, loop-carried values and buffers."""
-        values, niro_values = yield_ctx.operands, yield_ctx.niro_operands
-        if condition is None:
-            following = current  # without a cond input the body's condition is ignored
+        after = loop.after.blocks.append(*types)
+        blocked = _walks_blocks(scans, carried_types)
+        if blocked:
+            walk = _block_walk(after, carried, scans, limit, condition is not None)
+            step_block, rows_in = walk.steps, walk.slabs
         else:
-            following = _read_scalar(
-                ctx, values[0], niro_values[0], "the body's condition", ScalarType.BOOL
-            )
-            if blocked or any(not scan.slice_type.is_static for scan in scans):
-                # NOTE: `current` is true here (the loop runs only while it is); and-ing it in
-                # keeps the `after` region's condition argument alive: iree-compile (3.x)
-                # mis-numbers the arguments of an scf.while that canonicalization left with
-                # fewer `after` than `before` arguments once a buffer's dynamic dims are carried,
-                # and crashes on such an inner loop of a walk in blocks (ScfWhileOpConversion)
-                following = arith.AndIOp(following, current).result
-        nexts = []
-        for index, body_type in enumerate(carried_types):
-            produced = _tensor_type(ctx, niro_values[1 + index], f"loop-carried value #{index}")
-            if produced.shape is None or not _compatible(produced, body_type):
-                raise ctx.error(
-                    f"loop-carried value #{index} changes type across iterations: the body "
-                    f"takes {format_type(body_type)} and yields {format_type(produced)}"
+            step_block, rows_in = after, list(after.arguments)[2 + carried :]
+        iteration, current = step_block.arguments[0], step_block.arguments[1]
+        carried_in = list(step_block.arguments)[2 : 2 + carried]
+        with mlir_ir.InsertionPoint(step_block):
+            bound = [
+                _as_tensor(ctx, iteration, block.arguments[0], "iteration number", ScalarType.I64),
+                _as_tensor(ctx, current, block.arguments[1], "condition", ScalarType.BOOL),
+                *carried_in,
+            ]
+            if guard_rows:
+                assert rows is not None, "guard_rows is set for a constant number of rows only"
+                assert_true(
+                    arith.CmpIOp(arith.CmpIPredicate.slt, iteration, i64_constant(rows)).result,
+                    f"{ctx.niro_location}: 'onnx.Loop' op runs more than {rows} iterations, the "
+                    "rows of its scan outputs",
                 )
-            what = f"loop-carried value #{index} yielded by the body"
-            value = _checked_cast(ctx, values[1 + index], body_type, what)
-            nexts.append(_bounded_dims(ctx, value, body_type if bounds else None, what))
-        offset = as_index(iteration)
-        if blocked:  # the row's slot in the block's slab
-            offset = arith.SubIOp(offset, walk.start).result
-        stacked = []
-        for scan, buffer in zip(scans, rows_in, strict=True):
-            position = 1 + carried + scan.index
-            piece = _checked_cast(
-                ctx,
-                values[position],
-                scan.slice_type,
-                f"scan output #{scan.index}'s slice",
-            )
-            if not scan.slice_type.is_static:
-                first = arith.CmpIOp(arith.CmpIPredicate.eq, iteration, i64_constant(0)).result
-                buffer = _sized_buffer(
-                    ctx, buffer, piece, first, _stacked_type(rows, scan), scan.index
-                )
-            stacked.append(insert_row(piece, buffer, offset))
-        step = arith.AddIOp(iteration, i64_constant(1)).result
-        scf.YieldOp([step, following, *nexts, *stacked])
 
-    ctx.lower_block(block, step_block, bound, yield_builder=finish)
-    if blocked:
-        _flush(walk, after, carried, scans)
+        def finish(yield_ctx: LoweringRuleContext) -> None:
+            """The Yield: next iteration number, condition, loop-carried values and buffers."""
+            values, niro_values = yield_ctx.operands, yield_ctx.niro_operands
+            if condition is None:
+                following = current  # without a cond input the body's condition is ignored
+            else:
+                following = _read_scalar(
+                    ctx, values[0], niro_values[0], "the body's condition", ScalarType.BOOL
+                )
+                if blocked or any(not scan.slice_type.is_static for scan in scans):
+                    # NOTE: `current` is true here (the loop runs only while it is); and-ing it in
+                    # keeps the `after` region's condition argument alive: iree-compile (3.x)
+                    # mis-numbers the arguments of an scf.while that canonicalization left with
+                    # fewer `after` than `before` arguments once a buffer's dynamic dims are carried,
+                    # and crashes on such an inner loop of a walk in blocks (ScfWhileOpConversion)
+                    following = arith.AndIOp(following, current).result
+            nexts = _nexts(ctx, yield_ctx, carried_types, bounds)
+            offset = as_index(iteration)
+            if blocked:  # the row's slot in the block's slab
+                offset = arith.SubIOp(offset, walk.start).result
+            stacked = []
+            for scan, buffer in zip(scans, rows_in, strict=True):
+                piece = _slice_of(ctx, values, carried, scan)
+                if not scan.slice_type.is_static:
+                    first = arith.CmpIOp(arith.CmpIPredicate.eq, iteration, i64_constant(0)).result
+                    buffer = _sized_buffer(
+                        ctx, buffer, piece, first, _stacked_type(rows, scan), scan.index
+                    )
+                stacked.append(insert_row(piece, buffer, offset))
+            step = arith.AddIOp(iteration, i64_constant(1)).result
+            scf.YieldOp([step, following, *nexts, *stacked])
+
+        ctx.lower_block(block, step_block, bound, yield_builder=finish)
+        if blocked:
+            _flush(walk, after, carried, scans)
+
+        return list(loop.results)
+
+    if unrolled:
+        finals = _unrolled(ctx, block, limit, starts, buffers, carried_types, scans, bounds)
+    else:
+        finals = _while_loop()
 
     outputs: list[mlir_ir.Value | None] = [None] * len(ctx.niro_results)
-    finals = list(loop.results)
     for index, entry in enumerate(final_results):
         if entry is None:
             continue

@@ -36,6 +36,7 @@ from ..builders import (
     index_constant,
     insert_row,
     insert_rows,
+    steps_per_iteration,
     tensor_size,
     tensor_sizes,
 )
@@ -233,16 +234,12 @@ def _stack(
         [tensor_size(value, axis) for axis in range(mlir_ir.RankedTensorType(value.type).rank)]
         for value in carried
     ]
-    per_iteration = _steps_per_iteration(block)
+    per_iteration = steps_per_iteration(len(block.operations))
     lower, carried = steps.lower, list(carried)
     if per_iteration > 1:
         # the first (steps mod per_iteration) steps a step an iteration, stacked straight into
-        # the scan outputs, so that every block after them runs whole iterations
-        # NOTE: IREE 3.13's `local-task` driver fails at run time ("transient buffer has not
-        # been committed") on a loop that runs no iteration and carries a tensor made for it
-        # (a slab): single steps after each block's whole iterations, or these steps as a
-        # block of their own, failed so whenever there were none (test_scan_blocks.py's
-        # task-driver test)
+        # the scan outputs, so that every block after them runs whole iterations (see
+        # STEPS_PER_ITERATION)
         span = arith.SubIOp(steps.upper, lower).result
         head_end = arith.AddIOp(lower, arith.RemUIOp(span, index_constant(per_iteration)).result).result
         head = scf.ForOp(lower, head_end, index_constant(1), carried)
@@ -298,26 +295,6 @@ def _walk_block(
             rows = [walked.size, *sizes[states + index][1:]]
             stacked.append(insert_rows(slab, into, origin, rows))
     return [*written[:states], *stacked]
-
-
-STEPS_PER_ITERATION = 8
-"""Steps a loop iteration over a block runs (the body lowered that many times in a row), for a
-body of at most UNROLLED_BODY_OPS ops; the steps that do not fill whole blocks' iterations run
-first, a step an iteration.
-
-NOTE: IREE 3.13 runs each iteration of an `scf.for` over tensors from the host (a command
-buffer recorded and submitted, buffers allocated for what the loop carries, the slab copied):
-the `scan_long` bench row (4096 steps of 256 floats) took 85-99 ms a step an iteration, 19-23
-ms 8 steps an iteration (16384 steps: 600 against 206-227 ms; onnxruntime 3.7 and ~17 ms), for
-0.59 s of iree-compile against 0.53."""
-
-UNROLLED_BODY_OPS = 64
-"""The most ops a Scan body may have to be run STEPS_PER_ITERATION steps an iteration: a bigger
-body runs a step an iteration (iree-compile's time grows with the copies of the body)."""
-
-
-def _steps_per_iteration(block) -> int:
-    return STEPS_PER_ITERATION if len(block.operations) <= UNROLLED_BODY_OPS else 1
 
 
 @dataclass(frozen=True)
