@@ -31,6 +31,7 @@ from .blocks import (
     first_step_reads,
     insert_row,
     insert_rows,
+    run_steps,
     steps_per_iteration,
 )
 from .broadcast import elementwise
@@ -75,6 +76,7 @@ __all__ = [
     "STEPS_PER_ITERATION",
     "UNROLLED_BODY_OPS",
     "steps_per_iteration",
+    "run_steps",
     "Block",
     "block_loop",
     "extract_row",

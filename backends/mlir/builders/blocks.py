@@ -7,6 +7,7 @@ backwards (Scan's `scan_output_directions`, a reverse recurrence).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..bindings import arith, mlir_ir, scf, tensor
@@ -19,6 +20,7 @@ __all__ = [
     "STEPS_PER_ITERATION",
     "UNROLLED_BODY_OPS",
     "steps_per_iteration",
+    "run_steps",
     "Block",
     "block_loop",
     "first_step_reads",
@@ -76,6 +78,26 @@ runs a step an iteration (iree-compile's time grows with the copies of the body)
 def steps_per_iteration(body_ops: int) -> int:
     """STEPS_PER_ITERATION for a body of at most UNROLLED_BODY_OPS ops, else 1."""
     return STEPS_PER_ITERATION if body_ops <= UNROLLED_BODY_OPS else 1
+
+
+def run_steps(
+    loop: scf.ForOp,
+    count: int,
+    step: Callable[[mlir_ir.Value, list[mlir_ir.Value], int], list[mlir_ir.Value]],
+) -> None:
+    """`count` steps in a row in each iteration of `loop`, and its yield: `step(position,
+    carried, offset)` builds the step `offset` places after the iteration's first (at the
+    induction variable) from what the step before it yields (the first: the iteration's
+    arguments) and returns what it yields; the last step's values are the loop's yield."""
+    carried = list(loop.inner_iter_args)
+    for offset in range(count):
+        position = loop.induction_variable
+        if offset:
+            with mlir_ir.InsertionPoint(loop.body):
+                position = arith.AddIOp(position, index_constant(offset)).result
+        carried = step(position, carried, offset)
+    with mlir_ir.InsertionPoint(loop.body):
+        scf.YieldOp(carried)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ check) so that IREE can bound their byte sizes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
@@ -59,6 +59,7 @@ from ..builders import (
     index_constant,
     insert_row,
     insert_rows,
+    run_steps,
     steps_per_iteration,
 )
 from ..context import LoweringRuleContext
@@ -443,31 +444,35 @@ def _unrolled(
     count = as_index(arith.MaxSIOp(limit, i64_constant(0)).result)
     per = index_constant(STEPS_PER_ITERATION)
 
-    def step(where: mlir_ir.Block, position, values, rows, slot, last: bool) -> list[mlir_ir.Value]:
-        """One iteration at `position` (index) from loop-carried `values`, its rows written into
-        `rows` at `slot`: the next values and rows; the yield of `where`'s loop when `last`."""
-        with mlir_ir.InsertionPoint(where):
-            bound = [
-                _as_tensor(ctx, as_i64(position), block.arguments[0], "iteration number", ScalarType.I64),
-                _as_tensor(ctx, true, block.arguments[1], "condition", ScalarType.BOOL),
-                *values,
-            ]
-        stepped: list[mlir_ir.Value] = []
+    def steps(loop: scf.ForOp, first: mlir_ir.Value | None) -> Callable:
+        """The `run_steps` step of `loop`: an iteration at `position` (index) from what the one
+        before it yields, its rows written at `position`, or `position - first` (a block's
+        slab)."""
 
-        def finish(yield_ctx: LoweringRuleContext) -> None:
-            nexts = _nexts(ctx, yield_ctx, carried_types, bounds)
-            pieces = [_slice_of(ctx, yield_ctx.operands, carried, scan) for scan in scans]
-            stepped.extend([*nexts, *(insert_row(p, r, slot) for p, r in zip(pieces, rows, strict=True))])
-            if last:
-                scf.YieldOp(stepped)
+        def step(position: mlir_ir.Value, walking: list[mlir_ir.Value], _offset: int) -> list[mlir_ir.Value]:
+            with mlir_ir.InsertionPoint(loop.body):
+                slot = position if first is None else arith.SubIOp(position, first).result
+                bound = [
+                    _as_tensor(ctx, as_i64(position), block.arguments[0], "iteration number", ScalarType.I64),
+                    _as_tensor(ctx, true, block.arguments[1], "condition", ScalarType.BOOL),
+                    *walking[:carried],
+                ]
+            stepped: list[mlir_ir.Value] = []
 
-        ctx.lower_block(block, where, bound, yield_builder=finish)
-        return stepped
+            def finish(yield_ctx: LoweringRuleContext) -> None:
+                nexts = _nexts(ctx, yield_ctx, carried_types, bounds)
+                pieces = [_slice_of(ctx, yield_ctx.operands, carried, scan) for scan in scans]
+                rows = [insert_row(p, r, slot) for p, r in zip(pieces, walking[carried:], strict=True)]
+                stepped.extend([*nexts, *rows])
+
+            ctx.lower_block(block, loop.body, bound, yield_builder=finish)
+            return stepped
+
+        return step
 
     head_end = arith.RemUIOp(count, per).result
     head = scf.ForOp(index_constant(0), head_end, index_constant(1), [*starts, *buffers])
-    inner_args = list(head.inner_iter_args)
-    step(head.body, head.induction_variable, inner_args[:carried], inner_args[carried:], head.induction_variable, True)
+    run_steps(head, 1, steps(head, None))
     outer, walked = block_loop(head_end, count, list(head.results))
     with mlir_ir.InsertionPoint(outer.body):
         entering = list(outer.inner_iter_args)
@@ -476,16 +481,7 @@ def _unrolled(
             for scan in scans
         ]
         inner = scf.ForOp(walked.start, walked.end, per, [*entering[:carried], *slabs])
-    walking = list(inner.inner_iter_args)
-    for offset in range(STEPS_PER_ITERATION):
-        position = inner.induction_variable
-        if offset:
-            with mlir_ir.InsertionPoint(inner.body):
-                position = arith.AddIOp(position, index_constant(offset)).result
-        with mlir_ir.InsertionPoint(inner.body):
-            slot = arith.SubIOp(position, walked.start).result
-        last = offset == STEPS_PER_ITERATION - 1
-        walking = step(inner.body, position, walking[:carried], walking[carried:], slot, last)
+    run_steps(inner, STEPS_PER_ITERATION, steps(inner, walked.start))
     with mlir_ir.InsertionPoint(outer.body):
         written = list(inner.results)
         stacked = [

@@ -36,6 +36,7 @@ from ..builders import (
     index_constant,
     insert_row,
     insert_rows,
+    run_steps,
     steps_per_iteration,
     tensor_size,
     tensor_sizes,
@@ -330,12 +331,12 @@ def _run_body(
     `blocked` block; a step starts from the states the step before it yields."""
     states = layout.states
 
-    def step(position: mlir_ir.Value, carried: list[mlir_ir.Value], first: bool, last: bool) -> list[mlir_ir.Value]:
-        """One step at `position` from `carried`: what it yields (states, then the stacked
-        outputs or slabs with its rows), the loop's yield when `last`."""
+    def step(position: mlir_ir.Value, carried: list[mlir_ir.Value], offset: int) -> list[mlir_ir.Value]:
+        """The step `offset` places into an iteration, at `position`, from `carried`: what it
+        yields (states, then the stacked outputs or slabs with its rows)."""
         with mlir_ir.InsertionPoint(loop.body):
             starts = carried[:states]
-            if blocked is not None and first:  # only a first step can be the block's
+            if blocked is not None and offset == 0:  # only a first step can be the block's
                 starts = [
                     first_step_reads(position, blocked.block.start, start, value, blocked.sizes[index])
                     if _is_dynamic(value)
@@ -359,19 +360,11 @@ def _run_body(
                 rows.append(insert_row(cast_to(piece, _row_type(into.type)), into, offset))
             new_states = [cast_to(value, old.type) for value, old in zip(yielded[:states], carried[:states], strict=True)]
             stepped.extend([*new_states, *rows])
-            if last:
-                scf.YieldOp(stepped)
 
         ctx.lower_block(block, loop.body, bound, yield_builder=finish)
         return stepped
 
-    carried = list(loop.inner_iter_args)
-    for offset in range(count):
-        position = loop.induction_variable
-        if offset:
-            with mlir_ir.InsertionPoint(loop.body):
-                position = arith.AddIOp(position, index_constant(offset)).result
-        carried = step(position, carried, offset == 0, offset == count - 1)
+    run_steps(loop, count, step)
 
 
 def _check_same_dims(ctx: LoweringRuleContext, value: mlir_ir.Value, sizes, index: int) -> None:
