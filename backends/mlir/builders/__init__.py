@@ -26,12 +26,14 @@ from .blocks import (
     STEPS_PER_ITERATION,
     UNROLLED_BODY_OPS,
     Block,
+    Stacking,
     block_loop,
     extract_row,
     first_step_reads,
     insert_row,
     insert_rows,
     run_steps,
+    stack_in_blocks,
     steps_per_iteration,
 )
 from .broadcast import elementwise
@@ -77,6 +79,8 @@ __all__ = [
     "UNROLLED_BODY_OPS",
     "steps_per_iteration",
     "run_steps",
+    "Stacking",
+    "stack_in_blocks",
     "Block",
     "block_loop",
     "extract_row",

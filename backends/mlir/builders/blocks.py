@@ -21,6 +21,8 @@ __all__ = [
     "UNROLLED_BODY_OPS",
     "steps_per_iteration",
     "run_steps",
+    "Stacking",
+    "stack_in_blocks",
     "Block",
     "block_loop",
     "first_step_reads",
@@ -98,6 +100,74 @@ def run_steps(
         carried = step(position, carried, offset)
     with mlir_ir.InsertionPoint(loop.body):
         scf.YieldOp(carried)
+
+
+@dataclass(frozen=True)
+class Stacking:
+    """What a loop that stacks rows carries: `states` states, then one stacked tensor per entry
+    of `rows` (the sizes of its row, read before the loops) stacked forwards, or backwards
+    from `last` where `backwards` says so."""
+
+    states: int
+    rows: list[list[int | mlir_ir.Value]]
+    backwards: list[bool]
+    last: mlir_ir.Value | None = None
+
+
+StepFor = Callable[
+    [scf.ForOp, "Block | None", list[mlir_ir.Value]],
+    Callable[[mlir_ir.Value, list[mlir_ir.Value], int], list[mlir_ir.Value]],
+]
+"""`step_for(loop, block, starting)`: the `run_steps` step of `loop`, for a loop of single
+steps stacking straight into the stacked tensors (`block` None), or for the loop over `block`'s
+steps, stacking into the block's slabs, the block starting from the values `starting`."""
+
+
+def stack_in_blocks(
+    lower: mlir_ir.Value,
+    upper: mlir_ir.Value,
+    carried: list[mlir_ir.Value],
+    stacking: Stacking,
+    per_iteration: int,
+    step_for: StepFor,
+    enter: Callable[[list[mlir_ir.Value]], list[mlir_ir.Value]] | None = None,
+) -> list[mlir_ir.Value]:
+    """Steps [lower, upper) from `carried` (states, then stacked tensors), and what they leave:
+    with `per_iteration` > 1, the first ((upper - lower) mod per_iteration) steps one a loop
+    iteration, stacking straight into the stacked tensors (see STEPS_PER_ITERATION); then a
+    loop over blocks of BLOCK_STEPS steps (`block_loop`), whose steps run `per_iteration` in a
+    row and stack into a slab per stacked tensor, inserted once per block at its origin.
+    `enter(starting)` gives the states a block's loop starts from (default: the block's)."""
+    states = stacking.states
+    if per_iteration > 1:
+        span = arith.SubIOp(upper, lower).result
+        head_end = arith.AddIOp(lower, arith.RemUIOp(span, index_constant(per_iteration)).result).result
+        head = scf.ForOp(lower, head_end, index_constant(1), carried)
+        run_steps(head, 1, step_for(head, None, carried))
+        lower, carried = head_end, list(head.results)
+    outer, walked = block_loop(lower, upper, carried)
+    with mlir_ir.InsertionPoint(outer.body):
+        starting = list(outer.inner_iter_args)
+        entering = starting[:states] if enter is None else enter(starting)
+        slabs = [
+            empty([walked.size, *row], mlir_ir.RankedTensorType(value.type).element_type)
+            for value, row in zip(starting[states:], stacking.rows, strict=True)
+        ]
+        inner = scf.ForOp(walked.start, walked.end, index_constant(per_iteration), [*entering, *slabs])
+    run_steps(inner, per_iteration, step_for(inner, walked, starting))
+    with mlir_ir.InsertionPoint(outer.body):
+        written = list(inner.results)
+        stacked = []
+        for slab, into, row, backwards in zip(
+            written[states:], starting[states:], stacking.rows, stacking.backwards, strict=True
+        ):
+            origin = walked.start
+            if backwards:
+                assert stacking.last is not None, "a tensor stacked backwards needs the last step"
+                origin = walked.origin(stacking.last, True)
+            stacked.append(insert_rows(slab, into, origin, [walked.size, *row]))
+        scf.YieldOp([*written[:states], *stacked])
+    return list(outer.results)
 
 
 @dataclass(frozen=True)

@@ -46,10 +46,11 @@ from ..builders import (
     BLOCK_STEPS,
     DYNAMIC,
     STEPS_PER_ITERATION,
+    Block,
+    Stacking,
     as_i64,
     as_index,
     assert_true,
-    block_loop,
     checked_cast,
     dim_size,
     empty,
@@ -59,7 +60,7 @@ from ..builders import (
     index_constant,
     insert_row,
     insert_rows,
-    run_steps,
+    stack_in_blocks,
     steps_per_iteration,
 )
 from ..context import LoweringRuleContext
@@ -442,12 +443,12 @@ def _unrolled(
     i1 = mlir_ir.IntegerType.get_signless(1)
     true = arith.ConstantOp(i1, mlir_ir.IntegerAttr.get(i1, 1)).result
     count = as_index(arith.MaxSIOp(limit, i64_constant(0)).result)
-    per = index_constant(STEPS_PER_ITERATION)
 
-    def steps(loop: scf.ForOp, first: mlir_ir.Value | None) -> Callable:
-        """The `run_steps` step of `loop`: an iteration at `position` (index) from what the one
-        before it yields, its rows written at `position`, or `position - first` (a block's
-        slab)."""
+    def step_for(loop: scf.ForOp, walked: Block | None, _starting: list[mlir_ir.Value]) -> Callable:
+        """The `run_steps` step of `loop` (`stack_in_blocks`): an iteration at `position`
+        (index) from what the one before it yields, its rows written at `position`, or in
+        block `walked`'s slab at `position - start`."""
+        first = None if walked is None else walked.start
 
         def step(position: mlir_ir.Value, walking: list[mlir_ir.Value], _offset: int) -> list[mlir_ir.Value]:
             with mlir_ir.InsertionPoint(loop.body):
@@ -470,26 +471,10 @@ def _unrolled(
 
         return step
 
-    head_end = arith.RemUIOp(count, per).result
-    head = scf.ForOp(index_constant(0), head_end, index_constant(1), [*starts, *buffers])
-    run_steps(head, 1, steps(head, None))
-    outer, walked = block_loop(head_end, count, list(head.results))
-    with mlir_ir.InsertionPoint(outer.body):
-        entering = list(outer.inner_iter_args)
-        slabs = [
-            empty([walked.size, *scan.slice_type.shape], lower_type(scan.slice_type).element_type)
-            for scan in scans
-        ]
-        inner = scf.ForOp(walked.start, walked.end, per, [*entering[:carried], *slabs])
-    run_steps(inner, STEPS_PER_ITERATION, steps(inner, walked.start))
-    with mlir_ir.InsertionPoint(outer.body):
-        written = list(inner.results)
-        stacked = [
-            insert_rows(slab, buffer, walked.start, [walked.size, *scan.slice_type.shape])
-            for scan, slab, buffer in zip(scans, written[carried:], entering[carried:], strict=True)
-        ]
-        scf.YieldOp([*written[:carried], *stacked])
-    finals = list(outer.results)
+    stacking = Stacking(carried, [list(scan.slice_type.shape) for scan in scans], [False] * len(scans))
+    finals = stack_in_blocks(
+        index_constant(0), count, [*starts, *buffers], stacking, STEPS_PER_ITERATION, step_for
+    )
     return [as_i64(count), true, *finals]
 
 

@@ -25,8 +25,8 @@ from ..builders import (
     BLOCK_STEPS,
     DYNAMIC,
     Block,
+    Stacking,
     assert_true,
-    block_loop,
     cast_to,
     dim_size,
     empty,
@@ -35,8 +35,8 @@ from ..builders import (
     generic,
     index_constant,
     insert_row,
-    insert_rows,
     run_steps,
+    stack_in_blocks,
     steps_per_iteration,
     tensor_size,
     tensor_sizes,
@@ -223,79 +223,45 @@ def _stack(
 ) -> list[mlir_ir.Value]:
     """The `scf.for` over `steps` running the body, carrying the states and the stacked scan
     outputs (`carried`), and its results. A walk of more than BLOCK_STEPS steps (or of a
-    number known at run time only) goes in blocks (see there): each block's steps stack their
-    rows in a slab of their own, which the block inserts into the scan outputs. A state with
-    dynamic dims is read by a block's first step (`first_step_reads`), not carried into it."""
+    number known at run time only) goes in blocks (`stack_in_blocks`): each block's steps stack
+    their rows in a slab of their own, which the block inserts into the scan outputs. A state
+    with dynamic dims is read by a block's first step (`first_step_reads`), not carried into
+    the block's loop, and checked to keep its dims."""
     if steps.count is not None and steps.count <= BLOCK_STEPS:
         loop = scf.ForOp(steps.lower, steps.upper, index_constant(1), list(carried))
-        _run_body(ctx, block, layout, steps, sources, loop, None)
+        run_steps(loop, 1, _body_step(ctx, block, layout, steps, sources, loop, None))
         return list(loop.results)
+    states = layout.states
     # the dims of the states and of the scan outputs' rows, read before the loops
     sizes = [
         [tensor_size(value, axis) for axis in range(mlir_ir.RankedTensorType(value.type).rank)]
         for value in carried
     ]
-    per_iteration = steps_per_iteration(len(block.operations))
-    lower, carried = steps.lower, list(carried)
-    if per_iteration > 1:
-        # the first (steps mod per_iteration) steps a step an iteration, stacked straight into
-        # the scan outputs, so that every block after them runs whole iterations (see
-        # STEPS_PER_ITERATION)
-        span = arith.SubIOp(steps.upper, lower).result
-        head_end = arith.AddIOp(lower, arith.RemUIOp(span, index_constant(per_iteration)).result).result
-        head = scf.ForOp(lower, head_end, index_constant(1), carried)
-        _run_body(ctx, block, layout, steps, sources, head, None)
-        lower, carried = head_end, list(head.results)
-    outer, walked = block_loop(lower, steps.upper, carried)
-    body = mlir_ir.InsertionPoint(outer.body)
-    with body:
-        starting = list(outer.inner_iter_args)
-    walked_out = _walk_block(ctx, block, layout, steps, sources, sizes, walked, starting, body, per_iteration)
-    with body:
-        scf.YieldOp(walked_out)
-    return list(outer.results)
 
-
-def _walk_block(
-    ctx: LoweringRuleContext,
-    block,
-    layout: _Layout,
-    steps: _Steps,
-    sources: Sequence[mlir_ir.Value],
-    sizes: list[list[int | mlir_ir.Value]],
-    walked: Block,
-    starting: list[mlir_ir.Value],
-    where: mlir_ir.InsertionPoint,
-    count: int,
-) -> list[mlir_ir.Value]:
-    """The steps of block `walked`, `count` an iteration (their number a multiple of it), from
-    the states and scan outputs `starting`, built at `where` in the loop over blocks: the
-    states they leave and the scan outputs with their rows, inserted from a slab of the
-    block's own. A state with dynamic dims is read by the block's first step, not carried
-    into its loop (`first_step_reads`)."""
-    states = layout.states
-    with where:
+    def enter(starting: list[mlir_ir.Value]) -> list[mlir_ir.Value]:
+        """The states a block's loop starts from: a state with dynamic dims as an unread
+        `tensor.empty` (its first step reads the block's), once checked."""
         for index, value in enumerate(starting[:states]):
             _check_same_dims(ctx, value, sizes[index], index)
-        walking = [
+        return [
             empty(sizes[index], _element(value)) if _is_dynamic(value) else value
             for index, value in enumerate(starting[:states])
         ]
-        walking += [
-            empty([walked.size, *row[1:]], _element(value))
-            for value, row in zip(starting[states:], sizes[states:], strict=True)
-        ]
-        inner = scf.ForOp(walked.start, walked.end, index_constant(count), walking)
-    blocked = _Blocked(walked, starting[:states], sizes[:states])
-    _run_body(ctx, block, layout, steps, sources, inner, blocked, count)
-    with where:
-        written = list(inner.results)
-        stacked = []
-        for index, (slab, into) in enumerate(zip(written[states:], starting[states:], strict=True)):
-            origin = walked.origin(steps.last, bool(layout.output_reverse[index]))
-            rows = [walked.size, *sizes[states + index][1:]]
-            stacked.append(insert_rows(slab, into, origin, rows))
-    return [*written[:states], *stacked]
+
+    def step_for(loop: scf.ForOp, walked: Block | None, starting: list[mlir_ir.Value]):
+        blocked = None if walked is None else _Blocked(walked, starting[:states], sizes[:states])
+        return _body_step(ctx, block, layout, steps, sources, loop, blocked)
+
+    stacking = Stacking(
+        states,
+        [row[1:] for row in sizes[states:]],
+        [bool(reverse) for reverse in layout.output_reverse],
+        steps.last,
+    )
+    per_iteration = steps_per_iteration(len(block.operations))
+    return stack_in_blocks(
+        steps.lower, steps.upper, list(carried), stacking, per_iteration, step_for, enter
+    )
 
 
 @dataclass(frozen=True)
@@ -316,7 +282,7 @@ def _element(value: mlir_ir.Value) -> mlir_ir.Type:
     return mlir_ir.RankedTensorType(value.type).element_type
 
 
-def _run_body(
+def _body_step(
     ctx: LoweringRuleContext,
     block,
     layout: _Layout,
@@ -324,11 +290,10 @@ def _run_body(
     sources: Sequence[mlir_ir.Value],
     loop: scf.ForOp,
     blocked: _Blocked | None,
-    count: int = 1,
-) -> None:
-    """The body lowered `count` times in a row into `loop` (`count` steps an iteration): each
-    scan output's row goes into the stacked output it carries, or into the slab of the
-    `blocked` block; a step starts from the states the step before it yields."""
+):
+    """The `run_steps` step of `loop`: the body lowered once, each scan output's row going into
+    the stacked output it carries, or into the slab of the `blocked` block; a step starts from
+    the states the step before it yields."""
     states = layout.states
 
     def step(position: mlir_ir.Value, carried: list[mlir_ir.Value], offset: int) -> list[mlir_ir.Value]:
@@ -364,7 +329,7 @@ def _run_body(
         ctx.lower_block(block, loop.body, bound, yield_builder=finish)
         return stepped
 
-    run_steps(loop, count, step)
+    return step
 
 
 def _check_same_dims(ctx: LoweringRuleContext, value: mlir_ir.Value, sizes, index: int) -> None:
