@@ -214,27 +214,31 @@ def block_loop(
 def first_step_reads(
     step: mlir_ir.Value,
     start: mlir_ir.Value,
-    initial: mlir_ir.Value,
-    carried: mlir_ir.Value,
+    initial: list[mlir_ir.Value],
+    carried: list[mlir_ir.Value],
     sizes: list[int | mlir_ir.Value],
-) -> mlir_ir.Value:
-    """The state a step starts from: `initial` at step `start`, else `carried` (both of
-    `sizes`), picked element by element.
+) -> list[mlir_ir.Value]:
+    """The states a step starts from: `initial` at step `start`, else `carried` (all of
+    `sizes`), picked element by element in one `linalg.generic` with a result per state.
 
     NOTE: a block's state with dynamic dims is read so, not carried into the loop over the
     block's steps (that loop carries an unread `tensor.empty` of `sizes`, read before the
     loops): IREE 3.13 cannot find the dims of a tensor one loop carries into another
     ("'tensor.dim' op unexpected during shape cleanup")."""
     first = arith.CmpIOp(arith.CmpIPredicate.eq, step, start).result
-    ranked = mlir_ir.RankedTensorType(initial.type)
-    every = list(range(ranked.rank))
+    count = len(initial)
+    every = list(range(len(sizes)))
+    elements = [mlir_ir.RankedTensorType(value.type).element_type for value in initial]
     return generic(
-        [(initial, every), (carried, every)],
-        [(empty(sizes, ranked.element_type), every)],
-        ranked.rank,
+        [(value, every) for value in (*initial, *carried)],
+        [(empty(sizes, element), every) for element in elements],
+        len(sizes),
         (),
-        lambda elements: [arith.SelectOp(first, elements[0], elements[1]).result],
-    )[0]
+        lambda values: [
+            arith.SelectOp(first, fresh, stale).result
+            for fresh, stale in zip(values[:count], values[count : 2 * count], strict=True)
+        ],
+    )
 
 
 def extract_row(stacked: mlir_ir.Value, offset: mlir_ir.Value) -> mlir_ir.Value:

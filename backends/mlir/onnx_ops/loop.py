@@ -447,12 +447,11 @@ def _unrolled(
     def step_for(loop: scf.ForOp, walked: Block | None, _starting: list[mlir_ir.Value]) -> Callable:
         """The `run_steps` step of `loop` (`stack_in_blocks`): an iteration at `position`
         (index) from what the one before it yields, its rows written at `position`, or in
-        block `walked`'s slab at `position - start`."""
-        first = None if walked is None else walked.start
+        block `walked`'s slab (`Block.slot`)."""
 
         def step(position: mlir_ir.Value, walking: list[mlir_ir.Value], _offset: int) -> list[mlir_ir.Value]:
             with mlir_ir.InsertionPoint(loop.body):
-                slot = position if first is None else arith.SubIOp(position, first).result
+                slot = position if walked is None else walked.slot(position, False)
                 bound = [
                     _as_tensor(ctx, as_i64(position), block.arguments[0], "iteration number", ScalarType.I64),
                     _as_tensor(ctx, true, block.arguments[1], "condition", ScalarType.BOOL),

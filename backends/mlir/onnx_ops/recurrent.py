@@ -40,8 +40,10 @@ from ..builders import (
     empty,
     extract_slice,
     fill,
+    first_step_reads,
     generic,
     index_constant,
+    run_steps,
     tensor_sizes,
 )
 from ..context import LoweringRuleContext
@@ -125,26 +127,6 @@ def _mask(
         rec, [(rec.lengths, [0]), *map(state, new), *map(state, old)], len(new) + 1, body
     )
     return results[:-1], results[-1]
-
-
-def _first_step_reads(
-    rec: Recurrence,
-    step: mlir_ir.Value,
-    start: mlir_ir.Value,
-    initial: list[mlir_ir.Value],
-    carried: list[mlir_ir.Value],
-) -> list[mlir_ir.Value]:
-    """The states a step starts from: `initial` at the loop's first step, else `carried`."""
-    first = arith.CmpIOp(arith.CmpIPredicate.eq, step, start).result
-
-    def body(*elements):
-        count = len(initial)
-        return [
-            rec.math.select(first, fresh, stale)
-            for fresh, stale in zip(elements[:count], elements[count:], strict=True)
-        ]
-
-    return elementwise(rec, [*map(state, initial), *map(state, carried)], len(initial), body)
 
 
 def _zero_empty_sequences(rec: Recurrence, final: mlir_ir.Value) -> mlir_ir.Value:
@@ -380,7 +362,9 @@ def _blocks(
                 before = arith.MaxSIOp(before, index_constant(0)).result
             hidden = _extract(rec, y, _slice_spec(rec, direction, before))
             states = [hidden, *inner[direction * count : (direction + 1) * count]]
-            initial.append(_first_step_reads(rec, start, span.lower, captured[direction], states))
+            initial.append(
+                first_step_reads(start, span.lower, captured[direction], states, [rec.batch, rec.hidden])
+            )
         entering = [
             empty([rec.batch, rec.hidden], rec.compute) for _ in range(count * len(initial))
         ]
@@ -465,14 +449,12 @@ def _loop(
     if rec.hoist is None:
         rec.hoist_before(loop.operation)
     count = rec.cell.states - span.skipped
-    with mlir_ir.InsertionPoint(loop.body):
-        inner = list(loop.inner_iter_args)
-        states = [inner[d * count : (d + 1) * count] for d in range(len(projections))]
-        y = inner[-1] if len(inner) > count * len(projections) else None
-        for offset in range(walk.steps):
-            position = loop.induction_variable
-            if offset:
-                position = arith.AddIOp(position, index_constant(offset)).result
+
+    def step(position: mlir_ir.Value, carried: list[mlir_ir.Value], offset: int) -> list[mlir_ir.Value]:
+        """Every direction's step `offset` places into the iteration, at `position`."""
+        states = [carried[d * count : (d + 1) * count] for d in range(len(projections))]
+        y = carried[-1] if len(carried) > count * len(projections) else None
+        with mlir_ir.InsertionPoint(loop.body):
             for direction, projected in enumerate(projections):
                 reverse = rec.reverse[direction]
                 time = arith.SubIOp(span.last, position).result if reverse else position
@@ -483,10 +465,14 @@ def _loop(
                     previous = _previous_time(slot, reverse, slot_last, clamped=offset == 0)
                     old = [_extract(rec, y, _slice_spec(rec, direction, previous)), *old]
                 if captured is not None and offset == 0:  # only a first step can be the span's
-                    old = _first_step_reads(rec, position, span.lower, captured[direction], old)
+                    old = first_step_reads(
+                        position, span.lower, captured[direction], old, [rec.batch, rec.hidden]
+                    )
                 new, y = _step(rec, direction, projected, time, old, y, slot)
                 states[direction] = new[span.skipped :]
-        scf.YieldOp([*(state for group in states for state in group), *([] if y is None else [y])])
+        return [*(state for group in states for state in group), *([] if y is None else [y])]
+
+    run_steps(loop, walk.steps, step)
     return list(loop.results)
 
 

@@ -303,7 +303,7 @@ def _body_step(
             starts = carried[:states]
             if blocked is not None and offset == 0:  # only a first step can be the block's
                 starts = [
-                    first_step_reads(position, blocked.block.start, start, value, blocked.sizes[index])
+                    first_step_reads(position, blocked.block.start, [start], [value], blocked.sizes[index])[0]
                     if _is_dynamic(value)
                     else value
                     for index, (start, value) in enumerate(zip(blocked.states, starts, strict=True))
@@ -319,10 +319,10 @@ def _body_step(
             for index, (piece, into) in enumerate(zip(yielded[states:], carried[states:], strict=True)):
                 backwards = bool(layout.output_reverse[index])
                 if blocked is not None:
-                    offset = blocked.block.slot(position, backwards)
+                    at = blocked.block.slot(position, backwards)
                 else:
-                    offset = sub(steps.last, position) if backwards else position
-                rows.append(insert_row(cast_to(piece, _row_type(into.type)), into, offset))
+                    at = sub(steps.last, position) if backwards else position
+                rows.append(insert_row(cast_to(piece, _row_type(into.type)), into, at))
             new_states = [cast_to(value, old.type) for value, old in zip(yielded[:states], carried[:states], strict=True)]
             stepped.extend([*new_states, *rows])
 
