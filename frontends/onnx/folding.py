@@ -181,9 +181,11 @@ def _evaluate(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int)
     return arrays
 
 
-def _schema_attributes_only(node: onnx.NodeProto, opset: int) -> bool:
-    """Whether every attribute of `node` is one its schema defines, with a type: a folded node
-    is never verified, so a malformed one must stay for the verifier to report."""
+def schema_attributes_only(node: onnx.NodeProto, opset: int) -> bool:
+    """Whether every attribute of `node` is one its schema defines, of the type it declares: a
+    folded node is never verified, so a malformed one must stay for the verifier to report, and
+    the passes that read attributes before it (folding, symbolic dims) read them only so (a
+    Shape whose `start` says FLOAT crashed the symbolic-dims pass: test_fuzz.py)."""
     if not node.attribute:
         return True
     try:
@@ -191,9 +193,19 @@ def _schema_attributes_only(node: onnx.NodeProto, opset: int) -> bool:
     except onnx.defs.SchemaError:
         return False
     return all(
-        attribute.name in schema.attributes and attribute.type != onnx.AttributeProto.UNDEFINED
+        attribute.name in schema.attributes
+        and attribute.type == _SCHEMA_TYPE_CODES.get(schema.attributes[attribute.name].type)
         for attribute in node.attribute
     )
+
+
+_SCHEMA_TYPE_CODES = {
+    getattr(onnx.defs.OpSchema.AttrType, name): code
+    for name, code in onnx.AttributeProto.AttributeType.items()
+    if hasattr(onnx.defs.OpSchema.AttrType, name)
+}
+"""A schema's attribute type (`OpSchema.AttrType`) as the AttributeProto type code of the same
+name."""
 
 
 def may_fold(op_type: str, operands: Sequence[str | None]) -> bool:
@@ -229,7 +241,7 @@ def fold_node(
         return None
     if any(attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attribute in node.attribute):
         return None
-    if not _schema_attributes_only(node, opset):
+    if not schema_attributes_only(node, opset):
         return None
     if node.op_type in ("Shape", "Size"):
         dims = input_dims[0] if input_dims else None
@@ -279,7 +291,7 @@ def fold_shape_arithmetic(
             continue
         if any(attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attribute in node.attribute):
             continue
-        if not _schema_attributes_only(node, opset):
+        if not schema_attributes_only(node, opset):
             continue
         if not all(_small_output(types.get(name)) for name in node.output):
             continue

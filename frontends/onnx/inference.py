@@ -299,7 +299,7 @@ def infer_types(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | No
     types = _collect(inferred.graph)
     spare_fold_round = False
     for round_number in range(1, FOLD_ROUNDS + 1):
-        symbolic = analyse(stripped.graph, types)
+        symbolic = analyse(stripped.graph, types, opset)
         folds = fold_shape_arithmetic(stripped.graph, types.values, opset, folded, symbolic.constants)
         tightened = [_tighten(graph, refined) for graph, refined in symbolic.refined_in_subgraphs]
         if not _tighten(stripped.graph, symbolic.refined) and not any(tightened) and not folds:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from .folding import KnownConstants, constant_value
+from .folding import KnownConstants, constant_value, schema_attributes_only
 
 __all__ = ["Dim", "SymbolicDims", "analyse"]
 
@@ -105,10 +105,13 @@ class _Walk:
         graph: onnx.GraphProto,
         types: Mapping[str, onnx.TypeProto],
         parent: _Walk | None = None,
+        opset: int | None = None,
     ) -> None:
         self.graph = graph
         self.types = types
         self.parent = parent  # the walk of the enclosing graph (a subgraph reads its values)
+        # the default domain's opset: a node's attributes are read only when its schema's
+        self.opset: int = opset if opset is not None else (parent.opset if parent else 1)
         self.offsets: dict[str, tuple[str, int]] = {}  # value -> (base value, k): value = base + k
         self._initializers: dict[str, onnx.TensorProto] | None = None
         self.known = KnownConstants(graph)
@@ -202,6 +205,7 @@ class _Walk:
             or node.domain not in _DEFAULT_DOMAINS
             or not node.output
             or not node.output[0]
+            or not schema_attributes_only(node, self.opset)
         ):
             return
         result = handler(self, node)
@@ -893,9 +897,10 @@ class SymbolicDims:
     """As `refined`, for the values of subgraphs (Loop bodies, If branches), with their graph."""
 
 
-def analyse(graph: onnx.GraphProto, types) -> SymbolicDims:
+def analyse(graph: onnx.GraphProto, types, opset: int) -> SymbolicDims:
     """The symbolic dims of `graph`'s values and its subgraphs', given ONNX inference's `types`
-    (an `inference.GraphTypes`: the graph's value types and its subgraphs')."""
+    (an `inference.GraphTypes`: the graph's value types and its subgraphs') and the model's
+    default-domain `opset`."""
     for node in graph.node:  # NOTE: most graphs have neither: ~1 us a node to learn it
         op_type = node.op_type
         if op_type in _SYMBOL_SOURCES or (
@@ -906,7 +911,7 @@ def analyse(graph: onnx.GraphProto, types) -> SymbolicDims:
             break
     else:
         return SymbolicDims()
-    walk = _walk_graph(graph, types, None)
+    walk = _walk_graph(graph, types, None, opset=opset)
     refined_in = []
     pending = list(walk.subgraphs)
     while pending:
@@ -922,9 +927,11 @@ def _walk_graph(
     types,
     parent: _Walk | None,
     seeds: Mapping[str, tuple[Dim, ...]] | None = None,
+    opset: int | None = None,
 ) -> _Walk:
-    """The walk of `graph` (`seeds`: dims of its inputs known whatever their types say)."""
-    walk = _Walk(graph, types.values, parent)
+    """The walk of `graph` (`seeds`: dims of its inputs known whatever their types say; `opset`:
+    the default domain's, else the parent walk's)."""
+    walk = _Walk(graph, types.values, parent, opset)
     walk.dims.update(seeds or {})
     for index, node in enumerate(graph.node):
         walk.visit(node, index, types)

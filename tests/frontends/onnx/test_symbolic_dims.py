@@ -12,6 +12,7 @@ import onnx
 import onnxruntime
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from niro.frontends.onnx import import_model_with_info
 from niro.frontends.onnx.symbolic_dims import Dim
 from onnx import helper, numpy_helper
 
@@ -274,3 +275,17 @@ def test_a_two_sided_stft_takes_its_bins_from_the_window() -> None:
         " y = STFT <onesided = 0> (s, step, w) }"
     )
     assert "-> (tensor<?x?x10x2xf32>)" in _op(text, "onnx.STFT")
+
+
+def test_an_attribute_of_another_type_than_its_schema_declares_is_left_to_the_verifier() -> None:
+    """Found by test_fuzz.py: a Shape whose `start` says FLOAT (its int field still set) crashed
+    the symbolic-dims pass with a TypeError. The pass reads a node's attributes only when they
+    have the types its schema declares (as folding does); the verifier reports the node."""
+    model = onnx.parser.parse_model(
+        '<ir_version: 8, opset_import: ["" : 17]>'
+        "g (float[a, 3] x) => (int64[1] y) { [shape] y = Shape <start = 0, end = 1> (x) }"
+    )
+    model.graph.node[0].attribute[0].type = onnx.AttributeProto.FLOAT
+    diagnostics = nir.verify(import_model_with_info(model).module)
+    assert [(d.rule, "[node 'shape']" in str(d)) for d in diagnostics] == [("onnx-attribute", True)]
+    assert "attribute 'start' must be an int (INT in Shape-15), got float 0.0" in str(diagnostics[0])
