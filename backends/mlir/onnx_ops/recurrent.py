@@ -54,6 +54,7 @@ from .recurrent_kit import (
     Recurrence,
     elementwise,
     gate,
+    input_bias_offsets,
     parse_recurrence,
     peephole,
     project,
@@ -62,6 +63,7 @@ from .recurrent_kit import (
     shape_text,
     state,
     static_size,
+    x_gate,
 )
 
 __all__ = ["CELLS"]
@@ -176,9 +178,10 @@ def _unrolled(
 
 def _start(rec: Recurrence, direction: int) -> tuple[mlir_ir.Value, list[mlir_ir.Value]]:
     """What a direction's steps start from: every time step of X projected through its W
-    (time-major), and its initial states (zero where the op has none)."""
+    (time-major; with its bias unless the steps add it, `Recurrence.bias_in_step`), and its
+    initial states (zero where the op has none)."""
     x_map = [0, 1, 3] if rec.layout == 0 else [1, 0, 3]
-    biases = [0, rec.rows] if rec.gates_apart else [0]  # Wb (+ Rb)
+    biases = [] if rec.bias_in_step else input_bias_offsets(rec)
     projected = project(
         rec, rec.x, x_map, (rec.seq, rec.batch), rec.w, direction, 0, rec.rows, biases
     )
@@ -557,6 +560,7 @@ def _lower_recurrence(ctx: LoweringRuleContext, cell: Cell) -> list[mlir_ir.Valu
             else [rec.batch, rec.seq, directions, rec.hidden]
         )
         y = empty(shape, rec.compute)
+    rec.bias_in_step = not (isinstance(rec.seq, int) and isinstance(rec.batch, int))
     if isinstance(rec.seq, int) and rec.seq <= UNROLLED_STEPS:
         finals, y = _unrolled(rec, y)
     else:
@@ -592,7 +596,8 @@ def _rnn_step(rec: Recurrence, direction: int, x_step: mlir_ir.Value, old: list[
     def body(x, h):
         return [rec.activate(direction, 0, rec.math.add(x, h))]
 
-    return elementwise(rec, [gate(rec, x_step, 0), gate(rec, recurrent, 0)], 1, body)
+    inputs = [x_gate(rec, direction, x_step, 0), gate(rec, recurrent, 0)]
+    return elementwise(rec, inputs, 1, body)
 
 
 def _gru_step(rec: Recurrence, direction: int, x_step: mlir_ir.Value, old: list[mlir_ir.Value]):
@@ -614,7 +619,7 @@ def _gru_step(rec: Recurrence, direction: int, x_step: mlir_ir.Value, old: list[
             candidate = rec.activate(direction, 1, math.add(xn, math.mul(r, hn)))
             return [blend(z, candidate, h)]
 
-        inputs = [gate(rec, x_step, index) for index in range(3)]
+        inputs = [x_gate(rec, direction, x_step, index) for index in range(3)]
         inputs += [gate(rec, recurrent, index) for index in range(3)]
         return elementwise(rec, [*inputs, state(previous)], 1, fused)
 
@@ -625,7 +630,7 @@ def _gru_step(rec: Recurrence, direction: int, x_step: mlir_ir.Value, old: list[
         r = rec.activate(direction, 0, math.add(xr, hr))
         return [z, math.mul(r, h)]
 
-    inputs = [gate(rec, x_step, 0), gate(rec, x_step, 1)]
+    inputs = [x_gate(rec, direction, x_step, 0), x_gate(rec, direction, x_step, 1)]
     inputs += [gate(rec, recurrent, 0), gate(rec, recurrent, 1)]
     update, reset_state = elementwise(rec, [*inputs, state(previous)], 2, gates)
     reset_projected = project_state(rec, reset_state, direction, 2 * hidden, hidden)
@@ -633,7 +638,8 @@ def _gru_step(rec: Recurrence, direction: int, x_step: mlir_ir.Value, old: list[
     def output(xn, hn, z, h):
         return [blend(z, rec.activate(direction, 1, math.add(xn, hn)), h)]
 
-    inputs = [gate(rec, x_step, 2), state(reset_projected), state(update), state(previous)]
+    inputs = [x_gate(rec, direction, x_step, 2), state(reset_projected), state(update)]
+    inputs.append(state(previous))
     return elementwise(rec, inputs, 1, output)
 
 
@@ -648,7 +654,7 @@ def _lstm_step(rec: Recurrence, direction: int, x_step: mlir_ir.Value, old: list
     else:
         recurrent = project_state(rec, previous, direction, 0, 4 * hidden)
     input_forget = int(attribute(rec.ctx, "input_forget", 0))
-    inputs = [gate(rec, x_step, index) for index in range(4)]
+    inputs = [x_gate(rec, direction, x_step, index) for index in range(4)]
     if rec.gates_apart:
         inputs += [state(projected) for projected in apart]
     else:

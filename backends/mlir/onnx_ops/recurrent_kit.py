@@ -46,6 +46,9 @@ __all__ = [
     "project_state",
     "project_gates",
     "gate",
+    "x_gate",
+    "input_bias_offsets",
+    "Sum",
     "state",
     "peephole",
     "elementwise",
@@ -205,6 +208,17 @@ class Recurrence:
     gates_apart: bool = False
     """The step projects the state through R per gate (`project_gates`, set for looped steps
     of a cell that can), and the input projection carries R's bias."""
+    bias_in_step: bool = False
+    """The input projection is summed from zero and each step's gate math adds its bias
+    (`x_gate`): set when the projection has a run-time number of rows.
+
+    NOTE: IREE 3.13 compiles a contraction with a run-time number of rows 3-4x slower when an
+    element-wise op is fused into its dispatch (a broadcast bias it starts from, or a bias
+    added to its result): 16384x16 by 16x128 takes 2.9 ms so against 0.7 ms summed from zero
+    (0.56-0.68 ms either way with static rows; iree-benchmark-module, local-task). A bias
+    added to a step's projection row before its gate math is a dispatch of its own, one more
+    per step (the bench's LSTM at 1024x16x16: 72-75 -> 84-92 ms a call), so the gate math
+    reads the bias itself."""
 
     @property
     def rows(self) -> int:
@@ -547,6 +561,43 @@ def gate(rec: Recurrence, value: mlir_ir.Value, index: int) -> tuple[mlir_ir.Val
     return slab(value, [0, index * rec.hidden], [rec.batch, rec.hidden]), [0, 1]
 
 
+def input_bias_offsets(rec: Recurrence) -> list[int]:
+    """The halves of B an input projection's rows get: W's (at 0), and R's (at gates *
+    hidden) when the step projects the state per gate without it (`gates_apart`)."""
+    return [0, rec.rows] if rec.gates_apart else [0]
+
+
+@dataclass(frozen=True, slots=True)
+class Sum:
+    """Inputs of an `elementwise` op whose elements its body gets added into one."""
+
+    parts: tuple[tuple[mlir_ir.Value, list], ...]
+
+
+def x_gate(
+    rec: Recurrence, direction: int, x_step: mlir_ir.Value, index: int
+) -> tuple[mlir_ir.Value, list] | Sum:
+    """Gate `index` of a step's row of its direction's input projection, read over (batch,
+    hidden) loops: with the gate's bias added when the projection was summed from zero
+    (`Recurrence.bias_in_step`)."""
+    read = gate(rec, x_step, index)
+    bias = rec.bias
+    if not rec.bias_in_step or bias is None:
+        return read
+    first = index * rec.hidden
+    halves = [
+        (
+            rec.invariant(
+                ("bias", direction, offset + first, rec.hidden),
+                functools.partial(slab, bias, [direction, offset + first], [1, rec.hidden], 1),
+            ),
+            [1],
+        )
+        for offset in input_bias_offsets(rec)
+    ]
+    return Sum((read, *halves))
+
+
 def state(value: mlir_ir.Value) -> tuple[mlir_ir.Value, list]:
     """A (batch, hidden) tensor read over (batch, hidden) loops."""
     return value, [0, 1]
@@ -565,16 +616,26 @@ def peephole(rec: Recurrence, direction: int, index: int) -> tuple[mlir_ir.Value
 
 def elementwise(
     rec: Recurrence,
-    inputs: Sequence[tuple[mlir_ir.Value, list]],
+    inputs: Sequence[tuple[mlir_ir.Value, list] | Sum],
     outputs: int,
     body: Callable[..., Sequence[mlir_ir.Value]],
 ) -> list[mlir_ir.Value]:
     """A `linalg.generic` over (batch, hidden) computing `outputs` (batch, hidden) tensors;
-    `body(*elements)` gets one element of each input."""
+    `body(*elements)` gets one element of each input (of a `Sum`, its parts' elements added)."""
+    groups = [entry.parts if isinstance(entry, Sum) else (entry,) for entry in inputs]
+    flat = [part for group in groups for part in group]
+
+    def summed(arguments: Sequence[mlir_ir.Value]) -> list[mlir_ir.Value]:
+        elements, at = [], 0
+        for group in groups:
+            elements.append(functools.reduce(rec.math.add, arguments[at : at + len(group)]))
+            at += len(group)
+        return list(body(*elements))
+
     return generic(
-        inputs,
+        flat,
         [(empty([rec.batch, rec.hidden], rec.compute), [0, 1]) for _ in range(outputs)],
         2,
         (),
-        lambda arguments: list(body(*arguments[: len(inputs)])),
+        summed,
     )
