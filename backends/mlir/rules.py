@@ -99,7 +99,7 @@ def _lower_get_global(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         return [tensor.ExtractOp(load(lower_type(TensorType(global_type, ()))), []).result]
     if sub_byte.is_packed(global_type):
         return [sub_byte.unpack(load(lower_type(sub_byte.packed_type(global_type))), global_type)]
-    if ctx.global_stored_transposed(op.name):  # a weight of few-row products (weight_layout.py)
+    if ctx.global_stored_transposed(op.name):  # a weight its products read transposed (weight_layout.py)
         rows, columns = matrix_dims(global_type)
         stored = load(ctx.mlir_type(TensorType(global_type.element_type, (columns, rows))))
         element = ctx.mlir_type(global_type.element_type)

@@ -1,9 +1,11 @@
-"""Which weight matrices the module stores transposed: those that only ever multiply a few rows.
+"""Which weight matrices the module stores transposed: those whose every read is the right
+operand of a matrix product that runs faster reading it so.
 
 A Global of shape (K, N) that is the right operand of matrix products of at most FEW_ROWS rows
 (a decode step's token, a classifier head's batch), or of a run-time number of rows (which
 `builders.contraction` then runs as a static product of FEW_ROWS rows when they are that few),
-is written to MLIR as its transpose (N, K)
+or an f32/f64 one of at least LARGE_ELEMENTS multiplying any number of rows, is written to MLIR
+as its transpose (N, K)
 and read back through a `linalg.transpose`, which IREE folds into the product's operand read:
 the product then reads each output's K weights contiguously, as for a Gemm with transB, instead
 of striding across N. The Niro module is not changed: its Global keeps the model's layout, and
@@ -17,6 +19,13 @@ are within 10-30% either way, and for weights below MIN_ELEMENTS (256 x 688: 19 
 row) the transposed read is slightly slower. A product of run-time rows by such a weight ran
 about alike in the two layouts at 128 rows (1024 x 1024: 2.9-3.7 and 3.5 ms; 256 x 4096: 2.8-3.4
 against 3.4-4.1 ms; 5632 x 2048: 103 against 33 ms), and is versioned for few rows.
+A weight of at least LARGE_ELEMENTS multiplies any number of static rows faster transposed
+(iree-benchmark-module medians, MatMul + Add + Relu, the same numbers): 16 x 1024 by 1024 x 1024
+0.83-0.93 -> 0.35-0.41 ms; 128 x 768 by 768 x 3072 8.5-11.9 -> 3.5-4.8 ms; 64 x 3072 by 3072 x
+768 7.4-8.5 -> 3.1-3.4 ms; 128 x 1024 by 1024 x 4096 16.0 -> 7.7 ms; 2048 x 1024 by 1024 x 1024
+63 -> 27 ms; 128 x 512 by 512 x 2048 4.3 -> 2.4 ms. Below it the gain depends on the shape:
+128 x 512 by 512 x 1024 1.47 -> 0.84 ms, but 768 x 768 1.43 -> 1.33, 1536 x 384 1.19 -> 1.33
+and 256 x 1024 0.66 -> 0.91 ms, so smaller weights keep their layout unless their rows are few.
 """
 
 from __future__ import annotations
@@ -45,7 +54,14 @@ from niro.ir import (
 
 from .literals import read_only_mappings, release_pages
 
-__all__ = ["FEW_ROWS", "MIN_ELEMENTS", "matrix_dims", "transposed_global", "transposed_weights"]
+__all__ = [
+    "FEW_ROWS",
+    "LARGE_ELEMENTS",
+    "MIN_ELEMENTS",
+    "matrix_dims",
+    "transposed_global",
+    "transposed_weights",
+]
 
 FEW_ROWS = 8
 """The most rows (the product of the left operand's dims but its last) a product may have for
@@ -54,12 +70,18 @@ its weight to be stored transposed."""
 MIN_ELEMENTS = 1 << 18
 """The fewest elements a weight needs to be stored transposed (512 x 512)."""
 
+LARGE_ELEMENTS = 1 << 20
+"""The fewest elements an f32/f64 weight needs to be stored transposed whatever the rows of its
+products (1024 x 1024)."""
+
 
 def transposed_weights(module: Module) -> frozenset[str]:
     """The names of the Globals to store transposed: 2-D float weights of at least MIN_ELEMENTS
-        whose every read is the right operand of a product of at most FEW_ROWS static rows
-        (Niro's MatMul, or `onnx.MatMul` of a left operand of any rank >= 1). Any other read (an
-    element-wise op, a Call, a Return, a product of more or run-time rows) keeps the layout."""
+    whose every read is the right operand of a product (Niro's MatMul, or `onnx.MatMul` of a
+    left operand of any rank >= 1) of at most FEW_ROWS static rows or a run-time number of
+    them, or of any rows for an f32/f64 weight of at least LARGE_ELEMENTS. Any other read (an
+    element-wise op, a Call, a Return, a product of more rows by a smaller weight) keeps the
+    layout."""
     candidates: set[str] = set()
     refused: set[str] = set()
     for function in module.functions:  # value ids are a function's own
@@ -71,7 +93,7 @@ def transposed_weights(module: Module) -> frozenset[str]:
         for op in walk_ops(function):
             for position, operand in enumerate(operands_of(op)):
                 name = read_as.get(operand.id)
-                if name is not None and not (position == 1 and _few_rows_product(op)):
+                if name is not None and not (position == 1 and _reads_transposed(op, operand)):
                     refused.add(name)
     return frozenset(candidates - refused)
 
@@ -91,10 +113,12 @@ def _is_weight(value: Value) -> bool:
     )
 
 
-def _few_rows_product(op: Op) -> bool:
-    """`op` is a product whose rows (the left operand's dims but its last) are at most
-    FEW_ROWS, or a run-time number that `builders.contraction` versions (at most FEW_ROWS rows
-    as a static product): the latter in the result's element type (f32, f64) only."""
+def _reads_transposed(op: Op, weight: Value) -> bool:
+    """`op` is a product that reads its right operand `weight` faster transposed: its rows (the
+    left operand's dims but its last) are at most FEW_ROWS, or a run-time number that
+    `builders.contraction` versions (at most FEW_ROWS rows as a static product; in the result's
+    element type, f32 or f64, only), or any number of them when `weight` is an f32/f64 matrix
+    of at least LARGE_ELEMENTS."""
     if isinstance(op, MatMul):
         lhs = op.lhs
     elif isinstance(op, UnknownOp) and op.name == "onnx.MatMul" and len(op.operands) == 2:
@@ -104,10 +128,22 @@ def _few_rows_product(op: Op) -> bool:
     type_ = lhs.type
     if not isinstance(type_, TensorType) or type_.shape is None or type_.rank == 0:
         return False
+    wide = type_.element_type in (ScalarType.F32, ScalarType.F64)
     rows = type_.shape[:-1]
     if None not in rows:
-        return math.prod(dim or 0 for dim in rows) <= FEW_ROWS
-    return type_.shape[-1] is not None and type_.element_type in (ScalarType.F32, ScalarType.F64)
+        return math.prod(dim or 0 for dim in rows) <= FEW_ROWS or (wide and _large(weight))
+    return type_.shape[-1] is not None and wide
+
+
+def _large(weight: Value) -> bool:
+    """`weight` is a static f32/f64 matrix of at least LARGE_ELEMENTS."""
+    type_ = weight.type
+    return (
+        isinstance(type_, TensorType)
+        and type_.shape is not None
+        and type_.element_type in (ScalarType.F32, ScalarType.F64)
+        and math.prod(dim or 0 for dim in type_.shape) >= LARGE_ELEMENTS
+    )
 
 
 def matrix_dims(type_: Type) -> tuple[int, int]:
@@ -167,7 +203,7 @@ def transposed_global(global_: Global) -> Global:
             mapping = mmap.mmap(file.fileno(), source.nbytes, access=mmap.ACCESS_READ)
     except OSError as error:  # the temporary directory: missing, full...
         raise ValueError(
-            "is stored transposed (its products have few rows) through a temporary file in "
+            "is stored transposed (its products read it so) through a temporary file in "
             f"{tempfile.gettempdir()}, which failed: {error}"
         ) from error
     return Global(global_.name, TensorType(element, (columns, rows)), memoryview(mapping))

@@ -184,6 +184,11 @@ MODELS.update(
             _generated("mlp_rows"),
             {"rows": 1},
         ),
+        "mlp_rows_128": Spec(
+            "mlp_rows with rows=128 fixed in the model (as `--dim`): products of many static rows"
+            " by large weights",
+            _fixed(_generated("mlp_rows"), {"rows": 128}),
+        ),
         "genai_llama_step": Spec(
             "onnxruntime-genai's fp32 Llama (4 layers, hidden 1024, MLP 2816, GQA 16/4 heads),"
             " one decode step after 31 tokens (KV cache)",

@@ -1,5 +1,5 @@
-"""Weights of few-row products stored transposed (backends/mlir/weight_layout.py): which
-Globals qualify, what the MLIR holds (the Global as (N, K), read back through a
+"""Weights stored transposed (backends/mlir/weight_layout.py): those of few-row products and
+large ones of any product, which Globals qualify, what the MLIR holds (the Global as (N, K), read back through a
 `linalg.transpose`), and that the compiled products match onnxruntime."""
 
 from __future__ import annotations
@@ -11,7 +11,12 @@ import numpy as np
 import onnx
 import pytest
 from niro.backends.mlir import LoweringError, find_tool, lower_to_mlir, weight_layout
-from niro.backends.mlir.weight_layout import FEW_ROWS, MIN_ELEMENTS, transposed_weights
+from niro.backends.mlir.weight_layout import (
+    FEW_ROWS,
+    LARGE_ELEMENTS,
+    MIN_ELEMENTS,
+    transposed_weights,
+)
 from niro.frontends.onnx import import_model
 from niro.ir import Global, ScalarType, TensorType
 from onnx import helper, numpy_helper
@@ -61,16 +66,40 @@ def test_weights_of_few_row_products_are_stored_transposed(x_shape):
     assert _transposed(_model(x_shape, [("MatMul", ["x", "w"], ["y"])])) == {"w"}
 
 
+LARGE = (1024, LARGE_ELEMENTS // 1024)
+
+
+@pytest.mark.parametrize(
+    "x_shape", [[FEW_ROWS + 1, 1024], [128, 1024], [2, 64, 1024], ["rows", 1024]], ids=str
+)
+def test_large_weights_are_stored_transposed_whatever_the_rows(x_shape):
+    assert _transposed(_model(x_shape, [("MatMul", ["x", "w"], ["y"])], shape=LARGE)) == {"w"}
+
+
+def test_a_large_half_weight_of_many_rows_keeps_its_layout():
+    """The many-row rule is measured for f32 (and taken for f64) only."""
+    model = _model([128, 1024], [("MatMul", ["x", "w"], ["y"])], shape=LARGE, dtype=np.float16)
+    assert _transposed(model) == frozenset()
+
+
 @pytest.mark.parametrize(
     ("x_shape", "nodes", "shape"),
     [
         ([FEW_ROWS + 1, K], [("MatMul", ["x", "w"], ["y"])], (K, N)),
+        ([FEW_ROWS + 1, 1023], [("MatMul", ["x", "w"], ["y"])], (1023, 1024)),
         ([2, "rows", "width"], [("MatMul", ["x", "w"], ["y"])], (K, N)),
         ([1, K], [("MatMul", ["x", "w"], ["y"])], (K, N // 2)),
         ([K, K], [("MatMul", ["w", "x"], ["y"])], (K, N)),
         ([1, N], [("MatMul", ["x", "w"], ["p"]), ("Add", ["x", "w"], ["y"])], (N, N)),
     ],
-    ids=["too-many-rows", "run-time-width", "too-small", "left-operand", "also-read-by-Add"],
+    ids=[
+        "too-many-rows",
+        "too-many-rows-for-a-weight-just-below-large",
+        "run-time-width",
+        "too-small",
+        "left-operand",
+        "also-read-by-Add",
+    ],
 )
 def test_other_weights_keep_their_layout(x_shape, nodes, shape):
     outputs = [node[2][0] for node in nodes]
@@ -96,6 +125,16 @@ def test_products_by_a_transposed_weight_match_onnxruntime(tmp_path, x_shape):
     module = compile_onnx(model, tmp_path, "weights")
     x = np.random.default_rng(5).standard_normal(x_shape).astype(np.float32)
     assert_matches_onnxruntime(module, model, [{"x": x}], function="weights", rtol=1e-5, atol=1e-5)
+
+
+def test_many_rows_by_a_large_transposed_weight_match_onnxruntime(tmp_path):
+    model = _model(
+        [2, 24, 1024], [("MatMul", ["x", "w"], ["p"]), ("Relu", ["p"], ["y"])], shape=LARGE
+    )
+    assert _transposed(model) == {"w"}
+    module = compile_onnx(model, tmp_path, "weights")
+    x = np.random.default_rng(6).standard_normal((2, 24, 1024)).astype(np.float32)
+    assert_matches_onnxruntime(module, model, [{"x": x}], function="weights", rtol=1e-4, atol=1e-4)
 
 
 def test_a_temporary_directory_that_fails_is_named_in_the_error(monkeypatch, tmp_path, capsys):
