@@ -475,10 +475,8 @@ def _projections(
         init = empty([*outer, rows], rec.compute)
         if rec.bias is None or not bias_offsets:
             return fill(init, math.zero())
-        bias = rec.bias
         halves = [
-            (slab(bias, [direction, offset + first_row], [1, rows], 1), [g])
-            for offset in bias_offsets
+            (_bias_part(rec, direction, offset + first_row, rows), [g]) for offset in bias_offsets
         ]
         return generic(
             halves,
@@ -581,21 +579,25 @@ def x_gate(
     hidden) loops: with the gate's bias added when the projection was summed from zero
     (`Recurrence.bias_in_step`)."""
     read = gate(rec, x_step, index)
-    bias = rec.bias
-    if not rec.bias_in_step or bias is None:
+    if not rec.bias_in_step or rec.bias is None:
         return read
     first = index * rec.hidden
     halves = [
-        (
-            rec.invariant(
-                ("bias", direction, offset + first, rec.hidden),
-                functools.partial(slab, bias, [direction, offset + first], [1, rec.hidden], 1),
-            ),
-            [1],
-        )
+        (_bias_part(rec, direction, offset + first, rec.hidden), [1])
         for offset in input_bias_offsets(rec)
     ]
     return Sum((read, *halves))
+
+
+def _bias_part(rec: Recurrence, direction: int, first: int, size: int) -> mlir_ir.Value:
+    """B[direction, first:first + size] (W's half of B from 0, R's from gates * hidden), built
+    once per direction's steps (`Recurrence.invariant`)."""
+    bias = rec.bias
+    assert bias is not None, "only a recurrence with B has a bias to read"
+    return rec.invariant(
+        ("bias", direction, first, size),
+        functools.partial(slab, bias, [direction, first], [1, size], 1),
+    )
 
 
 def state(value: mlir_ir.Value) -> tuple[mlir_ir.Value, list]:
