@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
+from niro.ir import Block as NiroBlock
 from niro.ir import (
     ScalarType,
     TensorType,
@@ -410,28 +411,43 @@ def _slice_of(ctx: LoweringRuleContext, values, carried: int, scan: _ScanOutput)
     return _checked_cast(ctx, piece, scan.slice_type, f"scan output #{scan.index}'s slice")
 
 
-def _unrolls(block, scans, carried_types, has_trip_count: bool, guard_rows: bool) -> bool:
+@dataclass(frozen=True)
+class _LoopPlan:
+    """What both forms of a Loop (`_unrolled`, `_while_loop`) are built from: its body, its max
+    trip count M (an i64, None without one) and whether it has a cond input, the loop-carried
+    values' types in the body and their entering values, the scan outputs and their buffers,
+    the scan outputs' rows (None: a run-time number), whether each iteration checks that it
+    stays within them, and whether the loop-carried values' dims are bounded (`_nexts`)."""
+
+    block: NiroBlock
+    limit: mlir_ir.Value | None
+    has_condition: bool
+    carried_types: list[RankedTensorType]
+    starts: list[mlir_ir.Value]
+    scans: list[_ScanOutput]
+    buffers: list[mlir_ir.Value]
+    rows: int | None
+    guard_rows: bool
+    bounds: bool
+
+    @property
+    def carried(self) -> int:
+        return len(self.starts)
+
+
+def _unrolls(plan: _LoopPlan) -> bool:
     """Whether the loop runs as `_unrolled`: it walks blocks (`_walks_blocks`), has a max trip
     count M that bounds its scan outputs (no check of the rows at each iteration), and a small
     body; the caller adds that it runs every iteration."""
     return (
-        _walks_blocks(scans, carried_types)
-        and has_trip_count
-        and not guard_rows
-        and steps_per_iteration(len(block.operations)) > 1
+        _walks_blocks(plan.scans, plan.carried_types)
+        and plan.limit is not None
+        and not plan.guard_rows
+        and steps_per_iteration(len(plan.block.operations)) > 1
     )
 
 
-def _unrolled(
-    ctx: LoweringRuleContext,
-    block,
-    limit: mlir_ir.Value,
-    starts: list[mlir_ir.Value],
-    buffers: list[mlir_ir.Value],
-    carried_types,
-    scans,
-    bounds: bool,
-) -> list[mlir_ir.Value]:
+def _unrolled(ctx: LoweringRuleContext, plan: _LoopPlan) -> list[mlir_ir.Value]:
     """A loop that runs all max(M, 0) iterations, as Scan walks its steps: the first (count
     mod STEPS_PER_ITERATION) iterations one an `scf.for` iteration, stacking their rows
     straight into the scan outputs, then blocks of BLOCK_STEPS iterations (`block_loop`) whose
@@ -439,7 +455,8 @@ def _unrolled(
     block's own inserted once per block. What the `scf.while` form gives: the iteration count,
     the condition (true), the loop-carried values, the scan outputs. The single iterations come
     first (see STEPS_PER_ITERATION)."""
-    carried = len(starts)
+    block, scans, carried, limit = plan.block, plan.scans, plan.carried, plan.limit
+    assert limit is not None, "an unrolled loop runs max(M, 0) iterations"
     i1 = mlir_ir.IntegerType.get_signless(1)
     true = arith.ConstantOp(i1, mlir_ir.IntegerAttr.get(i1, 1)).result
     count = as_index(arith.MaxSIOp(limit, i64_constant(0)).result)
@@ -460,7 +477,7 @@ def _unrolled(
             stepped: list[mlir_ir.Value] = []
 
             def finish(yield_ctx: LoweringRuleContext) -> None:
-                nexts = _nexts(ctx, yield_ctx, carried_types, bounds)
+                nexts = _nexts(ctx, yield_ctx, plan.carried_types, plan.bounds)
                 pieces = [_slice_of(ctx, yield_ctx.operands, carried, scan) for scan in scans]
                 rows = [insert_row(p, r, slot) for p, r in zip(pieces, walking[carried:], strict=True)]
                 stepped.extend([*nexts, *rows])
@@ -472,7 +489,7 @@ def _unrolled(
 
     stacking = Stacking(carried, [list(scan.slice_type.shape) for scan in scans], [False] * len(scans))
     finals = stack_in_blocks(
-        index_constant(0), count, [*starts, *buffers], stacking, STEPS_PER_ITERATION, step_for
+        index_constant(0), count, [*plan.starts, *plan.buffers], stacking, STEPS_PER_ITERATION, step_for
     )
     return [as_i64(count), true, *finals]
 
@@ -578,6 +595,82 @@ def _first_rows(ctx, buffer: mlir_ir.Value, count: mlir_ir.Value, slice_type: Ra
     ).result
 
 
+def _while_loop(ctx: LoweringRuleContext, plan: _LoopPlan, go: mlir_ir.Value) -> list[mlir_ir.Value]:
+    """The loop as one `scf.while` (over blocks of iterations when `_walks_blocks`), starting
+    from condition `go`: the iteration count, the condition, the loop-carried values, the scan
+    outputs."""
+    block, limit, scans, rows, carried = plan.block, plan.limit, plan.scans, plan.rows, plan.carried
+    inits = [i64_constant(0), go, *plan.starts, *plan.buffers]
+    types = [value.type for value in inits]
+    loop = scf.WhileOp(types, inits)
+
+    before = loop.before.blocks.append(*types)
+    with mlir_ir.InsertionPoint(before):
+        keep = _keeps_going(before.arguments[0], before.arguments[1], limit, plan.has_condition)
+        scf.ConditionOp(keep, list(before.arguments))
+
+    after = loop.after.blocks.append(*types)
+    blocked = _walks_blocks(scans, plan.carried_types)
+    if blocked:
+        walk = _block_walk(after, carried, scans, limit, plan.has_condition)
+        step_block, rows_in = walk.steps, walk.slabs
+    else:
+        step_block, rows_in = after, list(after.arguments)[2 + carried :]
+    iteration, current = step_block.arguments[0], step_block.arguments[1]
+    carried_in = list(step_block.arguments)[2 : 2 + carried]
+    with mlir_ir.InsertionPoint(step_block):
+        bound = [
+            _as_tensor(ctx, iteration, block.arguments[0], "iteration number", ScalarType.I64),
+            _as_tensor(ctx, current, block.arguments[1], "condition", ScalarType.BOOL),
+            *carried_in,
+        ]
+        if plan.guard_rows:
+            assert rows is not None, "guard_rows is set for a constant number of rows only"
+            assert_true(
+                arith.CmpIOp(arith.CmpIPredicate.slt, iteration, i64_constant(rows)).result,
+                f"{ctx.niro_location}: 'onnx.Loop' op runs more than {rows} iterations, the "
+                "rows of its scan outputs",
+            )
+
+    def finish(yield_ctx: LoweringRuleContext) -> None:
+        """The Yield: next iteration number, condition, loop-carried values and buffers."""
+        values, niro_values = yield_ctx.operands, yield_ctx.niro_operands
+        if not plan.has_condition:
+            following = current  # without a cond input the body's condition is ignored
+        else:
+            following = _read_scalar(
+                ctx, values[0], niro_values[0], "the body's condition", ScalarType.BOOL
+            )
+            if blocked or any(not scan.slice_type.is_static for scan in scans):
+                # NOTE: `current` is true here (the loop runs only while it is); and-ing it in
+                # keeps the `after` region's condition argument alive: iree-compile (3.x)
+                # mis-numbers the arguments of an scf.while that canonicalization left with
+                # fewer `after` than `before` arguments once a buffer's dynamic dims are carried,
+                # and crashes on such an inner loop of a walk in blocks (ScfWhileOpConversion)
+                following = arith.AndIOp(following, current).result
+        nexts = _nexts(ctx, yield_ctx, plan.carried_types, plan.bounds)
+        offset = as_index(iteration)
+        if blocked:  # the row's slot in the block's slab
+            offset = arith.SubIOp(offset, walk.start).result
+        stacked = []
+        for scan, buffer in zip(scans, rows_in, strict=True):
+            piece = _slice_of(ctx, values, carried, scan)
+            if not scan.slice_type.is_static:
+                first = arith.CmpIOp(arith.CmpIPredicate.eq, iteration, i64_constant(0)).result
+                buffer = _sized_buffer(
+                    ctx, buffer, piece, first, _stacked_type(rows, scan), scan.index
+                )
+            stacked.append(insert_row(piece, buffer, offset))
+        step = arith.AddIOp(iteration, i64_constant(1)).result
+        scf.YieldOp([step, following, *nexts, *stacked])
+
+    ctx.lower_block(block, step_block, bound, yield_builder=finish)
+    if blocked:
+        _flush(walk, after, carried, scans)
+
+    return list(loop.results)
+
+
 @register_lowering("onnx.Loop", since=1)
 def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     op = ctx.op
@@ -647,11 +740,10 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         )
         for index, (value, type_) in enumerate(zip(initial, carried_types, strict=True))
     ]
+    every_iteration = _runs_every_iteration(ctx, condition, block, yielded)
     if rows is None:
         run_time_rows = _run_time_rows(ctx, limit, scans)
-        whole = _runs_every_iteration(ctx, condition, block, yielded)
-    else:
-        whole = False
+    whole = rows is None and every_iteration
     # NOTE: a slice's dynamic dims are 0 until the first iteration sizes the buffer (_sized_buffer)
     buffers = [
         empty_tensor(
@@ -662,86 +754,13 @@ def _lower_loop(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         )
         for scan in scans
     ]
-    unrolled = _unrolls(block, scans, carried_types, max_trip is not None, guard_rows) and (
-        _runs_every_iteration(ctx, condition, block, yielded)
+    plan = _LoopPlan(
+        block, limit, condition is not None, carried_types, starts, scans, buffers, rows, guard_rows, bounds
     )
-
-    def _while_loop() -> list[mlir_ir.Value]:
-        """The loop as one `scf.while` (over blocks of iterations when `_walks_blocks`)."""
-        inits = [i64_constant(0), go, *starts, *buffers]
-        types = [value.type for value in inits]
-        loop = scf.WhileOp(types, inits)
-
-        before = loop.before.blocks.append(*types)
-        with mlir_ir.InsertionPoint(before):
-            keep = _keeps_going(before.arguments[0], before.arguments[1], limit, condition is not None)
-            scf.ConditionOp(keep, list(before.arguments))
-
-        after = loop.after.blocks.append(*types)
-        blocked = _walks_blocks(scans, carried_types)
-        if blocked:
-            walk = _block_walk(after, carried, scans, limit, condition is not None)
-            step_block, rows_in = walk.steps, walk.slabs
-        else:
-            step_block, rows_in = after, list(after.arguments)[2 + carried :]
-        iteration, current = step_block.arguments[0], step_block.arguments[1]
-        carried_in = list(step_block.arguments)[2 : 2 + carried]
-        with mlir_ir.InsertionPoint(step_block):
-            bound = [
-                _as_tensor(ctx, iteration, block.arguments[0], "iteration number", ScalarType.I64),
-                _as_tensor(ctx, current, block.arguments[1], "condition", ScalarType.BOOL),
-                *carried_in,
-            ]
-            if guard_rows:
-                assert rows is not None, "guard_rows is set for a constant number of rows only"
-                assert_true(
-                    arith.CmpIOp(arith.CmpIPredicate.slt, iteration, i64_constant(rows)).result,
-                    f"{ctx.niro_location}: 'onnx.Loop' op runs more than {rows} iterations, the "
-                    "rows of its scan outputs",
-                )
-
-        def finish(yield_ctx: LoweringRuleContext) -> None:
-            """The Yield: next iteration number, condition, loop-carried values and buffers."""
-            values, niro_values = yield_ctx.operands, yield_ctx.niro_operands
-            if condition is None:
-                following = current  # without a cond input the body's condition is ignored
-            else:
-                following = _read_scalar(
-                    ctx, values[0], niro_values[0], "the body's condition", ScalarType.BOOL
-                )
-                if blocked or any(not scan.slice_type.is_static for scan in scans):
-                    # NOTE: `current` is true here (the loop runs only while it is); and-ing it in
-                    # keeps the `after` region's condition argument alive: iree-compile (3.x)
-                    # mis-numbers the arguments of an scf.while that canonicalization left with
-                    # fewer `after` than `before` arguments once a buffer's dynamic dims are carried,
-                    # and crashes on such an inner loop of a walk in blocks (ScfWhileOpConversion)
-                    following = arith.AndIOp(following, current).result
-            nexts = _nexts(ctx, yield_ctx, carried_types, bounds)
-            offset = as_index(iteration)
-            if blocked:  # the row's slot in the block's slab
-                offset = arith.SubIOp(offset, walk.start).result
-            stacked = []
-            for scan, buffer in zip(scans, rows_in, strict=True):
-                piece = _slice_of(ctx, values, carried, scan)
-                if not scan.slice_type.is_static:
-                    first = arith.CmpIOp(arith.CmpIPredicate.eq, iteration, i64_constant(0)).result
-                    buffer = _sized_buffer(
-                        ctx, buffer, piece, first, _stacked_type(rows, scan), scan.index
-                    )
-                stacked.append(insert_row(piece, buffer, offset))
-            step = arith.AddIOp(iteration, i64_constant(1)).result
-            scf.YieldOp([step, following, *nexts, *stacked])
-
-        ctx.lower_block(block, step_block, bound, yield_builder=finish)
-        if blocked:
-            _flush(walk, after, carried, scans)
-
-        return list(loop.results)
-
-    if unrolled:
-        finals = _unrolled(ctx, block, limit, starts, buffers, carried_types, scans, bounds)
+    if every_iteration and _unrolls(plan):
+        finals = _unrolled(ctx, plan)
     else:
-        finals = _while_loop()
+        finals = _while_loop(ctx, plan, go)
 
     outputs: list[mlir_ir.Value | None] = [None] * len(ctx.niro_results)
     for index, entry in enumerate(final_results):
