@@ -147,6 +147,29 @@ def test_f32_models_are_left_alone():
     assert plan_half_precision(model, infer_types(model)) is None
 
 
+def test_an_f32_graph_with_half_values_only_in_a_body_is_planned():
+    """The plan looks for half values in every graph, not only the main one: an If branch
+    that computes Sin (no fp16 kernel) on an fp16 Cast of an outer f32 value is planned."""
+    model = onnx.parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2] x, bool c) => (float[2] y) {
+            y = If (c) <
+                then_branch = t () => (float[2] a) {
+                    h = Cast <to = 10> (x)
+                    s = Sin (h)
+                    a = Cast <to = 1> (s)
+                },
+                else_branch = e () => (float[2] b) { b = Identity (x) }
+            >
+        }"""
+    )
+    planned = plan_half_precision(model, infer_types(model))
+    assert planned is not None
+    [branch] = [attribute.g for attribute in planned.model.graph.node[0].attribute if attribute.name == "then_branch"]
+    assert "Sin" in [node.op_type for node in branch.node]
+    assert any(node.op_type == "Cast" and node.output[0] not in ("h", "a") for node in branch.node)
+
+
 def test_a_chain_without_half_kernels_is_rounded_once():
     """Conv -> Relu -> MaxPool -> Flatten -> Gemm: all in f32, one Cast back at the output;
     Flatten has an fp16 kernel but sits between f32 nodes (isolated)."""
