@@ -68,3 +68,42 @@ def test_version_imports_neither_onnx_nor_the_bindings():
     heavy = [name for name in modules if name.split(".")[0] in heavy_packages]
     assert heavy == []
     assert "niro.backends.mlir.bindings" not in modules
+
+
+_COMPILE_AND_COUNT_LOOKUPS = """
+import collections, json, sys
+
+class Recorder:
+    '''Sees every import that reaches the finders (a module not yet in sys.modules).'''
+    lookups = collections.Counter()
+    def find_spec(self, name, path=None, target=None):
+        self.lookups[name] += 1
+        return None
+
+sys.meta_path.insert(0, Recorder())
+from niroc.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exit:
+    code = exit.code
+print(json.dumps({"code": code, "lookups": Recorder.lookups}))
+"""
+
+
+def test_a_compile_looks_each_dialect_module_up_once(tmp_path):
+    """The bindings import a dialect's module when one of its ops is first handed to Python and
+    remember only a module they found; `ml_program`, which the IREE wheel has no module for,
+    has one in `dialect_modules`, else each weight's ops cost a failed import (see there)."""
+    completed = subprocess.run(
+        [sys.executable, "-c", _COMPILE_AND_COUNT_LOOKUPS, str(MODEL), "-o", str(tmp_path / "m.mlir")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    found = json.loads(completed.stdout.splitlines()[-1])
+    assert found["code"] == 0
+    assert "ml_program.global_load_const" in (tmp_path / "m.mlir").read_text()
+    dialect_modules = {name: count for name, count in found["lookups"].items() if ".dialect" in name}
+    assert "niro.backends.mlir.dialect_modules.ml_program" in dialect_modules
+    assert {name: count for name, count in dialect_modules.items() if count > 1} == {}
