@@ -11,7 +11,8 @@ one of ONNX's dim names (`batch`, `unk__3`) or, for a dim ONNX left nameless, a 
 dim of that value alone. Integer 1-D (or scalar) values that hold dims (`Shape`, `Gather`,
 `Slice`, `Concat`, `Mul`...) are followed element by element, and the output dims of
 `Reshape`, `Expand` and `ConstantOfShape` are computed from them; a `Reshape`'s -1 is the
-input's dims divided by the other target dims when that division is exact. `STFT`'s result,
+input's dims divided by the other target dims when that division is exact; a `Slice` at run-time
+positions keeps the dims of the axes it does not cut (`_uncut_axes_kept`). `STFT`'s result,
 which ONNX leaves unranked when the signal length is dynamic, is ranked here (its bins
 static). Every step is exact arithmetic on run-time sizes, so a dim found constant here is
 that constant in every run in which the model is valid, with two assumptions, each of which
@@ -431,7 +432,7 @@ def _slice(walk: _Walk, node: onnx.NodeProto) -> _Vector | tuple[Dim, ...] | Non
     parameters = _slice_parameters(walk, node)
     if data is None:
         if parameters is None:
-            return _one_element_cut(walk, node)
+            return _one_element_cut(walk, node) or _uncut_axes_kept(walk, node)
         return _sliced_dims(walk, node, *parameters)
     if data.scalar or parameters is None:
         return None
@@ -513,6 +514,35 @@ def _one_element_cut(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim, ...] | Non
     if data[axis].constant is not None:
         return None
     return tuple(Dim(1) if position == axis else dim for position, dim in enumerate(data))
+
+
+def _uncut_axes_kept(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim, ...] | None:
+    """A tensor Slice whose starts or ends are known only at run time: the axes it does not
+    cut keep their dims, the ones it cuts are unknown. ONNX inference then leaves every dim
+    unknown, and a dim that stays 1 is lost: Hugging Face's BERT-family embeddings slice
+    `position_ids[:, :seq]` of a [1, max_positions] buffer and add its embeddings to the
+    [batch, seq, d] token embeddings, which then cannot broadcast it statically (a run-time 1
+    of a dynamic dim is not broadcast: the call stops at batch > 1). Exact: a Slice never
+    changes an axis outside `axes`."""
+    if len(node.input) < 3:
+        return None  # (op-set < 10: starts and ends are attributes, always known)
+    data = walk.dims_of(node.input[0])
+    if data is None:
+        return None
+    rank = len(data)
+    if len(node.input) > 3 and node.input[3]:
+        axes = walk.integers(node.input[3])
+    else:
+        starts = walk.dims_of(node.input[1])
+        count = starts[0].constant if starts is not None and len(starts) == 1 else None
+        axes = None if count is None else list(range(count))
+    if axes is None or not all(-rank <= axis < rank for axis in axes):
+        return None
+    cut = {axis % rank for axis in axes}
+    return tuple(
+        Dim(1, (f"{node.output[0]}[{axis}]",)) if axis in cut else dim
+        for axis, dim in enumerate(data)
+    )
 
 
 def _static_slice(dim: int, start: int, end: int, step: int) -> Dim:

@@ -42,7 +42,9 @@ leaves STFT of a dynamic-length signal untyped, symbolic dims types it; the Torc
 feeds STFT the rank-2 signal, which onnxruntime and niroc read as real). `embedding_bag`
 (nn.EmbeddingBag with offsets and 2-D, sum/mean/max: a Loop over the bags whose trip count is
 known only at run time; dynamic batch and bag size; + dynamo, whose Loops append each bag's row
-to a sequence, SequenceEmpty before and ConcatFromSequence after).
+to a sequence, SequenceEmpty before and ConcatFromSequence after). `bert_embeddings` (Hugging
+Face's BERT-family embeddings: `position_ids[:, :seq]` of a [1, max_positions] buffer added to
+the token embeddings; dynamic batch and sequence).
 
 tests/backends/mlir/test_mlir_pytorch_exports.py compiles each with niroc and compares IREE's
 results with onnxruntime's. `export.py NAME...` exports only the named models.
@@ -104,6 +106,26 @@ class PaddedEncoder(nn.Module):
 
     def forward(self, ids):
         return self.out(self.enc(self.emb(ids), src_key_padding_mask=ids == 0))
+
+
+class BertEmbeddings(nn.Module):
+    """Hugging Face's BERT-family embeddings (DistilBERT, ALBERT, ELECTRA, MobileBERT, DeBERTa
+    as transformers writes them): the position ids are a [1, max_positions] buffer sliced to the
+    sequence length, `position_ids[:, :seq]`, whose embeddings [1, seq, d] are added to the
+    [batch, seq, d] token embeddings; then LayerNorm and a Linear head. ONNX's inference of that
+    Slice (run-time end) leaves both dims unknown, the 1 among them."""
+
+    def __init__(self, vocab=40, d=32, positions=64):
+        super().__init__()
+        self.word = nn.Embedding(vocab, d)
+        self.position = nn.Embedding(positions, d)
+        self.register_buffer("position_ids", torch.arange(positions).expand((1, -1)))
+        self.norm = nn.LayerNorm(d)
+        self.out = nn.Linear(d, 10)
+
+    def forward(self, ids):
+        position_ids = self.position_ids[:, : ids.size(1)]
+        return self.out(self.norm(self.word(ids) + self.position(position_ids)))
 
 
 class ConvNet(nn.Module):
@@ -662,6 +684,7 @@ MORE = [
     ("ssd", SSD().eval(), (torch.randn(2, 9, 16),), {"x": {0: "batch", 1: "seq"}}),
     ("padded_encoder", PaddedEncoder().eval(), (torch.randint(1, 40, (2, 10)),), {"ids": {0: "batch", 1: "seq"}}),
     ("embedding_bag", EmbeddingBags().eval(), (torch.randint(0, 40, (3, 4)),), {"ids": {0: "batch", 1: "bag"}}),
+    ("bert_embeddings", BertEmbeddings().eval(), (torch.randint(0, 40, (2, 9)),), {"ids": {0: "batch", 1: "seq"}}),
 ]
 DYNAMO_TOO = {"logmel", "boolindex", "embedding_bag"}
 """The ones also exported by dynamo (it keeps their dynamic dims); one file each, no .data."""

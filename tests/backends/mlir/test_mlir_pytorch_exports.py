@@ -108,6 +108,7 @@ CASES = [
     ("logmel_dynamo.onnx", _audio, [(1, 640), (2, 800), (3, 1000)]),
     ("embedding_bag.onnx", _small_vocab_ids, [(1, 1), (3, 4), (5, 1), (2, 7)]),
     ("embedding_bag_dynamo.onnx", _small_vocab_ids, [(1, 1), (3, 4), (5, 1), (2, 7)]),
+    ("bert_embeddings.onnx", _small_vocab_ids, [(1, 1), (2, 9), (3, 17)]),
 ]
 
 

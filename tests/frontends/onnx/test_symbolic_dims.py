@@ -143,6 +143,73 @@ def test_the_last_k_of_a_dynamic_axis_are_static_a_cut_from_the_front_is_not() -
     assert "-> (tensor<?x?x?xf32>)" in slices[1]
 
 
+def test_a_slice_at_run_time_positions_keeps_the_axes_it_does_not_cut() -> None:
+    # Hugging Face's BERT-family embeddings: `position_ids[:, :seq]` of a [1, 64] buffer, the
+    # end read from the ids' shape. ONNX leaves both dims unknown; axis 0 is not cut, so it
+    # stays 1 and the sum with the [B, S, 8] token embeddings broadcasts statically.
+    table = ", ".join(["0.5"] * 64 * 8)
+    positions = ", ".join(str(i) for i in range(64))
+    text = (
+        f"g (int64[B, S] ids, float[B, S, 8] tokens) => (z, first) <float[64, 8] table = {{{table}}},"
+        f" int64[1, 64] position_ids = {{{positions}}}> {{"
+        " s = Shape(ids)\n one = Constant <value_int = 1> ()\n seq = Gather(s, one)\n"
+        " axis0 = Constant <value_ints = [0]> ()\n end = Unsqueeze(seq, axis0)\n"
+        " zero = Constant <value_ints = [0]> ()\n axis1 = Constant <value_ints = [-1]> ()\n"
+        " sliced = Slice(position_ids, zero, end, axis1)\n p = Gather(table, sliced)\n"
+        " z = Add(tokens, p)\n first = Slice(tokens, zero, end) }"
+    )
+    ops = describe_block(main_block(import_text(OPSET + text)))
+    slices = [op for op in ops if op.startswith("onnx.Slice")]
+    assert "-> (tensor<1x?xi64>)" in slices[0]
+    assert "-> (tensor<?x?x8xf32>)" in slices[1]  # axes absent: the starts' length, axis 0
+    add = next(op for op in ops if op.startswith("niro.add"))
+    assert "(tensor<?x?x8xf32>, tensor<1x?x8xf32>)" in add
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_dims_of_a_slice_at_run_time_positions_are_the_run_time_sizes(data: st.DataObject) -> None:
+    # x [d, d, d] (each d named N or M, or 1 or 3) sliced on some axes (given as constant
+    # axes, negative or not, or left out for the leading ones) from 0 to a run-time end read
+    # from y's shape: every dim claimed static is the result's size in every valid run.
+    dims = data.draw(st.lists(st.sampled_from(["N", "M", 1, 3]), min_size=3, max_size=3))
+    count = data.draw(st.integers(1, 3))
+    given_axes = data.draw(st.booleans())
+    axes = (
+        data.draw(st.permutations(range(3)))[:count] if given_axes else list(range(count))
+    )
+    axes = [axis - 3 if data.draw(st.booleans()) else axis for axis in axes]
+    nodes = [
+        helper.make_node("Shape", ["y"], ["s"]),
+        helper.make_node("Concat", ["s"] * count, ["ends"], axis=0),
+        _ints("starts", [0] * count),
+        *([_ints("axes", axes)] if given_axes else []),
+        helper.make_node("Slice", ["x", "starts", "ends", *(["axes"] if given_axes else [])], ["z"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "slice",
+        [
+            helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, dims),
+            helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["E"]),
+        ],
+        [helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    block = main_block(import_verified(model))
+    (claimed,) = [value.type.shape for value in next(op for op in block.operations if isinstance(op, nir.Return)).operands]
+    cut = {axis % 3 for axis in axes}
+    assert [claimed[axis] for axis in range(3) if axis not in cut] == [
+        dim if isinstance(dim, int) else None for axis, dim in enumerate(dims) if axis not in cut
+    ]
+    session = onnxruntime.InferenceSession(model.SerializeToString())
+    for sizes in ({"N": 1, "M": 3, "E": 2}, {"N": 3, "M": 1, "E": 5}):
+        x = np.zeros([sizes.get(d, d) for d in dims], np.float32)
+        (result,) = session.run(None, {"x": x, "y": np.zeros([sizes["E"]], np.float32)})
+        for dim, size in zip(claimed, result.shape, strict=True):
+            assert dim is None or dim == size, (dims, axes, sizes, claimed)
+
+
 def test_dims_multiply_and_divide_exactly() -> None:
     b, t = Dim(1, ("b",)), Dim(1, ("t",))
     assert (b * t * Dim(4)).exact_quotient(t * Dim(2)) == Dim(2, ("b",))
