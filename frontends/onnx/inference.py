@@ -352,6 +352,7 @@ def _forget_declared_dims(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
             inputs = [value for value in inputs if value.name in initializers]
         for info in inputs:
             _forget_dims(info, sizes=False)
+        _drop_initializer_declarations(current)
         unknown = {name for node in current.node if not onnx.defs.has(node.op_type, node.domain) for name in node.output}
         for info in current.value_info:  # an op ONNX has no schema for is typed by nothing else
             _forget_dims(info, sizes=info.name not in unknown)
@@ -362,6 +363,21 @@ def _forget_declared_dims(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
                 declared[info.name].CopyFrom(info.type)
             _forget_dims(info, sizes=sizes)
     return declared
+
+
+def _drop_initializer_declarations(graph: onnx.GraphProto) -> None:
+    """Remove the value_info entries that name one of `graph`'s initializers: its dims are the
+    tensor's own, and a declaration whose dims were forgotten would hide them from inference
+    (PyTorch's dynamo exporter declares every initializer so: a GatherND of a constant [1, 1]
+    index, a Slice of a [1, max] buffer were left unsized, and the 1s in them with it)."""
+    if not graph.initializer or not graph.value_info:
+        return
+    own = {tensor.name for tensor in graph.initializer}
+    if not any(info.name in own for info in graph.value_info):
+        return
+    kept = [info for info in graph.value_info if info.name not in own]
+    del graph.value_info[:]
+    graph.value_info.extend(kept)
 
 
 def _forget_dims(info: onnx.ValueInfoProto, *, sizes: bool) -> None:

@@ -44,7 +44,8 @@ feeds STFT the rank-2 signal, which onnxruntime and niroc read as real). `embedd
 known only at run time; dynamic batch and bag size; + dynamo, whose Loops append each bag's row
 to a sequence, SequenceEmpty before and ConcatFromSequence after). `bert_embeddings` (Hugging
 Face's BERT-family embeddings: `position_ids[:, :seq]` of a [1, max_positions] buffer added to
-the token embeddings; dynamic batch and sequence).
+the token embeddings; dynamic batch and sequence; + dynamo, which declares every initializer
+in value_info).
 
 tests/backends/mlir/test_mlir_pytorch_exports.py compiles each with niroc and compares IREE's
 results with onnxruntime's. `export.py NAME...` exports only the named models.
@@ -686,7 +687,7 @@ MORE = [
     ("embedding_bag", EmbeddingBags().eval(), (torch.randint(0, 40, (3, 4)),), {"ids": {0: "batch", 1: "bag"}}),
     ("bert_embeddings", BertEmbeddings().eval(), (torch.randint(0, 40, (2, 9)),), {"ids": {0: "batch", 1: "seq"}}),
 ]
-DYNAMO_TOO = {"logmel", "boolindex", "embedding_bag"}
+DYNAMO_TOO = {"logmel", "boolindex", "embedding_bag", "bert_embeddings"}
 """The ones also exported by dynamo (it keeps their dynamic dims); one file each, no .data."""
 
 for name, model, args, axes in MORE:

@@ -109,6 +109,7 @@ CASES = [
     ("embedding_bag.onnx", _small_vocab_ids, [(1, 1), (3, 4), (5, 1), (2, 7)]),
     ("embedding_bag_dynamo.onnx", _small_vocab_ids, [(1, 1), (3, 4), (5, 1), (2, 7)]),
     ("bert_embeddings.onnx", _small_vocab_ids, [(1, 1), (2, 9), (3, 17)]),
+    ("bert_embeddings_dynamo.onnx", _small_vocab_ids, [(1, 1), (2, 9), (3, 17)]),
 ]
 
 
