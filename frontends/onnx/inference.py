@@ -352,7 +352,7 @@ def _forget_declared_dims(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
             inputs = [value for value in inputs if value.name in initializers]
         for info in inputs:
             _forget_dims(info, sizes=False)
-        _drop_initializer_declarations(current)
+        _drop_value_info_of_inputs(current)
         unknown = {name for node in current.node if not onnx.defs.has(node.op_type, node.domain) for name in node.output}
         for info in current.value_info:  # an op ONNX has no schema for is typed by nothing else
             _forget_dims(info, sizes=info.name not in unknown)
@@ -365,14 +365,16 @@ def _forget_declared_dims(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     return declared
 
 
-def _drop_initializer_declarations(graph: onnx.GraphProto) -> None:
-    """Remove the value_info entries that name one of `graph`'s initializers: its dims are the
-    tensor's own, and a declaration whose dims were forgotten would hide them from inference
-    (PyTorch's dynamo exporter declares every initializer so: a GatherND of a constant [1, 1]
-    index, a Slice of a [1, max] buffer were left unsized, and the 1s in them with it)."""
-    if not graph.initializer or not graph.value_info:
+def _drop_value_info_of_inputs(graph: onnx.GraphProto) -> None:
+    """Remove the value_info entries that name one of `graph`'s initializers or inputs: an
+    initializer's dims are the tensor's own, an input's its declaration's (checked on entry), and
+    a value_info entry whose dims were forgotten would hide them from inference. PyTorch's dynamo
+    exporter declares every initializer so (a GatherND of a constant [1, 1] index and a Slice of
+    a [1, max] buffer were left unsized, and the 1s in them with it); `onnx.utils.extract_model`
+    declares the inputs so (a Conv of a [N, 3, 64, 64] input was left unsized)."""
+    if not graph.value_info or not (graph.initializer or graph.input):
         return
-    own = {tensor.name for tensor in graph.initializer}
+    own = {tensor.name for tensor in graph.initializer} | {value.name for value in graph.input}
     if not any(info.name in own for info in graph.value_info):
         return
     kept = [info for info in graph.value_info if info.name not in own]

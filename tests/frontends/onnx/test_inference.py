@@ -135,21 +135,26 @@ def test_data_propagation_runs_only_where_shape_data_can_start(passes) -> None:
         assert passes[:2] == [False, True], text  # (then a pass per folding round)
 
 
-def test_an_initializer_declared_in_value_info_keeps_its_own_dims() -> None:
-    # PyTorch's dynamo exporter declares every initializer in value_info; the import sets the
-    # declared dims aside, but an initializer's dims are the tensor's: the [1, 1] index of a
-    # GatherND (Falcon's multi-query attention picks its one key head so) and the [1, 8]
-    # buffer of a Slice must keep their 1s, else the [1, B, 4] and [1, ?] results lose them.
+def test_an_input_or_initializer_declared_in_value_info_keeps_its_own_dims() -> None:
+    # PyTorch's dynamo exporter declares every initializer in value_info (onnx.utils'
+    # extract_model the graph inputs); the import sets declared dims aside, but an
+    # initializer's dims are the tensor's and an input's its own declaration's: the [1, 1] index
+    # of a GatherND (Falcon's multi-query attention picks its one key head so), the [1, 8]
+    # buffer of a Slice and the [3, B, 4] input must keep theirs, else the [1, B, 4] and [1, ?]
+    # results lose their static dims.
     model = onnx.parser.parse_model(
         OPSET + " g (float[3, B, 4] x, int64[1] end) => (y, z)"
         " <int64[1, 1] index = {0}, int64[1, 8] positions = {0, 1, 2, 3, 4, 5, 6, 7},"
         " int64[1] zero = {0}, int64[1] axis = {1}> {"
         " y = GatherND(x, index)\n z = Slice(positions, zero, end, axis) }"
     )
-    for name, dims in (("index", [1, 1]), ("positions", [1, 8])):
-        model.graph.value_info.append(
-            onnx.helper.make_tensor_value_info(name, onnx.TensorProto.INT64, dims)
-        )
+    for name, element, dims in (
+        ("index", onnx.TensorProto.INT64, [1, 1]),
+        ("positions", onnx.TensorProto.INT64, [1, 8]),
+        ("x", onnx.TensorProto.FLOAT, [3, "B", 4]),
+    ):
+        model.graph.value_info.append(onnx.helper.make_tensor_value_info(name, element, dims))
     types = infer_types(model)
+    assert _dims(types, "x") == [3, None, 4]
     assert _dims(types, "y") == [1, None, 4]
     assert _dims(types, "z") == [1, None]
