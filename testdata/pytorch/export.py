@@ -45,7 +45,9 @@ known only at run time; dynamic batch and bag size; + dynamo, whose Loops append
 to a sequence, SequenceEmpty before and ConcatFromSequence after). `bert_embeddings` (Hugging
 Face's BERT-family embeddings: `position_ids[:, :seq]` of a [1, max_positions] buffer added to
 the token embeddings; dynamic batch and sequence; + dynamo, which declares every initializer
-in value_info).
+in value_info). `convnext_hf_dynamo`: Hugging Face's ConvNextModel (one stage of one block,
+random weights) as the default dynamo exporter writes it (opset 20, dynamic batch); needs
+transformers.
 
 tests/backends/mlir/test_mlir_pytorch_exports.py compiles each with niroc and compares IREE's
 results with onnxruntime's. `export.py NAME...` exports only the named models.
@@ -695,3 +697,33 @@ for name, model, args, axes in MORE:
         export_torchscript(name, model, args, axes)
         if name in DYNAMO_TOO:
             export_dynamo(name, model, args, axes, external_data=False)
+
+
+def export_hf_convnext():
+    """Hugging Face's ConvNextModel, one stage of one block (16 channels), random weights, by the
+    dynamo exporter at its default opset: its 7x7 depthwise convolution of a dynamic batch is
+    what made IREE 3.13 compile a dispatch past its 64 push constants (`windows.py`)."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.ConvNextConfig(hidden_sizes=[16], depths=[1], num_stages=1)
+    inner = transformers.ConvNextModel(config).eval()
+
+    class LastHiddenState(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = inner
+
+        def forward(self, x):
+            return self.model(pixel_values=x, return_dict=True).last_hidden_state
+
+    torch.onnx.export(
+        LastHiddenState().eval(), (torch.randn(2, 3, 64, 64),),
+        os.path.join(HERE, "convnext_hf_dynamo.onnx"), input_names=["pixel_values"],
+        output_names=["out"], dynamic_shapes={"x": {0: torch.export.Dim.AUTO}}, dynamo=True,
+        external_data=False,
+    )
+
+
+if not ONLY or "convnext_hf" in ONLY:
+    export_hf_convnext()

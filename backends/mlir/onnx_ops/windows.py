@@ -310,6 +310,17 @@ TAPS_LIMIT = 64
 operand per tap) instead of by one generic reducing over the window."""
 
 
+DYNAMIC_TAPS_LIMIT = 25
+"""The most kernel taps a window op of a dynamic input may have to be computed tap by tap.
+
+NOTE: IREE 3.13 may give each tap slice of a dynamic input a binding of its own in the
+dispatch that sums them, with its size and offset as push constants, and a CPU executable takes
+at most 64: ConvNeXt's 7x7 depthwise convolution of a dynamic batch, exported by PyTorch's
+dynamo exporter (its result transposed and normalised over channels), compiled to a dispatch of
+102 constants that iree.runtime refused to load ("dispatch requiring 102 constants exceeds limit
+of 64"). 5x5 (25 taps) stays under the limit."""
+
+
 def window_taps(
     padded: mlir_ir.Value,
     kernel: Sequence[int],
@@ -342,7 +353,7 @@ def window_taps(
     shape = mlir_ir.RankedTensorType(padded.type).shape
     if any(s != 1 for s in strides) or math.prod(kernel) > TAPS_LIMIT:
         return None
-    if DYNAMIC in shape and _reshaped_upstream(padded):
+    if DYNAMIC in shape and (math.prod(kernel) > DYNAMIC_TAPS_LIMIT or _reshaped_upstream(padded)):
         return None
     lead = [tensor_size(padded, 0), tensor_size(padded, 1)]
     return [

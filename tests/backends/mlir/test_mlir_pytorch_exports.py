@@ -39,6 +39,10 @@ def _latents(rng, batch, height, width):
     return rng.standard_normal((batch, 4, height, width)).astype(np.float32)
 
 
+def _pixels64(rng, batch):
+    return rng.standard_normal((batch, 3, 64, 64)).astype(np.float32)
+
+
 def _images(rng, batch):
     return rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
 
@@ -110,6 +114,7 @@ CASES = [
     ("embedding_bag_dynamo.onnx", _small_vocab_ids, [(1, 1), (3, 4), (5, 1), (2, 7)]),
     ("bert_embeddings.onnx", _small_vocab_ids, [(1, 1), (2, 9), (3, 17)]),
     ("bert_embeddings_dynamo.onnx", _small_vocab_ids, [(1, 1), (2, 9), (3, 17)]),
+    ("convnext_hf_dynamo.onnx", _pixels64, [(1,), (3,)]),
 ]
 
 
