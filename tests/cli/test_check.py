@@ -287,3 +287,20 @@ def test_bisection_steps_show_progress(capsys, tmp_path, monkeypatch, sigmoid_lo
     shown = ANSI_ESCAPE.sub("", terminal.getvalue())
     assert "✓ compiling bisection 1: cut after node 41 of 81 with iree-compile (" in shown, shown
     assert "✓ compiling bisection 2: cut after node 61 of 81 with iree-compile (" in shown, shown
+
+
+def test_a_module_iree_refuses_to_load_is_a_run_failure(capsys, monkeypatch):
+    # Without windows.DYNAMIC_TAPS_LIMIT, IREE 3.13 compiles the 7x7 depthwise convolution of
+    # Hugging Face's ConvNeXt at a dynamic batch to a dispatch of 102 push constants, which
+    # iree.runtime refuses to load (an IndexError): a step that failed, named, not an internal
+    # error.
+    from niro.backends.mlir.onnx_ops import windows
+
+    monkeypatch.setattr(windows, "DYNAMIC_TAPS_LIMIT", windows.TAPS_LIMIT)
+    model = ROOT / "testdata" / "pytorch" / "convnext_hf_dynamo.onnx"
+    code, out, err = run_check(capsys, str(model), "--dim", "s77=2")
+    assert code == 1
+    assert out == ""
+    assert err.startswith(f"error: {model}: run failed: "), err
+    assert "exceeds limit of 64" in err
+    assert "internal error" not in err and "Traceback" not in err
