@@ -81,6 +81,11 @@ class Spec:
     single_op: bool = False
     """One op alone (how a construct scales), not a network: outside the geomeans of the
     networks, which the report gives with and without these rows."""
+    reference: object = None
+    """Where onnxruntime computes the model differently from its exact semantics (int4
+    MatMulNBits at accuracy_level 4 quantizes activations to int8): a function from the
+    model's path to the path of a model that computes it exactly, whose outputs niroc and the
+    peer are checked against. onnxruntime is still timed on the model as written."""
 
 
 def _zoo(name: str, opset: int | None):
@@ -126,22 +131,34 @@ def _genai(family: str, precision: str):
     widths (testdata/llm/generate.py, BENCH_SIZES; random weights, fixed seed)."""
 
     def make(path: Path) -> None:
-        import importlib.util
         import shutil
 
-        # by path: testdata/bench's generator is a module named `generate` too
-        found = importlib.util.spec_from_file_location(
-            "llm_generate", ROOT / "testdata" / "llm" / "generate.py"
-        )
-        assert found is not None and found.loader is not None
-        llm = importlib.util.module_from_spec(found)
-        found.loader.exec_module(llm)
+        llm = _llm_generator()
         built = llm.generate(path.parent / "genai", family, precision, llm.BENCH_SIZES)
         for file in built.parent.iterdir():
             if file.name.startswith("model.onnx"):
                 shutil.copy(file, path.parent / file.name)
 
     return make
+
+
+def _llm_generator():
+    """testdata/llm/generate.py, loaded by path: testdata/bench's generator is a module named
+    `generate` too."""
+    import importlib.util
+
+    found = importlib.util.spec_from_file_location(
+        "llm_generate", ROOT / "testdata" / "llm" / "generate.py"
+    )
+    assert found is not None and found.loader is not None
+    llm = importlib.util.module_from_spec(found)
+    found.loader.exec_module(llm)
+    return llm
+
+
+def _exact_int4(path: Path) -> Path:
+    """The model with its MatMulNBits at accuracy_level 1 (see `Spec.reference`)."""
+    return _llm_generator().exact_reference(path)
 
 
 def _generated(name: str):
@@ -202,6 +219,21 @@ MODELS.update(
             },
             ids=256,
             ones=("attention_mask",),
+        ),
+        "genai_llama_int4_step": Spec(
+            "genai_llama_step with int4 weights (the builder's MatMulNBits, block 32;"
+            " onnxruntime timed as built, at accuracy_level 4, outputs checked at level 1)",
+            _genai("llama", "int4"),
+            {
+                "batch_size": 1,
+                "sequence_length": 1,
+                "total_sequence_length": 32,
+                "past_sequence_length": 31,
+                "kv_cache_dim": 64,
+            },
+            ids=256,
+            ones=("attention_mask",),
+            reference=_exact_int4,
         ),
         "torch_encoder": Spec(
             "2-layer torch TransformerEncoder export, 1x9 ids (its traced length)",
@@ -394,6 +426,12 @@ def bench(name: str, runs: int, extra_flags: list[str]) -> Result:
     options.log_severity_level = 3  # the light models' unused initializers warn by the hundred
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     expected = session.run(None, feeds)
+    if spec.reference is not None:
+        exact = onnxruntime.InferenceSession(
+            str(spec.reference(path)), options, providers=["CPUExecutionProvider"]
+        )
+        expected = exact.run(None, feeds)
+        exact = None
     # NOTE: onnxruntime is timed in a block of its own, and its session is gone before IREE's
     # modules are timed: its worker threads spin on after a call returns and take a core from
     # whatever runs next. Timed in turn with it, the module called after it was up to 25%

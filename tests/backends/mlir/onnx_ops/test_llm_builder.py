@@ -42,18 +42,6 @@ def _generate_module():
     return module
 
 
-def _exact_reference(model_path: Path) -> Path:
-    """The same model with every MatMulNBits at accuracy_level 1, beside it (same weights file)."""
-    model = onnx.load(str(model_path), load_external_data=False)
-    for node in model.graph.node:
-        for attribute in node.attribute:
-            if node.op_type == "MatMulNBits" and attribute.name == "accuracy_level":
-                attribute.i = 1
-    exact = model_path.with_name("model_exact.onnx")
-    onnx.save(model, str(exact))
-    return exact
-
-
 @dataclass
 class _Cache:
     """How a model's KV cache is fed: each past input's (kv heads, head size) and, for a
@@ -130,7 +118,8 @@ _EXPECTED = {
 def test_builder_model_matches_onnxruntime(tmp_path, family, precision):
     """One model per test (built and compiled once: the checks share it, and pytest-xdist's
     workers build no second copy)."""
-    model_path = _generate_module().generate(tmp_path, family, precision)
+    generator = _generate_module()
+    model_path = generator.generate(tmp_path, family, precision)
     found = set()
     for node in onnx.load(str(model_path), load_external_data=False).graph.node:
         found.add(node.op_type)
@@ -139,7 +128,7 @@ def test_builder_model_matches_onnxruntime(tmp_path, family, precision):
         )
     assert _EXPECTED.get((family, precision), set()) <= found
     assert ("MatMulNBits" in found) == (precision == "int4")
-    reference = model_path if precision == "fp32" else _exact_reference(model_path)
+    reference = model_path if precision == "fp32" else generator.exact_reference(model_path)
     session = onnxruntime.InferenceSession(str(reference), providers=["CPUExecutionProvider"])
     vm_module = compile_onnx(model_path, tmp_path)
     inputs = [entry.name for entry in session.get_inputs()]
