@@ -9,7 +9,7 @@ TORCHVISION := .venv-tv
 DETECTION := testdata/generated/detection
 MODE ?= none
 
-.PHONY: help install test test-latest zoo llm detection lint format bench bench-run bench-compile-growth conformance conformance-dynamic fuzz clean mlir-snapshot
+.PHONY: help install test test-latest zoo llm hf detection lint format bench bench-run bench-compile-growth conformance conformance-dynamic fuzz clean mlir-snapshot
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -20,11 +20,14 @@ install: ## create .venv, install niroc editable with its dev and llm extras at 
 	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e '.[dev,llm]'
 	$(BIN)/python -m compileall -q ir frontends backends niroc
 
-test: ## run the whole test suite (unit, property, golden lit tests); `make zoo` runs the model zoo, `make llm` the LLM builder models
-	$(BIN)/python -m pytest -n $(JOBS) tests --ignore=tests/backends/mlir/onnx_ops/test_model_zoo.py --ignore=tests/backends/mlir/test_real_models_zoo.py --ignore=tests/backends/mlir/onnx_ops/test_llm_builder.py --ignore=tests/backends/mlir/test_detection_models.py
+test: ## run the whole test suite (unit, property, golden lit tests); `make zoo` runs the model zoo, `make llm` the LLM builder models, `make hf` the Hugging Face exports
+	$(BIN)/python -m pytest -n $(JOBS) tests --ignore=tests/backends/mlir/onnx_ops/test_model_zoo.py --ignore=tests/backends/mlir/test_real_models_zoo.py --ignore=tests/backends/mlir/onnx_ops/test_llm_builder.py --ignore=tests/backends/mlir/test_detection_models.py --ignore=tests/backends/mlir/test_hf_models.py
 
 llm: ## transformers models vs onnxruntime: the genai builder's tiny Llama (fp32, int4: prompt, decode, greedy generation), optimizer-fused BERT and GPT-2 (~6 min)
 	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/onnx_ops/test_llm_builder.py
+
+hf: ## Hugging Face architectures (33 tiny random-weight configs: BERT family, decoders, T5, CLIP, ViTs, ConvNeXt, Swin, SegFormer, wav2vec2...) exported by TorchScript and by dynamo (testdata/hf/generate.py, into testdata/generated/hf), niroc+IREE vs onnxruntime at two sizes
+	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/test_hf_models.py
 
 test-latest: ## `make test` against the newest releases of every dependency (no pins), in .venv-latest
 	$(PYTHON) -m venv $(LATEST)
