@@ -163,6 +163,62 @@ MODELS: dict[str, Spec] = {
         dynamic_image=True,
     ),
     "convnext_hw": _image(lambda t: t.ConvNextModel(t.ConvNextConfig(**_STAGES)), dynamic_image=True),
+    "bert": _text(lambda t: t.BertModel(t.BertConfig(**_TEXT))),
+    "xlm_roberta": _text(lambda t: t.XLMRobertaModel(t.XLMRobertaConfig(**_TEXT))),
+    "mpnet": _text(lambda t: t.MPNetModel(t.MPNetConfig(**_TEXT))),
+    "gpt2": _text(
+        lambda t: t.GPT2Model(t.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=512, n_positions=128))
+    ),
+    "gptj": _text(
+        lambda t: t.GPTJModel(
+            t.GPTJConfig(n_embd=64, n_layer=2, n_head=4, vocab_size=512, rotary_dim=8, n_positions=128)
+        )
+    ),
+    "llama": _text(lambda t: t.LlamaModel(t.LlamaConfig(num_key_value_heads=2, **_TEXT))),
+    "gemma": _text(lambda t: t.GemmaModel(t.GemmaConfig(num_key_value_heads=2, head_dim=16, **_TEXT))),
+    "stablelm": _text(lambda t: t.StableLmModel(t.StableLmConfig(num_key_value_heads=2, **_TEXT))),
+    "vit": _image(lambda t: t.ViTModel(t.ViTConfig(image_size=32, patch_size=8, **_SMALL)), size=32),
+    "swinv2": Spec(
+        lambda t: t.Swinv2Model(
+            t.Swinv2Config(image_size=64, embed_dim=16, depths=[1, 1], num_heads=[2, 4], window_size=4)
+        ),
+        "image",
+        ((1, 64, 64), (3, 64, 64)),
+    ),
+    "convnextv2": _image(lambda t: t.ConvNextV2Model(t.ConvNextV2Config(**_STAGES))),
+    "yolos": _image(
+        lambda t: t.YolosModel(
+            t.YolosConfig(image_size=[32, 32], patch_size=8, num_detection_tokens=5, **_SMALL)
+        ),
+        size=32,
+    ),
+    "mobilenet_v1": _image(
+        lambda t: t.MobileNetV1Model(t.MobileNetV1Config(image_size=32, depth_multiplier=0.25)), size=32
+    ),
+    "upernet": Spec(
+        lambda t: t.UperNetForSemanticSegmentation(
+            t.UperNetConfig(
+                backbone_config=t.ConvNextConfig(
+                    **_STAGES, out_features=["stage1", "stage2", "stage3", "stage4"]
+                ),
+                hidden_size=32,
+                auxiliary_in_channels=64,
+            )
+        ),
+        "image",
+        ((1, 64, 64), (3, 64, 64)),
+        exporters=("dynamo",),  # TorchScript cannot export its adaptive pooling (torch 2.13)
+    ),
+    "hubert": Spec(
+        lambda t: t.HubertModel(
+            t.HubertConfig(
+                **_SMALL, conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3),
+                num_feat_extract_layers=2, num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+            )
+        ),
+        "audio",
+        ((1, 1600), (2, 4000)),
+    ),
     "wav2vec2": Spec(
         lambda t: t.Wav2Vec2Model(
             t.Wav2Vec2Config(
