@@ -32,6 +32,15 @@ _SMALL = {
 }
 _TEXT = {**_SMALL, "vocab_size": 512, "max_position_embeddings": 128}
 _STAGES = {"hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1]}
+_AUDIO = {
+    **_SMALL,
+    "conv_dim": (32, 32),
+    "conv_stride": (5, 2),
+    "conv_kernel": (10, 3),
+    "num_feat_extract_layers": 2,
+    "num_conv_pos_embeddings": 16,
+    "num_conv_pos_embedding_groups": 4,
+}
 
 
 @dataclass(frozen=True)
@@ -211,20 +220,14 @@ MODELS: dict[str, Spec] = {
     ),
     "hubert": Spec(
         lambda t: t.HubertModel(
-            t.HubertConfig(
-                **_SMALL, conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3),
-                num_feat_extract_layers=2, num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
-            )
+            t.HubertConfig(**_AUDIO)
         ),
         "audio",
         ((1, 1600), (2, 4000)),
     ),
     "wav2vec2": Spec(
         lambda t: t.Wav2Vec2Model(
-            t.Wav2Vec2Config(
-                **_SMALL, conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3),
-                num_feat_extract_layers=2, num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
-            )
+            t.Wav2Vec2Config(**_AUDIO)
         ),
         "audio",
         ((1, 1600), (2, 4000)),

@@ -174,6 +174,15 @@ def _generated(name: str):
     return make
 
 
+GENAI_DECODE_STEP = {
+    "batch_size": 1,
+    "sequence_length": 1,
+    "total_sequence_length": 32,
+    "past_sequence_length": 31,
+    "kv_cache_dim": 64,
+}
+"""The genai builder's dims at one decode step after 31 tokens (the KV cache's head size 64)."""
+
 MODELS: dict[str, Spec] = {}
 for _name in ZOO:
     MODELS[_name] = Spec(f"light {_name}, own opset", _zoo(_name, None))
@@ -210,13 +219,7 @@ MODELS.update(
             "onnxruntime-genai's fp32 Llama (4 layers, hidden 1024, MLP 2816, GQA 16/4 heads),"
             " one decode step after 31 tokens (KV cache)",
             _genai("llama", "fp32"),
-            {
-                "batch_size": 1,
-                "sequence_length": 1,
-                "total_sequence_length": 32,
-                "past_sequence_length": 31,
-                "kv_cache_dim": 64,
-            },
+            GENAI_DECODE_STEP,
             ids=256,
             ones=("attention_mask",),
         ),
@@ -224,13 +227,7 @@ MODELS.update(
             "genai_llama_step with int4 weights (the builder's MatMulNBits, block 32;"
             " onnxruntime timed as built, at accuracy_level 4, outputs checked at level 1)",
             _genai("llama", "int4"),
-            {
-                "batch_size": 1,
-                "sequence_length": 1,
-                "total_sequence_length": 32,
-                "past_sequence_length": 31,
-                "kv_cache_dim": 64,
-            },
+            GENAI_DECODE_STEP,
             ids=256,
             ones=("attention_mask",),
             reference=_exact_int4,
