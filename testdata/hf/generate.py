@@ -235,6 +235,22 @@ MODELS: dict[str, Spec] = {
 }
 
 
+def inputs(spec: Spec, shape: tuple[int, ...], rng) -> dict:
+    """Random inputs of a `spec` model at one of its `shapes`, by input name (numpy arrays; the
+    text models' first row right-padded, so the attention mask is real)."""
+    import numpy as np
+
+    if spec.kind == "text":
+        batch, seq = shape
+        mask = np.ones((batch, seq), np.int64)
+        mask[0, seq - seq // 3 :] = 0
+        return {"input_ids": rng.integers(1, 500, shape).astype(np.int64), "attention_mask": mask}
+    if spec.kind == "image":
+        batch, height, width = shape
+        return {"pixel_values": rng.standard_normal((batch, 3, height, width)).astype(np.float32)}
+    return {"input_values": rng.standard_normal(shape).astype(np.float32)}
+
+
 def model_path(name: str, exporter: str) -> Path:
     return OUT / f"{name}_{exporter}.onnx"
 
@@ -292,21 +308,25 @@ def export(name: str, exporter: str) -> Path:
         names, axes = ["input_values"], {0: "batch", 1: "samples"}
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if exporter == "ts":
-            torch.onnx.export(
-                model, args, str(partial), input_names=names, output_names=["out"],
-                dynamic_axes={input_name: axes for input_name in names}, opset_version=17, dynamo=False,
-            )
-        else:
-            auto = {axis: torch.export.Dim.AUTO for axis in axes}
-            parameters = names if spec.kind == "text" else ["x"]
-            torch.onnx.export(
-                model, args, str(partial), input_names=names, output_names=["out"],
-                dynamic_shapes={parameter: auto for parameter in parameters}, dynamo=True,
-                external_data=False,
-            )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if exporter == "ts":
+                torch.onnx.export(
+                    model, args, str(partial), input_names=names, output_names=["out"],
+                    dynamic_axes={input_name: axes for input_name in names}, opset_version=17, dynamo=False,
+                )
+            else:
+                auto = {axis: torch.export.Dim.AUTO for axis in axes}
+                parameters = names if spec.kind == "text" else ["x"]
+                torch.onnx.export(
+                    model, args, str(partial), input_names=names, output_names=["out"],
+                    dynamic_shapes={parameter: auto for parameter in parameters}, dynamo=True,
+                    external_data=False,
+                )
+    except BaseException:
+        partial.unlink(missing_ok=True)  # a failed export leaves no file behind
+        raise
     partial.replace(path)
     return path
 

@@ -45,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,7 +82,7 @@ class Spec:
     single_op: bool = False
     """One op alone (how a construct scales), not a network: outside the geomeans of the
     networks, which the report gives with and without these rows."""
-    reference: object = None
+    reference: Callable[[Path], Path] | None = None
     """Where onnxruntime computes the model differently from its exact semantics (int4
     MatMulNBits at accuracy_level 4 quantizes activations to int8): a function from the
     model's path to the path of a model that computes it exactly, whose outputs niroc and the
@@ -133,7 +134,8 @@ def _genai(family: str, precision: str):
     def make(path: Path) -> None:
         import shutil
 
-        llm = _llm_generator()
+        from testdata.llm import generate as llm
+
         built = llm.generate(path.parent / "genai", family, precision, llm.BENCH_SIZES)
         for file in built.parent.iterdir():
             if file.name.startswith("model.onnx"):
@@ -142,23 +144,11 @@ def _genai(family: str, precision: str):
     return make
 
 
-def _llm_generator():
-    """testdata/llm/generate.py, loaded by path: testdata/bench's generator is a module named
-    `generate` too."""
-    import importlib.util
-
-    found = importlib.util.spec_from_file_location(
-        "llm_generate", ROOT / "testdata" / "llm" / "generate.py"
-    )
-    assert found is not None and found.loader is not None
-    llm = importlib.util.module_from_spec(found)
-    found.loader.exec_module(llm)
-    return llm
-
-
 def _exact_int4(path: Path) -> Path:
     """The model with its MatMulNBits at accuracy_level 1 (see `Spec.reference`)."""
-    return _llm_generator().exact_reference(path)
+    from testdata.llm.generate import exact_reference
+
+    return exact_reference(path)
 
 
 def _generated(name: str):
@@ -421,14 +411,11 @@ def bench(name: str, runs: int, extra_flags: list[str]) -> Result:
 
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3  # the light models' unused initializers warn by the hundred
+    reference = path if spec.reference is None else spec.reference(path)
+    expected = onnxruntime.InferenceSession(
+        str(reference), options, providers=["CPUExecutionProvider"]
+    ).run(None, feeds)
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    expected = session.run(None, feeds)
-    if spec.reference is not None:
-        exact = onnxruntime.InferenceSession(
-            str(spec.reference(path)), options, providers=["CPUExecutionProvider"]
-        )
-        expected = exact.run(None, feeds)
-        exact = None
     # NOTE: onnxruntime is timed in a block of its own, and its session is gone before IREE's
     # modules are timed: its worker threads spin on after a call returns and take a core from
     # whatever runs next. Timed in turn with it, the module called after it was up to 25%

@@ -21,16 +21,12 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 
-from niroc.checking import from_abi, load_iree_module
+from niroc.checking import IREE_COMPILE_FLAGS, Tolerance, compare, from_abi, load_iree_module
 from testdata.hf import generate
-from tests.backends.mlir.test_hf_models import _feeds
 
 BIN = Path(sys.executable).parent
-FLAGS = [
-    "--iree-hal-target-device=local",
-    "--iree-hal-local-target-device-backends=llvm-cpu",
-    "--iree-llvmcpu-target-cpu=host",
-]
+TOLERANCE = Tolerance(1e-3, 1e-4)
+"""test_hf_models.py's rtol and atol."""
 
 
 def _first_error(stderr: str) -> str:
@@ -46,21 +42,23 @@ def outcome(name: str, exporter: str, folder: Path) -> str:
     done = subprocess.run([BIN / "iree-import-onnx", path, "-o", mlir], capture_output=True, text=True)
     if done.returncode:
         return "import: " + _first_error(done.stderr)
-    done = subprocess.run([BIN / "iree-compile", mlir, *FLAGS, "-o", vmfb], capture_output=True, text=True)
+    done = subprocess.run([BIN / "iree-compile", mlir, *IREE_COMPILE_FLAGS, "-o", vmfb], capture_output=True, text=True)
     if done.returncode:
         return "compile: " + _first_error(done.stderr)
-    feeds = _feeds(spec.kind, spec.shapes[-1], np.random.default_rng(0))
+    feeds = generate.inputs(spec, spec.shapes[-1], np.random.default_rng(0))
     expected = onnxruntime.InferenceSession(str(path)).run(None, feeds)
     try:
         results = load_iree_module(vmfb)["main_graph"](*feeds.values())
     except Exception as error:  # noqa: BLE001 - iree.runtime's exceptions: the run failed
         return "run: " + str(error).splitlines()[0][:160]
     results = results if isinstance(results, (list, tuple)) else [results]
-    for got, want in zip(results, expected, strict=True):
-        got = from_abi(got, want)
-        if got.shape != want.shape or not np.allclose(got, want, rtol=1e-3, atol=1e-4):
-            difference = np.abs(got - want).max() if got.shape == want.shape else "shape"
-            return f"WRONG: max abs difference {difference} (largest value {np.abs(want).max():.3g})"
+    for index, (got, want) in enumerate(zip(results, expected, strict=True)):
+        found = compare(f"#{index}", from_abi(got, want), want, TOLERANCE)
+        if not found.matches:
+            return (
+                f"WRONG: output {found.name} {found.verdict}, max abs error {found.max_abs_error:.3g}"
+                f" (largest value {np.abs(want).max():.3g})"
+            )
     return "match"
 
 

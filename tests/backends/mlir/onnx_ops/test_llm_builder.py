@@ -19,7 +19,6 @@ two (batch, sequence) shapes (ViT: two batch sizes), BERT with a right-padded at
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,17 +28,9 @@ import onnx
 import onnxruntime
 import pytest
 
+from testdata.llm import generate as llm_models
+
 from ..mlir_harness import assert_matches_onnxruntime, call, compile_onnx, from_abi
-
-_GENERATOR = Path(__file__).parents[4] / "testdata" / "llm" / "generate.py"
-
-
-def _generate_module():
-    spec = importlib.util.spec_from_file_location("llm_generate", _GENERATOR)
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
 
 
 @dataclass
@@ -102,7 +93,7 @@ def _next_cache(outputs, results):
 
 
 def _builder_cases():
-    families = _generate_module().FAMILIES
+    families = llm_models.FAMILIES
     cases = [(family, precision) for family in families for precision in ("fp32", "int4")]
     return [case for case in cases if case != ("gemma2", "int4")]
 
@@ -118,8 +109,7 @@ _EXPECTED = {
 def test_builder_model_matches_onnxruntime(tmp_path, family, precision):
     """One model per test (built and compiled once: the checks share it, and pytest-xdist's
     workers build no second copy)."""
-    generator = _generate_module()
-    model_path = generator.generate(tmp_path, family, precision)
+    model_path = llm_models.generate(tmp_path, family, precision)
     found = set()
     for node in onnx.load(str(model_path), load_external_data=False).graph.node:
         found.add(node.op_type)
@@ -128,7 +118,7 @@ def test_builder_model_matches_onnxruntime(tmp_path, family, precision):
         )
     assert _EXPECTED.get((family, precision), set()) <= found
     assert ("MatMulNBits" in found) == (precision == "int4")
-    reference = model_path if precision == "fp32" else generator.exact_reference(model_path)
+    reference = model_path if precision == "fp32" else llm_models.exact_reference(model_path)
     session = onnxruntime.InferenceSession(str(reference), providers=["CPUExecutionProvider"])
     vm_module = compile_onnx(model_path, tmp_path)
     inputs = [entry.name for entry in session.get_inputs()]
@@ -202,7 +192,7 @@ _FUSED_CONTRIB = {
 
 @pytest.mark.parametrize("kind", sorted(_FUSED_CONTRIB))
 def test_optimizer_fused_model_matches_onnxruntime(tmp_path, kind):
-    model_path = _generate_module().export_fused(tmp_path, kind)
+    model_path = llm_models.export_fused(tmp_path, kind)
     contrib = {
         node.op_type
         for node in onnx.load(str(model_path)).graph.node
