@@ -548,16 +548,23 @@ def _split_last(body: _Body, name: str, half: int) -> str:
     return body.op("Concat", leading, body.const([half, 2]), axis=0)
 
 
-def _cos_sin(body: _Body, positions: str, axis: int) -> tuple[str, str]:
-    """cos_cache / sin_cache rows at `positions` [B, S], unsqueezed at `axis` for the heads."""
+def _cos_sin(
+    body: _Body, site: _Site, cos_position: int, positions: str, axis: int
+) -> tuple[str, str]:
+    """cos_cache / sin_cache (inputs `cos_position` and the next) rows at `positions` [B, S],
+    in f32 (an fp16/bf16 cache is read as onnxruntime's kernel reads it, widened), unsqueezed at
+    `axis` for the heads."""
     where = body.const([axis])
     cos, sin = (
         body.op(
             "Unsqueeze",
-            body.f32(body.op("Gather", cache, positions, axis=0), ScalarType.F32),
+            body.f32(
+                body.op("Gather", cache, positions, axis=0),
+                _float_input(site, cos_position + offset, cache),
+            ),
             where,
         )
-        for cache in ("cos_cache", "sin_cache")
+        for offset, cache in enumerate(("cos_cache", "sin_cache"))
     )
     return cos, sin
 
@@ -599,7 +606,7 @@ def _rotary_embedding(site: _Site) -> onnx.FunctionProto:
     if len(position_shape) == 1:
         steps = body.op("Range", body.const(0), body.scalar_dim(x, sequence_axis), body.const(1))
         positions = body.op("Add", body.op("Unsqueeze", steps, body.const([0])), positions)
-    cos, sin = _cos_sin(body, positions, head_axis)
+    cos, sin = _cos_sin(body, site, 2, positions, head_axis)
     rotated = _rotate(body, x, cos, sin, rotary, head, bool(site.int("interleaved", 0)))
     if len(shape) == 3:
         rotated = body.op("Reshape", rotated, body.const([0, 0, -1]))
@@ -723,7 +730,7 @@ def _group_query_attention(site: _Site) -> onnx.FunctionProto:
     positions = body.op("Add", past_column, body.op("Unsqueeze", steps, body.const([0])))  # [B, S]
     if site.int("do_rotary", 0):
         half = site.static(7, "cos_cache", 1)
-        cos, sin = _cos_sin(body, positions, 1)
+        cos, sin = _cos_sin(body, site, 7, positions, 1)
         interleaved = bool(site.int("rotary_interleaved", 0))
         q = _rotate(body, q, cos, sin, 2 * half, head, interleaved)
         k = _rotate(body, k, cos, sin, 2 * half, head, interleaved)

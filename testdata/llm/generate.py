@@ -1,8 +1,8 @@
 """Tiny random-weight LLMs made the way users get their "-onnx" releases: a transformers model
 saved locally, then onnxruntime-genai's model builder (`python -m onnxruntime_genai.models.builder
--i DIR -o OUT -p fp32|int4 -e cpu`).
+-i DIR -o OUT -p fp32|fp16|int4 -e cpu`).
 
-    python testdata/llm/generate.py OUT_DIR [--precision fp32|int4] [--family llama] [--sizes bench]
+    python testdata/llm/generate.py OUT_DIR [--precision fp32|fp16|int4] [--family llama] [--sizes bench]
     python testdata/llm/generate.py OUT_DIR --fused bert|gpt2
 
 writes OUT_DIR/<family>-<precision>/model.onnx (+ model.onnx.data, genai_config.json, the
@@ -289,7 +289,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--family", choices=FAMILIES, default="llama")
-    parser.add_argument("--precision", choices=("fp32", "int4"), default="fp32")
+    parser.add_argument("--precision", choices=("fp32", "fp16", "int4"), default="fp32")
     parser.add_argument("--fused", choices=FUSED, help="an optimizer-fused model instead")
     parser.add_argument(
         "--sizes", choices=("tiny", "bench"), default="tiny", help="bench: BENCH_SIZES' widths"

@@ -104,19 +104,19 @@ def test_matmul_nbits_keeps_weights_packed():
 # -- GroupQueryAttention -----------------------------------------------------------------------------
 
 
-def _gqa(packed=False, rotary=True, interleaved=False, bias=False, **attributes):
+def _gqa(packed=False, rotary=True, interleaved=False, bias=False, element=F32, **attributes):
     heads, kv_heads, head = 4, 2, 16
-    inputs = [("query", F32, ["b", "s", (heads + 2 * kv_heads) * head if packed else heads * head])]
+    inputs = [("query", element, ["b", "s", (heads + 2 * kv_heads) * head if packed else heads * head])]
     names = ["query", "", ""]
     if not packed:
         inputs += [
-            ("key", F32, ["b", "s", kv_heads * head]),
-            ("value", F32, ["b", "s", kv_heads * head]),
+            ("key", element, ["b", "s", kv_heads * head]),
+            ("value", element, ["b", "s", kv_heads * head]),
         ]
         names = ["query", "key", "value"]
     inputs += [
-        ("past_key", F32, ["b", kv_heads, "p", head]),
-        ("past_value", F32, ["b", kv_heads, "p", head]),
+        ("past_key", element, ["b", kv_heads, "p", head]),
+        ("past_value", element, ["b", kv_heads, "p", head]),
         ("seqlens_k", I32, ["b"]),
         ("total_sequence_length", I32, [1]),
     ]
@@ -124,13 +124,11 @@ def _gqa(packed=False, rotary=True, interleaved=False, bias=False, **attributes)
     weights = {}
     if rotary:
         angles = np.arange(32)[:, None] * (1.0 / 10000 ** (np.arange(0, head, 2) / head))[None, :]
-        weights = {
-            "cos": np.cos(angles).astype(np.float32),
-            "sin": np.sin(angles).astype(np.float32),
-        }
+        array_type = helper.tensor_dtype_to_np_dtype(element)
+        weights = {"cos": np.cos(angles).astype(array_type), "sin": np.sin(angles).astype(array_type)}
         names += ["cos", "sin"]
     if bias:  # per head, shared by the batch
-        inputs.append(("attention_bias", F32, [1, heads, "s", "t"]))
+        inputs.append(("attention_bias", element, [1, heads, "s", "t"]))
         names += [""] * (9 - len(names)) + ["", "attention_bias"]
     node = helper.make_node(
         "GroupQueryAttention",
@@ -144,7 +142,7 @@ def _gqa(packed=False, rotary=True, interleaved=False, bias=False, **attributes)
         rotary_interleaved=int(interleaved),
         **attributes,
     )
-    outputs = [("out", F32), ("present_key", F32), ("present_value", F32)]
+    outputs = [("out", element), ("present_key", element), ("present_value", element)]
     return _model([node], inputs, outputs, weights), packed
 
 
@@ -191,6 +189,18 @@ def test_group_query_attention_matches_onnxruntime(
         _gqa_feeds(packed, 1, 3, 4, [6], bias),
     ]
     assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-4, atol=1e-5)
+
+
+def test_group_query_attention_fp16_matches_onnxruntime(tmp_path):
+    """fp16 query, KV cache and rotary caches (onnxruntime's CPU kernel has an fp16 version):
+    a prompt and a decode step, compared at fp16's tolerance."""
+    model, packed = _gqa(True, True, element=TensorProto.FLOAT16)
+    module = compile_onnx(model, tmp_path)
+    feeds = [
+        {name: value.astype(np.float16) if value.dtype == np.float32 else value for name, value in step.items()}
+        for step in (_gqa_feeds(packed, 1, 5, 0, [4]), _gqa_feeds(packed, 2, 1, 5, [5, 3]))
+    ]
+    assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-2, atol=1e-2)
 
 
 def test_group_query_attention_windowed_cache_matches_onnxruntime(tmp_path):
@@ -279,11 +289,16 @@ def test_matmul_nbits_refusals():
 # -- RotaryEmbedding, normalizations, activations ----------------------------------------------------
 
 
-@pytest.mark.parametrize("rank, interleaved", [(3, False), (4, True)])
-def test_rotary_embedding_matches_onnxruntime(tmp_path, rank, interleaved):
+@pytest.mark.parametrize(
+    "rank, interleaved, element",
+    [(3, False, np.float32), (4, True, np.float32), (3, False, np.float16), (4, False, np.float16)],
+)
+def test_rotary_embedding_matches_onnxruntime(tmp_path, rank, interleaved, element):
+    """fp32, and fp16 as onnxruntime-genai's fp16 CPU models use it (input and caches fp16:
+    the kernel widens both and rounds the result once)."""
     heads, head = 2, 8
     angles = np.arange(16)[:, None] * (1.0 / 10000 ** (np.arange(0, head, 2) / head))[None, :]
-    weights = {"cos": np.cos(angles).astype(np.float32), "sin": np.sin(angles).astype(np.float32)}
+    weights = {"cos": np.cos(angles).astype(element), "sin": np.sin(angles).astype(element)}
     shape = ["b", "s", heads * head] if rank == 3 else ["b", heads, "s", head]
     positions = ["b", "s"] if rank == 3 else [1]
     node = helper.make_node(
@@ -294,16 +309,20 @@ def test_rotary_embedding_matches_onnxruntime(tmp_path, rank, interleaved):
         interleaved=int(interleaved),
         **({"num_heads": heads} if rank == 3 else {}),
     )
-    model = _model([node], [("x", F32, shape), ("pos", I64, positions)], [("y", F32)], weights)
+    onnx_element = helper.np_dtype_to_tensor_dtype(np.dtype(element))
+    model = _model(
+        [node], [("x", onnx_element, shape), ("pos", I64, positions)], [("y", onnx_element)], weights
+    )
     module = compile_onnx(model, tmp_path)
 
     def feeds(batch, sequence):
         x = _f(batch, sequence, heads * head) if rank == 3 else _f(batch, heads, sequence, head)
         pos = RNG.integers(0, 16, (batch, sequence)) if rank == 3 else np.array([3])
-        return {"x": x, "pos": pos.astype(np.int64)}
+        return {"x": x.astype(element), "pos": pos.astype(np.int64)}
 
+    tolerance = 1e-5 if element == np.float32 else 1e-3
     assert_matches_onnxruntime(
-        module, model, [feeds(1, 4), feeds(2, 7)], function="g", rtol=1e-5, atol=1e-5
+        module, model, [feeds(1, 4), feeds(2, 7)], function="g", rtol=tolerance, atol=tolerance
     )
 
 
