@@ -205,12 +205,26 @@ def _read_feeds(inputs_file: str, model, names) -> dict:
     declared = {value.name: value.type.tensor_type.elem_type for value in model.graph.input}
     for name in names:
         wanted = np.dtype(helper.tensor_dtype_to_np_dtype(declared[name]))
+        if _saved_as_void(arrays[name].dtype, wanted):
+            arrays[name] = arrays[name].view(wanted)
         if arrays[name].dtype != wanted:
             raise click.BadParameter(
                 f"{inputs_file}: input '{name}' is {arrays[name].dtype}, the model takes {wanted}",
                 param_hint="--inputs",
             )
     return {name: arrays[name] for name in names}
+
+
+def _saved_as_void(found, wanted) -> bool:
+    """Whether `found` is how np.savez stores an array of `wanted`, an ml_dtypes type (bfloat16,
+    float8, int4...): numpy knows no such dtype, so the file holds raw void elements of its
+    width (`|V2` for bfloat16), which np.load cannot type back."""
+    return (
+        wanted.type.__module__ == "ml_dtypes"
+        and found.kind == "V"
+        and found.fields is None
+        and found.itemsize == wanted.itemsize
+    )
 
 
 def _write_repro(model, feeds, index: int, folder: Path) -> dict:

@@ -10,6 +10,7 @@ renders nothing; check_cmd.py does.
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import subprocess
 import tempfile
@@ -347,6 +348,20 @@ def load_iree_module(vmfb: Path, parameters: Path | None = None, scope: str = "m
     return runtime.load_vm_modules(*modules, config=config)[-1]
 
 
+_ORT_RAW_TYPES = {
+    np.dtype(ml_dtypes.bfloat16): 16,
+    np.dtype(ml_dtypes.float8_e4m3fn): 17,
+    np.dtype(ml_dtypes.float8_e4m3fnuz): 18,
+    np.dtype(ml_dtypes.float8_e5m2): 19,
+    np.dtype(ml_dtypes.float8_e5m2fnuz): 20,
+}
+"""The ml_dtypes arrays onnxruntime's Python API has no numpy type for (it refuses them as
+inputs, "Numpy_type 256 can't be converted", and as outputs), by their ONNX element type: they
+go in and out as raw elements of the same width (every run goes through OrtValues: an
+exposed intermediate value may be one of them with no declared type)."""
+_ORT_RAW_DTYPES = {onnx_type: dtype for dtype, onnx_type in _ORT_RAW_TYPES.items()}
+
+
 def run_onnxruntime(model, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     import onnxruntime
 
@@ -354,9 +369,27 @@ def run_onnxruntime(model, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         session = onnxruntime.InferenceSession(
             model.SerializeToString(), providers=["CPUExecutionProvider"]
         )
-        return [np.asarray(value) for value in session.run(None, dict(feeds))]
+        values = {name: _ort_value(onnxruntime, np.asarray(value)) for name, value in feeds.items()}
+        return [_from_ort_value(value) for value in session.run_with_ort_values(None, values)]
     except Exception as error:  # noqa: BLE001 - onnxruntime raises its own unrelated classes
         raise CheckStepFailed("onnxruntime", _first_error_line(str(error))) from error
+
+
+def _ort_value(onnxruntime, array: np.ndarray):
+    onnx_type = _ORT_RAW_TYPES.get(array.dtype)
+    if onnx_type is None:
+        return onnxruntime.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array))
+    raw = np.ascontiguousarray(array).view(f"u{array.dtype.itemsize}")
+    return onnxruntime.OrtValue.ortvalue_from_numpy_with_onnx_type(raw, onnx_element_type=onnx_type)
+
+
+def _from_ort_value(value) -> np.ndarray:
+    """A CPU OrtValue's tensor as numpy; bf16/float8 read as raw bytes (`_ORT_RAW_TYPES`)."""
+    dtype = _ORT_RAW_DTYPES.get(value.element_type())
+    if dtype is None:
+        return np.asarray(value.numpy())
+    raw = (ctypes.c_char * value.tensor_size_in_bytes()).from_address(value.data_ptr())
+    return np.frombuffer(bytes(raw), dtype).reshape(value.shape())
 
 
 def _first_error_line(text: str) -> str:

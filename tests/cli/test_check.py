@@ -304,3 +304,44 @@ def test_a_module_iree_refuses_to_load_is_a_run_failure(capsys, monkeypatch):
     assert err.startswith(f"error: {model}: run failed: "), err
     assert "exceeds limit of 64" in err
     assert "internal error" not in err and "Traceback" not in err
+
+
+def test_bfloat16_models(capsys, tmp_path):
+    """A bf16 input and output: onnxruntime's Python API has no numpy type for bfloat16 (it
+    refuses such feeds and cannot return such results), and np.savez stores a bfloat16 array as
+    raw 2-byte voids (the form a `--repro` inputs.npz of a bf16 node has too). Both random and
+    saved inputs are checked."""
+    import ml_dtypes
+
+    graph = helper.make_graph(
+        [
+            helper.make_node("Cast", ["x"], ["wide"], to=TensorProto.FLOAT),
+            helper.make_node("Sigmoid", ["wide"], ["narrow"]),
+            helper.make_node("Cast", ["narrow"], ["y"], to=TensorProto.BFLOAT16),
+        ],
+        "bf16",
+        [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, ["n", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, ["n", 3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    code, out, err = run_check(capsys, str(tmp_path / "m.onnx"), "--dim", "n=5", "--format", "json")
+    assert code == 0, err
+    assert json_records(out)[0] | {"max_abs_error": 0, "max_rel_error": 0} == {
+        "type": "output",
+        "file": str(tmp_path / "m.onnx"),
+        "name": "y",
+        "shape": [5, 3],
+        "dtype": "bfloat16",
+        "max_abs_error": 0,
+        "max_rel_error": 0,
+        "verdict": "match",
+    }
+    feeds = tmp_path / "feeds.npz"
+    np.savez(feeds, x=np.linspace(-3, 3, 6).reshape(2, 3).astype(ml_dtypes.bfloat16))
+    code, out, err = run_check(
+        capsys, str(tmp_path / "m.onnx"), "--inputs", str(feeds), "--format", "json"
+    )
+    assert code == 0, err
+    assert json_records(out)[0]["shape"] == [2, 3]
+    assert json_records(out)[0]["verdict"] == "match"
