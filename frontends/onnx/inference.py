@@ -352,7 +352,7 @@ def _forget_declared_dims(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
             inputs = [value for value in inputs if value.name in initializers]
         for info in inputs:
             _forget_dims(info, sizes=False)
-        _drop_value_info_of_inputs(current)
+        _drop_duplicate_value_info(current)
         unknown = {name for node in current.node if not onnx.defs.has(node.op_type, node.domain) for name in node.output}
         for info in current.value_info:  # an op ONNX has no schema for is typed by nothing else
             _forget_dims(info, sizes=info.name not in unknown)
@@ -365,19 +365,29 @@ def _forget_declared_dims(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     return declared
 
 
-def _drop_value_info_of_inputs(graph: onnx.GraphProto) -> None:
-    """Remove the value_info entries that name one of `graph`'s initializers or inputs: an
-    initializer's dims are the tensor's own, an input's its declaration's (checked on entry), and
-    a value_info entry whose dims were forgotten would hide them from inference. PyTorch's dynamo
-    exporter declares every initializer so (a GatherND of a constant [1, 1] index and a Slice of
-    a [1, max] buffer were left unsized, and the 1s in them with it); `onnx.utils.extract_model`
-    declares the inputs so (a Conv of a [N, 3, 64, 64] input was left unsized)."""
-    if not graph.value_info or not (graph.initializer or graph.input):
+def _drop_duplicate_value_info(graph: onnx.GraphProto) -> None:
+    """Remove the value_info entries that name one of `graph`'s initializers, inputs or outputs,
+    which declare those values already: an initializer's dims are the tensor's own, an input's
+    its declaration's (checked on entry), and a value_info entry whose dims were forgotten would
+    hide them from inference. PyTorch's dynamo exporter declares every initializer and value so
+    (a GatherND of a constant [1, 1] index and a Slice of a [1, max] buffer were left unsized,
+    and the 1s in them with it); `onnx.utils.extract_model` declares the inputs so (a Conv of a
+    [N, 3, 64, 64] input was left unsized). An output declared without a type takes its
+    value_info entry's: ONNX inference types the value_info entry and leaves such an output
+    untyped (`niroc check` exposes a value of a dynamo export as an output declared so)."""
+    if not graph.value_info:
         return
     own = {tensor.name for tensor in graph.initializer} | {value.name for value in graph.input}
-    if not any(info.name in own for info in graph.value_info):
+    outputs = {value.name: value for value in graph.output}
+    if not any(info.name in own or info.name in outputs for info in graph.value_info):
         return
-    kept = [info for info in graph.value_info if info.name not in own]
+    kept = []
+    for info in graph.value_info:
+        output = outputs.get(info.name)
+        if output is not None and not output.HasField("type"):
+            output.type.CopyFrom(info.type)
+        if info.name not in own and output is None:
+            kept.append(info)
     del graph.value_info[:]
     graph.value_info.extend(kept)
 

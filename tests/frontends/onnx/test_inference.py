@@ -158,3 +158,27 @@ def test_an_input_or_initializer_declared_in_value_info_keeps_its_own_dims() -> 
     assert _dims(types, "x") == [3, None, 4]
     assert _dims(types, "y") == [1, None, 4]
     assert _dims(types, "z") == [1, None]
+
+
+def test_an_output_declared_without_a_type_takes_its_value_info() -> None:
+    # `niroc check` exposes an intermediate value as a graph output declared by name only; in a
+    # dynamo export that value is declared in value_info too. ONNX inference then types the
+    # value_info entry and leaves the output untyped ("element type is unknown"); the output
+    # takes the entry's type. A Relu with no schema-derived type of its own (custom domain)
+    # shows the declaration is not simply re-derived.
+    model = onnx.parser.parse_model(
+        OPSET.replace('["" : 17]', '["" : 17, "custom" : 1]')
+        + " g (int64[N] x) => (z) { y = Cast<to = 9>(x)\n w = custom.Op(x)\n z = Not(y) }"
+    )
+    model.graph.output.extend([onnx.ValueInfoProto(name="y"), onnx.ValueInfoProto(name="w")])
+    model.graph.value_info.extend(
+        [
+            onnx.helper.make_tensor_value_info("y", onnx.TensorProto.BOOL, ["N"]),
+            onnx.helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT16, [3]),
+        ]
+    )
+    types = infer_types(model)
+    assert types.values["y"].tensor_type.elem_type == onnx.TensorProto.BOOL
+    assert _dims(types, "y") == [None]
+    assert types.values["w"].tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    assert _dims(types, "w") == [3]
