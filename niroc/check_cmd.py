@@ -122,9 +122,19 @@ def check_command(
 def _check(path, inputs_file, seed, dims, rtol, atol, repro_dir, report) -> int:
     from niro.frontends.onnx.surgery import input_names
 
-    from .checking import ModelRunner, compare, localize, random_feeds, tolerance_for
+    from .checking import (
+        ModelRunner,
+        compare,
+        exact_low_bit_products,
+        localize,
+        random_feeds,
+        tolerance_for,
+    )
 
     model = _load_onnx(path)
+    exact_note = exact_low_bit_products(model)
+    if exact_note is not None:
+        report.note(exact_note)
     names = input_names(model.graph)
     if inputs_file is not None:
         feeds = _read_feeds(inputs_file, model, names)

@@ -34,6 +34,7 @@ __all__ = [
     "ModelRunner",
     "Tolerance",
     "compare",
+    "exact_low_bit_products",
     "from_abi",
     "load_iree_module",
     "localize",
@@ -362,12 +363,49 @@ exposed intermediate value may be one of them with no declared type)."""
 _ORT_RAW_DTYPES = {onnx_type: dtype for dtype, onnx_type in _ORT_RAW_TYPES.items()}
 
 
+EXACT_ACCURACY_LEVEL = 1
+"""The MatMulNBits accuracy_level onnxruntime runs at here: f32 activations, the product niroc
+compiles. A level above it lets onnxruntime quantize the activations (4: int8), off by ~1e-2."""
+
+
+def exact_low_bit_products(model) -> str | None:
+    """Make onnxruntime compute `model`'s low-bit weight products exactly (edits `model`, the
+    check's own copy): every MatMulNBits at `EXACT_ACCURACY_LEVEL`. A DequantizeLinear of
+    blocked weights feeding a MatMul, which onnxruntime fuses into a MatMulNBits at level 4
+    unless told otherwise, gets that level from `run_onnxruntime`'s session config. Returns a
+    note for the user when the model has either."""
+    raised, blocked = 0, False
+    pending = [model.graph]
+    while pending:
+        graph = pending.pop()
+        for node in graph.node:
+            for attribute in node.attribute:
+                if node.op_type == "MatMulNBits" and attribute.name == "accuracy_level":
+                    if attribute.i > EXACT_ACCURACY_LEVEL:
+                        attribute.i = EXACT_ACCURACY_LEVEL
+                        raised += 1
+                blocked |= node.op_type == "DequantizeLinear" and attribute.name == "block_size"
+                pending.extend([attribute.g] if attribute.HasField("g") else attribute.graphs)
+    if not raised and not blocked:
+        return None
+    return (
+        f"onnxruntime runs the low-bit weight products (MatMulNBits, blocked DequantizeLinear + "
+        f"MatMul) at accuracy_level {EXACT_ACCURACY_LEVEL} (f32 activations), the computation "
+        f"niroc compiles (at level 4, its default for them, it quantizes the activations to "
+        f"int8: ~1e-2 off)"
+    )
+
+
 def run_onnxruntime(model, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     import onnxruntime
 
+    options = onnxruntime.SessionOptions()
+    options.add_session_config_entry(
+        "session.qdq_matmulnbits_accuracy_level", str(EXACT_ACCURACY_LEVEL)
+    )
     try:
         session = onnxruntime.InferenceSession(
-            model.SerializeToString(), providers=["CPUExecutionProvider"]
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
         )
         values = {name: _ort_value(onnxruntime, np.asarray(value)) for name, value in feeds.items()}
         return [_from_ort_value(value) for value in session.run_with_ort_values(None, values)]

@@ -54,15 +54,19 @@ def sigmoid_lowered_as_tanh():
         )
 
 
-def chain_model(path, length: int, sigmoid_at: int) -> str:
+def chain_model(path, length: int, sigmoid_at: int, declared: bool = False) -> str:
     """x -> `length` nodes (Add/Mul by constants, a Sigmoid at `sigmoid_at`, skip connections
-    every few nodes) -> y; a dynamic batch dim. Returns the Sigmoid's node name."""
+    every few nodes) -> y; a dynamic batch dim. `declared`: every value typed in value_info, as
+    PyTorch's dynamo exporter writes them, and node 2 a Cast. Returns the Sigmoid's node name."""
     nodes, initializers = [], []
     current = "x"
     for index in range(length):
         output = f"v{index}"
         if index == sigmoid_at:
             nodes.append(helper.make_node("Sigmoid", [current], [output], name=f"node{index}"))
+        elif declared and index == 2:  # dynamo's `_to_copy`: a Cast to the type it has
+            cast = helper.make_node("Cast", [current], [output], name=f"node{index}", to=1)
+            nodes.append(cast)
         elif index % 5 == 4 and index >= 8:
             nodes.append(
                 helper.make_node("Add", [current, f"v{index - 3}"], [output], name=f"node{index}")
@@ -87,6 +91,11 @@ def chain_model(path, length: int, sigmoid_at: int) -> str:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
         initializer=initializers,
     )
+    if declared:
+        graph.value_info.extend(
+            helper.make_tensor_value_info(f"v{index}", TensorProto.FLOAT, ["batch", 4])
+            for index in range(length)
+        )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.save(model, str(path))
     return f"node{sigmoid_at}"
@@ -160,6 +169,16 @@ def test_an_injected_wrong_lowering_is_found_at_its_node(capsys, tmp_path, sigmo
     assert records[0]["verdict"] == "mismatch"
     node = next(record for record in records if record["type"] == "node")
     assert (node["node"], node["op_type"], node["index"]) == (culprit, "Sigmoid", 0)
+
+
+def test_values_declared_in_value_info_are_exposed(capsys, tmp_path, sigmoid_lowered_as_tanh):
+    """A dynamo export types every value in value_info; exposing one as an output (declared by
+    name only) must still import, or the search for the node stops at its first compile."""
+    culprit = chain_model(tmp_path / "m.onnx", 12, sigmoid_at=5, declared=True)
+    code, out, err = run_check(capsys, str(tmp_path / "m.onnx"), "--format", "json")
+    assert code == 1, err
+    node = next(record for record in json_records(out) if record["type"] == "node")
+    assert (node["node"], node["op_type"], node["index"]) == (culprit, "Sigmoid", 5)
 
 
 def test_the_repro_matches_with_the_right_lowering(capsys, tmp_path, sigmoid_lowered_as_tanh):
@@ -345,3 +364,36 @@ def test_bfloat16_models(capsys, tmp_path):
     assert code == 0, err
     assert json_records(out)[0]["shape"] == [2, 3]
     assert json_records(out)[0]["verdict"] == "match"
+
+
+def test_low_bit_products_are_checked_at_f32_activations(capsys, tmp_path):
+    """A MatMulNBits at accuracy_level 4 (what onnxruntime-genai's builder writes) lets
+    onnxruntime quantize the activations to int8, ~1e-2 off the exact product niroc compiles:
+    the check runs it at level 1 and says so."""
+    rng = np.random.default_rng(5)
+    k, n, block = 64, 16, 32
+    weights = {
+        "B": rng.integers(0, 256, (n, k // block, block // 2), dtype=np.uint8),
+        "scales": rng.uniform(0.5, 1.5, n * k // block).astype(np.float32),
+    }
+    node = helper.make_node(
+        "MatMulNBits", ["a", "B", "scales"], ["y"], domain="com.microsoft",
+        K=k, N=n, bits=4, block_size=block, accuracy_level=4,
+    )  # fmt: skip
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, n])],
+        [numpy_helper.from_array(value, name) for name, value in weights.items()],
+    )
+    opsets = [helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 10
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    code, out, err = run_check(capsys, str(tmp_path / "m.onnx"))
+    assert code == 0, out + err
+    assert "note: onnxruntime runs the low-bit weight products" in err
+    # the model file is left as it was
+    saved = onnx.load(str(tmp_path / "m.onnx")).graph.node[0]
+    assert {a.name: a.i for a in saved.attribute}["accuracy_level"] == 4
