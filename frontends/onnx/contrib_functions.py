@@ -4,11 +4,12 @@ site, as ONNX defines its own composite ops (`schema_functions`).
 onnxruntime-genai's model builder and `onnxruntime.transformers`' optimizer emit ops that ONNX
 has no schema for: SimplifiedLayerNormalization (registered by onnxruntime in the default
 domain), and in `com.microsoft` SkipSimplifiedLayerNormalization, SkipLayerNormalization,
-GroupQueryAttention, MatMulNBits, RotaryEmbedding and the Gelu family. The importer calls the
-body built here in their place, exactly as it calls an ONNX function body: one Niro Function per
-distinct (input types, attributes), typed by ONNX's inference of the body and checked by the
-verifier's rules for the standard ops it is made of; the MLIR backend lowers those ops. So every
-contrib op here has one definition, this body, and no second implementation to drift.
+GroupQueryAttention, MatMulNBits, RotaryEmbedding, the Gelu family, and (from its quantizer)
+QuantizeLinear and DequantizeLinear. The importer calls the body built here in their place,
+exactly as it calls an ONNX function body: one Niro Function per distinct (input types,
+attributes), typed by ONNX's inference of the body and checked by the verifier's rules for the
+standard ops it is made of; the MLIR backend lowers those ops. So every contrib op here has one
+definition, this body, and no second implementation to drift.
 
 The bodies follow onnxruntime's ContribOperators.md and the semantics of its CPU kernels:
 - normalizations compute in f32 (`stash_type` 1) and divide by sqrt(mean + epsilon), as the
@@ -1270,6 +1271,20 @@ def _bias_add(site: _Site) -> onnx.FunctionProto:
     return body.function(site.op_type, [body.back(total, scalar)])
 
 
+def _quantization(site: _Site) -> onnx.FunctionProto:
+    """com.microsoft.QuantizeLinear / DequantizeLinear: onnxruntime's quantizer writes them for
+    the types ONNX's own ops lacked before opset 21 (int16, uint16, int4, uint4), and
+    onnxruntime runs them with the kernels of ONNX's ops. So the body is ONNX's op at opset 21
+    (which has those types): same inputs, same `axis` (1 when absent, as the kernels default),
+    per-tensor or per-axis (the contrib ops have no block_size)."""
+    names = ["x", "y_scale" if site.op_type == "QuantizeLinear" else "x_scale"]
+    names.append(names[1].replace("scale", "zero_point"))
+    body = _Body(names)
+    present = names if site.has(2) else names[:2]
+    axis = site.int("axis", 1)
+    return body.function(site.op_type, [body.op(site.op_type, *present, axis=axis)])
+
+
 _BODIES: dict[tuple[str, str], Callable[[_Site], onnx.FunctionProto]] = {
     ("", "SimplifiedLayerNormalization"): _simplified_layer_normalization,
     (_MS, "SimplifiedLayerNormalization"): _simplified_layer_normalization,
@@ -1287,6 +1302,8 @@ _BODIES: dict[tuple[str, str], Callable[[_Site], onnx.FunctionProto]] = {
     (_MS, "Gelu"): _gelu,
     (_MS, "QuickGelu"): _quick_gelu,
     (_MS, "BiasAdd"): _bias_add,
+    (_MS, "QuantizeLinear"): _quantization,
+    (_MS, "DequantizeLinear"): _quantization,
 }
 
 

@@ -1,6 +1,7 @@
 """Models quantized as users quantize them: onnxruntime's own tool (`quantize_dynamic`, and
 `quantize_static` with a calibration reader, in QDQ and QOperator formats, per-tensor and
-per-channel, int8 and uint8), run at test time on small float models (built here, or the
+per-channel, int8 and uint8; 16-bit activations and 4-bit weights, which below opset 21 it writes
+as com.microsoft QuantizeLinear / DequantizeLinear), run at test time on small float models (built here, or the
 PyTorch exports in testdata/pytorch) into tmp_path; each quantization takes well under a second.
 Each result is compiled once by niroc and iree-compile and compared with onnxruntime running
 the same quantized model, at several sizes of its dynamic dims.
@@ -141,7 +142,8 @@ class _Calibration(quantization.CalibrationDataReader):
 
 
 # name: (float model maker or testdata file, input maker, calibration size, run sizes,
-#        quantization: "dynamic" or (format, activation type, weight type, per_channel))
+#        quantization: "dynamic" or (format, activation type, weight type, per_channel[,
+#        the quantizer's extra_options]))
 U8, S8 = QuantType.QUInt8, QuantType.QInt8
 CASES = {
     "mlp_dynamic_int8_per_channel": (_mlp, _rows, (2, 3), [(1, 1), (3, 5)], ("dynamic", S8, True)),
@@ -153,6 +155,29 @@ CASES = {
         (QuantFormat.QDQ, U8, S8, True),
     ),
     "cnn_qdq_s8s8": (_cnn, _images, (2,), [(1,), (3,)], (QuantFormat.QDQ, S8, S8, False)),
+    # 16-bit activations and 4-bit weights: below opset 21 the quantizer writes
+    # com.microsoft QuantizeLinear / DequantizeLinear (ONNX's ops lack these types there)
+    "cnn_qdq_s16s8_contrib": (
+        _cnn,
+        _images,
+        (2,),
+        [(1,), (3,)],
+        (QuantFormat.QDQ, QuantType.QInt16, S8, False, {"UseQDQContribOps": True}),
+    ),
+    "cnn_qdq_u8u4_per_channel": (
+        _cnn,
+        _images,
+        (2,),
+        [(1,), (3,)],
+        (QuantFormat.QDQ, U8, QuantType.QUInt4, True),
+    ),
+    "mlp_qdq_u16s4": (
+        _mlp,
+        _rows,
+        (2, 3),
+        [(1, 1), (3, 5)],
+        (QuantFormat.QDQ, QuantType.QUInt16, QuantType.QInt4, False),
+    ),
     "conv_matmul_qoperator_u8s8_per_channel": (
         _conv_matmul,
         _images,
@@ -219,7 +244,7 @@ def _quantize(source, make_input, calibration_size, how, folder: Path) -> Path:
             reduce_range=_reduce_range(QuantType.QUInt8, weight_type),
         )
         return path
-    quant_format, activation_type, weight_type, per_channel = how
+    quant_format, activation_type, weight_type, per_channel, *extra = how
     rng = np.random.default_rng(5)
     quantization.quantize_static(
         float_path,
@@ -230,6 +255,7 @@ def _quantize(source, make_input, calibration_size, how, folder: Path) -> Path:
         weight_type=weight_type,
         per_channel=per_channel,
         reduce_range=_reduce_range(activation_type, weight_type),
+        extra_options=extra[0] if extra else None,
     )
     return path
 

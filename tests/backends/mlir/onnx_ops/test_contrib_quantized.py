@@ -337,3 +337,104 @@ def test_verify_checks_a_contrib_result_against_its_operands() -> None:
             "operands give tensor<?x4x3x3xui8>",
         )
     ]
+
+
+_QDQ_TYPES = {
+    "int16": TensorProto.INT16,
+    "uint16": TensorProto.UINT16,
+    "int4": TensorProto.INT4,
+    "uint4": TensorProto.UINT4,
+}
+
+
+def _qdq_model(element: int, zero_points: bool) -> onnx.ModelProto:
+    """What onnxruntime's quantizer writes for 16- and 4-bit types below opset 21 (ONNX's own
+    ops lack them there): x [batch, 8] through com.microsoft QuantizeLinear / DequantizeLinear
+    (per tensor), times a weight [8, 4] of the same type dequantized per column (axis 1)."""
+    rng = np.random.default_rng(element)
+    bits = 16 if element in (TensorProto.INT16, TensorProto.UINT16) else 4
+    signed = element in (TensorProto.INT16, TensorProto.INT4)
+    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    weight = rng.integers(low, high, (8, 4), endpoint=True)
+    initializers = [
+        helper.make_tensor("w", element, [8, 4], weight.flatten().tolist()),
+        numpy_helper.from_array(_f(0.02 if bits == 4 else 2e-4), "x_scale"),
+        numpy_helper.from_array(rng.uniform(0.05, 0.2, 4).astype(np.float32), "w_scale"),
+    ]
+    ms = "com.microsoft"
+    x_inputs, w_inputs = ["x_q", "x_scale"], ["w", "w_scale"]
+    if zero_points:
+        middle = 0 if signed else (1 << (bits - 1))
+        initializers += [
+            helper.make_tensor("x_zero", element, [], [middle + (1 if signed else -3)]),
+            helper.make_tensor("w_zero", element, [4], [middle, middle + 1, middle - 1, middle]),
+        ]
+        x_inputs.append("x_zero")
+        w_inputs.append("w_zero")
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", *x_inputs[1:]], ["x_q"], domain=ms, name="q"),
+        helper.make_node("DequantizeLinear", x_inputs, ["a"], domain=ms, name="dq_x"),
+        helper.make_node("DequantizeLinear", w_inputs, ["b"], domain=ms, name="dq_w", axis=1),
+        helper.make_node("MatMul", ["a", "b"], ["y"], name="matmul"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F32, ["batch", 8])],
+        [helper.make_tensor_value_info("y", F32, None)],
+        initializers,
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid(ms, 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 10
+    return model
+
+
+@pytest.mark.parametrize("zero_points", [True, False])
+@pytest.mark.parametrize("name", sorted(_QDQ_TYPES))
+def test_contrib_quantize_dequantize_match_onnxruntime(tmp_path, name, zero_points) -> None:
+    """com.microsoft QuantizeLinear / DequantizeLinear are ONNX's ops (opset 21) by another
+    name, compiled as such: exact agreement (the MatMul's f32 sum aside)."""
+    model = _qdq_model(_QDQ_TYPES[name], zero_points)
+    vm_module = compile_onnx(model, tmp_path)
+    feeds = [{"x": RNG.uniform(-1, 1, (batch, 8)).astype(np.float32)} for batch in (1, 5)]
+    assert_matches_onnxruntime(vm_module, model, feeds, function="g", rtol=1e-6, atol=1e-6)
+
+
+def test_outputs_of_contrib_calls_exposed_by_name_keep_their_consumers_typed() -> None:
+    """`niroc check` exposes intermediate values as graph outputs declared by name only. ONNX
+    inference gives such an output an empty type when its producer has no schema (the
+    com.microsoft dequantizations of a Conv's input and weight); taken as a type, it hid that
+    the conversion typed the operands better than inference, and the Conv was left without the
+    static channel dim it needs."""
+    ms = "com.microsoft"
+    weight = RNG.integers(-300, 300, (3, 2, 3, 3))
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["x_q"], domain=ms),
+        helper.make_node("DequantizeLinear", ["x_q", "s", "z"], ["a"], domain=ms),
+        helper.make_node("DequantizeLinear", ["w", "s", "z"], ["b"], domain=ms),
+        helper.make_node("Conv", ["a", "b"], ["y"], name="conv"),
+        helper.make_node("Relu", ["y"], ["out"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F32, ["batch", 2, 5, 5])],
+        [helper.make_tensor_value_info("out", F32, None)],
+        [
+            helper.make_tensor("w", TensorProto.INT16, [3, 2, 3, 3], weight.flatten().tolist()),
+            numpy_helper.from_array(_f(1e-3), "s"),
+            helper.make_tensor("z", TensorProto.INT16, [], [0]),
+        ],
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid(ms, 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    # declared as onnxruntime's quant_pre_process declares it (the declared dims are set
+    # aside, so typing knows its rank only)
+    model.graph.value_info.append(helper.make_tensor_value_info("y", F32, ["batch", 3, 3, 3]))
+    model.graph.output.extend([onnx.ValueInfoProto(name="a"), onnx.ValueInfoProto(name="b")])
+    module = import_model(model)
+    operations = module.functions[0].body.blocks[0].operations
+    (conv,) = [op for op in operations if isinstance(op, UnknownOp) and op.name == "onnx.Conv"]
+    assert format_type(conv.results[0].type) == "tensor<?x3x3x3xf32>"
+    lower_to_mlir(module)
