@@ -193,7 +193,9 @@ def strip_weights(model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | 
 def _collect(graph: onnx.GraphProto) -> GraphTypes:
     types = GraphTypes()
     for info in chain(graph.input, graph.value_info, graph.output):  # NOTE: see _has_long_vector
-        if info.HasField("type"):
+        # an output declared by name only has an empty type after inference (`type {}`) when
+        # its producer has no schema (a contrib op): no type, as if it were not declared
+        if info.HasField("type") and info.type.WhichOneof("value") is not None:
             types.values[info.name] = info.type
     for index, node in enumerate(graph.node):
         for attribute in node.attribute:
