@@ -42,6 +42,7 @@ __all__ = [
     "random_feeds",
     "to_abi",
     "tolerance_for",
+    "widened_from_half",
 ]
 
 CHECK_EXTRA = "pip install 'niroc[check]'"
@@ -102,6 +103,40 @@ def tolerance_for(dtype: np.dtype, rtol: float | None, atol: float | None) -> To
     """The element type's tolerance, with --rtol / --atol replacing either part."""
     default = _TOLERANCES.get(np.dtype(dtype).name, _EXACT)
     return Tolerance(default.rtol if rtol is None else rtol, default.atol if atol is None else atol)
+
+
+_HALF_TYPES = {10: np.dtype(np.float16), 16: np.dtype(ml_dtypes.bfloat16)}
+_WIDE_TYPES = frozenset({1, 11})  # float, double
+
+
+def widened_from_half(model) -> dict[str, np.dtype]:
+    """The values of `model`'s main graph that a Cast (or CastLike) widens from fp16/bf16 to
+    f32/f64, by name, with the half type: computed in half precision, they carry its error,
+    and are compared at its tolerance. A model converted to fp16 with its inputs and outputs
+    kept f32 (onnxruntime's `convert_float_to_float16(keep_io_types=True)`, autocast exports)
+    ends in such Casts; at f32's tolerance every fp16 rounding difference before them showed
+    as a mismatch made by the last Cast."""
+    from niro.frontends.onnx.inference import InferenceFailure, infer_types
+
+    casts = [
+        node for node in model.graph.node if node.op_type in ("Cast", "CastLike") and node.input
+    ]
+    if not casts:
+        return {}
+    try:
+        values = infer_types(model).values
+    except InferenceFailure:
+        return {}
+
+    def element(name: str) -> int:
+        found = values.get(name)
+        return found.tensor_type.elem_type if found is not None else 0
+
+    return {
+        node.output[0]: _HALF_TYPES[element(node.input[0])]
+        for node in casts
+        if element(node.input[0]) in _HALF_TYPES and element(node.output[0]) in _WIDE_TYPES
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,7 +500,7 @@ def localize(
     model,
     feeds: Mapping[str, np.ndarray],
     runner: ModelRunner,
-    tolerance: Callable[[np.ndarray], Tolerance],
+    tolerance: Callable[[str, np.ndarray], Tolerance],
 ) -> Culprit | None:
     """The first top-level node whose outputs differ, or None when no exposed value differs
     (the difference then arises where niroc's and onnxruntime's outputs are formed)."""
@@ -478,7 +513,7 @@ def localize(
         with exposed(model, names) as outputs:
             _, got, expected = runner.run_both(model, feeds, what)
         return {
-            name: compare(name, value, wanted, tolerance(wanted))
+            name: compare(name, value, wanted, tolerance(name, wanted))
             for name, value, wanted in zip(outputs, got, expected, strict=True)
         }
 

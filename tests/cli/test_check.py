@@ -397,3 +397,32 @@ def test_low_bit_products_are_checked_at_f32_activations(capsys, tmp_path):
     # the model file is left as it was
     saved = onnx.load(str(tmp_path / "m.onnx")).graph.node[0]
     assert {a.name: a.i for a in saved.attribute}["accuracy_level"] == 4
+
+
+def test_outputs_widened_from_half_precision_get_its_tolerance(capsys, tmp_path):
+    """An fp16 model with f32 inputs and outputs (onnxruntime's convert_float_to_float16 with
+    keep_io_types, autocast exports) ends in Casts to f32 of fp16 values: they carry fp16's
+    error and are compared at its tolerance, which the check says."""
+    nodes = [
+        helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
+        helper.make_node("LayerNormalization", ["h", "scale"], ["n"], axis=-1),
+        helper.make_node("Cast", ["n"], ["y"], to=TensorProto.FLOAT),
+        helper.make_node("Cast", ["x"], ["z"], to=TensorProto.FLOAT),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 8])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 8]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [3, 8]),
+        ],
+        [numpy_helper.from_array(np.linspace(0.5, 2, 8).astype(np.float16), "scale")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert checking.widened_from_half(model) == {"y": np.dtype(np.float16)}
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    code, out, err = run_check(capsys, str(tmp_path / "m.onnx"))
+    assert code == 0, out + err
+    assert "note: output 'y' is a float16 value widened by a Cast: compared at float16's" in err
+    assert "output 'z'" not in err
