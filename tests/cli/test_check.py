@@ -426,3 +426,16 @@ def test_outputs_widened_from_half_precision_get_its_tolerance(capsys, tmp_path)
     assert code == 0, out + err
     assert "note: output 'y' is a float16 value widened by a Cast: compared at float16's" in err
     assert "output 'z'" not in err
+
+
+def test_a_quantizer_one_step_off_is_flagged_as_a_possible_rounding_flip():
+    from niroc.check_cmd import _rounding_flip
+
+    def culprit(op_type, dtype, error):
+        comparison = checking.Comparison("q", (2,), dtype, error, error, "mismatch")
+        return checking.Culprit(0, "node", op_type, (comparison,))
+
+    assert _rounding_flip(culprit("QuantizeLinear", "int16", 1.0))
+    assert _rounding_flip(culprit("DynamicQuantizeLinear", "uint8", 1.0))
+    assert not _rounding_flip(culprit("QuantizeLinear", "int16", 2.0))
+    assert not _rounding_flip(culprit("Conv", "float32", 1.0))
