@@ -124,6 +124,7 @@ def _check(path, inputs_file, seed, dims, rtol, atol, repro_dir, report) -> int:
     from niro.frontends.onnx.surgery import input_names
 
     from .checking import (
+        CheckStepFailed,
         ModelRunner,
         compare,
         exact_low_bit_products,
@@ -160,7 +161,17 @@ def _check(path, inputs_file, seed, dims, rtol, atol, repro_dir, report) -> int:
     def tolerance(name, expected):
         return tolerance_for(half_origin.get(name, expected.dtype), rtol, atol)
 
-    outputs, got, expected = runner.run_both(model, feeds, str(path))
+    try:
+        outputs, got, expected = runner.run_both(model, feeds, str(path))
+    except CheckStepFailed as error:
+        if inputs_file is None and error.step in ("run", "onnxruntime"):
+            integers = [name for name, value in feeds.items() if value.dtype.kind in "iu"]
+            if integers:
+                report.note(
+                    f"the inputs were random, integer ones ({', '.join(integers)}) in [0, 4): "
+                    "a model that needs valid ids, indices or masks takes them from --inputs"
+                )
+        raise
     comparisons = [
         compare(name, value, wanted, tolerance(name, wanted))
         for name, value, wanted in zip(outputs, got, expected, strict=True)

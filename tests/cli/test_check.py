@@ -439,3 +439,23 @@ def test_a_quantizer_one_step_off_is_flagged_as_a_possible_rounding_flip():
     assert _rounding_flip(culprit("DynamicQuantizeLinear", "uint8", 1.0))
     assert not _rounding_flip(culprit("QuantizeLinear", "int16", 2.0))
     assert not _rounding_flip(culprit("Conv", "float32", 1.0))
+
+
+def test_a_failure_on_random_integer_inputs_says_they_were_random(capsys, tmp_path):
+    """A Gather of 2 rows at random ids in [0, 4): onnxruntime refuses the ids; the check
+    says the integer inputs were random and where valid ones come from."""
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["y"], name="lookup")],
+        "g",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 3])],
+        [numpy_helper.from_array(np.ones((2, 3), np.float32), "table")],
+    )
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+        str(tmp_path / "m.onnx"),
+    )
+    code, _, err = run_check(capsys, str(tmp_path / "m.onnx"))
+    assert code == 1
+    assert "note: the inputs were random, integer ones (ids) in [0, 4)" in err
+    assert "failed:" in err
