@@ -12,14 +12,16 @@ dim of that value alone. Integer 1-D (or scalar) values that hold dims (`Shape`,
 `Slice`, `Concat`, `Mul`...) are followed element by element, and the output dims of
 `Reshape`, `Expand` and `ConstantOfShape` are computed from them; a `Reshape`'s -1 is the
 input's dims divided by the other target dims when that division is exact; a `Slice` at run-time
-positions keeps the dims of the axes it does not cut (`_uncut_axes_kept`). `STFT`'s result,
+positions keeps the dims of the axes it does not cut, and the 1 of an axis of size 1
+(`_uncut_axes_kept`). `STFT`'s result,
 which ONNX leaves unranked when the signal length is dynamic, is ranked here (its bins
 static). Every step is exact arithmetic on run-time sizes, so a dim found constant here is
-that constant in every run in which the model is valid, with two assumptions, each of which
+that constant in every run in which the model is valid, with three assumptions, each of which
 the Slice lowering checks at run time: a tensor Slice that keeps the last k elements of a
-dynamic axis (`x[:, -1:]`) takes the axis to be at least that long (see `_sliced_dims`), and a
+dynamic axis (`x[:, -1:]`) takes the axis to be at least that long (see `_sliced_dims`), a
 one-element cut at a run-time index (`offsets[i:i+1]`, the ends being the starts plus 1 by an
-`Add` of a constant) takes i to lie inside the axis (see `_one_element_cut`). Subgraphs are
+`Add` of a constant) takes i to lie inside the axis (see `_one_element_cut`), and a cut of an
+axis of size 1 at run-time positions takes the cut not to be empty (see `_uncut_axes_kept`). Subgraphs are
 walked too, reading the values of the graphs around them: PyTorch's dynamo exporter makes that
 cut in a Loop body, with a counter the Loop carries (see `_Walk._walk_loop_body`).
 
@@ -523,7 +525,13 @@ def _uncut_axes_kept(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim, ...] | Non
     `position_ids[:, :seq]` of a [1, max_positions] buffer and add its embeddings to the
     [batch, seq, d] token embeddings, which then cannot broadcast it statically (a run-time 1
     of a dynamic dim is not broadcast: the call stops at batch > 1). Exact: a Slice never
-    changes an axis outside `axes`."""
+    changes an axis outside `axes`.
+
+    A cut axis of size 1 keeps its 1: MPT's ALiBi bias [heads, 1, max] is cut at
+    `[:, max(0, 1 - q):, max(0, max - k):]` (run-time starts, from the dynamo exporter's
+    `sym_max`) and added to [batch, heads, q, k] scores, so its 1 must broadcast. NOTE: the
+    assumption, as in `_sliced_dims`: the cut is not empty; the Slice lowering checks the
+    length at run time (`cf.assert`)."""
     if len(node.input) < 3:
         return None  # (op-set < 10: starts and ends are attributes, always known)
     data = walk.dims_of(node.input[0])
@@ -540,7 +548,7 @@ def _uncut_axes_kept(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim, ...] | Non
         return None
     cut = {axis % rank for axis in axes}
     return tuple(
-        Dim(1, (f"{node.output[0]}[{axis}]",)) if axis in cut else dim
+        Dim(1, (f"{node.output[0]}[{axis}]",)) if axis in cut and dim != Dim(1) else dim
         for axis, dim in enumerate(data)
     )
 

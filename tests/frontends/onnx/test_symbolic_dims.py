@@ -166,6 +166,30 @@ def test_a_slice_at_run_time_positions_keeps_the_axes_it_does_not_cut() -> None:
     assert "(tensor<?x?x8xf32>, tensor<1x?x8xf32>)" in add
 
 
+def test_a_slice_at_run_time_positions_keeps_a_1_it_cuts() -> None:
+    # MPT's ALiBi bias [heads, 1, max] cut at [:, max(0, 1 - q):, max(0, max - k):] (the
+    # dynamo exporter's sym_max of the sequence length) and added to [B, heads, S, S] scores:
+    # the cut axis of size 1 stays 1 (the Slice lowering checks it is not empty), so it
+    # broadcasts over the queries.
+    bias = ", ".join(["0.5"] * 4 * 16)
+    text = (
+        f"g (float[B, 4, S, S] scores) => (z) <float[4, 1, 16] alibi = {{{bias}}}> {{"
+        " s = Shape(scores)\n two = Constant <value_int = 2> ()\n q = Gather(s, two)\n"
+        " one = Constant <value_int = 1> ()\n zero = Constant <value_int = 0> ()\n"
+        " sixteen = Constant <value_int = 16> ()\n d1 = Sub(one, q)\n start1 = Max(d1, zero)\n"
+        " d2 = Sub(sixteen, q)\n start2 = Max(d2, zero)\n axis = Constant <value_ints = [0]> ()\n"
+        " b1 = Unsqueeze(start1, axis)\n b2 = Unsqueeze(start2, axis)\n starts = Concat <axis = 0> (b1, b2)\n"
+        " ends = Constant <value_ints = [9223372036854775807, 9223372036854775807]> ()\n"
+        " axes = Constant <value_ints = [1, 2]> ()\n cut = Slice(alibi, starts, ends, axes)\n"
+        " z = Add(scores, cut) }"
+    )
+    ops = describe_block(main_block(import_text(OPSET + text)))
+    (cut,) = [op for op in ops if op.startswith("onnx.Slice")]
+    assert "-> (tensor<4x1x?xf32>)" in cut
+    add = next(op for op in ops if op.startswith("niro.add"))
+    assert "tensor<4x1x?xf32>" in add
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_dims_of_a_slice_at_run_time_positions_are_the_run_time_sizes(data: st.DataObject) -> None:
