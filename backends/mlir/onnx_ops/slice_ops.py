@@ -266,7 +266,12 @@ def _lower_split(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
         extent[axis] = size
         offsets: list[Mixed] = [0] * rank
         offsets[axis] = offset
-        outputs.append(cast_to(extract_slice(data, element, offsets, extent, [1] * rank), expected))
+        strides: list[Mixed] = [1] * rank
+        if _read_with_a_stride(source, extent, strides):
+            piece = ctx.ranked(ctx.niro_results[len(outputs)], "output")
+            outputs.append(_gathered_slice(ctx, data, piece, offsets, extent, strides))
+        else:
+            outputs.append(cast_to(extract_slice(data, element, offsets, extent, strides), expected))
         offset = offset + size if isinstance(offset, int) and isinstance(size, int) else add(index_value(offset), index_value(size))
     return outputs
 
@@ -468,18 +473,45 @@ def _lower_slice(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     ) and all(count == dim for count, dim in zip(counts, source.shape, strict=True) if dim is not None):
         # every axis whole (dynamic ones by `_whole_axis`, so their counts are the input's)
         return [cast_to(data, ctx.result_types[0])]
-    # NOTE: a strided `tensor.extract_slice` (a step > 1) of a tensor with dynamic dims is a
-    # gather instead: IREE 3.13 fuses such a slice into a consumer that reads it with
-    # `tensor.extract` (an element-wise op broadcasting a dynamic dim) and then fails in
-    # iree-compile with "LLVM Translation failed for operation:
-    # builtin.unrealized_conversion_cast" (RotaryEmbedding's interleaved halves `x[..., 0::2]`
-    # at a dynamic sequence length). Static shapes keep the strided slice.
-    strided_dynamic = source.shape is not None and None in source.shape and any(
-        isinstance(step, int) and step > 1 for step in strides
-    )
-    if all(isinstance(step, int) and step > 0 for step in strides) and not strided_dynamic:
+    if all(isinstance(step, int) and step > 0 for step in strides) and not _read_with_a_stride(
+        source, counts, strides
+    ):
         element = lower_scalar_type(source.element_type)
         return [cast_to(extract_slice(data, element, offsets, counts, strides), ctx.result_types[0])]
+    return [_gathered_slice(ctx, data, result, offsets, counts, strides)]
+
+
+def _read_with_a_stride(source: TensorType, counts: list[Mixed], strides: list[Mixed]) -> bool:
+    """Whether a slice of `source` (with dynamic dims) is a view IREE reads with a stride on
+    its innermost dim: a step > 1, or one element of a longer last axis (which IREE drops as
+    a unit dim, leaving the axis before it strided).
+
+    NOTE: such a slice is built as a gather (`_gathered_slice`): IREE 3.13 fuses the
+    `tensor.extract_slice` into a consumer that reads it with `tensor.extract` (an element-wise
+    op broadcasting a dynamic dim, or operands along different dims) and then fails in
+    iree-compile with "LLVM Translation failed for operation: builtin.unrealized_conversion_cast"
+    (its `vector.gather` of a memref whose last stride is not 1): RotaryEmbedding's interleaved
+    halves `x[..., 0::2]`, and Funnel Transformer's `torch.split(scores, 1, dim=-1)` of its
+    [batch, heads, seq, 2] token-type scores, at a dynamic sequence length
+    (test_mlir_slice_check.py). Static shapes keep the view."""
+    if source.shape is None or None not in source.shape:
+        return False
+    if any(isinstance(step, int) and step > 1 for step in strides):
+        return True
+    last = len(source.shape) - 1
+    return last >= 0 and counts[last] == 1 and source.shape[last] != 1
+
+
+def _gathered_slice(
+    ctx: LoweringRuleContext,
+    data: mlir_ir.Value,
+    result: TensorType,
+    offsets: list[Mixed],
+    counts: list[Mixed],
+    strides: list[Mixed],
+) -> mlir_ir.Value:
+    """The slice of `data` at `offsets`, `counts`, `strides` as a gather-form generic (each
+    element read by `tensor.extract`), for `_read_with_a_stride`."""
     sizes = [None if dim is not None else index_value(counts[axis]) for axis, dim in enumerate(result.shape)]
 
     def body(indices, _):
@@ -490,7 +522,7 @@ def _lower_slice(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
         ]
         return tensor.ExtractOp(data, position).result
 
-    return [gather_generic(ctx, result, sizes, body)]
+    return gather_generic(ctx, result, sizes, body)
 
 
 # -- Pad ------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from tests.backends.mlir.mlir_harness import assert_matches_onnxruntime, compile_onnx
 from tests.conformance.pipeline import run_case
 from tests.onnx_node_cases import NodeTestCase, node_test_case
 
@@ -537,3 +538,58 @@ def test_a_range_longer_than_the_bound_fails_the_run() -> None:
     # an empty range (limit below start) stays valid
     empty = NodeTestCase(case.name, case.model, (((np.array(5, I64), np.array(0, I64), np.array(1, I64)), (np.zeros(0, I64),)),), 1e-3, 1e-5)
     assert run_case(empty).passed
+
+
+def _one_column_pieces(kind: str) -> onnx.ModelProto:
+    """x [B, 4, S, 2] cut into its two columns [B, 4, S, 1] by `kind` (Split, Slice, Gather +
+    Unsqueeze), then a Where on a [B, 1, S, S] mask, which broadcasts the pieces along their
+    last dim and the mask along the heads: Funnel Transformer's token-type attention."""
+    nodes = []
+    if kind == "Split":
+        nodes.append(helper.make_node("Split", ["x"], ["a", "b"], axis=-1, num_outputs=2))
+    for name, column in (("a", 0), ("b", 1)):
+        constants = {f"{name}_start": [column], f"{name}_end": [column + 1], f"{name}_axes": [-1]}
+        if kind == "Slice":
+            nodes += [
+                helper.make_node("Constant", [], [key], value_ints=value)
+                for key, value in constants.items()
+            ]
+            nodes.append(helper.make_node("Slice", ["x", *constants], [name]))
+        if kind == "Gather":
+            nodes += [
+                helper.make_node("Constant", [], [f"{name}_index"], value_int=column),
+                helper.make_node("Gather", ["x", f"{name}_index"], [f"{name}_column"], axis=-1),
+                helper.make_node("Constant", [], [f"{name}_axes"], value_ints=[-1]),
+                helper.make_node("Unsqueeze", [f"{name}_column", f"{name}_axes"], [name]),
+            ]
+    nodes.append(helper.make_node("Where", ["mask", "a", "b"], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 4, "S", 2]),
+            helper.make_tensor_value_info("mask", TensorProto.BOOL, ["B", 1, "S", "S"]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+
+
+@pytest.mark.parametrize("kind", ["Split", "Slice", "Gather"])
+def test_one_column_of_a_dynamic_tensor_read_by_a_broadcast_compiles(tmp_path, kind: str) -> None:
+    """One element of the last axis of a tensor with dynamic dims is a view IREE reads with a
+    stride; fused into an op that reads it by `tensor.extract`, IREE 3.13 failed to compile it
+    ("LLVM Translation failed ... unrealized_conversion_cast"): Split and Slice build it as a
+    gather (slice_ops._read_with_a_stride)."""
+    model = _one_column_pieces(kind)
+    module = compile_onnx(model, tmp_path)
+    rng = np.random.default_rng(3)
+    feeds = [
+        {
+            "x": rng.standard_normal((batch, 4, length, 2)).astype(np.float32),
+            "mask": rng.random((batch, 1, length, length)) < 0.5,
+        }
+        for batch, length in ((1, 1), (2, 5))
+    ]
+    assert_matches_onnxruntime(module, model, feeds, function="g", rtol=0, atol=0)
+
