@@ -26,7 +26,7 @@ test: ## run the whole test suite (unit, property, golden lit tests); `make zoo`
 llm: ## transformers models vs onnxruntime: the genai builder's tiny Llama (fp32, int4: prompt, decode, greedy generation), optimizer-fused BERT and GPT-2 (~6 min)
 	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/onnx_ops/test_llm_builder.py
 
-hf: ## Hugging Face architectures (48 tiny random-weight configs: BERT family, GPT/Llama-style decoders, T5, CLIP, ViTs, ConvNeXt, Swin, SegFormer, wav2vec2...) exported by TorchScript and by dynamo (testdata/hf/generate.py, into testdata/generated/hf), niroc+IREE vs onnxruntime at two sizes (~6 min)
+hf: ## Hugging Face architectures (58 tiny random-weight configs: BERT family, GPT/Llama-style decoders, T5, CLIP, ViTs, ConvNeXt, Swin, SegFormer, wav2vec2...) exported by TorchScript and by dynamo (testdata/hf/generate.py, into testdata/generated/hf), niroc+IREE vs onnxruntime at two sizes (~8 min)
 	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/test_hf_models.py
 
 test-latest: ## `make test` against the newest releases of every dependency (no pins), in .venv-latest

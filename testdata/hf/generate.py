@@ -232,6 +232,44 @@ MODELS: dict[str, Spec] = {
         "audio",
         ((1, 1600), (2, 4000)),
     ),
+    # ALiBi: a [heads, 1, max] bias cut at run-time starts (the dynamo export's sym_max)
+    "mpt": _text(lambda t: t.MptModel(t.MptConfig(d_model=64, n_layers=2, n_heads=4, vocab_size=512))),
+    # relative attention whose token-type scores are split into one-column pieces; its
+    # position indexing is the traced length's (onnxruntime fails at another), so 16 only
+    "funnel": Spec(
+        lambda t: t.FunnelModel(
+            t.FunnelConfig(d_model=64, n_head=4, d_head=16, d_inner=128, block_sizes=[1, 1], vocab_size=512)
+        ),
+        "text",
+        ((1, 16), (3, 16)),
+    ),
+    "gemma2": _text(
+        lambda t: t.Gemma2Model(t.Gemma2Config(num_key_value_heads=2, head_dim=16, sliding_window=8, **_TEXT))
+    ),
+    "phi3": _text(lambda t: t.Phi3Model(t.Phi3Config(num_key_value_heads=2, pad_token_id=0, **_TEXT))),
+    "codegen": _text(
+        lambda t: t.CodeGenModel(
+            t.CodeGenConfig(n_embd=64, n_layer=2, n_head=4, rotary_dim=8, vocab_size=512, n_positions=128)
+        )
+    ),
+    "squeezebert": _text(lambda t: t.SqueezeBertModel(t.SqueezeBertConfig(embedding_size=64, **_TEXT))),
+    "xlnet": Spec(
+        lambda t: t.XLNetModel(t.XLNetConfig(d_model=64, n_layer=2, n_head=4, d_inner=128, vocab_size=512)),
+        "text",
+        ((1, 5), (2, 16)),
+        exporters=("ts",),  # the dynamo exporter fails to decompose it (torch 2.13)
+    ),
+    "siglip_vision": _image(
+        lambda t: t.SiglipVisionModel(t.SiglipVisionConfig(image_size=64, patch_size=8, **_SMALL))
+    ),
+    "dpt": _image(
+        lambda t: t.DPTModel(t.DPTConfig(image_size=64, patch_size=8, backbone_out_indices=[0, 1], **_SMALL))
+    ),
+    "pvt_v2": _image(
+        lambda t: t.PvtV2Model(
+            t.PvtV2Config(hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1], num_attention_heads=[1, 2, 4, 8])
+        )
+    ),
 }
 
 
