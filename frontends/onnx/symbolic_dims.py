@@ -117,6 +117,7 @@ class _Walk:
         self.opset: int = opset if opset is not None else (parent.opset if parent else 1)
         self.offsets: dict[str, tuple[str, int]] = {}  # value -> (base value, k): value = base + k
         self._initializers: dict[str, onnx.TensorProto] | None = None
+        self._producers: dict[str, onnx.NodeProto] | None = None
         self.known = KnownConstants(graph)
         self.vectors: dict[str, _Vector] = {}
         self.dims: dict[str, tuple[Dim, ...]] = {}  # values whose dims were computed here
@@ -152,6 +153,13 @@ class _Walk:
             self._initializers = {tensor.name: tensor for tensor in self.graph.initializer}
         tensor = self._initializers.get(name)
         return None if tensor is None else tuple(Dim(dim) for dim in tensor.dims)
+
+    def producer(self, name: str) -> onnx.NodeProto | None:
+        """The node of this graph (or an enclosing one) that makes value `name`."""
+        if self._producers is None:
+            self._producers = {output: node for node in self.graph.node for output in node.output if output}
+        found = self._producers.get(name)
+        return found if found is not None or self.parent is None else self.parent.producer(name)
 
     def vector(self, name: str) -> _Vector | None:
         if not name:
@@ -351,9 +359,10 @@ def _size_of(walk: _Walk, node: onnx.NodeProto) -> _Vector | None:
 
 def _gather(walk: _Walk, node: onnx.NodeProto) -> _Vector | tuple[Dim, ...] | None:
     data = walk.vector(node.input[0])
-    if data is None:
-        return _gathered_dims(walk, node)
     indices = walk.known.get(node.input[1]) if len(node.input) > 1 else None
+    if data is None:
+        unknown = _unknown_dims_picked(walk, node, indices)
+        return unknown if unknown is not None else _gathered_dims(walk, node)
     if (
         data.scalar
         or indices is None
@@ -368,6 +377,26 @@ def _gather(walk: _Walk, node: onnx.NodeProto) -> _Vector | tuple[Dim, ...] | No
             return None
         picked.append(data.elements[index])
     return _Vector(tuple(picked), scalar=indices.ndim == 0)
+
+
+def _unknown_dims_picked(walk: _Walk, node: onnx.NodeProto, indices) -> _Vector | None:
+    """Elements picked from the `Shape` of a value of unknown rank (an onnxruntime contrib op's
+    output, which ONNX inference cannot type): as many unknown dims as there are indices, so
+    that a shape vector built from them keeps its known elements. onnxruntime's transformer
+    optimizer fuses BART's LayerNormalizations into SkipLayerNormalization, and the decoder's
+    cross-attention mask is then expanded to [Shape(x)[0], -1, tgt, src] with x such an
+    output: its -1 (a 1 kept) was lost with the whole vector."""
+    producer = walk.producer(node.input[0])
+    if (
+        producer is None
+        or producer.op_type != "Shape"
+        or producer.domain not in _DEFAULT_DOMAINS
+        or indices is None
+        or indices.ndim > 1
+        or _attribute(node, "axis", 0) not in (0, -1)
+    ):
+        return None
+    return _Vector((None,) * indices.size, scalar=indices.ndim == 0)
 
 
 def _gathered_dims(walk: _Walk, node: onnx.NodeProto) -> tuple[Dim, ...] | None:
@@ -743,11 +772,12 @@ def _where(walk: _Walk, node: onnx.NodeProto) -> _Vector | tuple[Dim | None, ...
     count = max(len(condition.elements), len(left.elements), len(right.elements))
     if {len(condition.elements), len(left.elements), len(right.elements)} - {1, count}:
         return None
-    elements = []
+    elements: list[Dim | None] = []
     for position in range(count):
         chosen = condition.elements[position if len(condition.elements) > 1 else 0]
         if chosen is None or chosen.constant is None:
-            return None
+            elements.append(None)  # either side: unknown
+            continue
         source = left if chosen.constant else right
         elements.append(source.elements[position if len(source.elements) > 1 else 0])
     return _Vector(tuple(elements), scalar=condition.scalar and left.scalar and right.scalar)

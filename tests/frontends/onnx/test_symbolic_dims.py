@@ -166,6 +166,26 @@ def test_a_slice_at_run_time_positions_keeps_the_axes_it_does_not_cut() -> None:
     assert "(tensor<?x?x8xf32>, tensor<1x?x8xf32>)" in add
 
 
+def test_a_shape_vector_keeps_its_known_elements_beside_a_dim_of_an_untyped_value() -> None:
+    # onnxruntime's optimizer fuses BART's LayerNormalizations into com.microsoft ops, which
+    # ONNX inference cannot type; the decoder then expands its cross-attention mask [B, 1, 8]
+    # to Where(Equal(t, -1), 1, t) of t = [Shape(h)[0], -1, 8], h such an output. Its first
+    # element is unknown, the 1 is not: the Expand stays [?, 1, 8] and broadcasts.
+    text = (
+        '<ir_version: 8, opset_import: ["" : 17, "com.microsoft" : 1]>'
+        " g (float[B, S, 8] x, float[B, 1, 8] mask) => (z) {"
+        " h = com.microsoft.Gelu(x)\n s = Shape(h)\n zero = Constant <value_int = 0> ()\n"
+        " b = Gather(s, zero)\n axis = Constant <value_ints = [0]> ()\n b1 = Unsqueeze(b, axis)\n"
+        " rest = Constant <value_ints = [-1, 8]> ()\n t = Concat <axis = 0> (b1, rest)\n"
+        " minus = Constant <value_ints = [-1, -1, -1]> ()\n keep = Equal(t, minus)\n"
+        " ones = Constant <value_ints = [1, 1, 1]> ()\n target = Where(keep, ones, t)\n"
+        " m = Expand(mask, target)\n z = Add(h, m) }"
+    )
+    ops = describe_block(main_block(import_text(text)))
+    (expand,) = [op for op in ops if op.startswith("onnx.Expand")]
+    assert "-> (tensor<?x1x8xf32>)" in expand
+
+
 def test_a_slice_at_run_time_positions_keeps_a_1_it_cuts() -> None:
     # MPT's ALiBi bias [heads, 1, max] cut at [:, max(0, 1 - q):, max(0, max - k):] (the
     # dynamo exporter's sym_max of the sequence length) and added to [B, heads, S, S] scores:
