@@ -3,10 +3,10 @@ saved locally, then onnxruntime-genai's model builder (`python -m onnxruntime_ge
 -i DIR -o OUT -p fp32|fp16|int4 -e cpu`).
 
     python testdata/llm/generate.py OUT_DIR [--precision fp32|fp16|int4] [--family llama] [--sizes bench]
-    python testdata/llm/generate.py OUT_DIR --fused bert|gpt2
+    python testdata/llm/generate.py OUT_DIR --fused bart|bert|gpt2|vit
 
 writes OUT_DIR/<family>-<precision>/model.onnx (+ model.onnx.data, genai_config.json, the
-tokenizer); with --fused, OUT_DIR/<kind>-fused.onnx: a tiny BERT or GPT-2 exported by torch
+tokenizer); with --fused, OUT_DIR/<kind>-fused.onnx: a tiny BERT, GPT-2, BART or ViT exported by torch
 and fused by `onnxruntime.transformers.optimizer` (EmbedLayerNormalization, Attention,
 SkipLayerNormalization, BiasGelu; GPT-2: SkipLayerNormalization, FastGelu). The weights are random (seeded): the models exist to check numbers against
 onnxruntime, not to say anything sensible. Needs torch, transformers and onnxruntime-genai
@@ -184,16 +184,19 @@ def exact_reference(model_path: Path) -> Path:
     return exact
 
 
-FUSED = ("bert", "gpt2", "vit")
+FUSED = ("bart", "bert", "gpt2", "vit")
 
 
 def export_fused(out: Path, kind: str) -> Path:
-    """A tiny random BERT (2 layers, hidden 32, 4 heads), GPT-2 (dynamic batch and sequence)
-    or ViT (32x32 images in 8x8 patches, dynamic batch) exported by torch, fused by
-    onnxruntime's transformer optimizer: out/<kind>-fused.onnx."""
+    """A tiny random BERT (2 layers, hidden 32, 4 heads), GPT-2, BART (one encoder and one
+    decoder layer; dynamic batch and sequence) or ViT (32x32 images in 8x8 patches, dynamic
+    batch) exported by torch, fused by onnxruntime's transformer optimizer:
+    out/<kind>-fused.onnx."""
     import torch
     from onnxruntime.transformers.optimizer import optimize_model
     from transformers import (
+        BartConfig,
+        BartModel,
         BertConfig,
         BertModel,
         GPT2Config,
@@ -233,6 +236,24 @@ def export_fused(out: Path, kind: str) -> Path:
             GPT2LMHeadModel(config),
             ["input_ids", "attention_mask"],
             ["logits"],
+        )
+    elif kind == "bart":
+        config = BartConfig(
+            vocab_size=128,
+            d_model=32,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=64,
+            decoder_ffn_dim=64,
+            max_position_embeddings=64,
+            **common,
+        )
+        model, inputs, outputs = (
+            BartModel(config),
+            ["input_ids", "attention_mask"],
+            ["last_hidden_state"],
         )
     elif kind == "vit":
         config = ViTConfig(

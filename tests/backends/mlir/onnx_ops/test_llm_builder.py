@@ -14,7 +14,7 @@ with their dynamic batch / sequence / past dims, against onnxruntime:
 int4 is compared with onnxruntime running the same model with accuracy_level=1 (f32 A, the
 exact computation niroc compiles): the builder's accuracy_level=4 quantizes A to int8.
 
-And BERT / GPT-2 / ViT exported by torch and fused by onnxruntime's transformer optimizer, at
+And BERT / GPT-2 / BART / ViT exported by torch and fused by onnxruntime's transformer optimizer, at
 two (batch, sequence) shapes (ViT: two batch sizes), BERT with a right-padded attention mask.
 """
 
@@ -209,6 +209,9 @@ def _check_greedy_generation(vm_module, session, inputs, outputs, cache):
 
 
 _FUSED_CONTRIB = {
+    # LayerNormalizations fused into com.microsoft ops that ONNX cannot type: the decoder's
+    # cross-attention mask is expanded to a shape read from one of their outputs
+    "bart": {"SkipLayerNormalization", "BiasGelu"},
     "bert": {"EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "BiasGelu"},
     "gpt2": {"SkipLayerNormalization", "FastGelu"},
     # the optimizer's 'vit' fusions leave transformers' eager attention as MatMul / Softmax
