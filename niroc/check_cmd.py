@@ -124,6 +124,7 @@ def _check(path, inputs_file, seed, dims, rtol, atol, repro_dir, report) -> int:
     from niro.frontends.onnx.surgery import input_names
 
     from .checking import (
+        RANDOM_INTEGERS,
         CheckStepFailed,
         ModelRunner,
         compare,
@@ -167,9 +168,11 @@ def _check(path, inputs_file, seed, dims, rtol, atol, repro_dir, report) -> int:
         if inputs_file is None and error.step in ("run", "onnxruntime"):
             integers = [name for name, value in feeds.items() if value.dtype.kind in "iu"]
             if integers:
+                low, high = RANDOM_INTEGERS
                 report.note(
-                    f"the inputs were random, integer ones ({', '.join(integers)}) in [0, 4): "
-                    "a model that needs valid ids, indices or masks takes them from --inputs"
+                    f"the inputs were random, integer ones ({', '.join(integers)}) in "
+                    f"[{low}, {high}): a model that needs valid ids, indices or masks takes them "
+                    "from --inputs"
                 )
         raise
     comparisons = [

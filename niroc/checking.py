@@ -21,6 +21,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 from niro.ir import NirocError
+from onnx import TensorProto
 
 from .progress import Progress
 
@@ -105,8 +106,11 @@ def tolerance_for(dtype: np.dtype, rtol: float | None, atol: float | None) -> To
     return Tolerance(default.rtol if rtol is None else rtol, default.atol if atol is None else atol)
 
 
-_HALF_TYPES = {10: np.dtype(np.float16), 16: np.dtype(ml_dtypes.bfloat16)}
-_WIDE_TYPES = frozenset({1, 11})  # float, double
+_HALF_TYPES = {
+    TensorProto.FLOAT16: np.dtype(np.float16),
+    TensorProto.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
+}
+_WIDE_TYPES = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE})
 
 
 def widened_from_half(model) -> dict[str, np.dtype]:
@@ -196,7 +200,7 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, tolerance: Toleran
 def random_feeds(
     model, names: Sequence[str], seed: int, dims: Mapping[str, int]
 ) -> tuple[dict[str, np.ndarray], list[str]]:
-    """Random inputs (normal floats, integers in [0, 4), booleans) of the graph's input types,
+    """Random inputs (normal floats, integers in RANDOM_INTEGERS, booleans) of the graph's input types,
     dynamic dims sized by `dims` (by dim name) or 1; returns the feeds and a note per dim set
     to 1. `dims` naming no dynamic dim is the caller's to check (see `dynamic_dim_names`)."""
     from onnx import helper
@@ -235,11 +239,15 @@ def dynamic_dim_names(model) -> set[str]:
     }
 
 
+RANDOM_INTEGERS = (0, 4)
+"""The half-open range of random integer inputs (small: they are often indices or sizes)."""
+
+
 def _random_array(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     if dtype.kind == "b":
         return rng.random(shape) < 0.5
     if dtype.kind in "iu":
-        return rng.integers(0, 4, size=shape).astype(dtype)
+        return rng.integers(*RANDOM_INTEGERS, size=shape).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
 
 
@@ -385,11 +393,11 @@ def load_iree_module(vmfb: Path, parameters: Path | None = None, scope: str = "m
 
 
 _ORT_RAW_TYPES = {
-    np.dtype(ml_dtypes.bfloat16): 16,
-    np.dtype(ml_dtypes.float8_e4m3fn): 17,
-    np.dtype(ml_dtypes.float8_e4m3fnuz): 18,
-    np.dtype(ml_dtypes.float8_e5m2): 19,
-    np.dtype(ml_dtypes.float8_e5m2fnuz): 20,
+    np.dtype(ml_dtypes.bfloat16): TensorProto.BFLOAT16,
+    np.dtype(ml_dtypes.float8_e4m3fn): TensorProto.FLOAT8E4M3FN,
+    np.dtype(ml_dtypes.float8_e4m3fnuz): TensorProto.FLOAT8E4M3FNUZ,
+    np.dtype(ml_dtypes.float8_e5m2): TensorProto.FLOAT8E5M2,
+    np.dtype(ml_dtypes.float8_e5m2fnuz): TensorProto.FLOAT8E5M2FNUZ,
 }
 """The ml_dtypes arrays onnxruntime's Python API has no numpy type for (it refuses them as
 inputs, "Numpy_type 256 can't be converted", and as outputs), by their ONNX element type: they
