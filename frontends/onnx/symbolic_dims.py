@@ -13,17 +13,17 @@ dim of that value alone. Integer 1-D (or scalar) values that hold dims (`Shape`,
 `Reshape`, `Expand` and `ConstantOfShape` are computed from them; a `Reshape`'s -1 is the
 input's dims divided by the other target dims when that division is exact; a `Slice` at run-time
 positions keeps the dims of the axes it does not cut, and the 1 of an axis of size 1
-(`_uncut_axes_kept`). `STFT`'s result,
-which ONNX leaves unranked when the signal length is dynamic, is ranked here (its bins
-static). Every step is exact arithmetic on run-time sizes, so a dim found constant here is
-that constant in every run in which the model is valid, with three assumptions, each of which
-the Slice lowering checks at run time: a tensor Slice that keeps the last k elements of a
-dynamic axis (`x[:, -1:]`) takes the axis to be at least that long (see `_sliced_dims`), a
-one-element cut at a run-time index (`offsets[i:i+1]`, the ends being the starts plus 1 by an
-`Add` of a constant) takes i to lie inside the axis (see `_one_element_cut`), and a cut of an
-axis of size 1 at run-time positions takes the cut not to be empty (see `_uncut_axes_kept`). Subgraphs are
-walked too, reading the values of the graphs around them: PyTorch's dynamo exporter makes that
-cut in a Loop body, with a counter the Loop carries (see `_Walk._walk_loop_body`).
+(`_uncut_axes_kept`). `STFT`'s result, which ONNX leaves unranked when the signal length is
+dynamic, is ranked here (its bins static). Every step is exact arithmetic on run-time sizes, so
+a dim found constant here is that constant in every run in which the model is valid, with three
+assumptions, each of which the Slice lowering checks at run time: a tensor Slice that keeps the
+last k elements of a dynamic axis (`x[:, -1:]`) takes the axis to be at least that long (see
+`_sliced_dims`), a one-element cut at a run-time index (`offsets[i:i+1]`, the ends being the
+starts plus 1 by an `Add` of a constant) takes i to lie inside the axis (see
+`_one_element_cut`), and a cut of an axis of size 1 at run-time positions takes the cut not to
+be empty (see `_uncut_axes_kept`). Subgraphs are walked too, reading the values of the graphs
+around them: PyTorch's dynamo exporter makes that cut in a Loop body, with a counter the Loop
+carries (see `_Walk._walk_loop_body`).
 
 `analyse` returns the value types to tighten (only dims that ONNX left unknown and that came
 out constant), and the integer values that came out constant (`x.shape[1]` of an [N, 7]

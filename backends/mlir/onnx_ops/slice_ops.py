@@ -492,8 +492,8 @@ def _read_with_a_stride(source: TensorType, counts: list[Mixed], strides: list[M
     iree-compile with "LLVM Translation failed for operation: builtin.unrealized_conversion_cast"
     (its `vector.gather` of a memref whose last stride is not 1): RotaryEmbedding's interleaved
     halves `x[..., 0::2]`, and Funnel Transformer's `torch.split(scores, 1, dim=-1)` of its
-    [batch, heads, seq, 2] token-type scores, at a dynamic sequence length
-    (test_mlir_slice_check.py). Static shapes keep the view."""
+    [batch, heads, seq, 2] token-type scores, at a dynamic sequence length (onnx_ops/
+    test_shape_ops.py, test_contrib_transformer.py). Static shapes keep the view."""
     if source.shape is None or None not in source.shape:
         return False
     if any(isinstance(step, int) and step > 1 for step in strides):
