@@ -5,7 +5,7 @@ onnxruntime-genai's model builder and `onnxruntime.transformers`' optimizer emit
 has no schema for: SimplifiedLayerNormalization (registered by onnxruntime in the default
 domain), and in `com.microsoft` SkipSimplifiedLayerNormalization, SkipLayerNormalization,
 GroupQueryAttention, MatMulNBits, RotaryEmbedding, the Gelu family, and (from its quantizer)
-QuantizeLinear and DequantizeLinear. The importer calls the body built here in their place,
+QuantizeLinear, DequantizeLinear, QAttention and QEmbedLayerNormalization. The importer calls the body built here in their place,
 exactly as it calls an ONNX function body: one Niro Function per distinct (input types,
 attributes), typed by ONNX's inference of the body and checked by the verifier's rules for the
 standard ops it is made of; the MLIR backend lowers those ops. So every contrib op here has one
@@ -986,23 +986,12 @@ def _embed_layer_normalization(site: _Site) -> onnx.FunctionProto:
         ]
     )
     scalar = _float_input(site, 2, "word_embedding")
-    ids = body.op("Cast", "input_ids", to=onnx.TensorProto.INT64)
-    total = body.op("Gather", body.f32("word_embedding", scalar), ids, axis=0)
-    if site.has(8):
-        positions = body.op("Cast", "position_ids", to=onnx.TensorProto.INT64)
-    else:
-        steps = body.op("Range", body.const(0), body.scalar_dim(ids, 1), body.const(1))
-        positions = body.op("Unsqueeze", steps, body.const([0]))
-    total = body.op(
-        "Add", total, body.op("Gather", body.f32("position_embedding", scalar), positions, axis=0)
-    )
-    if site.has(1) != site.has(4):
-        raise ContribFunctionError("needs both segment_ids and segment_embedding, or neither")
-    if site.has(1):
-        segments = body.op("Cast", "segment_ids", to=onnx.TensorProto.INT64)
-        total = body.op(
-            "Add", total, body.op("Gather", body.f32("segment_embedding", scalar), segments, axis=0)
-        )
+
+    def rows(table: str, indices: str) -> str:
+        return body.op("Gather", body.f32(table, scalar), indices, axis=0)
+
+    positions = body.op("Cast", "position_ids", to=onnx.TensorProto.INT64) if site.has(8) else None
+    total = _embedding_sum(body, site, rows, positions)
     gamma = body.f32("gamma", site.type(5, "gamma").element_type)
     beta = body.f32("beta", site.type(6, "beta").element_type)
     normalized = body.op(
@@ -1011,12 +1000,84 @@ def _embed_layer_normalization(site: _Site) -> onnx.FunctionProto:
     mask_index = None
     if site.has(7):
         mask = body.op("Cast", "mask", to=onnx.TensorProto.INT64)
-        nonzero = body.op(
-            "Cast", body.op("Not", body.op("Equal", mask, body.const(0))), to=onnx.TensorProto.INT32
-        )
-        mask_index = body.op("ReduceSum", nonzero, body.const([1]), keepdims=0)
+        nonzero = body.op("Not", body.op("Equal", mask, body.const(0)))
+        mask_index = _row_counts(body, nonzero)
     return body.function(
         site.op_type, [body.back(normalized, scalar), mask_index, body.back(total, scalar)]
+    )
+
+
+def _quantized_embed_layer_normalization(site: _Site) -> onnx.FunctionProto:
+    """com.microsoft.QEmbedLayerNormalization (onnxruntime's quantizer on a fused BERT's
+    EmbedLayerNormalization): EmbedLayerNormalization of 8-bit tables, gamma and beta, each
+    dequantized per tensor as (q - zero_point) * scale (the rows looked up first), positions
+    0..S-1; mask_index: each row's count of mask values equal to 1 (zeros without a mask), as
+    the CPU kernel counts."""
+    names = ["word_embedding", "position_embedding", "segment_embedding", "gamma", "beta"]
+    body = _Body(
+        [
+            "input_ids",
+            "segment_ids",
+            *(f"{name}_quant" if name != "segment_embedding" else name for name in names),
+            "mask",
+            *(f"{name}_scale" for name in names),
+            *(f"{name}_zero_point" for name in names),
+        ]
+    )
+    quantized = {name: body.inputs[2 + index] for index, name in enumerate(names)}
+
+    def dequantized(name: str, values: str) -> str:
+        return body.op("DequantizeLinear", values, f"{name}_scale", f"{name}_zero_point")
+
+    def rows(table: str, indices: str) -> str:
+        return dequantized(table, body.op("Gather", quantized[table], indices, axis=0))
+
+    total = _embedding_sum(body, site, rows, None)
+    normalized = body.op(
+        "LayerNormalization",
+        total,
+        dequantized("gamma", quantized["gamma"]),
+        dequantized("beta", quantized["beta"]),
+        axis=-1,
+        epsilon=site.float("epsilon", 1e-12),
+    )
+    if site.has(7):
+        ones = body.op("Equal", body.op("Cast", "mask", to=onnx.TensorProto.INT64), body.const(1))
+        mask_index = _row_counts(body, ones)
+    else:
+        mask_index = body.op(
+            "ConstantOfShape",
+            body.dim("input_ids", 0),
+            value=onnx.numpy_helper.from_array(np.zeros(1, np.int32)),
+        )
+    return body.function(site.op_type, [normalized, mask_index])
+
+
+def _embedding_sum(
+    body: _Body, site: _Site, rows: Callable[[str, str], str], positions: str | None
+) -> str:
+    """word[input_ids] + position[positions, or 0..S-1] (+ segment[segment_ids]), in f32, each
+    table's rows read by `rows(table, int64 indices)`."""
+    ids = body.op("Cast", "input_ids", to=onnx.TensorProto.INT64)
+    if positions is None:
+        steps = body.op("Range", body.const(0), body.scalar_dim(ids, 1), body.const(1))
+        positions = body.op("Unsqueeze", steps, body.const([0]))
+    total = body.op("Add", rows("word_embedding", ids), rows("position_embedding", positions))
+    if site.has(1) != site.has(4):
+        raise ContribFunctionError("needs both segment_ids and segment_embedding, or neither")
+    if site.has(1):
+        segments = body.op("Cast", "segment_ids", to=onnx.TensorProto.INT64)
+        total = body.op("Add", total, rows("segment_embedding", segments))
+    return total
+
+
+def _row_counts(body: _Body, flags: str) -> str:
+    """The count of true `flags` [B, S] per row, as int32 [B]."""
+    return body.op(
+        "ReduceSum",
+        body.op("Cast", flags, to=onnx.TensorProto.INT32),
+        body.const([1]),
+        keepdims=0,
     )
 
 
@@ -1087,15 +1148,73 @@ def _attention(site: _Site) -> onnx.FunctionProto:
     2-D / 3-D 0-1 mask) and, when unidirectional, where a key lies after the query; past
     [2, B, N, P, H] joined in front of K and V, present = the joined K and V."""
     scalar = _float_input(site, 0, "input")
+    for position, what in ((5, "attention_bias"), (6, "past_sequence_length")):
+        if site.has(position):
+            raise ContribFunctionError(f"does not implement {what}")
+    body = _Body(
+        ["input", "weights", "bias", "mask_index", "past", "attention_bias", "past_sequence_length"]
+    )
+    x = body.f32("input", scalar)
+    projected = body.op("MatMul", x, body.f32("weights", site.type(1, "weights").element_type))
+    if site.has(2):
+        projected = body.op("Add", projected, body.f32("bias", site.type(2, "bias").element_type))
+    return _self_attention(body, site, projected, scalar, past=4, mask=3)
+
+
+def _quantized_attention(site: _Site) -> onnx.FunctionProto:
+    """com.microsoft.QAttention (onnxruntime's quantizer on a fused BERT's Attention): the QKV
+    projection of 8-bit input and weights as the CPU kernel computes it, the exact integer
+    products (zero points subtracted; the weights' per tensor or per column) times
+    input_scale * weight_scale plus the bias, then Attention's scores, masks and past."""
+    for position, what in ((0, "input"), (1, "weight")):
+        element = site.type(position, what).element_type
+        if element not in (ScalarType.U8, ScalarType.I8):
+            raise ContribFunctionError(f"needs an 8-bit integer {what}, got {element.spelling}")
+    scalar = _float_input(site, 2, "bias")
+    body = _Body(
+        [
+            "input",
+            "weight",
+            "bias",
+            "input_scale",
+            "weight_scale",
+            "mask_index",
+            "input_zero_point",
+            "weight_zero_point",
+            "past",
+        ]
+    )
+    zero_points = [
+        name if site.has(6 + index) else ""
+        for index, name in enumerate(("input_zero_point", "weight_zero_point"))
+    ]
+    while zero_points and not zero_points[-1]:
+        zero_points.pop()
+    products = body.op("MatMulInteger", "input", "weight", *zero_points)
+    scale = body.op(
+        "Mul",
+        body.f32("input_scale", site.type(3, "input_scale").element_type),
+        body.f32("weight_scale", site.type(4, "weight_scale").element_type),
+    )
+    projected = body.op(
+        "Add",
+        body.op("Mul", body.op("Cast", products, to=onnx.TensorProto.FLOAT), scale),
+        body.f32("bias", scalar),
+    )
+    return _self_attention(body, site, projected, scalar, past=8, mask=5)
+
+
+def _self_attention(
+    body: _Body, site: _Site, projected: str, scalar: ScalarType, past: int, mask: int
+) -> onnx.FunctionProto:
+    """Attention and QAttention from the QKV projection on: `projected` [B, S, 3 * hidden] in
+    f32, `past` and `mask` the positions of those inputs."""
     heads = site.int("num_heads", 0)
     if heads <= 0:
         raise ContribFunctionError(f"needs a positive num_heads, got {heads}")
     for name in ("do_rotary", "past_present_share_buffer"):
         if site.int(name, 0):
             raise ContribFunctionError(f"supports {name}=0 only")
-    for position, what in ((5, "attention_bias"), (6, "past_sequence_length")):
-        if site.has(position):
-            raise ContribFunctionError(f"does not implement {what}")
     width = site.static(1, "weights", 1)
     given = cast(Sequence[int], site.attributes.get("qkv_hidden_sizes") or (width // 3,) * 3)
     sizes = tuple(int(size) for size in given)
@@ -1109,30 +1228,23 @@ def _attention(site: _Site) -> onnx.FunctionProto:
             f"qkv_hidden_sizes {list(sizes)} do not split {width} columns over {heads} heads"
         )
     head, value_head = sizes[0] // heads, sizes[2] // heads
-    body = _Body(
-        ["input", "weights", "bias", "mask_index", "past", "attention_bias", "past_sequence_length"]
-    )
-    x = body.f32("input", scalar)
-    projected = body.op("MatMul", x, body.f32("weights", site.type(1, "weights").element_type))
-    if site.has(2):
-        projected = body.op("Add", projected, body.f32("bias", site.type(2, "bias").element_type))
     q = _heads(body, body.slice(projected, 0, sizes[0], 2), heads, head)
     k = _heads(body, body.slice(projected, sizes[0], 2 * sizes[0], 2), heads, head)
     v = _heads(body, body.slice(projected, 2 * sizes[0], width, 2), heads, value_head)
-    if site.has(4):
-        past = body.f32("past", scalar)
-        past_k = body.op("Squeeze", body.slice(past, 0, 1, 0), body.const([0]))
-        past_v = body.op("Squeeze", body.slice(past, 1, 2, 0), body.const([0]))
-        past_length = body.scalar_dim(past, 3)
+    if site.has(past):
+        joined = body.f32("past", scalar)
+        past_k = body.op("Squeeze", body.slice(joined, 0, 1, 0), body.const([0]))
+        past_v = body.op("Squeeze", body.slice(joined, 1, 2, 0), body.const([0]))
+        past_length = body.scalar_dim(joined, 3)
         k, v = body.op("Concat", past_k, k, axis=2), body.op("Concat", past_v, v, axis=2)
     else:
         past_length = body.const(0)
-    context = _masked_attention(body, site, q, k, v, head, past_length, (3, "mask_index"), None)
+    context = _masked_attention(body, site, q, k, v, head, past_length, (mask, "mask_index"), None)
     output = body.op(
         "Reshape", body.op("Transpose", context, perm=[0, 2, 1, 3]), body.const([0, 0, sizes[2]])
     )
     present = None
-    if site.has(4) or (len(site.outputs) > 1 and site.outputs[1]):
+    if site.has(past) or (len(site.outputs) > 1 and site.outputs[1]):
         if head != value_head:
             raise ContribFunctionError("needs equal Q/K and V hidden sizes for a present output")
         axis = body.const([0])
@@ -1295,7 +1407,9 @@ _BODIES: dict[tuple[str, str], Callable[[_Site], onnx.FunctionProto]] = {
     (_MS, "RotaryEmbedding"): _rotary_embedding,
     (_MS, "GroupQueryAttention"): _group_query_attention,
     (_MS, "EmbedLayerNormalization"): _embed_layer_normalization,
+    (_MS, "QEmbedLayerNormalization"): _quantized_embed_layer_normalization,
     (_MS, "Attention"): _attention,
+    (_MS, "QAttention"): _quantized_attention,
     (_MS, "MultiHeadAttention"): _multi_head_attention,
     (_MS, "FastGelu"): _fast_gelu,
     (_MS, "BiasGelu"): _bias_gelu,

@@ -19,6 +19,7 @@ from ..mlir_harness import assert_matches_onnxruntime, call, compile_onnx, from_
 
 RNG = np.random.default_rng(23)
 F32, U8, I32, I64 = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT32, TensorProto.INT64
+I8 = TensorProto.INT8
 MS = "com.microsoft"
 
 
@@ -430,6 +431,57 @@ def test_attention_matches_onnxruntime(tmp_path, mask, unidirectional, past):
     assert_matches_onnxruntime(module, model, cases, function="g", rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "weight_type, per_column, zero_points, past",
+    [(U8, False, True, False), (I8, True, True, True), (I8, True, False, False)],
+)
+def test_quantized_attention_matches_onnxruntime(
+    tmp_path, weight_type, per_column, zero_points, past
+):
+    """com.microsoft.QAttention, as onnxruntime's quantize_dynamic writes it for a fused BERT:
+    uint8 input (a DynamicQuantizeLinear's), 8-bit weights per tensor or per column, a 1-D
+    mask of end positions, a past."""
+    heads, head, hidden = 2, 8, 16
+    weight_dtype = helper.tensor_dtype_to_np_dtype(weight_type)
+    low, high = (0, 255) if weight_type == U8 else (-127, 127)
+    columns = 3 * hidden if per_column else 1
+    weights = {
+        "w": RNG.integers(low, high, (hidden, 3 * hidden)).astype(weight_dtype),
+        "bias": _f(3 * hidden),
+        "input_scale": np.array(0.02, np.float32),
+        "weight_scale": RNG.uniform(0.002, 0.01, columns).astype(np.float32),
+    }
+    if not per_column:
+        weights["weight_scale"] = weights["weight_scale"].reshape(())
+    names = ["x", "w", "bias", "input_scale", "weight_scale", "mask"]
+    if zero_points:
+        weights["input_zero_point"] = np.array(120, np.uint8)
+        zero = RNG.integers(low, high, columns).astype(weight_dtype)
+        weights["weight_zero_point"] = zero if per_column else zero.reshape(())
+        names += ["input_zero_point", "weight_zero_point"]
+    if past:
+        names += [""] * (8 - len(names)) + ["past"]
+    outputs = ["y", "present"] if past else ["y"]
+    node = helper.make_node("QAttention", names, outputs, domain=MS, num_heads=heads)
+    inputs = [("x", U8, ["b", "s", hidden]), ("mask", I32, ["b"])]
+    if past:
+        inputs.append(("past", F32, [2, "b", heads, "p", head]))
+    model = _model([node], inputs, [(name, F32) for name in outputs], weights)
+    module = compile_onnx(model, tmp_path)
+
+    def feeds(batch, sequence, past_length):
+        given = {
+            "x": RNG.integers(0, 256, (batch, sequence, hidden)).astype(np.uint8),
+            "mask": RNG.integers(1, sequence + past_length + 1, batch).astype(np.int32),
+        }
+        if past:
+            given["past"] = _f(2, batch, heads, past_length, head)
+        return given
+
+    cases = [feeds(1, 4, 2 if past else 0), feeds(2, 3, 1 if past else 0)]
+    assert_matches_onnxruntime(module, model, cases, function="g", rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("past", [False, True])
 def test_multi_head_attention_matches_onnxruntime(tmp_path, past):
     """com.microsoft.MultiHeadAttention: separate Q/K/V with bias, a [B, T] key padding mask,
@@ -612,6 +664,59 @@ def test_embed_layer_normalization_matches_onnxruntime(tmp_path, segments, posit
             "mask": (RNG.random((batch, sequence)) > 0.3).astype(np.int32),
             "segment_ids": RNG.integers(0, 2, (batch, sequence)).astype(np.int32),
             "position_ids": RNG.integers(0, 12, (batch, sequence)).astype(np.int32),
+        }
+        return {name: given[name] for name, _, _ in inputs}
+
+    assert_matches_onnxruntime(
+        module, model, [feeds(1, 4), feeds(3, 7)], function="g", rtol=1e-4, atol=1e-5
+    )
+
+
+@pytest.mark.parametrize("element, segments, mask", [(U8, True, True), (I8, False, False)])
+def test_quantized_embed_layer_normalization_matches_onnxruntime(
+    tmp_path, element, segments, mask
+):
+    """com.microsoft.QEmbedLayerNormalization, as onnxruntime's quantize_dynamic writes it for
+    a fused BERT: 8-bit word, position (and segment) tables, gamma and beta, each with a scalar
+    scale and zero point; mask_index counts the mask's ones (zeros without a mask)."""
+    hidden = 16
+    dtype = helper.tensor_dtype_to_np_dtype(element)
+    low, high = (0, 256) if element == U8 else (-128, 128)
+    tables = {"word_embedding": (30, hidden), "position_embedding": (12, hidden)}
+    if segments:
+        tables["segment_embedding"] = (2, hidden)
+    tables |= {"gamma": (hidden,), "beta": (hidden,)}
+    weights = {}
+    for name, shape in tables.items():
+        weights[f"{name}_quant"] = RNG.integers(low, high, shape).astype(dtype)
+        weights[f"{name}_scale"] = np.array(RNG.uniform(0.01, 0.05), np.float32)
+        weights[f"{name}_zero_point"] = np.array(RNG.integers(low, high), dtype)
+
+    order = ("word_embedding", "position_embedding", "segment_embedding", "gamma", "beta")
+
+    def present(name: str) -> str:
+        return name if name in weights else ""
+
+    names = ["ids", "segment_ids" if segments else ""]
+    names += [present(f"{name}_quant") for name in order] + ["mask" if mask else ""]
+    for suffix in ("scale", "zero_point"):
+        names += [present(f"{name}_{suffix}") for name in order]
+    node = helper.make_node(
+        "QEmbedLayerNormalization", names, ["y", "mask_index"], domain=MS, epsilon=1e-5
+    )
+    inputs = [("ids", I32, ["b", "s"])]
+    if segments:
+        inputs.append(("segment_ids", I32, ["b", "s"]))
+    if mask:
+        inputs.append(("mask", I32, ["b", "s"]))
+    model = _model([node], inputs, [("y", F32), ("mask_index", I32)], weights)
+    module = compile_onnx(model, tmp_path)
+
+    def feeds(batch, sequence):
+        given = {
+            "ids": RNG.integers(0, 30, (batch, sequence)).astype(np.int32),
+            "segment_ids": RNG.integers(0, 2, (batch, sequence)).astype(np.int32),
+            "mask": RNG.integers(0, 3, (batch, sequence)).astype(np.int32),  # a 2 is not counted
         }
         return {name: given[name] for name, _, _ in inputs}
 
