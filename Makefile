@@ -23,7 +23,7 @@ install: ## create .venv, install niroc editable with its dev and llm extras at 
 test: ## run the whole test suite (unit, property, golden lit tests); `make zoo` runs the model zoo, `make llm` the LLM builder models, `make hf` the Hugging Face exports
 	$(BIN)/python -m pytest -n $(JOBS) tests --ignore=tests/backends/mlir/onnx_ops/test_model_zoo.py --ignore=tests/backends/mlir/test_real_models_zoo.py --ignore=tests/backends/mlir/onnx_ops/test_llm_builder.py --ignore=tests/backends/mlir/test_detection_models.py --ignore=tests/backends/mlir/test_hf_models.py
 
-llm: ## transformers models vs onnxruntime: the genai builder's tiny Llama, Qwen2, Phi-3, Gemma, Mistral, Gemma 2 (fp32, int4, Llama fp16: prompt, decode, greedy generation), optimizer-fused BERT, GPT-2, BART and ViT (~2 min)
+llm: ## transformers models vs onnxruntime: the genai builder's tiny Llama, Qwen2, Phi-3, Gemma, Mistral, Gemma 2 (fp32, int4, Llama fp16: prompt, decode, greedy generation), optimizer-fused BERT (and int8), GPT-2, BART and ViT (~2 min)
 	$(BIN)/python -m pytest -n $(JOBS) tests/backends/mlir/onnx_ops/test_llm_builder.py
 
 hf: ## Hugging Face architectures (58 tiny random-weight configs: BERT family, GPT/Llama-style decoders, T5, CLIP, ViTs, ConvNeXt, Swin, SegFormer, wav2vec2...) exported by TorchScript and by dynamo (testdata/hf/generate.py, into testdata/generated/hf), niroc+IREE vs onnxruntime at two sizes (~8 min)

@@ -3,7 +3,7 @@ saved locally, then onnxruntime-genai's model builder (`python -m onnxruntime_ge
 -i DIR -o OUT -p fp32|fp16|int4 -e cpu`).
 
     python testdata/llm/generate.py OUT_DIR [--precision fp32|fp16|int4] [--family llama] [--sizes bench]
-    python testdata/llm/generate.py OUT_DIR --fused bart|bert|gpt2|vit
+    python testdata/llm/generate.py OUT_DIR --fused bart|bert|bert-int8|gpt2|vit
 
 writes OUT_DIR/<family>-<precision>/model.onnx (+ model.onnx.data, genai_config.json, the
 tokenizer); with --fused, OUT_DIR/<kind>-fused.onnx: a tiny BERT, GPT-2, BART or ViT exported by torch
@@ -184,14 +184,29 @@ def exact_reference(model_path: Path) -> Path:
     return exact
 
 
-FUSED = ("bart", "bert", "gpt2", "vit")
+FUSED = ("bart", "bert", "bert-int8", "gpt2", "vit")
 
 
 def export_fused(out: Path, kind: str) -> Path:
     """A tiny random BERT (2 layers, hidden 32, 4 heads), GPT-2, BART (one encoder and one
     decoder layer; dynamic batch and sequence) or ViT (32x32 images in 8x8 patches, dynamic
     batch) exported by torch, fused by onnxruntime's transformer optimizer:
-    out/<kind>-fused.onnx."""
+    out/<kind>-fused.onnx. `bert-int8`: the fused BERT then quantized by onnxruntime's
+    `quantize_dynamic` (int8 weights: QAttention, QEmbedLayerNormalization, MatMulInteger),
+    as onnxruntime's BERT quantization guide does it."""
+    if kind.endswith("-int8"):
+        import onnx
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        target = out / f"{kind}-fused.onnx"
+        quantize_dynamic(
+            export_fused(out, kind.removesuffix("-int8")),
+            target,
+            weight_type=QuantType.QInt8,
+            # the fused ops' outputs have no ONNX type: the quantizer asks for a default
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
+        return target
     import torch
     from onnxruntime.transformers.optimizer import optimize_model
     from transformers import (

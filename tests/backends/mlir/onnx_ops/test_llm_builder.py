@@ -14,8 +14,10 @@ with their dynamic batch / sequence / past dims, against onnxruntime:
 int4 is compared with onnxruntime running the same model with accuracy_level=1 (f32 A, the
 exact computation niroc compiles): the builder's accuracy_level=4 quantizes A to int8.
 
-And BERT / GPT-2 / BART / ViT exported by torch and fused by onnxruntime's transformer optimizer, at
-two (batch, sequence) shapes (ViT: two batch sizes), BERT with a right-padded attention mask.
+And BERT / GPT-2 / BART / ViT exported by torch and fused by onnxruntime's transformer
+optimizer (BERT also quantized by its quantize_dynamic afterwards: QAttention,
+QEmbedLayerNormalization), at two (batch, sequence) shapes (ViT: two batch sizes), BERT with a
+right-padded attention mask.
 """
 
 from __future__ import annotations
@@ -213,6 +215,7 @@ _FUSED_CONTRIB = {
     # cross-attention mask is expanded to a shape read from one of their outputs
     "bart": {"SkipLayerNormalization", "BiasGelu"},
     "bert": {"EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "BiasGelu"},
+    "bert-int8": {"QEmbedLayerNormalization", "QAttention", "SkipLayerNormalization", "BiasGelu"},
     "gpt2": {"SkipLayerNormalization", "FastGelu"},
     # the optimizer's 'vit' fusions leave transformers' eager attention as MatMul / Softmax
     "vit": {"SkipLayerNormalization", "BiasGelu"},
@@ -242,7 +245,7 @@ def test_optimizer_fused_model_matches_onnxruntime(tmp_path, kind):
             "attention_mask": np.ones((batch, length), np.int64),
             "token_type_ids": rng.integers(0, 2, (batch, length)).astype(np.int64),
         }
-        if kind == "bert":
+        if kind.startswith("bert"):
             given["attention_mask"][-1, -2:] = 0  # right padding: Attention's mask_index
         feeds.append({name: given[name] for name in names})
     assert_matches_onnxruntime(
