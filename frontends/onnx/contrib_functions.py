@@ -5,7 +5,8 @@ onnxruntime-genai's model builder and `onnxruntime.transformers`' optimizer emit
 has no schema for: SimplifiedLayerNormalization (registered by onnxruntime in the default
 domain), and in `com.microsoft` SkipSimplifiedLayerNormalization, SkipLayerNormalization,
 GroupQueryAttention, MatMulNBits, RotaryEmbedding, the Gelu family, and (from its quantizer)
-QuantizeLinear, DequantizeLinear, QAttention and QEmbedLayerNormalization. The importer calls the body built here in their place,
+QuantizeLinear, DequantizeLinear, QAttention, QEmbedLayerNormalization, and the
+DynamicQuantizeMatMul and MatMulIntegerToFloat its graph optimizer fuses. The importer calls the body built here in their place,
 exactly as it calls an ONNX function body: one Niro Function per distinct (input types,
 attributes), typed by ONNX's inference of the body and checked by the verifier's rules for the
 standard ops it is made of; the MLIR backend lowers those ops. So every contrib op here has one
@@ -1184,24 +1185,71 @@ def _quantized_attention(site: _Site) -> onnx.FunctionProto:
             "past",
         ]
     )
-    zero_points = [
-        name if site.has(6 + index) else ""
-        for index, name in enumerate(("input_zero_point", "weight_zero_point"))
-    ]
-    while zero_points and not zero_points[-1]:
-        zero_points.pop()
-    products = body.op("MatMulInteger", "input", "weight", *zero_points)
-    scale = body.op(
-        "Mul",
-        body.f32("input_scale", site.type(3, "input_scale").element_type),
-        body.f32("weight_scale", site.type(4, "weight_scale").element_type),
-    )
-    projected = body.op(
-        "Add",
-        body.op("Mul", body.op("Cast", products, to=onnx.TensorProto.FLOAT), scale),
-        body.f32("bias", scalar),
+    projected = _integer_product(
+        body,
+        ("input", "weight"),
+        ("input_zero_point" if site.has(6) else "", "weight_zero_point" if site.has(7) else ""),
+        body.op("Mul", _f32_input(body, site, 3), _f32_input(body, site, 4)),
+        _f32_input(body, site, 2),
     )
     return _self_attention(body, site, projected, scalar, past=8, mask=5)
+
+
+def _f32_input(body: _Body, site: _Site, position: int) -> str:
+    """Body input `position` in f32 (the float inputs of the quantized ops: scales, a bias)."""
+    name = body.inputs[position]
+    return body.f32(name, _float_input(site, position, name))
+
+
+def _integer_product(
+    body: _Body,
+    operands: tuple[str, str],
+    zero_points: tuple[str, str],
+    scale: str,
+    bias: str | None,
+) -> str:
+    """A @ B of 8-bit operands as onnxruntime's quantized products compute it: the exact
+    integer sums (`MatMulInteger`, zero points subtracted, B's per tensor or per column; "" for
+    an absent one) times `scale` (a_scale * b_scale), plus `bias`, in f32."""
+    given = list(zero_points)
+    while given and not given[-1]:
+        given.pop()
+    products = body.op("MatMulInteger", *operands, *given)
+    result = body.op("Mul", body.op("Cast", products, to=onnx.TensorProto.FLOAT), scale)
+    return result if bias is None else body.op("Add", result, bias)
+
+
+def _dynamic_quantize_matmul(site: _Site) -> onnx.FunctionProto:
+    """com.microsoft.DynamicQuantizeMatMul (onnxruntime's optimizer fuses DynamicQuantizeLinear
+    + MatMulInteger + scaling into it): A quantized to uint8 over its whole range (ONNX's
+    DynamicQuantizeLinear), then the integer product with B, scaled, plus the bias."""
+    _float_input(site, 0, "A")
+    body = _Body(["A", "B", "b_scale", "b_zero_point", "bias"])
+    quantized, a_scale, a_zero = body.op_outputs("DynamicQuantizeLinear", "A", outputs=3)
+    product = _integer_product(
+        body,
+        (quantized, "B"),
+        (a_zero, "b_zero_point" if site.has(3) else ""),
+        body.op("Mul", a_scale, _f32_input(body, site, 2)),
+        _f32_input(body, site, 4) if site.has(4) else None,
+    )
+    return body.function(site.op_type, [product])
+
+
+def _matmul_integer_to_float(site: _Site) -> onnx.FunctionProto:
+    """com.microsoft.MatMulIntegerToFloat (onnxruntime's optimizer fuses MatMulInteger +
+    scaling into it): the integer product of 8-bit A and B, times a_scale * b_scale, plus the
+    bias."""
+    scalar = _float_input(site, 2, "a_scale")
+    body = _Body(["A", "B", "a_scale", "b_scale", "a_zero_point", "b_zero_point", "bias"])
+    product = _integer_product(
+        body,
+        ("A", "B"),
+        ("a_zero_point" if site.has(4) else "", "b_zero_point" if site.has(5) else ""),
+        body.op("Mul", _f32_input(body, site, 2), _f32_input(body, site, 3)),
+        _f32_input(body, site, 6) if site.has(6) else None,
+    )
+    return body.function(site.op_type, [body.back(product, scalar)])
 
 
 def _self_attention(
@@ -1410,6 +1458,8 @@ _BODIES: dict[tuple[str, str], Callable[[_Site], onnx.FunctionProto]] = {
     (_MS, "QEmbedLayerNormalization"): _quantized_embed_layer_normalization,
     (_MS, "Attention"): _attention,
     (_MS, "QAttention"): _quantized_attention,
+    (_MS, "DynamicQuantizeMatMul"): _dynamic_quantize_matmul,
+    (_MS, "MatMulIntegerToFloat"): _matmul_integer_to_float,
     (_MS, "MultiHeadAttention"): _multi_head_attention,
     (_MS, "FastGelu"): _fast_gelu,
     (_MS, "BiasGelu"): _bias_gelu,

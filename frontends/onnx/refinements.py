@@ -43,6 +43,7 @@ from niro.ir import Region, ScalarType, TensorType, Type, Value, Yield
 from niro.ir.shapes import shape_refines
 
 from .context import NodeContext, describe_node
+from .contrib_functions import contrib_function_ops
 from .contrib_types import CONTRIB_DOMAIN, ContribTypeError, contrib_op_types, contrib_result_types
 from .errors import OnnxImportError
 from .node_inference import infer_node
@@ -191,7 +192,11 @@ class ResultTypes:
                 "and the model declares no type for it in value_info"
             )  # (a domain ONNX knows, e.g. ai.onnx.ml, keeps the generic reason)
             if node.domain == CONTRIB_DOMAIN:
-                because += f"; niroc types only these {CONTRIB_DOMAIN} ops: {', '.join(contrib_op_types())}"
+                supported = sorted(
+                    {*contrib_op_types()}
+                    | {op for domain, op in contrib_function_ops() if domain == CONTRIB_DOMAIN}
+                )
+                because += f"; the {CONTRIB_DOMAIN} ops niroc compiles are {', '.join(supported)}"
         found = resolve_type(
             ctx.types.get(output),
             output,

@@ -300,8 +300,9 @@ def test_mismatched_shapes_are_an_import_error_naming_the_node() -> None:
         import_model(model)
 
 
-def test_an_untyped_contrib_op_names_the_ones_niroc_types() -> None:
-    """QLinearWhere (not typed by niroc) into an Identity: its output has no type."""
+def test_an_untyped_contrib_op_names_the_ones_niroc_compiles() -> None:
+    """QLinearWhere (not compiled by niroc) into an Identity: its output has no type; the
+    message lists the com.microsoft ops niroc types and those it compiles as bodies."""
     weights = {"c": np.array([True, False, True, False]), "s": _f(0.1), "z": _q(0, U8)}
     inputs = ["c", "x", "s", "z", "x", "s", "z", "s", "z"]
     model = _model("QLinearWhere", inputs, weights, (2, 4))
@@ -312,10 +313,15 @@ def test_an_untyped_contrib_op_names_the_ones_niroc_types() -> None:
         match=re.escape(
             "value 't' (output of node 'QLinearWhere' (com.microsoft.QLinearWhere)): element "
             "type is unknown (ONNX shape inference has no schema for domain 'com.microsoft' and "
-            "the model declares no type for it in value_info; niroc types only these "
-            "com.microsoft ops: QGemm, QLinearAdd, QLinearAveragePool, QLinearConcat, "
+            "the model declares no type for it in value_info; the com.microsoft ops niroc "
+            "compiles are Attention, BiasAdd, BiasGelu, DequantizeLinear, DynamicQuantizeMatMul, "
+            "EmbedLayerNormalization, FastGelu, GatherBlockQuantized, Gelu, GroupQueryAttention, "
+            "MatMulIntegerToFloat, MatMulNBits, MultiHeadAttention, QAttention, "
+            "QEmbedLayerNormalization, QGemm, QLinearAdd, QLinearAveragePool, QLinearConcat, "
             "QLinearGlobalAveragePool, QLinearLeakyRelu, QLinearMul, QLinearSigmoid, "
-            "QLinearSoftmax)"
+            "QLinearSoftmax, QuantizeLinear, QuickGelu, RotaryEmbedding, "
+            "SimplifiedLayerNormalization, SkipLayerNormalization, "
+            "SkipSimplifiedLayerNormalization)"
         ),
     ):
         import_model(model)
@@ -438,3 +444,49 @@ def test_outputs_of_contrib_calls_exposed_by_name_keep_their_consumers_typed() -
     (conv,) = [op for op in operations if isinstance(op, UnknownOp) and op.name == "onnx.Conv"]
     assert format_type(conv.results[0].type) == "tensor<?x3x3x3xf32>"
     lower_to_mlir(module)
+
+
+@pytest.mark.parametrize(
+    "op, weight_type, per_column, bias",
+    [
+        ("DynamicQuantizeMatMul", S8, False, True),
+        ("DynamicQuantizeMatMul", U8, False, False),
+        ("MatMulIntegerToFloat", S8, False, True),
+        ("MatMulIntegerToFloat", U8, True, False),
+    ],
+)
+def test_fused_integer_products_match_onnxruntime(tmp_path, op, weight_type, per_column, bias):
+    """com.microsoft DynamicQuantizeMatMul and MatMulIntegerToFloat (what onnxruntime's graph
+    optimizer fuses a dynamically quantized MatMul into, in a model saved optimized): the
+    integer product of 8-bit operands, scaled, plus a bias; A [batch, 3, 8] by B [8, 5]."""
+    dtype = helper.tensor_dtype_to_np_dtype(weight_type)
+    low, high = (0, 255) if weight_type == U8 else (-127, 127)
+    columns = 5 if per_column else 1
+    scales = RNG.uniform(0.01, 0.05, columns).astype(np.float32)
+    zeros = RNG.integers(low, high, columns).astype(dtype)
+    weights = {
+        "B": RNG.integers(low, high, (8, 5)).astype(dtype),
+        "b_scale": scales if per_column else scales.reshape(()),
+        "b_zero_point": zeros if per_column else zeros.reshape(()),
+    }
+    if bias:
+        weights["bias"] = _f(RNG.standard_normal(5))
+    if op == "DynamicQuantizeMatMul":
+        names = ["x", "B", "b_scale", "b_zero_point", "bias" if bias else ""]
+        x_type = F32
+    else:
+        weights |= {"a_scale": _f(0.03), "a_zero_point": _q(7 if weight_type == S8 else 130, U8)}
+        names = ["x", "B", "a_scale", "b_scale", "a_zero_point", "b_zero_point"]
+        names += ["bias"] if bias else []
+        x_type = U8
+    model = _model(op, names, weights, ("batch", 3, 8), x_type, F32)
+    vm_module = compile_onnx(model, tmp_path)
+
+    def x(batch):
+        if x_type == F32:
+            return RNG.standard_normal((batch, 3, 8)).astype(np.float32)
+        return RNG.integers(0, 256, (batch, 3, 8)).astype(np.uint8)
+
+    assert_matches_onnxruntime(
+        vm_module, model, [{"x": x(1)}, {"x": x(4)}], function="g", rtol=1e-5, atol=1e-5
+    )
