@@ -5,8 +5,9 @@ onnxruntime-genai's model builder and `onnxruntime.transformers`' optimizer emit
 has no schema for: SimplifiedLayerNormalization (registered by onnxruntime in the default
 domain), and in `com.microsoft` SkipSimplifiedLayerNormalization, SkipLayerNormalization,
 GroupQueryAttention, MatMulNBits, RotaryEmbedding, the Gelu family, and (from its quantizer)
-QuantizeLinear, DequantizeLinear, QAttention, QEmbedLayerNormalization, and the
-DynamicQuantizeMatMul and MatMulIntegerToFloat its graph optimizer fuses. The importer calls the body built here in their place,
+QuantizeLinear, DequantizeLinear, QAttention, QEmbedLayerNormalization; and the
+DynamicQuantizeMatMul, MatMulIntegerToFloat, FusedMatMul and FusedConv its graph optimizer
+fuses (in a model saved optimized). The importer calls the body built here in their place,
 exactly as it calls an ONNX function body: one Niro Function per distinct (input types,
 attributes), typed by ONNX's inference of the body and checked by the verifier's rules for the
 standard ops it is made of; the MLIR backend lowers those ops. So every contrib op here has one
@@ -1445,6 +1446,77 @@ def _quantization(site: _Site) -> onnx.FunctionProto:
     return body.function(site.op_type, [body.op(site.op_type, *present, axis=axis)])
 
 
+def _fused_matmul(site: _Site) -> onnx.FunctionProto:
+    """com.microsoft.FusedMatMul (onnxruntime's graph optimizer folds a Transpose or a scaling
+    into a MatMul): alpha * op(A) @ op(B), op transposing the last two dims where transA /
+    transB say; transBatchA / transBatchB are refused."""
+    for name in ("transBatchA", "transBatchB"):
+        if site.int(name, 0):
+            raise ContribFunctionError(f"supports {name}=0 only")
+    body = _Body(["A", "B"])
+    operands = []
+    for position, (name, flag) in enumerate((("A", "transA"), ("B", "transB"))):
+        if not site.int(flag, 0):
+            operands.append(name)
+            continue
+        rank = len(site.shape(position, name))
+        if rank < 2:
+            raise ContribFunctionError(f"needs {name} of rank 2 or more to transpose it")
+        perm = [*range(rank - 2), rank - 1, rank - 2]
+        operands.append(body.op("Transpose", name, perm=perm))
+    product = body.op("MatMul", *operands)
+    alpha = site.float("alpha", 1.0)
+    if alpha != 1.0:
+        dtype = _numpy_dtype(_float_input(site, 0, "A"))
+        product = body.op("Mul", product, body.const(alpha, dtype))
+    return body.function(site.op_type, [product])
+
+
+_CONV_ATTRIBUTES = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+
+
+def _fused_conv(site: _Site) -> onnx.FunctionProto:
+    """com.microsoft.FusedConv (onnxruntime's graph optimizer fuses a Conv, an Add of Z and an
+    activation): activation(Conv(X, W, B) + Z), the activation and its parameters as the
+    attributes `activation` and `activation_params` give them."""
+    scalar = _float_input(site, 0, "X")
+    body = _Body(["X", "W", "B", "Z"])
+    attributes = {
+        name: site.attributes[name] for name in _CONV_ATTRIBUTES if name in site.attributes
+    }
+    result = body.op("Conv", *(["X", "W", "B"] if site.has(2) else ["X", "W"]), **attributes)
+    if site.has(3):
+        result = body.op("Add", result, "Z")
+    params = cast(Sequence[float], site.attributes.get("activation_params") or ())
+    return body.function(site.op_type, [_activation(body, site, result, scalar, params)])
+
+
+def _activation(
+    body: _Body, site: _Site, x: str, scalar: ScalarType, params: Sequence[float]
+) -> str:
+    """The MLAS activation a fused op names in its `activation` attribute, on `x`."""
+    kind = site.attributes.get("activation", "")
+    kind = kind.decode() if isinstance(kind, bytes) else kind
+    if kind in ("", "Identity"):
+        return x
+    if kind in ("Relu", "Tanh", "Sigmoid"):
+        return body.op(kind, x)
+    if kind == "LeakyRelu":
+        return body.op("LeakyRelu", x, alpha=float(params[0]) if params else 0.01)
+    if kind == "HardSigmoid":
+        alpha, beta = (float(value) for value in params) if len(params) == 2 else (0.2, 0.5)
+        return body.op("HardSigmoid", x, alpha=alpha, beta=beta)
+    if kind == "Clip" and len(params) == 2:
+        dtype = _numpy_dtype(scalar)
+        return body.op("Clip", x, body.const(params[0], dtype), body.const(params[1], dtype))
+    raise ContribFunctionError(f"does not implement activation {kind!r} with {list(params)}")
+
+
+def _numpy_dtype(scalar: ScalarType) -> np.dtype:
+    element = type_proto_from_niro(TensorType(scalar, ())).tensor_type.elem_type
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(element))
+
+
 _BODIES: dict[tuple[str, str], Callable[[_Site], onnx.FunctionProto]] = {
     ("", "SimplifiedLayerNormalization"): _simplified_layer_normalization,
     (_MS, "SimplifiedLayerNormalization"): _simplified_layer_normalization,
@@ -1460,6 +1532,8 @@ _BODIES: dict[tuple[str, str], Callable[[_Site], onnx.FunctionProto]] = {
     (_MS, "QAttention"): _quantized_attention,
     (_MS, "DynamicQuantizeMatMul"): _dynamic_quantize_matmul,
     (_MS, "MatMulIntegerToFloat"): _matmul_integer_to_float,
+    (_MS, "FusedMatMul"): _fused_matmul,
+    (_MS, "FusedConv"): _fused_conv,
     (_MS, "MultiHeadAttention"): _multi_head_attention,
     (_MS, "FastGelu"): _fast_gelu,
     (_MS, "BiasGelu"): _bias_gelu,
