@@ -184,7 +184,44 @@ def exact_reference(model_path: Path) -> Path:
     return exact
 
 
-FUSED = ("bart", "bert", "bert-int8", "gpt2", "vit")
+_TEXT_INPUTS = ["input_ids", "attention_mask"]
+_FUSED_MODELS = {
+    # kind: (transformers config class, model class, config sizes, inputs, outputs)
+    "bert": (
+        "BertConfig",
+        "BertModel",
+        {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "intermediate_size": 64, "vocab_size": 128, "max_position_embeddings": 64},
+        [*_TEXT_INPUTS, "token_type_ids"],
+        ["last_hidden_state"],
+    ),
+    "gpt2": (
+        "GPT2Config",
+        "GPT2LMHeadModel",
+        {"n_embd": 32, "n_layer": 2, "n_head": 4, "vocab_size": 128, "n_positions": 64,
+         "use_cache": False},
+        _TEXT_INPUTS,
+        ["logits"],
+    ),
+    "bart": (
+        "BartConfig",
+        "BartModel",
+        {"d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 4,
+         "decoder_attention_heads": 4, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
+         "vocab_size": 128, "max_position_embeddings": 64},
+        _TEXT_INPUTS,
+        ["last_hidden_state"],
+    ),
+    "vit": (
+        "ViTConfig",
+        "ViTModel",
+        {"image_size": 32, "patch_size": 8, "hidden_size": 32, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "intermediate_size": 64},
+        ["pixel_values"],
+        ["last_hidden_state"],
+    ),
+}  # fmt: skip
+FUSED = (*sorted(_FUSED_MODELS), "bert-int8")
 
 
 def export_fused(out: Path, kind: str) -> Path:
@@ -208,81 +245,16 @@ def export_fused(out: Path, kind: str) -> Path:
         )
         return target
     import torch
+    import transformers
     from onnxruntime.transformers.optimizer import optimize_model
-    from transformers import (
-        BartConfig,
-        BartModel,
-        BertConfig,
-        BertModel,
-        GPT2Config,
-        GPT2LMHeadModel,
-        ViTConfig,
-        ViTModel,
-    )
 
-    torch.manual_seed(0)
-    common = {"attn_implementation": "eager"}  # the form the optimizer's fusions match
-    if kind == "bert":
-        config = BertConfig(
-            vocab_size=128,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=64,
-            max_position_embeddings=64,
-            **common,
-        )
-        model, inputs, outputs = (
-            BertModel(config),
-            ["input_ids", "attention_mask", "token_type_ids"],
-            ["last_hidden_state"],
-        )
-    elif kind == "gpt2":
-        config = GPT2Config(
-            vocab_size=128,
-            n_embd=32,
-            n_layer=2,
-            n_head=4,
-            n_positions=64,
-            use_cache=False,
-            **common,
-        )
-        model, inputs, outputs = (
-            GPT2LMHeadModel(config),
-            ["input_ids", "attention_mask"],
-            ["logits"],
-        )
-    elif kind == "bart":
-        config = BartConfig(
-            vocab_size=128,
-            d_model=32,
-            encoder_layers=1,
-            decoder_layers=1,
-            encoder_attention_heads=4,
-            decoder_attention_heads=4,
-            encoder_ffn_dim=64,
-            decoder_ffn_dim=64,
-            max_position_embeddings=64,
-            **common,
-        )
-        model, inputs, outputs = (
-            BartModel(config),
-            ["input_ids", "attention_mask"],
-            ["last_hidden_state"],
-        )
-    elif kind == "vit":
-        config = ViTConfig(
-            image_size=32,
-            patch_size=8,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=64,
-            **common,
-        )
-        model, inputs, outputs = ViTModel(config), ["pixel_values"], ["last_hidden_state"]
-    else:
+    if kind not in _FUSED_MODELS:
         raise ValueError(f"unknown model {kind!r}, expected one of {FUSED}")
+    config_class, model_class, sizes, inputs, outputs = _FUSED_MODELS[kind]
+    torch.manual_seed(0)
+    # attn_implementation eager: the form the optimizer's fusions match
+    config = getattr(transformers, config_class)(**sizes, attn_implementation="eager")
+    model = getattr(transformers, model_class)(config)
     model.eval()
 
     class Positional(torch.nn.Module):
