@@ -6,8 +6,8 @@ has no schema for: SimplifiedLayerNormalization (registered by onnxruntime in th
 domain), and in `com.microsoft` SkipSimplifiedLayerNormalization, SkipLayerNormalization,
 GroupQueryAttention, MatMulNBits, RotaryEmbedding, the Gelu family, and (from its quantizer)
 QuantizeLinear, DequantizeLinear, QAttention, QEmbedLayerNormalization; and the
-DynamicQuantizeMatMul, MatMulIntegerToFloat, FusedMatMul and FusedConv its graph optimizer
-fuses (in a model saved optimized). The importer calls the body built here in their place,
+DynamicQuantizeMatMul, MatMulIntegerToFloat, FusedMatMul, FusedConv and FusedGemm its graph
+optimizer fuses (in a model saved optimized). The importer calls the body built here in their place,
 exactly as it calls an ONNX function body: one Niro Function per distinct (input types,
 attributes), typed by ONNX's inference of the body and checked by the verifier's rules for the
 standard ops it is made of; the MLIR backend lowers those ops. So every contrib op here has one
@@ -1491,12 +1491,32 @@ def _fused_conv(site: _Site) -> onnx.FunctionProto:
     return body.function(site.op_type, [_activation(body, site, result, scalar, params)])
 
 
+def _fused_gemm(site: _Site) -> onnx.FunctionProto:
+    """com.microsoft.FusedGemm (onnxruntime's graph optimizer fuses a Gemm and the activation
+    after it): activation(Gemm(A, B, C)), LeakyRelu's alpha and HardSigmoid's alpha and beta
+    from `activation_alpha` / `activation_beta`."""
+    scalar = _float_input(site, 0, "A")
+    body = _Body(["A", "B", "C"])
+    attributes = {
+        name: site.attributes[name]
+        for name in ("alpha", "beta", "transA", "transB")
+        if name in site.attributes
+    }
+    result = body.op("Gemm", *(["A", "B", "C"] if site.has(2) else ["A", "B"]), **attributes)
+    kind = _activation_kind(site)
+    names = {
+        "LeakyRelu": ("activation_alpha",),
+        "HardSigmoid": ("activation_alpha", "activation_beta"),
+    }
+    params = [site.float(name, 0.0) for name in names.get(kind, ()) if name in site.attributes]
+    return body.function(site.op_type, [_activation(body, site, result, scalar, params)])
+
+
 def _activation(
     body: _Body, site: _Site, x: str, scalar: ScalarType, params: Sequence[float]
 ) -> str:
     """The MLAS activation a fused op names in its `activation` attribute, on `x`."""
-    kind = site.attributes.get("activation", "")
-    kind = kind.decode() if isinstance(kind, bytes) else kind
+    kind = _activation_kind(site)
     if kind in ("", "Identity"):
         return x
     if kind in ("Relu", "Tanh", "Sigmoid"):
@@ -1510,6 +1530,11 @@ def _activation(
         dtype = _numpy_dtype(scalar)
         return body.op("Clip", x, body.const(params[0], dtype), body.const(params[1], dtype))
     raise ContribFunctionError(f"does not implement activation {kind!r} with {list(params)}")
+
+
+def _activation_kind(site: _Site) -> str:
+    kind = site.attributes.get("activation", "")
+    return kind.decode() if isinstance(kind, bytes) else str(kind)
 
 
 def _numpy_dtype(scalar: ScalarType) -> np.dtype:
@@ -1534,6 +1559,7 @@ _BODIES: dict[tuple[str, str], Callable[[_Site], onnx.FunctionProto]] = {
     (_MS, "MatMulIntegerToFloat"): _matmul_integer_to_float,
     (_MS, "FusedMatMul"): _fused_matmul,
     (_MS, "FusedConv"): _fused_conv,
+    (_MS, "FusedGemm"): _fused_gemm,
     (_MS, "MultiHeadAttention"): _multi_head_attention,
     (_MS, "FastGelu"): _fast_gelu,
     (_MS, "BiasGelu"): _bias_gelu,

@@ -1,5 +1,5 @@
-"""The com.microsoft ops onnxruntime's graph optimizer fuses (FusedMatMul, FusedConv; the
-integer products are in test_contrib_quantized.py), which a model saved optimized by
+"""The com.microsoft ops onnxruntime's graph optimizer fuses (FusedMatMul, FusedConv,
+FusedGemm; the integer products are in test_contrib_quantized.py), which a model saved optimized by
 onnxruntime (`SessionOptions.optimized_model_filepath`) carries: one-node models against
 onnxruntime's kernels, and PyTorch exports (testdata/pytorch) saved optimized at the extended
 level, compiled once and run at two batch sizes."""
@@ -72,6 +72,22 @@ def test_fused_conv_matches_onnxruntime(tmp_path, activation, params, with_z):
     feeds = [
         {name: _f(batch, *shape[1:]) for name, shape in inputs} for batch in (1, 3)
     ]
+    assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "activation, attributes",
+    [("Relu", {}), ("LeakyRelu", {"activation_alpha": 0.1}), ("Tanh", {})],
+)
+def test_fused_gemm_matches_onnxruntime(tmp_path, activation, attributes):
+    """activation(alpha * A @ B^T + beta * C), A [n, 8] of a dynamic n."""
+    node = helper.make_node(
+        "FusedGemm", ["A", "B", "C"], ["y"], domain="com.microsoft", activation=activation,
+        alpha=0.5, beta=2.0, transB=1, **attributes,
+    )  # fmt: skip
+    model = _model(node, [("A", ["n", 8])], {"B": _f(6, 8), "C": _f(6)})
+    module = compile_onnx(model, tmp_path)
+    feeds = [{"A": _f(rows, 8)} for rows in (1, 5)]
     assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-5, atol=1e-5)
 
 
