@@ -214,7 +214,7 @@ def test_unknown_ops_keep_attributes_domains_and_absent_operands() -> None:
     assert (relu.name, relu.attributes, relu.loc) == ("onnx.Relu", {"niro.opset": 17}, "Relu_0")
     assert (clip.name, clip.attributes) == ("onnx.Clip", {"absent_inputs": (1,), "niro.opset": 17})
     assert [nir.format_type(v.type) for v in clip.operands] == ["tensor<2x3xf32>", "tensor<f32>"]
-    assert fused.name == "com.microsoft.FusedMatMul" and fused.loc == "FusedMatMul_2"
+    assert fused.name == "com.example.Blend" and fused.loc == "Blend_2"
     weights = fused.attributes.pop("weights")
     assert fused.attributes == {
         "alpha": 2.0, "transB": 1, "names": ("a", "b"), "scales": (1.0, 2.5), "niro.opset": 1,
