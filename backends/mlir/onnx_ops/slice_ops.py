@@ -259,7 +259,7 @@ def _lower_split(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     sizes = _split_sizes(ctx, source, axis, count)
     data = ctx.operands[0]
     element = lower_scalar_type(source.element_type)
-    outputs = []
+    outputs: list[mlir_ir.Value] = []
     offset: Mixed = 0
     for size, expected in zip(sizes, ctx.result_types, strict=True):
         extent = [_dim(ctx, data, source, dim_axis) for dim_axis in range(rank)]
@@ -481,7 +481,7 @@ def _lower_slice(ctx: LoweringRuleContext) -> list[mlir_ir.Value]:
     return [_gathered_slice(ctx, data, result, offsets, counts, strides)]
 
 
-def _read_with_a_stride(source: TensorType, counts: list[Mixed], strides: list[Mixed]) -> bool:
+def _read_with_a_stride(source: RankedTensorType, counts: list[Mixed], strides: list[Mixed]) -> bool:
     """Whether a slice of `source` (with dynamic dims) is a view IREE reads with a stride on
     its innermost dim: a step > 1, or one element of a longer last axis (which IREE drops as
     a unit dim, leaving the axis before it strided).
@@ -494,7 +494,7 @@ def _read_with_a_stride(source: TensorType, counts: list[Mixed], strides: list[M
     halves `x[..., 0::2]`, and Funnel Transformer's `torch.split(scores, 1, dim=-1)` of its
     [batch, heads, seq, 2] token-type scores, at a dynamic sequence length (onnx_ops/
     test_shape_ops.py, test_contrib_transformer.py). Static shapes keep the view."""
-    if source.shape is None or None not in source.shape:
+    if None not in source.shape:
         return False
     if any(isinstance(step, int) and step > 1 for step in strides):
         return True
@@ -505,7 +505,7 @@ def _read_with_a_stride(source: TensorType, counts: list[Mixed], strides: list[M
 def _gathered_slice(
     ctx: LoweringRuleContext,
     data: mlir_ir.Value,
-    result: TensorType,
+    result: RankedTensorType,
     offsets: list[Mixed],
     counts: list[Mixed],
     strides: list[Mixed],
