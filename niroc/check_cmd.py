@@ -150,18 +150,6 @@ def _check(path, inputs_file, seed, dims, rtol, atol, repro_dir, report) -> int:
     progress = progress_for(current_session())
     runner = ModelRunner(path, progress)
 
-    half_origin = widened_from_half(model)
-    for output in model.graph.output:
-        if output.name in half_origin and rtol is None and atol is None:
-            half = half_origin[output.name].name
-            report.note(
-                f"output '{output.name}' is a {half} value widened by a Cast: compared at "
-                f"{half}'s tolerance"
-            )
-
-    def tolerance(name, expected):
-        return tolerance_for(half_origin.get(name, expected.dtype), rtol, atol)
-
     try:
         outputs, got, expected = runner.run_both(model, feeds, str(path))
     except CheckStepFailed as error:
@@ -175,6 +163,19 @@ def _check(path, inputs_file, seed, dims, rtol, atol, repro_dir, report) -> int:
                     "from --inputs"
                 )
         raise
+    # typed once the model has imported (a model that does not gets the import's error)
+    half_origin = widened_from_half(model)
+    for output in model.graph.output:
+        if output.name in half_origin and rtol is None and atol is None:
+            half = half_origin[output.name].name
+            report.note(
+                f"output '{output.name}' is a {half} value widened by a Cast: compared at "
+                f"{half}'s tolerance"
+            )
+
+    def tolerance(name, expected):
+        return tolerance_for(half_origin.get(name, expected.dtype), rtol, atol)
+
     comparisons = [
         compare(name, value, wanted, tolerance(name, wanted))
         for name, value, wanted in zip(outputs, got, expected, strict=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 from niro.ir import NirocError
-from onnx import TensorProto
+from onnx import TensorProto, helper
 
 from .progress import Progress
 
@@ -107,8 +107,8 @@ def tolerance_for(dtype: np.dtype, rtol: float | None, atol: float | None) -> To
 
 
 _HALF_TYPES = {
-    TensorProto.FLOAT16: np.dtype(np.float16),
-    TensorProto.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
+    onnx_type: np.dtype(helper.tensor_dtype_to_np_dtype(onnx_type))
+    for onnx_type in (TensorProto.FLOAT16, TensorProto.BFLOAT16)
 }
 _WIDE_TYPES = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE})
 
@@ -393,11 +393,14 @@ def load_iree_module(vmfb: Path, parameters: Path | None = None, scope: str = "m
 
 
 _ORT_RAW_TYPES = {
-    np.dtype(ml_dtypes.bfloat16): TensorProto.BFLOAT16,
-    np.dtype(ml_dtypes.float8_e4m3fn): TensorProto.FLOAT8E4M3FN,
-    np.dtype(ml_dtypes.float8_e4m3fnuz): TensorProto.FLOAT8E4M3FNUZ,
-    np.dtype(ml_dtypes.float8_e5m2): TensorProto.FLOAT8E5M2,
-    np.dtype(ml_dtypes.float8_e5m2fnuz): TensorProto.FLOAT8E5M2FNUZ,
+    np.dtype(helper.tensor_dtype_to_np_dtype(onnx_type)): onnx_type
+    for onnx_type in (
+        TensorProto.BFLOAT16,
+        TensorProto.FLOAT8E4M3FN,
+        TensorProto.FLOAT8E4M3FNUZ,
+        TensorProto.FLOAT8E5M2,
+        TensorProto.FLOAT8E5M2FNUZ,
+    )
 }
 """The ml_dtypes arrays onnxruntime's Python API has no numpy type for (it refuses them as
 inputs, "Numpy_type 256 can't be converted", and as outputs), by their ONNX element type: they
@@ -417,10 +420,10 @@ def exact_low_bit_products(model) -> str | None:
     blocked weights feeding a MatMul, which onnxruntime fuses into a MatMulNBits at level 4
     unless told otherwise, gets that level from `run_onnxruntime`'s session config. Returns a
     note for the user when the model has either."""
+    from niro.frontends.onnx.inference import all_graphs
+
     raised, blocked = 0, False
-    pending = [model.graph]
-    while pending:
-        graph = pending.pop()
+    for graph in all_graphs(model.graph):
         for node in graph.node:
             for attribute in node.attribute:
                 if node.op_type == "MatMulNBits" and attribute.name == "accuracy_level":
@@ -428,7 +431,6 @@ def exact_low_bit_products(model) -> str | None:
                         attribute.i = EXACT_ACCURACY_LEVEL
                         raised += 1
                 blocked |= node.op_type == "DequantizeLinear" and attribute.name == "block_size"
-                pending.extend([attribute.g] if attribute.HasField("g") else attribute.graphs)
     if not raised and not blocked:
         return None
     return (

@@ -143,9 +143,7 @@ class _Body:
     def back(self, name: str, scalar: ScalarType) -> str:
         if scalar is ScalarType.F32:
             return name
-        return self.op(
-            "Cast", name, to=type_proto_from_niro(TensorType(scalar, ())).tensor_type.elem_type
-        )
+        return self.op("Cast", name, to=_onnx_element(scalar))
 
     def dim(self, name: str, axis: int) -> str:
         """Dim `axis` of tensor `name` as a 1-element int64 tensor."""
@@ -1537,9 +1535,14 @@ def _activation_kind(site: _Site) -> str:
     return kind.decode() if isinstance(kind, bytes) else str(kind)
 
 
+def _onnx_element(scalar: ScalarType) -> int:
+    """ONNX's element type code of a Niro scalar type."""
+    return type_proto_from_niro(TensorType(scalar, ())).tensor_type.elem_type
+
+
 def _numpy_dtype(scalar: ScalarType) -> np.dtype:
-    element = type_proto_from_niro(TensorType(scalar, ())).tensor_type.elem_type
-    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(element))
+    """The numpy dtype (ml_dtypes' for bf16 and FP8) of a constant of that scalar type."""
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(_onnx_element(scalar)))
 
 
 _BODIES: dict[tuple[str, str], Callable[[_Site], onnx.FunctionProto]] = {
