@@ -46,7 +46,15 @@ from .constants import (
     identity_value,
     index_constant,
 )
-from .contraction import Label, contract, matmul, matmul_labels, multiply_all, narrow_to_result
+from .contraction import (
+    Label,
+    contract,
+    matmul,
+    matmul_labels,
+    multiply_all,
+    named_matmul,
+    narrow_to_result,
+)
 from .elements import accumulator_type, convert, is_float, read_int_scalars, small_elements
 from .shapes import (
     DYNAMIC,
@@ -90,6 +98,7 @@ __all__ = [
     "ranked_result",
     "narrow_to_result",
     "multiply_all",
+    "named_matmul",
     "matmul_labels",
     "matmul",
     "contract",

@@ -40,7 +40,15 @@ from .structured import MapSpec, fill, generic, named_op
 if TYPE_CHECKING:
     from ..context import LoweringRuleContext
 
-__all__ = ["Label", "contract", "matmul", "matmul_labels", "multiply_all", "narrow_to_result"]
+__all__ = [
+    "Label",
+    "contract",
+    "matmul",
+    "matmul_labels",
+    "multiply_all",
+    "named_matmul",
+    "narrow_to_result",
+]
 
 Label = object  # a str letter, or ("...", i) for the i-th broadcast (ellipsis) dim
 
@@ -240,17 +248,10 @@ def matmul(ctx: LoweringRuleContext, accumulator: mlir_ir.Type) -> mlir_ir.Value
     lhs = ctx.ranked(ctx.niro_operands[0], "operand #0")
     rhs = ctx.ranked(ctx.niro_operands[1], "operand #1")
     result = ctx.ranked(ctx.niro_results[0], "result")
-    in_result_type = accumulator == ctx.mlir_type(result.element_type)
-    if in_result_type and len(lhs.shape) == 2 and len(rhs.shape) == 2:
-        if lhs.shape[0] is None and _versioned_fits(rhs.shape):
-            product = _few_rows_versioned(ctx.operands[0], ctx.operands[1], accumulator)
-        else:
-            product = _product(ctx.operands[0], ctx.operands[1], accumulator)
-        return cast_to(product, ctx.result_types[0])  # a result typed more statically than A
-    if in_result_type and _batch_matmul_fits(lhs.shape, rhs.shape):
-        return _batch_matmul(ctx, lhs.shape, accumulator)
-    if in_result_type and _rows_times_matrix_fits(lhs.shape, rhs.shape):
-        return _rows_times_matrix(ctx, lhs.shape, accumulator)
+    if accumulator == ctx.mlir_type(result.element_type):
+        named = named_matmul(ctx, accumulator)
+        if named is not None:
+            return named
     lhs_labels, rhs_labels, out = matmul_labels(len(lhs.shape), len(rhs.shape))
     operands = [
         (ctx.operands[0], ctx.niro_operands[0], lhs_labels),
@@ -264,6 +265,26 @@ def matmul(ctx: LoweringRuleContext, accumulator: mlir_ir.Type) -> mlir_ir.Value
         multiply_all(lhs.element_type, accumulator),
         narrow_to_result(ctx, accumulator),
     )
+
+
+def named_matmul(ctx: LoweringRuleContext, accumulator: mlir_ir.Type) -> mlir_ir.Value | None:
+    """The op's two operands' product as a named linalg op summed from 0 in `accumulator` (the
+    result's element type), when their shapes allow one (`matmul` says which); None otherwise.
+    The named ops sign-extend narrower integer operands into the accumulator, so int8 x int8
+    summed in i32 (an integer product without zero points) takes the same path."""
+    lhs = ctx.ranked(ctx.niro_operands[0], "operand #0").shape
+    rhs = ctx.ranked(ctx.niro_operands[1], "operand #1").shape
+    if len(lhs) == 2 and len(rhs) == 2:
+        if lhs[0] is None and _versioned_fits(rhs):
+            product = _few_rows_versioned(ctx.operands[0], ctx.operands[1], accumulator)
+        else:
+            product = _product(ctx.operands[0], ctx.operands[1], accumulator)
+        return cast_to(product, ctx.result_types[0])  # a result typed more statically than A
+    if _batch_matmul_fits(lhs, rhs):
+        return _batch_matmul(ctx, lhs, accumulator)
+    if _rows_times_matrix_fits(lhs, rhs):
+        return _rows_times_matrix(ctx, lhs, accumulator)
+    return None
 
 
 def _batch_matmul_fits(lhs: Sequence[int | None], rhs: Sequence[int | None]) -> bool:
@@ -323,7 +344,7 @@ def _few_rows_versioned(
     rows are few: one row by 2048x5632 (weights stored transposed, `weight_layout.py`) ran
     9.2-11.9 ms dynamic (the weights as stored in the model) against 1.8-2.2 ms so versioned;
     256x4096: 232 -> 112-140 us. At 128 rows the two versions ran alike (34-52 against 35-36
-    ms). The matrix need not be a weight: an int4 MatMulNBits' product reads its weights
+    ms). The matrix need not be a weight: an int4 MatMulNBits' f32 product (below accuracy_level 4) reads its weights
     dequantized at run time."""
     rows = dim_size(lhs, 0)
     few = arith.CmpIOp(arith.CmpIPredicate.ule, rows, index_constant(FEW_ROWS)).result
@@ -357,8 +378,54 @@ def _batch_matmul(
     if len(batch) > 1:
         operands = [collapse_dims(operand, 0, len(batch)) for operand in operands]
     lhs, rhs = operands
-    sizes = [math.prod(batch), tensor_size(lhs, 1), tensor_size(rhs, 2)]
-    product = named_op(
-        "linalg.batch_matmul", operands, fill(empty(sizes, element), constant(element, 0))
-    )
+    if shape[-2] is None and _one_row_fits(lhs, rhs):
+        product = _one_row_versioned(lhs, rhs, element)
+    else:
+        product = _batch_product(lhs, rhs, element)
     return expand_dim(product, 0, batch) if len(batch) > 1 else product
+
+
+def _batch_product(lhs: mlir_ir.Value, rhs: mlir_ir.Value, element: mlir_ir.Type) -> mlir_ir.Value:
+    """The named `linalg.batch_matmul` of two rank-3 tensors, summed from 0 in `element`."""
+    sizes = [tensor_size(lhs, 0), tensor_size(lhs, 1), tensor_size(rhs, 2)]
+    return named_op(
+        "linalg.batch_matmul", [lhs, rhs], fill(empty(sizes, element), constant(element, 0))
+    )
+
+
+def _one_row_fits(lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> bool:
+    """An int8 batch of run-time rows by static matrices (MatMulNBits' int8 block products,
+    `contrib_functions._int8_block_product`): `_one_row_versioned` builds it."""
+    lhs_type, rhs_type = mlir_ir.RankedTensorType(lhs.type), mlir_ir.RankedTensorType(rhs.type)
+    int8 = mlir_ir.IntegerType.get_signless(8)
+    return (
+        lhs_type.element_type == int8
+        and rhs_type.element_type == int8
+        and DYNAMIC not in rhs_type.shape
+    )
+
+
+def _one_row_versioned(
+    lhs: mlir_ir.Value, rhs: mlir_ir.Value, element: mlir_ir.Type
+) -> mlir_ir.Value:
+    """The batched product of a run-time number of rows in two versions chosen at run time:
+    one row (a decode step's token) as a static product, more as the dynamic one.
+
+    Why: IREE 3.13 compiles the int8 batch product [32, rows, 32] x [32, 32, 1536] at one
+    run-time row 3-4x slower than with the row static (0.33-0.50 against 0.12 ms,
+    iree-benchmark-module); padded to 8 static rows it is no faster than dynamic (0.34-0.37 ms),
+    so `_few_rows_versioned`'s padding does not serve here."""
+    rows = dim_size(lhs, 1)
+    one = arith.CmpIOp(arith.CmpIPredicate.eq, rows, index_constant(1)).result
+    source, matrices = mlir_ir.RankedTensorType(lhs.type), mlir_ir.RankedTensorType(rhs.type)
+    batch, columns = source.shape[0], matrices.shape[2]
+    result_type = mlir_ir.RankedTensorType.get([batch, DYNAMIC, columns], element)
+    branch = scf.IfOp(one, [result_type], has_else=True)
+    with mlir_ir.InsertionPoint(branch.then_block):
+        row = cast_to(
+            lhs, mlir_ir.RankedTensorType.get([batch, 1, source.shape[2]], source.element_type)
+        )
+        scf.YieldOp([cast_to(_batch_product(row, rhs, element), result_type)])
+    with mlir_ir.InsertionPoint(branch.else_block):
+        scf.YieldOp([_batch_product(lhs, rhs, element)])
+    return branch.results[0]

@@ -29,6 +29,7 @@ from ..builders import (
     matmul,
     matmul_labels,
     multiply_all,
+    named_matmul,
     narrow_to_result,
     tensor_size,
 )
@@ -59,7 +60,20 @@ def _lower_matmul(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
 @register_lowering("onnx.MatMulInteger", since=10)
 def _lower_matmul_integer(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
     """(A - a_zero_point) x (B - b_zero_point) in i32; zero points are scalars, or per row of
-    A / per column of B (1-D)."""
+    A / per column of B (1-D). int8 x int8 without zero points (MatMulNBits' int8 block
+    products, `contrib_functions._int8_block_product`) is a named op where the shapes allow
+    (`builders.named_matmul`): IREE compiles its batched form ~2x faster than the generic."""
+    operands = [
+        ctx.ranked(ctx.niro_operands[position], f"operand #{position}") for position in (0, 1)
+    ]
+    if (
+        all(operand.element_type is ScalarType.I8 for operand in operands)
+        and input_value(ctx, 2) is None
+        and input_value(ctx, 3) is None
+    ):
+        named = named_matmul(ctx, ctx.mlir_type(ScalarType.I32))
+        if named is not None:
+            return [named]
     return [integer_matmul(ctx, (0, 1, 2, 3), lambda value: value)]
 
 
