@@ -128,7 +128,7 @@ def _check(path, inputs_file, seed, dims, rtol, atol, repro_dir, report) -> int:
         CheckStepFailed,
         ModelRunner,
         compare,
-        exact_low_bit_products,
+        fused_low_bit_products_note,
         localize,
         random_feeds,
         tolerance_for,
@@ -136,9 +136,9 @@ def _check(path, inputs_file, seed, dims, rtol, atol, repro_dir, report) -> int:
     )
 
     model = _load_onnx(path)
-    exact_note = exact_low_bit_products(model)
-    if exact_note is not None:
-        report.note(exact_note)
+    fused_note = fused_low_bit_products_note(model)
+    if fused_note is not None:
+        report.note(fused_note)
     names = input_names(model.graph)
     if inputs_file is not None:
         feeds = _read_feeds(inputs_file, model, names)

@@ -35,7 +35,7 @@ __all__ = [
     "ModelRunner",
     "Tolerance",
     "compare",
-    "exact_low_bit_products",
+    "fused_low_bit_products_note",
     "from_abi",
     "load_iree_module",
     "localize",
@@ -410,34 +410,31 @@ _ORT_RAW_DTYPES = {onnx_type: dtype for dtype, onnx_type in _ORT_RAW_TYPES.items
 
 
 EXACT_ACCURACY_LEVEL = 1
-"""The MatMulNBits accuracy_level onnxruntime runs at here: f32 activations, the product niroc
-compiles. A level above it lets onnxruntime quantize the activations (4: int8), off by ~1e-2."""
+"""The accuracy_level of the MatMulNBits onnxruntime fuses from a blocked DequantizeLinear +
+MatMul: f32 activations, the computation niroc compiles. At its default, 4, onnxruntime
+quantizes the activations to int8 there, ~1e-2 off. (A MatMulNBits written in the model is
+run as written: niroc computes it as onnxruntime does at its level.)"""
 
 
-def exact_low_bit_products(model) -> str | None:
-    """Make onnxruntime compute `model`'s low-bit weight products exactly (edits `model`, the
-    check's own copy): every MatMulNBits at `EXACT_ACCURACY_LEVEL`. A DequantizeLinear of
-    blocked weights feeding a MatMul, which onnxruntime fuses into a MatMulNBits at level 4
-    unless told otherwise, gets that level from `run_onnxruntime`'s session config. Returns a
-    note for the user when the model has either."""
+def fused_low_bit_products_note(model) -> str | None:
+    """What the user should know when `model` has a DequantizeLinear of blocked weights, which
+    onnxruntime fuses with the MatMul reading it into a MatMulNBits (`run_onnxruntime` runs
+    that at `EXACT_ACCURACY_LEVEL`); None when it has none."""
     from niro.frontends.onnx.inference import all_graphs
 
-    raised, blocked = 0, False
-    for graph in all_graphs(model.graph):
-        for node in graph.node:
-            for attribute in node.attribute:
-                if node.op_type == "MatMulNBits" and attribute.name == "accuracy_level":
-                    if attribute.i > EXACT_ACCURACY_LEVEL:
-                        attribute.i = EXACT_ACCURACY_LEVEL
-                        raised += 1
-                blocked |= node.op_type == "DequantizeLinear" and attribute.name == "block_size"
-    if not raised and not blocked:
+    blocked = any(
+        node.op_type == "DequantizeLinear" and attribute.name == "block_size" and attribute.i
+        for graph in all_graphs(model.graph)
+        for node in graph.node
+        for attribute in node.attribute
+    )
+    if not blocked:
         return None
     return (
-        f"onnxruntime runs the low-bit weight products (MatMulNBits, blocked DequantizeLinear + "
-        f"MatMul) at accuracy_level {EXACT_ACCURACY_LEVEL} (f32 activations), the computation "
-        f"niroc compiles (at level 4, its default for them, it quantizes the activations to "
-        f"int8: ~1e-2 off)"
+        f"onnxruntime fuses the blocked DequantizeLinear + MatMul pairs into MatMulNBits; they "
+        f"run at accuracy_level {EXACT_ACCURACY_LEVEL} (f32 activations), the computation niroc "
+        f"compiles (at level 4, its default for them, it quantizes the activations to int8: "
+        f"~1e-2 off)"
     )
 
 

@@ -167,23 +167,6 @@ def generate(
     return model_path
 
 
-def exact_reference(model_path: Path) -> Path:
-    """The same model with every MatMulNBits at accuracy_level 1 (f32 activations, the exact
-    computation niroc compiles; the builder writes 4, which quantizes them to int8), beside it
-    as model_exact.onnx, reading the same weights file: what niroc's numbers are checked
-    against."""
-    import onnx
-
-    model = onnx.load(str(model_path), load_external_data=False)
-    for node in model.graph.node:
-        for attribute in node.attribute:
-            if node.op_type == "MatMulNBits" and attribute.name == "accuracy_level":
-                attribute.i = 1
-    exact = model_path.with_name("model_exact.onnx")
-    onnx.save(model, str(exact))
-    return exact
-
-
 _TEXT_INPUTS = ["input_ids", "attention_mask"]
 _FUSED_MODELS = {
     # kind: (transformers config class, model class, config sizes, inputs, outputs)

@@ -8,7 +8,8 @@ and the peer's (`iree-import-onnx model.onnx -o peer.mlir`) are compiled by iree
 same flags (its defaults plus `--iree-llvmcpu-target-cpu=host`), one compile at a time; both
 modules are loaded with iree.runtime (`local-task`) and called on the same inputs, and so is an
 onnxruntime session (CPU, defaults). Every output of both modules is checked against
-onnxruntime (rtol 1e-3, atol 1e-4 of the largest expected magnitude, as the zoo test does).
+onnxruntime (rtol 1e-3, atol 1e-4 of the largest expected magnitude, as the zoo test does; a row
+may say otherwise, `Spec.atol`).
 Timing: onnxruntime first, in a block of its own (two warm-ups, `--runs` timed calls), then its
 session is dropped (its threads spin on after each call and slow whatever runs next); then two
 warm-up calls of each IREE module and `--runs` rounds calling niroc's and the peer's in turn, the
@@ -45,7 +46,6 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,11 +82,8 @@ class Spec:
     single_op: bool = False
     """One op alone (how a construct scales), not a network: outside the geomeans of the
     networks, which the report gives with and without these rows."""
-    reference: Callable[[Path], Path] | None = None
-    """Where onnxruntime computes the model differently from its exact semantics (int4
-    MatMulNBits at accuracy_level 4 quantizes activations to int8): a function from the
-    model's path to the path of a model that computes it exactly, whose outputs niroc and the
-    peer are checked against. onnxruntime is still timed on the model as written."""
+    atol: float = 1e-4
+    """The absolute tolerance of the check, as a fraction of the largest expected magnitude."""
 
 
 def _zoo(name: str, opset: int | None):
@@ -142,13 +139,6 @@ def _genai(family: str, precision: str):
                 shutil.copy(file, path.parent / file.name)
 
     return make
-
-
-def _exact_int4(path: Path) -> Path:
-    """The model with its MatMulNBits at accuracy_level 1 (see `Spec.reference`)."""
-    from testdata.llm.generate import exact_reference
-
-    return exact_reference(path)
 
 
 def _generated(name: str):
@@ -215,12 +205,16 @@ MODELS.update(
         ),
         "genai_llama_int4_step": Spec(
             "genai_llama_step with int4 weights (the builder's MatMulNBits, block 32;"
-            " onnxruntime timed as built, at accuracy_level 4, outputs checked at level 1)",
+            " at accuracy_level 4: int8 activations per block, in niroc and onnxruntime alike;"
+            " checked to 1e-2 of the largest value)",
             _genai("llama", "int4"),
             GENAI_DECODE_STEP,
             ids=256,
             ones=("attention_mask",),
-            reference=_exact_int4,
+            # an activation one ulp apart rounds to the next int8 step in one of the two: its
+            # block moves a whole row of a product by one step (0.007-0.01 on values up to 4.4
+            # seen, where the f32 product is 0.04 away); `make llm` checks the semantics
+            atol=1e-2,
         ),
         "torch_encoder": Spec(
             "2-layer torch TransformerEncoder export, 1x9 ids (its traced length)",
@@ -368,14 +362,16 @@ def _load(vmfb: Path):
     return call
 
 
-def _check(actual: list[np.ndarray], expected: list[np.ndarray]) -> str | None:
+def _check(
+    actual: list[np.ndarray], expected: list[np.ndarray], atol_of_largest: float
+) -> str | None:
     if len(actual) != len(expected):
         return f"{len(actual)} outputs, expected {len(expected)}"
     for index, (got, want) in enumerate(zip(actual, expected, strict=True)):
         got = got.astype(want.dtype) if got.dtype != want.dtype else got
         if got.shape != want.shape:
             return f"output #{index}: shape {got.shape}, expected {want.shape}"
-        atol = 1e-4 * max(1.0, float(np.abs(want).max())) if want.size else 0.0
+        atol = atol_of_largest * max(1.0, float(np.abs(want).max())) if want.size else 0.0
         if not np.allclose(got, want, rtol=1e-3, atol=atol):
             return f"output #{index}: max abs diff {float(np.abs(got - want).max()):.3g}"
     return None
@@ -411,11 +407,8 @@ def bench(name: str, runs: int, extra_flags: list[str]) -> Result:
 
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3  # the light models' unused initializers warn by the hundred
-    reference = path if spec.reference is None else spec.reference(path)
-    expected = onnxruntime.InferenceSession(
-        str(reference), options, providers=["CPUExecutionProvider"]
-    ).run(None, feeds)
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    expected = session.run(None, feeds)
     # NOTE: onnxruntime is timed in a block of its own, and its session is gone before IREE's
     # modules are timed: its worker threads spin on after a call returns and take a core from
     # whatever runs next. Timed in turn with it, the module called after it was up to 25%
@@ -442,7 +435,7 @@ def bench(name: str, runs: int, extra_flags: list[str]) -> Result:
             continue
         call = _load(folder / f"{key}.vmfb")
         try:
-            problem = _check(call(arrays), expected)
+            problem = _check(call(arrays), expected, spec.atol)
         except Exception as exc:  # noqa: BLE001 - a run-time failure is a finding to report
             problem = f"run failed: {str(exc).splitlines()[0][:160]}"
         if problem:

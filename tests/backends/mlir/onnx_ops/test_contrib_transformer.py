@@ -46,7 +46,7 @@ def _f(*shape) -> np.ndarray:
 # -- MatMulNBits -----------------------------------------------------------------------------------
 
 
-def _matmul_nbits(bits, block, k, n, zero_points, bias=False, g_idx=False):
+def _matmul_nbits(bits, block, k, n, zero_points, bias=False, g_idx=False, level=0):
     blocks = -(-k // block)
     packed = RNG.integers(0, 256, (n, blocks, block * bits // 8), dtype=np.uint8)
     weights = {"B": packed, "scales": (RNG.random(n * blocks) * 0.1 + 0.01).astype(np.float32)}
@@ -66,8 +66,9 @@ def _matmul_nbits(bits, block, k, n, zero_points, bias=False, g_idx=False):
     while names[-1] == "":
         names.pop()
     node = helper.make_node(
-        "MatMulNBits", names, ["y"], domain=MS, name="mm", K=k, N=n, bits=bits, block_size=block
-    )
+        "MatMulNBits", names, ["y"], domain=MS, name="mm",
+        K=k, N=n, bits=bits, block_size=block, accuracy_level=level,
+    )  # fmt: skip
     return _model([node], [("A", F32, ["b", "s", k])], [("y", F32)], weights)
 
 
@@ -87,6 +88,55 @@ def test_matmul_nbits_matches_onnxruntime(tmp_path, bits, block, k, n, zero_poin
     model = _matmul_nbits(bits, block, k, n, zero_points, bias, g_idx)
     module = compile_onnx(model, tmp_path)
     feeds = [{"A": _f(1, 3, k)}, {"A": _f(2, 5, k)}]
+    assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "bits, block, k, n, zero_points, bias",
+    [
+        (4, 32, 1024, 64, None, False),
+        (4, 16, 40, 8, "packed", True),
+        (4, 32, 1000, 24, "packed", False),
+        (4, 128, 256, 16, None, True),
+        (8, 32, 256, 12, "packed", False),
+        (8, 64, 200, 12, None, True),
+    ],
+)
+def test_matmul_nbits_at_level_4_quantizes_a_as_onnxruntime_does(
+    tmp_path, bits, block, k, n, zero_points, bias
+):
+    """accuracy_level 4 (the builder's CPU default): onnxruntime quantizes A to int8 per block,
+    ~1e-1 off the f32 product on these sizes; niroc computes the same quantized product, so it
+    matches onnxruntime's run of the model as built to f32 rounding. A zero row (a zero block
+    scale) included."""
+    model = _matmul_nbits(bits, block, k, n, zero_points, bias, level=4)
+    module = compile_onnx(model, tmp_path)
+    rows = _f(2, 5, k)
+    rows[1, 2] = 0.0
+    feeds = [{"A": _f(1, 1, k)}, {"A": rows}]
+    assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-5, atol=1e-4)
+
+
+def test_matmul_nbits_at_level_4_reads_fp16_a_as_onnxruntime_does(tmp_path):
+    """An fp16 A (and fp16 scales) at level 4: widened to f32, quantized per block, the f32
+    product rounded back to fp16, as onnxruntime's CPU kernel."""
+    model = _matmul_nbits(4, 32, 128, 16, None, level=4)
+    graph = model.graph
+    graph.input[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    scales = next(tensor for tensor in graph.initializer if tensor.name == "scales")
+    scales.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(scales).astype(np.float16), "scales"))
+    module = compile_onnx(model, tmp_path)
+    feeds = [{"A": _f(1, 1, 128).astype(np.float16)}, {"A": _f(2, 3, 128).astype(np.float16)}]
+    assert_matches_onnxruntime(module, model, feeds, function="g", rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("zero_points, g_idx", [("float", False), (None, True)])
+def test_matmul_nbits_at_level_4_stays_f32_where_onnxruntime_does(tmp_path, zero_points, g_idx):
+    """onnxruntime computes level 4 in f32 when the zero points are floats or g_idx is given."""
+    model = _matmul_nbits(4, 32, 96, 8, zero_points, g_idx=g_idx, level=4)
+    module = compile_onnx(model, tmp_path)
+    feeds = [{"A": _f(2, 3, 96)}]
     assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-4, atol=1e-4)
 
 
