@@ -31,6 +31,7 @@ from ..builders import (
     i64_tensor,
     index_constant,
     read_int_scalars,
+    small_elements,
 )
 from ..context import LoweringRuleContext
 from ..literals import scalar_attr
@@ -108,11 +109,19 @@ def _reshape_sizes(ctx: LoweringRuleContext, source: RankedTensorType, target: R
             f"has a shape input {format_type(shape_type)} for a result {format_type(target)}"
         )
     allowzero = bool(attribute(ctx, "allowzero", 0))
+    # NOTE: a constant shape is read at compile time (`small_elements`), never extracted from
+    # its constant: IREE 3.13 crashes folding a `tensor.extract` of a `dense_resource` ("ElementsAttr
+    # does not provide iteration facilities"), which is where a Reshape in an If branch whose
+    # result ONNX types with a run-time dim (a -1 in the shape) read it from.
+    elements = small_elements(shape_value, ctx.constant_operand(1))
     requested = []
     for axis in range(len(target.shape)):
-        raw = to_index(
-            tensor.ExtractOp(shape_value, [index_constant(axis)]).result, shape_type.element_type
+        element = (
+            elements[axis]
+            if elements is not None
+            else tensor.ExtractOp(shape_value, [index_constant(axis)]).result
         )
+        raw = to_index(element, shape_type.element_type)
         if not allowzero and axis < len(source.shape):
             raw = select(cmp("eq", raw, 0), _size(ctx, data, source, axis), raw)
         requested.append(raw)

@@ -45,3 +45,28 @@ def test_arms_of_different_ranks_are_refused() -> None:
     model = _model("float", "{1.0}")
     with pytest.raises(LoweringError, match=r"'onnx.If' op then_branch yields tensor<f32> for result #0 of type tensor<\?xf32>: only shapes of the same rank"):
         lower_to_mlir(import_model(model))
+
+
+def test_a_reshape_in_a_branch_reads_its_constant_shape_at_compile_time(tmp_path) -> None:
+    """ONNX types a Reshape of a dynamic tensor to [-1, 4] inside a branch with a run-time
+    dim, so the lowering computes the -1: from the shape's constant elements, not from a
+    `tensor.extract` of its `dense_resource` (IREE 3.13 crashed folding that: "ElementsAttr does
+    not provide iteration facilities")."""
+    model = onnx.parser.parse_model(
+        HEADER
+        + """
+g (float[N, 8] x, bool c) => (float[M, 4] y) {
+  y = If (c) <then_branch = t () => (float[A, 4] r) {
+      shape = Constant <value = int64[2] {-1, 4}> ()
+      r = Reshape (x, shape)
+    }, else_branch = f () => (float[B, 4] s) {
+      shape2 = Constant <value = int64[2] {-1, 4}> ()
+      flat = Reshape (x, shape2)
+      s = Neg (flat)
+    }>
+}"""
+    )
+    vm_module = compile_onnx(model, tmp_path)
+    x = np.arange(24, dtype=np.float32).reshape(3, 8)
+    feeds = [{"x": x, "c": np.array(True)}, {"x": x[:1], "c": np.array(False)}]
+    assert_matches_onnxruntime(vm_module, model, feeds, function="g", rtol=0, atol=0)
