@@ -163,6 +163,9 @@ GENAI_DECODE_STEP = {
 }
 """The genai builder's dims at one decode step after 31 tokens (the KV cache's head size 64)."""
 
+GENAI_PROMPT = {**GENAI_DECODE_STEP, "sequence_length": 32, "past_sequence_length": 0}
+"""The genai builder's dims at a 32-token prompt (no KV cache yet)."""
+
 MODELS: dict[str, Spec] = {}
 for _name in ZOO:
     MODELS[_name] = Spec(f"light {_name}, own opset", _zoo(_name, None))
@@ -215,6 +218,18 @@ MODELS.update(
             # block moves a whole row of a product by one step (0.007-0.01 on values up to 4.4
             # seen, where the f32 product is 0.04 away); `make llm` checks the semantics
             atol=1e-2,
+        ),
+        "genai_llama_int4_prompt": Spec(
+            "genai_llama_int4_step's model on a 32-token prompt (empty KV cache): products of"
+            " 32 rows by the int4 weights (checked to 2e-2 of the largest value)",
+            _genai("llama", "int4"),
+            GENAI_PROMPT,
+            ids=256,
+            ones=("attention_mask",),
+            # the int8 steps (see genai_llama_int4_step) compound over the layers on 32 rows:
+            # layer 0's present KV matches to 1e-6, layers 1-3 to 0.011, 0.022, 0.030 (values
+            # up to 2.8; the f32 product is 0.012-0.048 away), the logits to 1e-3
+            atol=2e-2,
         ),
         "torch_encoder": Spec(
             "2-layer torch TransformerEncoder export, 1x9 ids (its traced length)",
