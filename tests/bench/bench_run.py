@@ -166,6 +166,14 @@ GENAI_DECODE_STEP = {
 GENAI_PROMPT = {**GENAI_DECODE_STEP, "sequence_length": 32, "past_sequence_length": 0}
 """The genai builder's dims at a 32-token prompt (no KV cache yet)."""
 
+
+def _genai_spec(what: str, precision: str, dims: dict, atol: float = 1e-4) -> Spec:
+    """A row of onnxruntime-genai's Llama at `precision` (`_genai`), fed random ids below its
+    vocabulary of 256 and an all-ones attention mask."""
+    return Spec(
+        what, _genai("llama", precision), dims, ids=256, ones=("attention_mask",), atol=atol
+    )
+
 MODELS: dict[str, Spec] = {}
 for _name in ZOO:
     MODELS[_name] = Spec(f"light {_name}, own opset", _zoo(_name, None))
@@ -198,34 +206,28 @@ MODELS.update(
             " by large weights",
             _fixed(_generated("mlp_rows"), {"rows": 128}),
         ),
-        "genai_llama_step": Spec(
+        "genai_llama_step": _genai_spec(
             "onnxruntime-genai's fp32 Llama (4 layers, hidden 1024, MLP 2816, GQA 16/4 heads),"
             " one decode step after 31 tokens (KV cache)",
-            _genai("llama", "fp32"),
+            "fp32",
             GENAI_DECODE_STEP,
-            ids=256,
-            ones=("attention_mask",),
         ),
-        "genai_llama_int4_step": Spec(
+        "genai_llama_int4_step": _genai_spec(
             "genai_llama_step with int4 weights (the builder's MatMulNBits, block 32;"
             " at accuracy_level 4: int8 activations per block, in niroc and onnxruntime alike;"
             " checked to 1e-2 of the largest value)",
-            _genai("llama", "int4"),
+            "int4",
             GENAI_DECODE_STEP,
-            ids=256,
-            ones=("attention_mask",),
             # an activation one ulp apart rounds to the next int8 step in one of the two: its
             # block moves a whole row of a product by one step (0.007-0.01 on values up to 4.4
             # seen, where the f32 product is 0.04 away); `make llm` checks the semantics
             atol=1e-2,
         ),
-        "genai_llama_int4_prompt": Spec(
+        "genai_llama_int4_prompt": _genai_spec(
             "genai_llama_int4_step's model on a 32-token prompt (empty KV cache): products of"
             " 32 rows by the int4 weights (checked to 2e-2 of the largest value)",
-            _genai("llama", "int4"),
+            "int4",
             GENAI_PROMPT,
-            ids=256,
-            ones=("attention_mask",),
             # the int8 steps (see genai_llama_int4_step) compound over the layers on 32 rows:
             # layer 0's present KV matches to 1e-6, layers 1-3 to 0.011, 0.022, 0.030 (values
             # up to 2.8; the f32 product is 0.012-0.048 away), the logits to 1e-3
