@@ -25,6 +25,7 @@ from niro.ir import Literal as NiroLiteral
 from niro.ir import ScalarType, TensorType, as_memoryview, buffer_nbytes, is_buffer
 
 from .bindings import mlir_ir
+from .builders.elements import SMALL_VECTOR
 from .types import lower_scalar_type, lower_type
 
 __all__ = [
@@ -266,6 +267,14 @@ def tensor_data_attr(
         # MLIR's packed copy is 1/8 of the buffer.
         flags = np.frombuffer(data, dtype=np.bool_).reshape(shape)
         return mlir_ir.DenseElementsAttr.get(flags, type=lower_scalar_type(element))
+    if element in (ScalarType.I32, ScalarType.I64) and len(shape) == 1 and count <= SMALL_VECTOR:
+        # NOTE: IREE 3.13 crashes ("ElementsAttr does not provide iteration facilities") when a
+        # folder iterates a `dense_resource`: a tensor.extract of a constant shape, as torch's
+        # padded TransformerEncoder export made with `--iree-opt-const-eval=false`. Shape
+        # vectors, axes and pads (1-D) are written inline: the lowering then reads their
+        # elements at compile time (`builders.small_elements`), and a reader sees them.
+        values = np.frombuffer(data, dtype=f"<i{width}").reshape(shape)
+        return mlir_ir.DenseElementsAttr.get(values, type=lower_scalar_type(element))
     return resources.add(name, data, width, mlir_type)
 
 

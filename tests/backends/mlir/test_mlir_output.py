@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 import numpy as np
 from mlir_harness import (
@@ -183,4 +184,30 @@ def test_bool_and_unsigned_data_compute_right(tmp_path):
     assert int(bit) == 0
     np.testing.assert_array_equal(
         u8_sum.to_host().view(np.uint8), np.array([0, 144, 254], dtype=np.uint8)
+    )
+
+
+def test_small_integer_constants_are_inline_and_compile_without_const_eval(tmp_path):
+    """1-D i32/i64 tensors of at most SMALL_VECTOR elements (shape vectors, axes, pads) are written
+    as `dense<...>`, not as `dense_resource` blobs, so the lowering reads them at compile time.
+    NOTE: IREE 3.13 crashes when a folder iterates a blob's elements ("ElementsAttr does not
+    provide iteration facilities"): torch's padded TransformerEncoder export did with
+    `--iree-opt-const-eval=false` (a Reshape read its constant shape with tensor.extract)."""
+    from pathlib import Path
+
+    import onnxruntime
+    from mlir_harness import assert_matches_onnxruntime
+    from niro.frontends.onnx import import_model
+
+    path = Path(__file__).resolve().parents[3] / "testdata" / "pytorch" / "padded_encoder.onnx"
+    lowered = lower_to_mlir(import_model(path))
+    text = lowered.to_text()
+    flags = ("--iree-opt-const-eval=false",)
+    vm_module = load_vmfb(compile_module(lowered, tmp_path, extra_flags=flags))
+    assert not re.search(r"dense_resource<[\w.]+> : tensor<\d+xi64>", text)
+    ids = np.random.default_rng(0).integers(1, 40, (2, 10)).astype(np.int64)
+    ids[0, 5:] = 0  # the first row's second half is padding
+    session = onnxruntime.InferenceSession(str(path))
+    assert_matches_onnxruntime(
+        vm_module, session, [{"ids": ids}], function="main_graph", rtol=1e-4, atol=1e-5
     )
