@@ -422,7 +422,10 @@ def _int8_block_product(
     (as a Mul by the outer product of the scales and a ReduceSum, IREE made three dispatches of
     it, as long as the product). One 1x1024 by 1536x1024 int4 product ran 0.18 ms against
     0.55-0.8 ms as the f32 product (iree-benchmark-module); the onnxruntime-genai int4 Llama's
-    decode step (bench-run `genai_llama_int4_step`) 17.1 -> 6.6 ms."""
+    decode step (bench-run `genai_llama_int4_step`) 17.1 -> 6.6 ms. Many rows pay for it: the
+    batch writes a partial sum per block for every output (`genai_llama_int4_prompt`, 32
+    tokens: 58 ms against 36 for the f32 form). An If choosing the f32 form for many rows won
+    that back, but IREE then kept two unpacked copies of the weights."""
     blocks = -(-k // block_size)
     a = body.f32("A", site.type(0, "A").element_type)
     rank = len(site.shape(0, "A"))
