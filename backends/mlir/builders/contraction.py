@@ -321,9 +321,27 @@ def _rows_times_matrix(
 
 
 def _product(lhs: mlir_ir.Value, rhs: mlir_ir.Value, element: mlir_ir.Type) -> mlir_ir.Value:
-    """The named `linalg.matmul` of two matrices, summed from 0 in `element`."""
-    sizes = [tensor_size(lhs, 0), tensor_size(rhs, 1)]
-    return named_op("linalg.matmul", [lhs, rhs], fill(empty(sizes, element), constant(element, 0)))
+    """The named `linalg.matmul` of two matrices, or `linalg.batch_matmul` of two rank-3
+    tensors, summed from 0 in `element`."""
+    rank = mlir_ir.RankedTensorType(lhs.type).rank
+    sizes = [tensor_size(lhs, axis) for axis in range(rank - 1)] + [tensor_size(rhs, rank - 1)]
+    name = "linalg.matmul" if rank == 2 else "linalg.batch_matmul"
+    return named_op(name, [lhs, rhs], fill(empty(sizes, element), constant(element, 0)))
+
+
+def _versioned(
+    small: mlir_ir.Value,
+    result_type: mlir_ir.Type,
+    static: Callable[[], mlir_ir.Value],
+    dynamic: Callable[[], mlir_ir.Value],
+) -> mlir_ir.Value:
+    """A product in two versions chosen at run time: `static()` where the rows are `small` (an
+    i1), `dynamic()` otherwise, each yielded as `result_type`."""
+    branch = scf.IfOp(small, [result_type], has_else=True)
+    for block, build in ((branch.then_block, static), (branch.else_block, dynamic)):
+        with mlir_ir.InsertionPoint(block):
+            scf.YieldOp([cast_to(build(), result_type)])
+    return branch.results[0]
 
 
 def _versioned_fits(rhs: Sequence[int | None]) -> bool:
@@ -344,25 +362,23 @@ def _few_rows_versioned(
     rows are few: one row by 2048x5632 (weights stored transposed, `weight_layout.py`) ran
     9.2-11.9 ms dynamic (the weights as stored in the model) against 1.8-2.2 ms so versioned;
     256x4096: 232 -> 112-140 us. At 128 rows the two versions ran alike (34-52 against 35-36
-    ms). The matrix need not be a weight: an int4 MatMulNBits' f32 product (below accuracy_level 4) reads its weights
-    dequantized at run time."""
+    ms). The matrix need not be a weight: an int4 MatMulNBits' f32 product (below
+    accuracy_level 4) reads its weights dequantized at run time."""
     rows = dim_size(lhs, 0)
     few = arith.CmpIOp(arith.CmpIPredicate.ule, rows, index_constant(FEW_ROWS)).result
     columns = mlir_ir.RankedTensorType(rhs.type).shape[1]
-    result_type = mlir_ir.RankedTensorType.get([DYNAMIC, columns], element)
-    branch = scf.IfOp(few, [result_type], has_else=True)
-    with mlir_ir.InsertionPoint(branch.then_block):
+
+    def padded() -> mlir_ir.Value:
         padding = arith.SubIOp(index_constant(FEW_ROWS), rows).result
         source = mlir_ir.RankedTensorType(lhs.type)
-        padded = cast_to(
+        rows_padded = cast_to(
             pad(lhs, [0, 0], [padding, 0], constant(source.element_type, 0)),
             mlir_ir.RankedTensorType.get([FEW_ROWS, source.shape[1]], source.element_type),
         )
-        product = _product(padded, rhs, element)
-        scf.YieldOp([extract_slice(product, [0, 0], [rows, columns])])
-    with mlir_ir.InsertionPoint(branch.else_block):
-        scf.YieldOp([_product(lhs, rhs, element)])
-    return branch.results[0]
+        return extract_slice(_product(rows_padded, rhs, element), [0, 0], [rows, columns])
+
+    result_type = mlir_ir.RankedTensorType.get([DYNAMIC, columns], element)
+    return _versioned(few, result_type, padded, lambda: _product(lhs, rhs, element))
 
 
 def _batch_matmul(
@@ -381,16 +397,8 @@ def _batch_matmul(
     if shape[-2] is None and _one_row_fits(lhs, rhs):
         product = _one_row_versioned(lhs, rhs, element)
     else:
-        product = _batch_product(lhs, rhs, element)
+        product = _product(lhs, rhs, element)
     return expand_dim(product, 0, batch) if len(batch) > 1 else product
-
-
-def _batch_product(lhs: mlir_ir.Value, rhs: mlir_ir.Value, element: mlir_ir.Type) -> mlir_ir.Value:
-    """The named `linalg.batch_matmul` of two rank-3 tensors, summed from 0 in `element`."""
-    sizes = [tensor_size(lhs, 0), tensor_size(lhs, 1), tensor_size(rhs, 2)]
-    return named_op(
-        "linalg.batch_matmul", [lhs, rhs], fill(empty(sizes, element), constant(element, 0))
-    )
 
 
 def _one_row_fits(lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> bool:
@@ -419,13 +427,11 @@ def _one_row_versioned(
     one = arith.CmpIOp(arith.CmpIPredicate.eq, rows, index_constant(1)).result
     source, matrices = mlir_ir.RankedTensorType(lhs.type), mlir_ir.RankedTensorType(rhs.type)
     batch, columns = source.shape[0], matrices.shape[2]
+    row_type = mlir_ir.RankedTensorType.get([batch, 1, source.shape[2]], source.element_type)
     result_type = mlir_ir.RankedTensorType.get([batch, DYNAMIC, columns], element)
-    branch = scf.IfOp(one, [result_type], has_else=True)
-    with mlir_ir.InsertionPoint(branch.then_block):
-        row = cast_to(
-            lhs, mlir_ir.RankedTensorType.get([batch, 1, source.shape[2]], source.element_type)
-        )
-        scf.YieldOp([cast_to(_batch_product(row, rhs, element), result_type)])
-    with mlir_ir.InsertionPoint(branch.else_block):
-        scf.YieldOp([_batch_product(lhs, rhs, element)])
-    return branch.results[0]
+    return _versioned(
+        one,
+        result_type,
+        lambda: _product(cast_to(lhs, row_type), rhs, element),
+        lambda: _product(lhs, rhs, element),
+    )
