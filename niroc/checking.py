@@ -200,11 +200,9 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, tolerance: Toleran
 def random_feeds(
     model, names: Sequence[str], seed: int, dims: Mapping[str, int]
 ) -> tuple[dict[str, np.ndarray], list[str]]:
-    """Random inputs (normal floats, integers in RANDOM_INTEGERS, booleans) of the graph's input types,
-    dynamic dims sized by `dims` (by dim name) or 1; returns the feeds and a note per dim set
-    to 1. `dims` naming no dynamic dim is the caller's to check (see `dynamic_dim_names`)."""
-    from onnx import helper
-
+    """Random inputs (normal floats, integers in RANDOM_INTEGERS, booleans) of the graph's input
+    types, dynamic dims sized by `dims` (by dim name) or 1; returns the feeds and a note per dim
+    set to 1. `dims` naming no dynamic dim is the caller's to check (see `dynamic_dim_names`)."""
     rng = np.random.default_rng(seed)
     declared = {value.name: value for value in model.graph.input}
     feeds: dict[str, np.ndarray] = {}

@@ -446,7 +446,7 @@ def _int8_block_product(
     if site.has(3):
         zeros = _packed_zero_points(body, n, blocks, bits)
     else:
-        zeros = body.op("Expand", body.const(1 << (bits - 1), np.uint8), body.const([n, blocks]))
+        zeros = body.op("Expand", body.const(1 << (bits - 1), np.uint8), grid)
     zeros = body.op("Transpose", body.op("Unsqueeze", zeros, body.const([2])), perm=[1, 2, 0])
     if bits < 8:
         # q - zero_point fits int8: one int8 x int8 product
@@ -1356,7 +1356,7 @@ def _self_attention(
     for name in ("do_rotary", "past_present_share_buffer"):
         if site.int(name, 0):
             raise ContribFunctionError(f"supports {name}=0 only")
-    width = site.static(1, "weights", 1)
+    width = site.static(1, body.inputs[1], 1)  # Attention's weights, QAttention's weight
     given = cast(Sequence[int], site.attributes.get("qkv_hidden_sizes") or (width // 3,) * 3)
     sizes = tuple(int(size) for size in given)
     if (

@@ -109,10 +109,8 @@ def _reshape_sizes(ctx: LoweringRuleContext, source: RankedTensorType, target: R
             f"has a shape input {format_type(shape_type)} for a result {format_type(target)}"
         )
     allowzero = bool(attribute(ctx, "allowzero", 0))
-    # NOTE: a constant shape is read at compile time (`small_elements`), never extracted from
-    # its constant: IREE 3.13 crashes folding a `tensor.extract` of a `dense_resource` ("ElementsAttr
-    # does not provide iteration facilities"), which is where a Reshape in an If branch whose
-    # result ONNX types with a run-time dim (a -1 in the shape) read it from.
+    # a constant shape (a Reshape in an If branch, whose result ONNX types with a run-time dim)
+    # is read at compile time, host arithmetic, not a device read of its constant
     elements = small_elements(shape_value, ctx.constant_operand(1))
     requested = []
     for axis in range(len(target.shape)):

@@ -21,6 +21,16 @@ from .helpers import describe_block, import_text, import_verified, main_block
 OPSET = '<ir_version: 8, opset_import: ["" : 18]>'
 
 
+def _expand_keeping_minus_ones(out: str, source: str, shape: str) -> str:
+    """ONNX text: `out` = `source` expanded to the 3-element `shape` whose -1s keep a dim, as
+    PyTorch exports `expand(..., -1, ...)`: Expand(source, Where(Equal(shape, -1), 1, shape))."""
+    return (
+        f" minus = Constant <value_ints = [-1, -1, -1]> ()\n unchanged = Equal({shape}, minus)\n"
+        f" ones = Constant <value_ints = [1, 1, 1]> ()\n target = Where(unchanged, ones, {shape})\n"
+        f" {out} = Expand({source}, target)\n"
+    )
+
+
 def _op(text: str, op_type: str) -> str:
     ops = describe_block(main_block(import_text(OPSET + text)))
     return next(op for op in ops if op.startswith(op_type))
@@ -101,9 +111,8 @@ def test_an_expand_by_minus_one_keeps_the_dim() -> None:
         + ", ".join(["0.5"] * 32)
         + "}> { s = Shape(x)\n first = Constant <value_ints = [0]> ()\n b = Gather(s, first)\n"
         " keep = Constant <value_ints = [-1, -1]> ()\n shape = Concat <axis = 0> (b, keep)\n"
-        " minus = Constant <value_ints = [-1, -1, -1]> ()\n unchanged = Equal(shape, minus)\n"
-        " ones = Constant <value_ints = [1, 1, 1]> ()\n target = Where(unchanged, ones, shape)\n"
-        " token = Expand(cls, target)\n z = Concat <axis = 1> (token, x) }"
+        + _expand_keeping_minus_ones("token", "cls", "shape")
+        + " z = Concat <axis = 1> (token, x) }"
     )
     assert "-> (tensor<?x1x32xf32>)" in _op(text, "onnx.Expand")
     assert "-> (tensor<?x17x32xf32>)" in _op(text, "onnx.Concat(tensor<?x1x32xf32>")
@@ -177,9 +186,8 @@ def test_a_shape_vector_keeps_its_known_elements_beside_a_dim_of_an_untyped_valu
         " h = com.microsoft.Gelu(x)\n s = Shape(h)\n zero = Constant <value_int = 0> ()\n"
         " b = Gather(s, zero)\n axis = Constant <value_ints = [0]> ()\n b1 = Unsqueeze(b, axis)\n"
         " rest = Constant <value_ints = [-1, 8]> ()\n t = Concat <axis = 0> (b1, rest)\n"
-        " minus = Constant <value_ints = [-1, -1, -1]> ()\n keep = Equal(t, minus)\n"
-        " ones = Constant <value_ints = [1, 1, 1]> ()\n target = Where(keep, ones, t)\n"
-        " m = Expand(mask, target)\n z = Add(h, m) }"
+        + _expand_keeping_minus_ones("m", "mask", "t")
+        + " z = Add(h, m) }"
     )
     ops = describe_block(main_block(import_text(text)))
     (expand,) = [op for op in ops if op.startswith("onnx.Expand")]
