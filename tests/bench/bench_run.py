@@ -114,7 +114,7 @@ def _fixed(make, dims: dict[str, int]):
 
     def fixed(path: Path) -> None:
         make(path)
-        model = onnx.load(path)
+        model = onnx.load(path, load_external_data=False)  # the weights' file stays beside
         for value in model.graph.input:
             for dim in value.type.tensor_type.shape.dim:
                 if dim.HasField("dim_param") and dim.dim_param in dims:
@@ -167,12 +167,17 @@ GENAI_PROMPT = {**GENAI_DECODE_STEP, "sequence_length": 32, "past_sequence_lengt
 """The genai builder's dims at a 32-token prompt (no KV cache yet)."""
 
 
-def _genai_spec(what: str, precision: str, dims: dict, atol: float = 1e-4) -> Spec:
+def _genai_spec(
+    what: str, precision: str, dims: dict, atol: float = 1e-4, fixed: tuple[str, ...] = ()
+) -> Spec:
     """A row of onnxruntime-genai's Llama at `precision` (`_genai`), fed random ids below its
-    vocabulary of 256 and an all-ones attention mask."""
-    return Spec(
-        what, _genai("llama", precision), dims, ids=256, ones=("attention_mask",), atol=atol
-    )
+    vocabulary of 256 and an all-ones attention mask; the dims named in `fixed` are fixed in
+    the model (as `--dim`) to their sizes in `dims`."""
+    make = _genai("llama", precision)
+    if fixed:
+        make = _fixed(make, {name: dims[name] for name in fixed})
+    return Spec(what, make, dims, ids=256, ones=("attention_mask",), atol=atol)
+
 
 MODELS: dict[str, Spec] = {}
 for _name in ZOO:
@@ -212,6 +217,13 @@ MODELS.update(
             "fp32",
             GENAI_DECODE_STEP,
         ),
+        "genai_llama_decode": _genai_spec(
+            "genai_llama_step's model with batch_size=1, sequence_length=1 fixed (as `--dim`):"
+            " a decode-only module, products of one static row",
+            "fp32",
+            GENAI_DECODE_STEP,
+            fixed=("batch_size", "sequence_length"),
+        ),
         "genai_llama_int4_step": _genai_spec(
             "genai_llama_step with int4 weights (the builder's MatMulNBits, block 32;"
             " at accuracy_level 4: int8 activations per block, in niroc and onnxruntime alike;"
@@ -222,6 +234,14 @@ MODELS.update(
             # block moves a whole row of a product by one step (0.007-0.01 on values up to 4.4
             # seen, where the f32 product is 0.04 away); `make llm` checks the semantics
             atol=1e-2,
+        ),
+        "genai_llama_int4_decode": _genai_spec(
+            "genai_llama_int4_step's model with batch_size=1, sequence_length=1 fixed (as"
+            " `--dim`): a decode-only module (checked to 1e-2 of the largest value)",
+            "int4",
+            GENAI_DECODE_STEP,
+            atol=1e-2,
+            fixed=("batch_size", "sequence_length"),
         ),
         "genai_llama_int4_prompt": _genai_spec(
             "genai_llama_int4_step's model on a 32-token prompt (empty KV cache): products of"
@@ -567,7 +587,11 @@ def report(results: list[Result]) -> str:
         f"- niroc/peer geomean: {_ratio(peer, 1.0)}"
         + (f" (highest: {worst[1]} {worst[0]:.2f})" if worst else ""),
         f"- niroc/onnxruntime geomean: {_ratio(ort, 1.0)}"
-        + (f"; {_ratio(every, 1.0)} with the single-op rows ({', '.join(single)})" if single else ""),
+        + (
+            f"; {_ratio(every, 1.0)} with the single-op rows ({', '.join(single)})"
+            if single
+            else ""
+        ),
     ]
     if single:
         lines.append(

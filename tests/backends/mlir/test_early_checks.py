@@ -128,3 +128,92 @@ def test_a_resolved_sum_of_many_sizes_compiles_from_bytecode(tmp_path):
     np.testing.assert_array_equal(module.early(*parts, v).to_host(), expected)
     with pytest.raises(Exception, match=r"'niro.add' op: dynamic dim 0 of operand #1 differs"):
         module.early(*parts, v[:-1])
+
+
+def _calls_model(path) -> str:
+    """A model-local function F(p, q) = (p + q) @ W, called twice: y = F(x, v), z = F(y, u),
+    then out = z + t. F's check (dim 0 of p against q's) opens F; the last Add's check reads
+    dim 0 of the second call's result. x: [a, 4]; v, u, t: [b, 4], [c, 4], [d, 4]."""
+    weight = helper.make_tensor(
+        "W", TensorProto.FLOAT, [4, 4], (np.arange(16, dtype=np.float32) / 8.0).tolist()
+    )
+    function = helper.make_function(
+        "local",
+        "F",
+        ["p", "q"],
+        ["r"],
+        [
+            helper.make_node("Constant", [], ["W"], value=weight),
+            helper.make_node("Add", ["p", "q"], ["s"]),
+            helper.make_node("MatMul", ["s", "W"], ["r"]),
+        ],
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    nodes = [
+        helper.make_node("F", ["x", "v"], ["y"], domain="local"),
+        helper.make_node("F", ["y", "u"], ["z"], domain="local"),
+        helper.make_node("Add", ["z", "t"], ["out"]),
+    ]
+    inputs = [
+        helper.make_tensor_value_info(name, TensorProto.FLOAT, [dim, 4])
+        for name, dim in (("x", "a"), ("v", "b"), ("u", "c"), ("t", "d"))
+    ]
+    graph = helper.make_graph(
+        nodes, "early", inputs, [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)]
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+        functions=[function],
+    )
+    file = path / "calls.onnx"
+    onnx.save(model, file)
+    return str(file)
+
+
+def _function_bodies(text: str) -> dict[str, list[str]]:
+    """The lines of each `func.func` of `text`, by name."""
+    bodies: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in text.splitlines():
+        if line.lstrip().startswith("func.func"):
+            current = bodies.setdefault(line.split("@")[1].split("(")[0], [])
+        current.append(line)
+    return bodies
+
+
+def test_checks_opening_a_called_function_are_made_at_its_call_sites(tmp_path):
+    """F's check runs at each call site, and there it moves up with the caller's own: every
+    check of the call comes before the first call and the first tensor op, F keeps none."""
+    text = lower_to_mlir(import_model(_calls_model(tmp_path))).to_text()
+    bodies = _function_bodies(text)
+    main = bodies.pop("early")
+    assert bodies and all("cf.assert" not in "\n".join(body) for body in bodies.values()), text
+    checks = [index for index, line in enumerate(main) if "cf.assert" in line]
+    work = [index for index, line in enumerate(main) if "call @" in line or "linalg." in line]
+    assert len(checks) >= 3 and max(checks) < min(work), "\n".join(main)
+    # the last Add's check reads the size the second call made: computed from its operands
+    assert any("'niro.add' op: dynamic dim 0 of operand #1" in main[index] for index in checks)
+
+
+def test_checks_made_at_call_sites_keep_one_submission_numbers_and_messages(tmp_path):
+    """IREE makes one command submission of the whole call (before: one more per call of F,
+    whose checks landed between the caller's tensor ops), the numbers are onnxruntime's, and a
+    wrong size in either call, or after them, stops the call with the check's message."""
+    path = _calls_model(tmp_path)
+    text = lower_to_mlir(import_model(path)).to_text()
+    stream = iree_compiler.compile_str(
+        text,
+        target_backends=["llvm-cpu"],
+        extra_args=["--iree-llvmcpu-target-cpu=host", "--compile-to=stream"],
+    ).decode()
+    assert stream.count("stream.cmd.execute") == 1
+    rng = np.random.default_rng(3)
+    x, v, u, t = (rng.standard_normal((3, 4)).astype(np.float32) for _ in range(4))
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    (expected,) = session.run(None, {"x": x, "v": v, "u": u, "t": t})
+    np.testing.assert_allclose(_run(text, x, v, u, t), expected, rtol=1e-5, atol=1e-5)
+    short = np.ones((2, 4), np.float32)
+    for inputs in ((x, short, u, t), (x, v, short, t), (x, v, u, short)):
+        with pytest.raises(Exception, match=r"'niro.add' op: dynamic dim 0 of operand #1 differs"):
+            _run(text, *inputs)
