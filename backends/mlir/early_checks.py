@@ -35,15 +35,16 @@ from __future__ import annotations
 import itertools
 
 from .bindings import PassManager, arith, mlir_ir, tensor
-from .builders import index_constant
+from .builders import VERSION_ATTRIBUTE, index_constant
 
-__all__ = ["hoist_checks"]
+__all__ = ["clone_before", "hoist_checks", "is_size_op", "size_slice"]
 
 _RESOLVE_DIMS = "builtin.module(func.func(resolve-ranked-shaped-type-result-dims))"
 _RESOLVE_FUNCTION_DIMS = "func.func(resolve-ranked-shaped-type-result-dims)"
 
 _MOVABLE = frozenset(
     {
+        "affine.apply",
         "tensor.dim",
         "tensor.extract",
         "tensor.from_elements",
@@ -51,8 +52,9 @@ _MOVABLE = frozenset(
         "tensor.collapse_shape",
     }
 )
-"""Ops besides `arith`'s that may move up with a check's condition: pure, and on sizes or on
-the small shape tensors sizes are read from."""
+"""Ops besides `arith`'s that may move up with a check's condition: pure, and on sizes (the
+dim resolution writes some as `affine.apply`) or on the small shape tensors sizes are read
+from."""
 
 
 def hoist_checks(module: mlir_ir.Module) -> bool:
@@ -279,7 +281,7 @@ def _arith(expr: mlir_ir.AffineExpr, operands: list[mlir_ir.Value], dims: int) -
     return build(lhs, rhs).result
 
 
-def _movable(name: str) -> bool:
+def is_size_op(name: str) -> bool:
     return name.startswith("arith.") or name in _MOVABLE
 
 
@@ -288,7 +290,8 @@ def _resolve_reshape_dims(block: mlir_ir.Block) -> None:
     `tensor.from_elements` of indices reads that element instead: the size it was made from,
     known before the reshaped data is (MLIR's dim resolution does not see through
     `tensor.reshape`); one of a `tensor.cast` result reads the dim of the cast's source (a cast
-    changes no size, and the dim resolution leaves it too)."""
+    changes no size, and the dim resolution leaves it too); one of a versioned product reads
+    the size both versions yield (`_versioned_size`; nor does it see through `scf.if`)."""
     for op in list(block.operations):
         operation = op.operation
         if operation.name != "tensor.dim":
@@ -298,6 +301,12 @@ def _resolve_reshape_dims(block: mlir_ir.Block) -> None:
             continue
         if source.name == "tensor.cast":
             operation.operands[0] = source.operands[0]
+            continue
+        if VERSION_ATTRIBUTE in source.attributes and axis.name == "arith.constant":
+            size = _versioned_size(source, mlir_ir.IntegerAttr(axis.attributes["value"]).value)
+            if size is not None:
+                operation.results[0].replace_all_uses_with(size)
+                operation.erase()
             continue
         if source.name != "tensor.reshape" or axis.name != "arith.constant":
             continue
@@ -309,6 +318,22 @@ def _resolve_reshape_dims(block: mlir_ir.Block) -> None:
             continue
         operation.results[0].replace_all_uses_with(size)
         operation.erase()
+
+
+def _versioned_size(branch: mlir_ir.Operation, axis: int) -> mlir_ir.Value | None:
+    """The size along `axis` of the product a versioned `scf.if` makes (`VERSION_ATTRIBUTE`):
+    the result after the product that both versions yield alike, a value from before the
+    choice."""
+    product = mlir_ir.RankedTensorType(branch.results[0].type)
+    if not product.is_dynamic_dim(axis):
+        return None
+    position = 1 + sum(1 for earlier in range(axis) if product.is_dynamic_dim(earlier))
+    then_size, else_size = (
+        list(region.blocks[0].operations)[-1].operation.operands[position]
+        for region in branch.regions
+    )
+    # one value yielded by both versions is defined before the choice
+    return then_size if then_size == else_size else None
 
 
 def _drop_proven_checks(block: mlir_ir.Block) -> bool:
@@ -347,7 +372,7 @@ def _hoist_in_block(block: mlir_ir.Block, checking: dict[str, bool]) -> bool:
             ):
                 barrier = index
             continue
-        members, anchors = _slice([operation], order)
+        members, anchors = size_slice([operation], order)
         home = max([home, barrier, *(order[anchor] for anchor in anchors)])
         moving = sorted(
             (member for member in members if order[member] > home and member not in placed),
@@ -370,7 +395,7 @@ def _hoist_in_block(block: mlir_ir.Block, checking: dict[str, bool]) -> bool:
     return True
 
 
-def _slice(roots: list[mlir_ir.Operation], order: dict) -> tuple[set, list]:
+def size_slice(roots: list[mlir_ir.Operation], order: dict) -> tuple[set, list]:
     """The movable ops the operands of `roots` are computed by (in this block), and the ops of
     this block they read that cannot move (`anchors`)."""
     members: set = set()
@@ -384,7 +409,7 @@ def _slice(roots: list[mlir_ir.Operation], order: dict) -> tuple[set, list]:
             owner = owner.operation
             if owner not in order or owner in members:
                 continue  # defined outside this block, or seen
-            if _movable(owner.name):
+            if is_size_op(owner.name):
                 members.add(owner)
                 pending.append(owner)
             else:
@@ -403,17 +428,17 @@ def _move_opening_checks(block: mlir_ir.Block, sites: list[tuple[mlir_ir.Operati
     opening: list[mlir_ir.Operation] = []
     for op in block.operations:
         name = op.operation.name
-        if name != "cf.assert" and not _movable(name):
+        if name != "cf.assert" and not is_size_op(name):
             break
         opening.append(op.operation)
     checks = [op for op in opening if op.name == "cf.assert"]
     if not checks:
         return False
     order = {op: index for index, op in enumerate(opening)}
-    members, _ = _slice(checks, order)  # nothing before a check of the opening is an anchor
+    members, _ = size_slice(checks, order)  # nothing before a check of the opening is an anchor
     made = [op for op in opening if op in members or op.name == "cf.assert"]
     for call, _ in sites:
-        _clone_before(made, dict(zip(block.arguments, call.operands, strict=True)), call)
+        clone_before(made, dict(zip(block.arguments, call.operands, strict=True)), call)
     sizes = [op for op in made if op in members]
     for check in checks:
         check.erase()
@@ -453,6 +478,8 @@ class _ResultSizes:
             ]
             holder = mlir_ir.Operation.create("niro.result_sizes", operands=sizes)
         PassManager.parse(_RESOLVE_FUNCTION_DIMS).run(function.operation)
+        _resolve_reshape_dims(blocks[0])  # a result reshaped to sizes the body computed
+        PassManager.parse(_RESOLVE_FUNCTION_DIMS).run(function.operation)
         return _ResultSizes(function, holder, axes)
 
     def slice(self, index: int, axis: int) -> tuple[mlir_ir.Value, list] | None:
@@ -466,15 +493,15 @@ class _ResultSizes:
         if isinstance(owner, mlir_ir.Block):
             return None
         order = {op.operation: place for place, op in enumerate(self.block.operations)}
-        members, anchors = _slice([owner.operation], order)
-        if anchors or not _movable(owner.operation.name):
+        members, anchors = size_slice([owner.operation], order)
+        if anchors or not is_size_op(owner.operation.name):
             return None
         members.add(owner.operation)
         return size, sorted(members, key=order.__getitem__)
 
     def erase(self) -> None:
         order = {op.operation: place for place, op in enumerate(self.block.operations)}
-        members, _ = _slice([self.holder], order)
+        members, _ = size_slice([self.holder], order)
         self.holder.erase()
         _erase_unused(sorted(members, key=order.__getitem__))
 
@@ -506,7 +533,7 @@ def _read_call_sizes(function: mlir_ir.Operation, sizes: dict[str, _ResultSizes]
             continue
         size, made = found
         mapping = dict(zip(callee.block.arguments, call.operands, strict=True))
-        mapping = _clone_before(made, mapping, dim)
+        mapping = clone_before(made, mapping, dim)
         dim.results[0].replace_all_uses_with(mapping[size])
         dim.erase()
         changed = True
@@ -521,7 +548,7 @@ def _constant_integer(value: mlir_ir.Value) -> int | None:
     return mlir_ir.IntegerAttr(owner.attributes["value"]).value
 
 
-def _clone_before(ops: list[mlir_ir.Operation], mapping: dict, where: mlir_ir.Operation) -> dict:
+def clone_before(ops: list[mlir_ir.Operation], mapping: dict, where: mlir_ir.Operation) -> dict:
     """Copies of `ops` (in order) right before `where`, each reading the copy of what it read,
     or `mapping[value]` for a value of the mapping; returns the mapping, grown by the copies."""
     for op in ops:

@@ -61,6 +61,7 @@ from .nesting import recursion_headroom
 from .output import LoweredModule
 from .parameters import ParameterPlan, ParameterTable
 from .registry import KNOWN_LOWERINGS, lowering_for
+from .row_versions import choose_row_versions_once, inline_versioned_calls
 from .types import lower_type, type_key
 from .weight_layout import transposed_global, transposed_weights
 
@@ -114,9 +115,12 @@ def lower_to_mlir(
                 raise refused_together(state.refusals)
             _verify(mlir_module, diagnostics)
             # NOTE: IREE 3.13 cuts the device work at every cf.assert left between two tensor
-            # ops (one more submission each); the checks move up first (early_checks.py).
-            if hoist_checks(mlir_module):
-                _verify(mlir_module, diagnostics)
+            # ops (one more submission each), and at every versioned product (an scf.if): the
+            # checks move up (early_checks.py), and a function with several versioned products
+            # chooses their versions once (row_versions.py), those of the calls it inlines too.
+            for rewrite in (inline_versioned_calls, hoist_checks, choose_row_versions_once):
+                if rewrite(mlir_module):
+                    _verify(mlir_module, diagnostics)
     finally:
         handler.detach()
     return LoweredModule(

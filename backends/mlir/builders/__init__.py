@@ -47,6 +47,7 @@ from .constants import (
     index_constant,
 )
 from .contraction import (
+    VERSION_ATTRIBUTE,
     Label,
     contract,
     matmul,
@@ -103,6 +104,7 @@ __all__ = [
     "matmul",
     "contract",
     "Label",
+    "VERSION_ATTRIBUTE",
     "DYNAMIC",
     "Arithmetic",
     "MapSpec",

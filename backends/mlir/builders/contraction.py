@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ..context import LoweringRuleContext
 
 __all__ = [
+    "VERSION_ATTRIBUTE",
     "Label",
     "contract",
     "matmul",
@@ -329,18 +330,30 @@ def _product(lhs: mlir_ir.Value, rhs: mlir_ir.Value, element: mlir_ir.Type) -> m
     return named_op(name, [lhs, rhs], fill(empty(sizes, element), constant(element, 0)))
 
 
+VERSION_ATTRIBUTE = "niro.rows_version"
+"""The unit attribute `_versioned` puts on the `scf.if` of a product in two versions by rows:
+its then-region is the version for few rows, its condition says the rows are few, its first
+result is the product and the others the product's run-time sizes, yielded alike by both
+versions (`early_checks` reads a size of the product there; `row_versions.py` chooses the
+versions of a function's products once)."""
+
+
 def _versioned(
     small: mlir_ir.Value,
     result_type: mlir_ir.Type,
+    sizes: list[mlir_ir.Value],
     static: Callable[[], mlir_ir.Value],
     dynamic: Callable[[], mlir_ir.Value],
 ) -> mlir_ir.Value:
     """A product in two versions chosen at run time: `static()` where the rows are `small` (an
-    i1), `dynamic()` otherwise, each yielded as `result_type`."""
-    branch = scf.IfOp(small, [result_type], has_else=True)
+    i1), `dynamic()` otherwise, each yielded as `result_type`, whose dynamic dims are `sizes`
+    (computed before the choice)."""
+    index = mlir_ir.IndexType.get()
+    branch = scf.IfOp(small, [result_type] + [index] * len(sizes), has_else=True)
+    branch.operation.attributes[VERSION_ATTRIBUTE] = mlir_ir.UnitAttr.get()
     for block, build in ((branch.then_block, static), (branch.else_block, dynamic)):
         with mlir_ir.InsertionPoint(block):
-            scf.YieldOp([cast_to(build(), result_type)])
+            scf.YieldOp([cast_to(build(), result_type), *sizes])
     return branch.results[0]
 
 
@@ -378,7 +391,7 @@ def _few_rows_versioned(
         return extract_slice(_product(rows_padded, rhs, element), [0, 0], [rows, columns])
 
     result_type = mlir_ir.RankedTensorType.get([DYNAMIC, columns], element)
-    return _versioned(few, result_type, padded, lambda: _product(lhs, rhs, element))
+    return _versioned(few, result_type, [rows], padded, lambda: _product(lhs, rhs, element))
 
 
 def _batch_matmul(
@@ -432,6 +445,7 @@ def _one_row_versioned(
     return _versioned(
         one,
         result_type,
+        [rows],
         lambda: _product(cast_to(lhs, row_type), rhs, element),
         lambda: _product(lhs, rhs, element),
     )
