@@ -37,7 +37,14 @@ import itertools
 from .bindings import PassManager, arith, mlir_ir, tensor
 from .builders import VERSION_ATTRIBUTE, index_constant
 
-__all__ = ["clone_before", "hoist_checks", "is_size_op", "size_slice"]
+__all__ = [
+    "call_sites",
+    "callee_name",
+    "clone_before",
+    "hoist_checks",
+    "is_size_op",
+    "size_slice",
+]
 
 _RESOLVE_DIMS = "builtin.module(func.func(resolve-ranked-shaped-type-result-dims))"
 _RESOLVE_FUNCTION_DIMS = "func.func(resolve-ranked-shaped-type-result-dims)"
@@ -86,7 +93,7 @@ class _Hoisting:
 
     def __init__(self, functions: dict) -> None:
         self.functions = functions
-        self.calls = _call_sites(functions)
+        self.calls = call_sites(functions)
         self.order, self.recursive = _callees_first(functions, self.calls)
         self.checking: dict[str, bool] = {}
         self.stale: set[str] = set()  # given ops by their callees since their dims were resolved
@@ -135,20 +142,21 @@ CallSites = dict[str, list[tuple[mlir_ir.Operation, str]]]
 """The `func.call`s of each callee, with the name of the function each sits in."""
 
 
-def _call_sites(functions: dict) -> CallSites:
+def call_sites(functions: dict) -> CallSites:
+    """The `func.call`s in `functions` (func ops by name), by callee."""
     calls: CallSites = {}
     for caller, function in functions.items():
 
         def visit(op, caller=caller) -> mlir_ir.WalkResult:
             if op.name == "func.call":
-                calls.setdefault(_callee(op), []).append((op, caller))
+                calls.setdefault(callee_name(op), []).append((op, caller))
             return mlir_ir.WalkResult.ADVANCE
 
         function.operation.walk(visit)
     return calls
 
 
-def _callee(call: mlir_ir.Operation) -> str:
+def callee_name(call: mlir_ir.Operation) -> str:
     return mlir_ir.FlatSymbolRefAttr(call.attributes["callee"]).value
 
 
@@ -212,7 +220,7 @@ def _holds_checks(op: mlir_ir.Operation, checking: dict[str, bool]) -> bool:
         if inner.name == "cf.assert":
             found = True
         elif inner.name == "func.call":
-            found = checking.get(_callee(inner), True)
+            found = checking.get(callee_name(inner), True)
         return mlir_ir.WalkResult.INTERRUPT if found else mlir_ir.WalkResult.ADVANCE
 
     op.walk(visit)
@@ -524,7 +532,7 @@ def _read_call_sizes(function: mlir_ir.Operation, sizes: dict[str, _ResultSizes]
     changed = False
     for dim in reads:
         call = dim.operands[0].owner
-        callee = sizes.get(_callee(call))
+        callee = sizes.get(callee_name(call))
         axis = _constant_integer(dim.operands[1])
         if callee is None or axis is None:
             continue

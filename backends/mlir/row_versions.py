@@ -22,9 +22,9 @@ versions, since IREE would inline it anyway and each call would cut the function
 
 from __future__ import annotations
 
-from .bindings import PassManager, arith, mlir_ir, scf
+from .bindings import arith, mlir_ir, scf
 from .builders import VERSION_ATTRIBUTE
-from .early_checks import clone_before, is_size_op, size_slice
+from .early_checks import call_sites, callee_name, clone_before, is_size_op, size_slice
 
 __all__ = ["choose_row_versions_once", "inline_versioned_calls"]
 
@@ -51,27 +51,23 @@ def inline_versioned_calls(module: mlir_ir.Module) -> bool:
         and len(function.regions[0].blocks) == 1
         and any(_is_version(op.operation) for op in function.regions[0].blocks[0].operations)
     }
-    inlined = False
+    inlined: set[str] = set()
     for function in functions.values():
         if "sym_visibility" in function.attributes:
             continue
         block = function.regions[0].blocks[0]
         operations = [op.operation for op in block.operations]
-        calls = [
-            op
-            for op in operations
-            if op.name == "func.call"
-            and mlir_ir.FlatSymbolRefAttr(op.attributes["callee"]).value in holding
-        ]
+        calls = [op for op in operations if op.name == "func.call" and callee_name(op) in holding]
         own = sum(1 for op in operations if _is_version(op))
         if not calls or own + len(calls) < _LEAST_VERSIONS:
             continue
         for call in calls:
-            _inline(call, functions[mlir_ir.FlatSymbolRefAttr(call.attributes["callee"]).value])
-        inlined = True
-    if inlined:
-        PassManager.parse("builtin.module(symbol-dce)").run(module.operation)
-    return inlined
+            callee = callee_name(call)
+            _inline(call, functions[callee])
+            inlined.add(callee)
+    for name in inlined - set(call_sites(functions)):
+        functions[name].erase()
+    return bool(inlined)
 
 
 def _is_version(operation: mlir_ir.Operation) -> bool:
@@ -99,7 +95,9 @@ def choose_row_versions_once(module: mlir_ir.Module) -> bool:
             continue
         if "sym_visibility" in operation.attributes:
             continue  # private: its calls are inlined where the choice is made
-        changed |= _choose_once(operation.regions[0].blocks[0])
+        blocks = operation.regions[0].blocks
+        if len(blocks) == 1 and list(blocks[0].operations)[-1].operation.name == "func.return":
+            changed |= _choose_once(blocks[0])
     return changed
 
 
