@@ -43,6 +43,7 @@ __all__ = [
     "clone_before",
     "hoist_checks",
     "is_size_op",
+    "resolve_sizes",
     "size_slice",
 ]
 
@@ -136,6 +137,15 @@ class _Hoisting:
 def _resolve_dims(op: mlir_ir.Operation, pipeline: str) -> None:
     PassManager.parse(pipeline).run(op)
     _lower_deep_affine_applies(op)
+
+
+def resolve_sizes(function: mlir_ir.Operation) -> None:
+    """Each `tensor.dim` of `function` computed from the sizes it was made from, as far as the
+    dim resolution and the rules of `_resolve_reshape_dims` reach (what `hoist_checks` does for
+    a function with checks)."""
+    _resolve_dims(function, _RESOLVE_FUNCTION_DIMS)
+    _resolve_reshape_dims(function.regions[0].blocks[0])
+    _resolve_dims(function, _RESOLVE_FUNCTION_DIMS)
 
 
 CallSites = dict[str, list[tuple[mlir_ir.Operation, str]]]

@@ -24,7 +24,14 @@ from __future__ import annotations
 
 from .bindings import arith, mlir_ir, scf
 from .builders import VERSION_ATTRIBUTE
-from .early_checks import call_sites, callee_name, clone_before, is_size_op, size_slice
+from .early_checks import (
+    call_sites,
+    callee_name,
+    clone_before,
+    is_size_op,
+    resolve_sizes,
+    size_slice,
+)
 
 __all__ = ["choose_row_versions_once", "inline_versioned_calls"]
 
@@ -96,7 +103,11 @@ def choose_row_versions_once(module: mlir_ir.Module) -> bool:
         if "sym_visibility" in operation.attributes:
             continue  # private: its calls are inlined where the choice is made
         blocks = operation.regions[0].blocks
-        if len(blocks) == 1 and list(blocks[0].operations)[-1].operation.name == "func.return":
+        if len(blocks) != 1 or list(blocks[0].operations)[-1].operation.name != "func.return":
+            continue
+        versions = sum(1 for inner in blocks[0].operations if _is_version(inner.operation))
+        if versions >= _LEAST_VERSIONS:
+            resolve_sizes(operation)  # a product's rows from the sizes before the products
             changed |= _choose_once(blocks[0])
     return changed
 

@@ -22,7 +22,7 @@ K = 512  # a 512x512 weight: the least a versioned product takes
 
 def _model(products: int) -> onnx.ModelProto:
     """x [batch, seq, K] through `products` MatMuls by KxK weights with a Relu after each, and
-    an Add of x's own last product to a [batch, seq, K] input b (a size check on the way)."""
+    an Add of the last to a [batch2, seq2, K] input b (a size check on the way)."""
     rng = np.random.default_rng(5)
     nodes, weights, current = [], [], "x"
     for index in range(products):
@@ -36,13 +36,14 @@ def _model(products: int) -> onnx.ModelProto:
         ]
         current = f"r{index}"
     nodes.append(helper.make_node("Add", [current, "b"], ["y"]))
+    inputs = [
+        helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", "seq", K]),
+        helper.make_tensor_value_info("b", onnx.TensorProto.FLOAT, ["batch2", "seq2", K]),
+    ]
     graph = helper.make_graph(
         nodes,
         "rows",
-        [
-            helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", "seq", K]),
-            helper.make_tensor_value_info("b", onnx.TensorProto.FLOAT, ["batch2", "seq2", K]),
-        ],
+        inputs,
         [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
         weights,
     )
@@ -66,6 +67,43 @@ def test_several_versioned_products_choose_once_at_the_top():
     assert f"tensor<{FEW_ROWS}x{K}xf32>" in few  # the padded static products
     assert many.count(VERSION_ATTRIBUTE) == 3  # the function as it was: each chooses
     assert text.index("cf.assert") < text.index("scf.if")  # the checks run once, before
+
+
+def _chained_model() -> onnx.ModelProto:
+    """x [rows, K] @ W0 @ W1: the second product's rows are the first one's result's, and no
+    check resolves any size."""
+    rng = np.random.default_rng(6)
+    weights = [
+        numpy_helper.from_array((rng.standard_normal((K, K)) * 0.05).astype(np.float32), name)
+        for name in ("w0", "w1")
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w0"], ["p"]),
+        helper.make_node("MatMul", ["p", "w1"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "rows",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["rows", K])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        weights,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_function_without_checks_chooses_once_too(tmp_path):
+    """With no check, nothing else resolved the products' sizes: the second one's rows read
+    the first one's result, which the choice resolves first (the sizes its versions yield)."""
+    model = _chained_model()
+    text = lower_to_mlir(import_model(model)).to_text()
+    assert "cf.assert" not in text
+    assert len([line for line in _top_level(text) if "scf.if" in line]) == 1, text
+    module = compile_onnx(model, tmp_path, "rows")
+    rng = np.random.default_rng(9)
+    feeds = [{"x": rng.standard_normal((rows, K)).astype(np.float32)} for rows in (1, 5, 20)]
+    assert_matches_onnxruntime(module, model, feeds, function="rows", rtol=1e-5, atol=1e-5)
 
 
 def test_one_versioned_product_keeps_its_own_choice():
