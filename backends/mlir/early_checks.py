@@ -40,9 +40,12 @@ from .builders import VERSION_ATTRIBUTE, index_constant
 __all__ = [
     "call_sites",
     "callee_name",
-    "clone_before",
+    "clone_ops",
+    "functions_by_name",
     "hoist_checks",
+    "is_private",
     "is_size_op",
+    "opening_ops",
     "resolve_sizes",
     "size_slice",
 ]
@@ -69,12 +72,8 @@ def hoist_checks(module: mlir_ir.Module) -> bool:
     """Moves the top-level checks of every function of `module` up, and the checks that open a
     private function out to its call sites (see the module docstring); True when any op moved.
     Runs in the module's context."""
-    functions = {
-        mlir_ir.StringAttr(op.attributes["sym_name"]).value: op
-        for op in module.body.operations
-        if op.operation.name == "func.func" and op.regions[0].blocks
-    }
-    if not any(_holds_assert(function.operation) for function in functions.values()):
+    functions = functions_by_name(module)
+    if not any(_holds_assert(function) for function in functions.values()):
         return False
     context = module.context
     allowed = context.allow_unregistered_dialects
@@ -114,24 +113,33 @@ class _Hoisting:
         function = self.functions[name]
         block = function.regions[0].blocks[0]
         if name in self.stale:
-            _resolve_dims(function.operation, _RESOLVE_FUNCTION_DIMS)
+            _resolve_dims(function, _RESOLVE_FUNCTION_DIMS)
         moved = False
-        while _read_call_sizes(function.operation, self.sizes):
+        while _read_call_sizes(function, self.sizes):
             moved = True
-            _resolve_dims(function.operation, _RESOLVE_FUNCTION_DIMS)
-        _resolve_reshape_dims(block)
+            _resolve_dims(function, _RESOLVE_FUNCTION_DIMS)
+        _resolve_dims_by_rule(block)
         moved |= _drop_proven_checks(block)
         moved |= _hoist_in_block(block, self.checking)
         sites = self.calls.get(name, [])
-        if sites and name not in self.recursive and _private(function):
+        if sites and name not in self.recursive and is_private(function):
             if _move_opening_checks(block, sites):
                 moved = True
                 self.stale |= {caller for _, caller in sites}
             sizes = _ResultSizes.of(function)
             if sizes is not None:
                 self.sizes[name] = sizes
-        self.checking[name] = _holds_checks(function.operation, self.checking)
+        self.checking[name] = _holds_checks(function, self.checking)
         return moved
+
+
+def functions_by_name(module: mlir_ir.Module) -> dict[str, mlir_ir.Operation]:
+    """The `func.func`s of `module` that have a body, by symbol name."""
+    return {
+        mlir_ir.StringAttr(op.attributes["sym_name"]).value: op.operation
+        for op in module.body.operations
+        if op.operation.name == "func.func" and op.operation.regions[0].blocks
+    }
 
 
 def _resolve_dims(op: mlir_ir.Operation, pipeline: str) -> None:
@@ -141,10 +149,10 @@ def _resolve_dims(op: mlir_ir.Operation, pipeline: str) -> None:
 
 def resolve_sizes(function: mlir_ir.Operation) -> None:
     """Each `tensor.dim` of `function` computed from the sizes it was made from, as far as the
-    dim resolution and the rules of `_resolve_reshape_dims` reach (what `hoist_checks` does for
+    dim resolution and the rules of `_resolve_dims_by_rule` reach (what `hoist_checks` does for
     a function with checks)."""
     _resolve_dims(function, _RESOLVE_FUNCTION_DIMS)
-    _resolve_reshape_dims(function.regions[0].blocks[0])
+    _resolve_dims_by_rule(function.regions[0].blocks[0])
     _resolve_dims(function, _RESOLVE_FUNCTION_DIMS)
 
 
@@ -162,7 +170,7 @@ def call_sites(functions: dict) -> CallSites:
                 calls.setdefault(callee_name(op), []).append((op, caller))
             return mlir_ir.WalkResult.ADVANCE
 
-        function.operation.walk(visit)
+        function.walk(visit)
     return calls
 
 
@@ -170,13 +178,14 @@ def callee_name(call: mlir_ir.Operation) -> str:
     return mlir_ir.FlatSymbolRefAttr(call.attributes["callee"]).value
 
 
-def _private(function) -> bool:
+def is_private(function: mlir_ir.Operation) -> bool:
     """Private functions are reached through the `func.call`s of this module only (niroc makes
     no other reference to one), so every caller of one is among its call sites."""
-    visibility = (
-        function.attributes["sym_visibility"] if "sym_visibility" in function.attributes else None
+    attributes = function.attributes
+    return (
+        "sym_visibility" in attributes
+        and mlir_ir.StringAttr(attributes["sym_visibility"]).value == "private"
     )
-    return visibility is not None and mlir_ir.StringAttr(visibility).value == "private"
 
 
 def _callees_first(functions: dict, calls: CallSites) -> tuple[list[str], set[str]]:
@@ -303,39 +312,33 @@ def is_size_op(name: str) -> bool:
     return name.startswith("arith.") or name in _MOVABLE
 
 
-def _resolve_reshape_dims(block: mlir_ir.Block) -> None:
-    """Each `tensor.dim` of a `tensor.reshape` result whose shape is built by
-    `tensor.from_elements` of indices reads that element instead: the size it was made from,
-    known before the reshaped data is (MLIR's dim resolution does not see through
-    `tensor.reshape`); one of a `tensor.cast` result reads the dim of the cast's source (a cast
-    changes no size, and the dim resolution leaves it too); one of a versioned product reads
-    the size both versions yield (`_versioned_size`; nor does it see through `scf.if`)."""
+def _resolve_dims_by_rule(block: mlir_ir.Block) -> None:
+    """The sizes MLIR's dim resolution leaves, read where they were made: each `tensor.dim` (of
+    a constant axis) of a `tensor.reshape` result whose shape is built by `tensor.from_elements`
+    of indices reads that element, known before the reshaped data is; one of a `tensor.cast`
+    result reads the dim of the cast's source (a cast changes no size); one of a versioned
+    product reads the size both versions yield (`_versioned_size`: the resolution does not see
+    through `scf.if`)."""
     for op in list(block.operations):
         operation = op.operation
         if operation.name != "tensor.dim":
             continue
-        source, axis = (operand.owner for operand in operation.operands)
-        if isinstance(source, mlir_ir.Block) or isinstance(axis, mlir_ir.Block):
+        source = operation.operands[0].owner
+        axis = _constant_integer(operation.operands[1])
+        if isinstance(source, mlir_ir.Block) or axis is None:
             continue
+        size: mlir_ir.Value | None = None
         if source.name == "tensor.cast":
             operation.operands[0] = source.operands[0]
-            continue
-        if VERSION_ATTRIBUTE in source.attributes and axis.name == "arith.constant":
-            size = _versioned_size(source, mlir_ir.IntegerAttr(axis.attributes["value"]).value)
-            if size is not None:
-                operation.results[0].replace_all_uses_with(size)
-                operation.erase()
-            continue
-        if source.name != "tensor.reshape" or axis.name != "arith.constant":
-            continue
-        shape = source.operands[1].owner
-        if isinstance(shape, mlir_ir.Block) or shape.name != "tensor.from_elements":
-            continue
-        size = shape.operands[mlir_ir.IntegerAttr(axis.attributes["value"]).value]
-        if size.type != operation.results[0].type:
-            continue
-        operation.results[0].replace_all_uses_with(size)
-        operation.erase()
+        elif VERSION_ATTRIBUTE in source.attributes:
+            size = _versioned_size(source, axis)
+        elif source.name == "tensor.reshape":
+            shape = source.operands[1].owner
+            if not isinstance(shape, mlir_ir.Block) and shape.name == "tensor.from_elements":
+                size = shape.operands[axis]
+        if size is not None and size.type == operation.results[0].type:
+            operation.results[0].replace_all_uses_with(size)
+            operation.erase()
 
 
 def _versioned_size(branch: mlir_ir.Operation, axis: int) -> mlir_ir.Value | None:
@@ -435,6 +438,17 @@ def size_slice(roots: list[mlir_ir.Operation], order: dict) -> tuple[set, list]:
     return members, anchors
 
 
+def opening_ops(block: mlir_ir.Block) -> list[mlir_ir.Operation]:
+    """The ops that open `block`: its checks and size ops before the first other op."""
+    opening: list[mlir_ir.Operation] = []
+    for op in block.operations:
+        operation = op.operation
+        if operation.name != "cf.assert" and not is_size_op(operation.name):
+            break
+        opening.append(operation)
+    return opening
+
+
 def _move_opening_checks(block: mlir_ir.Block, sites: list[tuple[mlir_ir.Operation, str]]) -> bool:
     """The checks that open a private function (each with the ops its condition is computed by,
     on the function's arguments) are made at each call site instead, just before the call, on
@@ -443,12 +457,7 @@ def _move_opening_checks(block: mlir_ir.Block, sites: list[tuple[mlir_ir.Operati
     Why: IREE inlines the calls, and a check at the top of a callee lands between the caller's
     tensor ops (one more submission per call, as above); at the call site it can move up with
     the caller's own checks."""
-    opening: list[mlir_ir.Operation] = []
-    for op in block.operations:
-        name = op.operation.name
-        if name != "cf.assert" and not is_size_op(name):
-            break
-        opening.append(op.operation)
+    opening = opening_ops(block)
     checks = [op for op in opening if op.name == "cf.assert"]
     if not checks:
         return False
@@ -456,7 +465,8 @@ def _move_opening_checks(block: mlir_ir.Block, sites: list[tuple[mlir_ir.Operati
     members, _ = size_slice(checks, order)  # nothing before a check of the opening is an anchor
     made = [op for op in opening if op in members or op.name == "cf.assert"]
     for call, _ in sites:
-        clone_before(made, dict(zip(block.arguments, call.operands, strict=True)), call)
+        mapping = dict(zip(block.arguments, call.operands, strict=True))
+        clone_ops(made, mapping, mlir_ir.InsertionPoint(call))
     sizes = [op for op in made if op in members]
     for check in checks:
         check.erase()
@@ -495,9 +505,7 @@ class _ResultSizes:
                 for index, axis in axes
             ]
             holder = mlir_ir.Operation.create("niro.result_sizes", operands=sizes)
-        PassManager.parse(_RESOLVE_FUNCTION_DIMS).run(function.operation)
-        _resolve_reshape_dims(blocks[0])  # a result reshaped to sizes the body computed
-        PassManager.parse(_RESOLVE_FUNCTION_DIMS).run(function.operation)
+        resolve_sizes(function)
         return _ResultSizes(function, holder, axes)
 
     def slice(self, index: int, axis: int) -> tuple[mlir_ir.Value, list] | None:
@@ -551,7 +559,7 @@ def _read_call_sizes(function: mlir_ir.Operation, sizes: dict[str, _ResultSizes]
             continue
         size, made = found
         mapping = dict(zip(callee.block.arguments, call.operands, strict=True))
-        mapping = clone_before(made, mapping, dim)
+        clone_ops(made, mapping, mlir_ir.InsertionPoint(dim))
         dim.results[0].replace_all_uses_with(mapping[size])
         dim.erase()
         changed = True
@@ -566,17 +574,28 @@ def _constant_integer(value: mlir_ir.Value) -> int | None:
     return mlir_ir.IntegerAttr(owner.attributes["value"]).value
 
 
-def clone_before(ops: list[mlir_ir.Operation], mapping: dict, where: mlir_ir.Operation) -> dict:
-    """Copies of `ops` (in order) right before `where`, each reading the copy of what it read,
-    or `mapping[value]` for a value of the mapping; returns the mapping, grown by the copies."""
-    for op in ops:
-        copy = op.clone(ip=mlir_ir.InsertionPoint(where))
-        for position, operand in enumerate(op.operands):
+def clone_ops(
+    operations: list[mlir_ir.Operation], mapping: dict, where: mlir_ir.InsertionPoint
+) -> dict[mlir_ir.Operation, mlir_ir.Operation]:
+    """Copies of `operations` (in order) at `where`, each reading, in its nested regions too,
+    the copy of what it read or `mapping[value]`; `mapping` grows by the copies' results.
+    Returns the copy of each op, by op."""
+    copies: dict = {}
+
+    def remap(inner) -> mlir_ir.WalkResult:
+        for position, operand in enumerate(inner.operands):
             if operand in mapping:
-                copy.operands[position] = mapping[operand]
-        for old, new in zip(op.results, copy.results, strict=True):
-            mapping[old] = new
-    return mapping
+                inner.operands[position] = mapping[operand]
+        return mlir_ir.WalkResult.ADVANCE
+
+    with where:
+        for operation in operations:
+            copy = operation.clone()
+            copy.walk(remap)
+            copies[operation] = copy
+            for old, new in zip(operation.results, copy.results, strict=True):
+                mapping[old] = new
+    return copies
 
 
 def _erase_unused(ops: list) -> None:

@@ -27,8 +27,11 @@ from .builders import VERSION_ATTRIBUTE
 from .early_checks import (
     call_sites,
     callee_name,
-    clone_before,
+    clone_ops,
+    functions_by_name,
+    is_private,
     is_size_op,
+    opening_ops,
     resolve_sizes,
     size_slice,
 )
@@ -46,21 +49,17 @@ def inline_versioned_calls(module: mlir_ir.Module) -> bool:
     function then holds at least `_LEAST_VERSIONS` of them, so that `choose_row_versions_once`
     sees them; functions no longer called are dropped. True when any call was inlined. Runs
     before `early_checks.hoist_checks`, which then resolves the inlined sizes."""
-    functions = {
-        mlir_ir.StringAttr(op.attributes["sym_name"]).value: op.operation
-        for op in module.body.operations
-        if op.operation.name == "func.func" and op.operation.regions[0].blocks
-    }
+    functions = functions_by_name(module)
     holding = {
         name
         for name, function in functions.items()
-        if "sym_visibility" in function.attributes
+        if is_private(function)
         and len(function.regions[0].blocks) == 1
         and any(_is_version(op.operation) for op in function.regions[0].blocks[0].operations)
     }
     inlined: set[str] = set()
     for function in functions.values():
-        if "sym_visibility" in function.attributes:
+        if is_private(function):
             continue
         block = function.regions[0].blocks[0]
         operations = [op.operation for op in block.operations]
@@ -86,7 +85,7 @@ def _inline(call: mlir_ir.Operation, callee: mlir_ir.Operation) -> None:
     block = callee.regions[0].blocks[0]
     operations = [op.operation for op in block.operations]
     mapping = dict(zip(block.arguments, call.operands, strict=True))
-    _clone_ops(operations[:-1], mapping, mlir_ir.InsertionPoint(call))
+    clone_ops(operations[:-1], mapping, mlir_ir.InsertionPoint(call))
     for result, value in zip(call.results, operations[-1].operands, strict=True):
         result.replace_all_uses_with(mapping.get(value, value))
     call.erase()
@@ -96,11 +95,8 @@ def choose_row_versions_once(module: mlir_ir.Module) -> bool:
     """Chooses the row versions once per public function of `module` (see the module
     docstring); True when any function changed. Runs in the module's context."""
     changed = False
-    for op in module.body.operations:
-        operation = op.operation
-        if operation.name != "func.func" or not operation.regions[0].blocks:
-            continue
-        if "sym_visibility" in operation.attributes:
+    for operation in functions_by_name(module).values():
+        if is_private(operation):
             continue  # private: its calls are inlined where the choice is made
         blocks = operation.regions[0].blocks
         if len(blocks) != 1 or list(blocks[0].operations)[-1].operation.name != "func.return":
@@ -127,20 +123,17 @@ def _choose_once(block: mlir_ir.Block) -> bool:
             chosen.append((operation, members | {condition.operation}))
     if len(chosen) < _LEAST_VERSIONS:
         return False
-    split = next(
-        index
-        for index, operation in enumerate(operations)
-        if operation.name != "cf.assert" and not is_size_op(operation.name)
-    )
+    split = len(opening_ops(block))
     ret = operations[-1]
     body = operations[split:-1]
     if not body or any(version not in body for version, _ in chosen):
         return False
-    moved = _move_constant_work_above(block, body, operations[split])
+    moved = _move_constant_work_above(block.arguments, operations[:split], body)
     body = [operation for operation in body if operation not in moved]
     start = body[0]
     needed = set().union(*(members for _, members in chosen))
-    mapping = clone_before(sorted(needed, key=order.__getitem__), {}, start)
+    mapping: dict = {}
+    clone_ops(sorted(needed, key=order.__getitem__), mapping, mlir_ir.InsertionPoint(start))
     with mlir_ir.InsertionPoint(start), start.location:
         conditions = [mapping[version.operands[0]] for version, _ in chosen]
         few = conditions[0]
@@ -160,18 +153,15 @@ def _choose_once(block: mlir_ir.Block) -> bool:
 
 
 def _move_constant_work_above(
-    block: mlir_ir.Block, body: list[mlir_ir.Operation], start: mlir_ir.Operation
+    arguments, opening: list[mlir_ir.Operation], body: list[mlir_ir.Operation]
 ) -> set[mlir_ir.Operation]:
-    """Moves the ops of `body` (which begins at `start`) that read nothing the function's
-    arguments reach (a weight read, transposed or unpacked from a Global) above the first that
-    does, in order, so that the two bodies share them: IREE (3.13) evaluates such work once at
-    load time only outside an `scf.if` (inside one, an int4 Llama's step unpacked its weights on
-    every call: 6.5 -> 26 ms). Returns the ops moved."""
-    variable: set = set(block.arguments)  # what the arguments reach
-    for op in block.operations:
-        operation = op.operation
-        if operation == start:
-            break
+    """Moves the ops of `body` (which follows the function's `opening`) that read nothing its
+    `arguments` reach (a weight read, transposed or unpacked from a Global) above the first
+    that does, in order, so that the two bodies share them: IREE (3.13) evaluates such work
+    once at load time only outside an `scf.if` (inside one, an int4 Llama's step unpacked its
+    weights on every call: 6.5 -> 26 ms). Returns the ops moved."""
+    variable: set = set(arguments)  # what the arguments reach
+    for operation in opening:
         if any(value in variable for value in _outer_operands(operation)):
             variable.update(operation.results)
     constant: list[mlir_ir.Operation] = []
@@ -215,36 +205,12 @@ def _outer_operands(operation: mlir_ir.Operation) -> list[mlir_ir.Value]:
 def _clone_into(
     body: list[mlir_ir.Operation], ret: mlir_ir.Operation, block: mlir_ir.Block
 ) -> dict[mlir_ir.Operation, mlir_ir.Operation]:
-    """Copies of `body` at the end of `block` (`_clone_ops`), then a yield of what `ret`
+    """Copies of `body` at the end of `block` (`clone_ops`), then a yield of what `ret`
     returns; the copy of each op, by op."""
     mapping: dict = {}
-    copies = _clone_ops(body, mapping, mlir_ir.InsertionPoint(block))
+    copies = clone_ops(body, mapping, mlir_ir.InsertionPoint(block))
     with mlir_ir.InsertionPoint(block), ret.location:
         scf.YieldOp([mapping.get(value, value) for value in ret.operands])
-    return copies
-
-
-def _clone_ops(
-    operations: list[mlir_ir.Operation], mapping: dict, where: mlir_ir.InsertionPoint
-) -> dict[mlir_ir.Operation, mlir_ir.Operation]:
-    """Copies of `operations` (in order) at `where`, each reading, in its nested regions too,
-    the copy of what it read or `mapping[value]`; `mapping` grows by the copies' results.
-    Returns the copy of each op, by op."""
-    copies: dict = {}
-
-    def remap(inner) -> mlir_ir.WalkResult:
-        for position, operand in enumerate(inner.operands):
-            if operand in mapping:
-                inner.operands[position] = mapping[operand]
-        return mlir_ir.WalkResult.ADVANCE
-
-    with where:
-        for operation in operations:
-            copy = operation.clone()
-            copy.walk(remap)
-            copies[operation] = copy
-            for old, new in zip(operation.results, copy.results, strict=True):
-                mapping[old] = new
     return copies
 
 
