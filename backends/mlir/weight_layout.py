@@ -1,14 +1,15 @@
-"""Which weight matrices the module stores transposed: those whose every read is the right
-operand of a matrix product that runs faster reading it so.
+"""Which weight matrices the module stores transposed: those read as the right operand of a
+matrix product that runs faster reading it so, and in no way that wants the model's layout.
 
 A Global of shape (K, N) that is the right operand of matrix products of at most FEW_ROWS rows
 (a decode step's token, a classifier head's batch), or of a run-time number of rows (which
-`builders.contraction` then runs as a static product of FEW_ROWS rows when they are that few),
-or an f32/f64 one of at least LARGE_ELEMENTS multiplying any number of rows, is written to MLIR
-as its transpose (N, K)
-and read back through a `linalg.transpose`, which IREE folds into the product's operand read:
-the product then reads each output's K weights contiguously, as for a Gemm with transB, instead
-of striding across N. The Niro module is not changed: its Global keeps the model's layout, and
+`builders.contraction` then runs as a static product of FEW_ROWS rows when they are that few;
+an f32 weight of whole tiles, `reads_in_tiles`, is multiplied in tiles instead, which IREE
+makes from either layout at compile time, so it keeps the model's), or an f32/f64 one of at
+least LARGE_ELEMENTS multiplying any number of static rows, is written to MLIR as its
+transpose (N, K) and read back through a `linalg.transpose`, which IREE folds into the
+product's operand read: the product then reads each output's K weights contiguously, as for a
+Gemm with transB, instead of striding across N. The Niro module is not changed: its Global keeps the model's layout, and
 lowering rules that read the weight's data (`constant_value`) see that layout.
 
 NOTE: measured with IREE 3.13 (iree-compile for the host CPU, local-task, 2 cores), the product
@@ -30,6 +31,7 @@ and 256 x 1024 0.66 -> 0.91 ms, so smaller weights keep their layout unless thei
 
 from __future__ import annotations
 
+import enum
 import math
 import mmap
 import os
@@ -58,7 +60,9 @@ __all__ = [
     "FEW_ROWS",
     "LARGE_ELEMENTS",
     "MIN_ELEMENTS",
+    "TILE_COLUMNS",
     "matrix_dims",
+    "reads_in_tiles",
     "transposed_global",
     "transposed_weights",
 ]
@@ -70,6 +74,10 @@ its weight to be stored transposed."""
 MIN_ELEMENTS = 1 << 18
 """The fewest elements a weight needs to be stored transposed (512 x 512)."""
 
+TILE_COLUMNS = 16
+"""The columns of a tile in which `builders.contraction` multiplies a run-time number of rows
+by a static f32 matrix (`reads_in_tiles`)."""
+
 LARGE_ELEMENTS = 1 << 20
 """The fewest elements an f32/f64 weight needs to be stored transposed whatever the rows of its
 products (1024 x 1024)."""
@@ -77,27 +85,29 @@ products (1024 x 1024)."""
 
 def transposed_weights(module: Module) -> frozenset[str]:
     """The names of the Globals to store transposed: 2-D float weights of at least MIN_ELEMENTS
-    whose every read is the right operand of a product (Niro's MatMul, or `onnx.MatMul` of a
-    left operand of any rank >= 1) of at most FEW_ROWS static rows or a run-time number of
-    them, or of any rows for an f32/f64 weight of at least LARGE_ELEMENTS. Any other read (an
-    element-wise op, a Call, a Return, a product of more rows by a smaller weight) keeps the
-    layout."""
-    candidates: set[str] = set()
+    with a read that is faster so (`_read`) and no read that wants the model's layout (an
+    element-wise op, a Call, a Return, a product of more rows by a smaller weight). A product
+    that reads the weight in tiles takes either layout."""
+    wanted: set[str] = set()
     refused: set[str] = set()
     for function in module.functions:  # value ids are a function's own
         read_as: dict[ValueId, str] = {}  # a GetGlobal's result -> the Global's name
         for op in walk_ops(function):
             if isinstance(op, GetGlobal) and _is_weight(op.result):
                 read_as[op.result.id] = op.name
-                candidates.add(op.name)
         if not read_as:
             continue  # NOTE: most functions read no large weight; the walk is ~0.1 s per 25,000 ops
         for op in walk_ops(function):
             for position, operand in enumerate(operands_of(op)):
                 name = read_as.get(operand.id)
-                if name is not None and not (position == 1 and _reads_transposed(op, operand)):
+                if name is None:
+                    continue
+                read = _read(op, operand) if position == 1 else _Read.AS_STORED
+                if read is _Read.TRANSPOSED:
+                    wanted.add(name)
+                elif read is _Read.AS_STORED:
                     refused.add(name)
-    return frozenset(candidates - refused)
+    return frozenset(wanted - refused)
 
 
 def _is_weight(value: Value) -> bool:
@@ -115,26 +125,48 @@ def _is_weight(value: Value) -> bool:
     )
 
 
-def _reads_transposed(op: Op, weight: Value) -> bool:
-    """`op` is a product that reads its right operand `weight` faster transposed: its rows (the
-    left operand's dims but its last) are at most FEW_ROWS, or a run-time number that
-    `builders.contraction` versions (at most FEW_ROWS rows as a static product; in the result's
-    element type, f32 or f64, only), or any number of them when `weight` is an f32/f64 matrix
-    of at least LARGE_ELEMENTS."""
+class _Read(enum.Enum):
+    """How a read of a weight wants it stored."""
+
+    TRANSPOSED = enum.auto()
+    AS_STORED = enum.auto()
+    EITHER = enum.auto()
+
+
+def _read(op: Op, weight: Value) -> _Read:
+    """How product `op` reads its right operand `weight`: transposed when its rows (the left
+    operand's dims but its last) are at most FEW_ROWS, or a run-time number that
+    `builders.contraction` versions (in the result's element type, f32 or f64, only), or any
+    number of them when `weight` is an f32/f64 matrix of at least LARGE_ELEMENTS; in tiles,
+    which `builders.contraction` computes from either layout at compile time, when the rows are
+    one (a stack of rows, not a vector) or a run-time number and `weight` is an f32 matrix of
+    whole tiles (`reads_in_tiles`); as stored otherwise (and when `op` is no product)."""
     if isinstance(op, MatMul):
         lhs = op.lhs
     elif isinstance(op, UnknownOp) and op.name == "onnx.MatMul" and len(op.operands) == 2:
         lhs = op.operands[0]
     else:
-        return False
+        return _Read.AS_STORED
     type_ = lhs.type
     if not isinstance(type_, TensorType) or type_.shape is None or type_.rank == 0:
-        return False
+        return _Read.AS_STORED
     wide = type_.element_type in (ScalarType.F32, ScalarType.F64)
     rows = type_.shape[:-1]
-    if None not in rows:
-        return math.prod(dim or 0 for dim in rows) <= FEW_ROWS or (wide and _large(weight))
-    return type_.shape[-1] is not None and wide
+    count = None if None in rows else math.prod(dim or 0 for dim in rows)
+    tiled = type_.element_type is ScalarType.F32 and reads_in_tiles(matrix_dims(weight.type)[1])
+    if tiled and rows and count in (None, 1):
+        return _Read.EITHER
+    if count is not None:
+        few = count <= FEW_ROWS or (wide and _large(weight))
+        return _Read.TRANSPOSED if few else _Read.AS_STORED
+    return _Read.TRANSPOSED if type_.shape[-1] is not None and wide else _Read.AS_STORED
+
+
+def reads_in_tiles(columns: int) -> bool:
+    """A product of one row or of a run-time number of rows by a static f32 matrix of at
+    least MIN_ELEMENTS with `columns` columns is computed in tiles of TILE_COLUMNS columns
+    (`builders.contraction`), which read the matrix in neither of its layouts."""
+    return columns % TILE_COLUMNS == 0
 
 
 def _large(weight: Value) -> bool:

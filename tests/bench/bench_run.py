@@ -224,6 +224,12 @@ MODELS.update(
             GENAI_DECODE_STEP,
             fixed=("batch_size", "sequence_length"),
         ),
+        "genai_llama_prompt": _genai_spec(
+            "genai_llama_step's model on a 32-token prompt (empty KV cache): products of 32"
+            " run-time rows by the f32 weights",
+            "fp32",
+            GENAI_PROMPT,
+        ),
         "genai_llama_int4_step": _genai_spec(
             "genai_llama_step with int4 weights (the builder's MatMulNBits, block 32;"
             " at accuracy_level 4: int8 activations per block, in niroc and onnxruntime alike;"

@@ -5,13 +5,14 @@
 - `shapes`: mixed sizes (an int, or an index value at run time) as index or i64 values or an
   i64 shape tensor, `tensor.empty`, expand, collapse, pad, slice, cast.
 - `structured`: linalg `generic` with explicit maps, `fill` (init, then the value), the named
-  ops; all by the generic operation builder (the generated classes are 2-3x slower).
+  ops, `transpose`, `pack`/`unpack` into and out of tiles; all by the generic operation
+  builder (the generated classes are 2-3x slower).
 - `broadcast`: element-wise ops with NumPy broadcasting (`elementwise`), dynamic dims checked
   at run time.
 - `arithmetic`: element-wise add and multiply (`binary_arithmetic`), the one lowering of Niro's
   Add/Mul and ONNX's.
 - `contraction`: sums of products over index labels (`contract`, einsum's view) and `matmul`,
-  the one lowering of Niro's MatMul and ONNX's.
+  the one lowering of Niro's MatMul and ONNX's (named products, or in tiles: `linalg.mmt4d`).
 - `checks`: run-time checks (`assert_true`, `assert_all`, `checked_cast`).
 - `elements`: element types (accumulators, float conversions) and reading integer scalars.
 - `blocks`: loops that stack a row per step (Scan, Loop, a recurrence's Y) walked in blocks of
@@ -80,7 +81,18 @@ from .shapes import (
     tensor_sizes,
     tensor_type,
 )
-from .structured import MapSpec, affine_map, dim, fill, filled, generic, named_op, transpose
+from .structured import (
+    MapSpec,
+    affine_map,
+    dim,
+    fill,
+    filled,
+    generic,
+    named_op,
+    pack,
+    transpose,
+    unpack,
+)
 
 __all__ = [
     "BLOCK_STEPS",
@@ -142,7 +154,9 @@ __all__ = [
     "index_value",
     "is_float",
     "named_op",
+    "pack",
     "transpose",
+    "unpack",
     "pad",
     "read_int_scalars",
     "small_elements",

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from niro.ir import ScalarType, Value, format_type, op_name
 
 from ..bindings import arith, mlir_ir, scf
-from ..weight_layout import FEW_ROWS, MIN_ELEMENTS
+from ..weight_layout import FEW_ROWS, MIN_ELEMENTS, TILE_COLUMNS, reads_in_tiles
 from .checks import assert_true
 from .constants import constant, index_constant
 from .elements import convert
@@ -29,13 +30,14 @@ from .shapes import (
     dim_size,
     empty,
     expand_dim,
+    expand_shape,
     extract_slice,
     index_value,
     pad,
     ranked_result,
     tensor_size,
 )
-from .structured import MapSpec, fill, generic, named_op
+from .structured import MapSpec, fill, generic, named_op, pack, transpose, unpack
 
 if TYPE_CHECKING:
     from ..context import LoweringRuleContext
@@ -276,10 +278,7 @@ def named_matmul(ctx: LoweringRuleContext, accumulator: mlir_ir.Type) -> mlir_ir
     lhs = ctx.ranked(ctx.niro_operands[0], "operand #0").shape
     rhs = ctx.ranked(ctx.niro_operands[1], "operand #1").shape
     if len(lhs) == 2 and len(rhs) == 2:
-        if lhs[0] is None and _versioned_fits(rhs):
-            product = _few_rows_versioned(ctx.operands[0], ctx.operands[1], accumulator)
-        else:
-            product = _product(ctx.operands[0], ctx.operands[1], accumulator)
+        product = _rows_product(ctx.operands[0], ctx.operands[1], lhs[0], rhs, accumulator)
         return cast_to(product, ctx.result_types[0])  # a result typed more statically than A
     if _batch_matmul_fits(lhs, rhs):
         return _batch_matmul(ctx, lhs, accumulator)
@@ -315,10 +314,33 @@ def _rows_times_matrix(
     copy; a named op's result stays in its own layout."""
     rows = [tensor_size(ctx.operands[0], axis) for axis in range(len(shape) - 1)]
     lhs = collapse_dims(ctx.operands[0], 0, len(rows))
-    rhs = ctx.operands[1]
-    if None in shape[:-1] and _versioned_fits(ctx.ranked(ctx.niro_operands[1], "operand #1").shape):
-        return expand_dim(_few_rows_versioned(lhs, rhs, element), 0, rows)
-    return expand_dim(_product(lhs, rhs, element), 0, rows)
+    count = None if None in shape[:-1] else math.prod(dim or 0 for dim in shape[:-1])
+    matrix = ctx.ranked(ctx.niro_operands[1], "operand #1").shape
+    return expand_dim(_rows_product(lhs, ctx.operands[1], count, matrix, element), 0, rows)
+
+
+def _rows_product(
+    lhs: mlir_ir.Value,
+    rhs: mlir_ir.Value,
+    rows: int | None,
+    matrix: Sequence[int | None],
+    element: mlir_ir.Type,
+) -> mlir_ir.Value:
+    """The product of `rows` rows (None: a run-time number) by the matrix `rhs` of shape
+    `matrix`. By a static matrix of at least MIN_ELEMENTS (`_versioned_fits`): in tiles when it
+    is an f32 weight of whole tiles (`_f32_tiles_fit`, `_global_read`), one row as a tile of one
+    row and a run-time number of them in versions (`_tiled_versions`); otherwise a run-time
+    number of rows in versions by their count (`_few_rows_versioned`). The named product in
+    any other case."""
+    if _versioned_fits(matrix):
+        if _f32_tiles_fit(rhs, element) and _global_read(rhs) and rows in (None, 1):
+            tiles = _rhs_tiles(rhs, _F32_TILE)
+            if rows == 1:
+                return _tiled_product(lhs, tiles, element, _F32_TILE.one_row)
+            return _tiled_versions(lhs, tiles, element, _F32_TILE)
+        if rows is None:
+            return _few_rows_versioned(lhs, rhs, element)
+    return _product(lhs, rhs, element)
 
 
 def _product(lhs: mlir_ir.Value, rhs: mlir_ir.Value, element: mlir_ir.Type) -> mlir_ir.Value:
@@ -358,8 +380,8 @@ def _versioned(
 
 
 def _versioned_fits(rhs: Sequence[int | None]) -> bool:
-    """A static matrix of at least MIN_ELEMENTS: the right operand of a product of run-time
-    rows that `_few_rows_versioned` builds (a smaller one gains too little for the copy)."""
+    """A static matrix of at least MIN_ELEMENTS: the right operand of a product that
+    `_rows_product` versions or makes in tiles (a smaller one gains too little for the copy)."""
     return len(rhs) == 2 and None not in rhs and math.prod(dim or 0 for dim in rhs) >= MIN_ELEMENTS
 
 
@@ -398,54 +420,213 @@ def _batch_matmul(
     ctx: LoweringRuleContext, shape: Sequence[int | None], element: mlir_ir.Type
 ) -> mlir_ir.Value:
     """A batched MatMul as the named `linalg.batch_matmul` (its batch dims collapsed into one,
-    expanded back after). Why: IREE folds a transpose feeding a generic contraction into that
-    contraction's operand reads (strided loads in the matmul's inner loop: attention's
-    Q x K^T and weights x V ran ~1.5x slower so); a named op's operands stay contiguous, the
-    transposes run as their own cheap copies."""
+    expanded back after), or in tiles (`linalg.batch_mmt4d`) where `_int8_tiles_fit`. Why: IREE
+    folds a transpose feeding a generic contraction into that contraction's operand reads
+    (strided loads in the matmul's inner loop: attention's Q x K^T and weights x V ran ~1.5x
+    slower so); a named op's operands stay contiguous, the transposes run as their own cheap
+    copies."""
     batch = [dim for dim in shape[:-2] if dim is not None]
     operands = [ctx.operands[0], ctx.operands[1]]
     if len(batch) > 1:
         operands = [collapse_dims(operand, 0, len(batch)) for operand in operands]
     lhs, rhs = operands
-    if shape[-2] is None and _one_row_fits(lhs, rhs):
-        product = _one_row_versioned(lhs, rhs, element)
+    if _int8_tiles_fit(lhs, rhs, element):
+        tiles = _rhs_tiles(rhs, _INT8_TILE)
+        if shape[-2] is None:
+            product = _tiled_versions(lhs, tiles, element, _INT8_TILE)
+        else:
+            product = _tiled_product(lhs, tiles, element, _INT8_TILE)
+    elif shape[-2] is None and _int8_matrices(lhs, rhs):
+        columns = mlir_ir.RankedTensorType(rhs.type).shape[2]
+
+        def by_matrices(rows: mlir_ir.Value) -> mlir_ir.Value:
+            return _product(rows, rhs, element)
+
+        product = _one_row_versioned(lhs, columns, element, by_matrices, by_matrices)
     else:
         product = _product(lhs, rhs, element)
     return expand_dim(product, 0, batch) if len(batch) > 1 else product
 
 
-def _one_row_fits(lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> bool:
-    """An int8 batch of run-time rows by static matrices (MatMulNBits' int8 block products,
-    `contrib_functions._int8_block_product`): `_one_row_versioned` builds it."""
+@dataclass(frozen=True)
+class _Tile:
+    """The inner tile of a product in tiles (`linalg.mmt4d` / `linalg.batch_mmt4d`): `rows`
+    of the left operand (M0; None: 1, the rows then a reshape, `_tiled_product`), `columns`
+    (N0) and `depth` (K0, the reduced dim) of the right one."""
+
+    rows: int | None
+    columns: int
+    depth: int
+
+    @property
+    def one_row(self) -> _Tile:
+        """This tile for a product of one row."""
+        return _Tile(None, self.columns, self.depth)
+
+
+_INT8_TILE = _Tile(None, 16, 2)
+"""int8 x int8 -> i32: the tile IREE 3.13's data tiling (`--iree-opt-data-tiling`) chooses on
+x86 with AVX-512 for a few rows (M0 1, N0 16, K0 2); at 32 rows M0 1 still ran 2x faster than
+the batch_matmul (below). Any target compiles it; another may prefer another tile."""
+
+_F32_TILE = _Tile(8, TILE_COLUMNS, 1)
+"""f32: N0 16, K0 1 as IREE's data tiling for AVX-512; M0 8 for a run-time number of rows (16,
+its choice for many rows, ran alike at 128 rows and slower below 8: 0.42 against 0.32 ms at 7
+rows by 768 x 3072)."""
+
+
+def _int8_matrices(lhs: mlir_ir.Value, rhs: mlir_ir.Value) -> bool:
+    """An int8 batch of rows by static int8 matrices (MatMulNBits' int8 block products,
+    `contrib_functions._int8_block_product`)."""
     lhs_type, rhs_type = mlir_ir.RankedTensorType(lhs.type), mlir_ir.RankedTensorType(rhs.type)
     int8 = mlir_ir.IntegerType.get_signless(8)
     return (
         lhs_type.element_type == int8
         and rhs_type.element_type == int8
-        and DYNAMIC not in rhs_type.shape
+        and rhs_type.has_static_shape
     )
+
+
+def _int8_tiles_fit(lhs: mlir_ir.Value, rhs: mlir_ir.Value, element: mlir_ir.Type) -> bool:
+    """int8 x int8 summed in i32, a static right operand whose reduced dim and columns the
+    tile divides (MatMulNBits' int8 block products, `contrib_functions._int8_block_product`:
+    blocks of 16 or more of K, N a multiple of 16 in every model builder's layers)."""
+    return (
+        _int8_matrices(lhs, rhs)
+        and element == mlir_ir.IntegerType.get_signless(32)
+        and _tile_divides(mlir_ir.RankedTensorType(rhs.type), _INT8_TILE)
+    )
+
+
+def _f32_tiles_fit(rhs: mlir_ir.Value, element: mlir_ir.Type) -> bool:
+    """An f32 matrix (static, of at least MIN_ELEMENTS: `_rows_product` asks) of whole tiles
+    (`weight_layout.reads_in_tiles`, which then stores a weight in either layout)."""
+    rhs_type = mlir_ir.RankedTensorType(rhs.type)
+    f32 = mlir_ir.F32Type.get()
+    return rhs_type.element_type == f32 and element == f32 and reads_in_tiles(rhs_type.shape[1])
+
+
+def _global_read(value: mlir_ir.Value) -> bool:
+    """`value` is a Global read as it is or through the transpose of its stored layout
+    (`rules._lower_get_global`), whose tiles iree-compile makes at compile time. A matrix
+    computed from weights need not be: IREE computes an int4 MatMulNBits' dequantized f32
+    weights (8x the bytes they are made of) at run time, and would their tiles too (cut in
+    tiles, they made the onnxruntime-genai int4 Llama at accuracy_level 1 run a decode step in
+    93 ms instead of 41)."""
+    owner = value.owner
+    while (
+        isinstance(owner, (mlir_ir.Operation, mlir_ir.OpView)) and owner.name == "linalg.transpose"
+    ):
+        owner = owner.operands[0].owner
+    return isinstance(owner, (mlir_ir.Operation, mlir_ir.OpView)) and (
+        owner.name == "ml_program.global_load_const"
+    )
+
+
+def _tile_divides(rhs: mlir_ir.RankedTensorType, tile: _Tile) -> bool:
+    """A static [..., K, N] matrix type of whole tiles along K and N."""
+    if not rhs.has_static_shape:
+        return False
+    depth, columns = rhs.shape[-2:]
+    return depth % tile.depth == 0 and columns % tile.columns == 0
+
+
+def _rhs_tiles(rhs: mlir_ir.Value, tile: _Tile) -> mlir_ir.Value:
+    """The static [..., K, N] `rhs` as `linalg.mmt4d` / `linalg.batch_mmt4d` read it: [...,
+    N / N0, K / K0, N0, K0], each tile's K0 values of one column side by side. It is a
+    `linalg.transpose`, which IREE computes at compile time for a constant `rhs` (a weight)
+    built outside any `scf.if`: callers build it before choosing a version."""
+    source = mlir_ir.RankedTensorType(rhs.type)
+    *batch, depth, columns = source.shape
+    lead = len(batch)
+    split = [*batch, depth // tile.depth, tile.depth, columns // tile.columns, tile.columns]
+    groups = [[axis] for axis in range(lead)] + [[lead, lead + 1], [lead + 2, lead + 3]]
+    rows_by_columns = expand_shape(
+        rhs, mlir_ir.RankedTensorType.get(split, source.element_type), groups, []
+    )
+    tiles = [*batch, columns // tile.columns, depth // tile.depth, tile.columns, tile.depth]
+    order = [*range(lead), lead + 2, lead, lead + 3, lead + 1]
+    init = empty(tiles, source.element_type)
+    return transpose(rows_by_columns, init, mlir_ir.DenseI64ArrayAttr.get(order))
 
 
 def _one_row_versioned(
-    lhs: mlir_ir.Value, rhs: mlir_ir.Value, element: mlir_ir.Type
+    lhs: mlir_ir.Value,
+    columns: int,
+    element: mlir_ir.Type,
+    one_row: Callable[[mlir_ir.Value], mlir_ir.Value],
+    rows: Callable[[mlir_ir.Value], mlir_ir.Value],
 ) -> mlir_ir.Value:
-    """The batched product of a run-time number of rows in two versions chosen at run time:
-    one row (a decode step's token) as a static product, more as the dynamic one.
+    """The product of [..., rows, K] `lhs` (rows a run-time size) by a static right operand
+    (built before the choice: a weight's tiles are then computed at compile time) in two
+    versions chosen at run time: one row (a decode step's token) as `one_row(lhs as one static
+    row)`, more as `rows(lhs)`; [..., rows, columns] of `element`.
 
-    Why: IREE 3.13 compiles the int8 batch product [32, rows, 32] x [32, 32, 1536] at one
-    run-time row 3-4x slower than with the row static (0.33-0.50 against 0.12 ms,
-    iree-benchmark-module); padded to 8 static rows it is no faster than dynamic (0.34-0.37 ms),
-    so `_few_rows_versioned`'s padding does not serve here."""
-    rows = dim_size(lhs, 1)
-    one = arith.CmpIOp(arith.CmpIPredicate.eq, rows, index_constant(1)).result
-    source, matrices = mlir_ir.RankedTensorType(lhs.type), mlir_ir.RankedTensorType(rhs.type)
-    batch, columns = source.shape[0], matrices.shape[2]
-    row_type = mlir_ir.RankedTensorType.get([batch, 1, source.shape[2]], source.element_type)
-    result_type = mlir_ir.RankedTensorType.get([batch, DYNAMIC, columns], element)
+    Why: IREE 3.13 compiles a product of run-time rows slower than a static one when the rows
+    are few, and so what reads it. MatMulNBits' int8 block product [32, rows, 32] x [32, 32,
+    1536] as a batch_matmul ran 3-4x slower at one run-time row than static (0.33-0.50 against
+    0.12 ms, iree-benchmark-module), and padded to 8 static rows no faster than dynamic
+    (0.34-0.37 ms); in tiles the dynamic product itself runs almost as fast (0.067 against
+    0.053 ms by [32, 32, 2816]), but the reduction that reads it (the blocks' scaling and sum)
+    still ran ~6x slower on a run-time row (0.31 against 0.05 ms). An f32 row by 1024 x 2816 in
+    tiles of one row: 0.29 ms against 0.31-0.45 as the product of 8 padded rows by the
+    transposed weight (what `_few_rows_versioned` makes of other matrices)."""
+    source = mlir_ir.RankedTensorType(lhs.type)
+    axis = source.rank - 2
+    size = dim_size(lhs, axis)
+    one = arith.CmpIOp(arith.CmpIPredicate.eq, size, index_constant(1)).result
+    row_shape = list(source.shape)
+    row_shape[axis] = 1
+    row_type = mlir_ir.RankedTensorType.get(row_shape, source.element_type)
+    result_shape = [*source.shape[:axis], DYNAMIC, columns]
+    result_type = mlir_ir.RankedTensorType.get(result_shape, element)
     return _versioned(
-        one,
-        result_type,
-        [rows],
-        lambda: _product(cast_to(lhs, row_type), rhs, element),
-        lambda: _product(lhs, rhs, element),
+        one, result_type, [size], lambda: one_row(cast_to(lhs, row_type)), lambda: rows(lhs)
     )
+
+
+def _tiled_versions(
+    lhs: mlir_ir.Value, tiles: mlir_ir.Value, element: mlir_ir.Type, tile: _Tile
+) -> mlir_ir.Value:
+    """`_one_row_versioned` in tiles: one row in a row tile of 1, more rows in `tile`."""
+    columns = mlir_ir.RankedTensorType(tiles.type).shape[-4] * tile.columns
+    return _one_row_versioned(
+        lhs,
+        columns,
+        element,
+        lambda row: _tiled_product(row, tiles, element, tile.one_row),
+        lambda rows: _tiled_product(rows, tiles, element, tile),
+    )
+
+
+def _tiled_product(
+    lhs: mlir_ir.Value, tiles: mlir_ir.Value, element: mlir_ir.Type, tile: _Tile
+) -> mlir_ir.Value:
+    """[..., M, K] `lhs` times the right operand in `tiles` (`_rhs_tiles`), [..., M, N], as the
+    named `linalg.mmt4d` (`linalg.batch_mmt4d` with one batch dim) summed from 0 in `element`.
+    With a row tile of 1 the left operand's tiles and the result are reshapes of it (a run-time
+    M stays one dim); with `tile.rows` they are `linalg.pack` (zero rows padding M to a
+    multiple) and `linalg.unpack`.
+
+    Why: IREE 3.13 (without `--iree-opt-data-tiling`) compiles these far better than the named
+    products (iree-benchmark-module): MatMulNBits' int8 block product [32, 1, 32] x [32, 32,
+    2816] in 0.05 ms against 0.11-0.12 as a batch_matmul, at 32 rows 0.94 against 1.9 ms; 128
+    run-time rows by an f32 768 x 3072 in 4.0 against 6.7-7.2 ms (7 rows: 0.30 against 0.38)."""
+    *batch, column_tiles, depth_tiles, _, _ = mlir_ir.RankedTensorType(tiles.type).shape
+    axis = len(batch)
+    name = "linalg.batch_mmt4d" if batch else "linalg.mmt4d"
+    rows = tensor_size(lhs, axis)
+    zero = constant(element, 0)
+    if tile.rows is None:
+        lhs_tiles = expand_dim(lhs, axis + 1, [depth_tiles, 1, tile.depth])
+        init = fill(empty([*batch, rows, column_tiles, 1, tile.columns], element), zero)
+        return collapse_dims(named_op(name, [lhs_tiles, tiles], init), axis + 1, 3)
+    row_tiles = (
+        -(-rows // tile.rows)
+        if isinstance(rows, int)
+        else arith.CeilDivUIOp(rows, index_constant(tile.rows)).result
+    )
+    lhs_tiles = pack(lhs, [row_tiles, depth_tiles], [tile.rows, tile.depth], zero)
+    init = fill(empty([*batch, row_tiles, column_tiles, tile.rows, tile.columns], element), zero)
+    product = named_op(name, [lhs_tiles, tiles], init)
+    return unpack(product, [*batch, rows, column_tiles * tile.columns])

@@ -19,9 +19,20 @@ from collections.abc import Callable, Sequence
 from typing import Union
 
 from ..bindings import fill_builtin_region, mlir_ir
-from .shapes import empty
+from .shapes import empty, tensor_sizes
 
-__all__ = ["MapSpec", "dim", "affine_map", "generic", "fill", "filled", "named_op", "transpose"]
+__all__ = [
+    "MapSpec",
+    "dim",
+    "affine_map",
+    "generic",
+    "fill",
+    "filled",
+    "named_op",
+    "pack",
+    "transpose",
+    "unpack",
+]
 
 MapSpec = Sequence[Union[int, None, "mlir_ir.AffineExpr"]]
 
@@ -155,3 +166,51 @@ def transpose(
     with mlir_ir.InsertionPoint(block):
         mlir_ir.Operation.create("linalg.yield", operands=[block.arguments[0]])
     return transposed.result
+
+
+def pack(
+    value: mlir_ir.Value,
+    outer: Sequence[int | mlir_ir.Value],
+    tile: Sequence[int],
+    padding: mlir_ir.Value | None = None,
+) -> mlir_ir.Value:
+    """`linalg.pack` of `value`'s last len(`tile`) dims into tiles: [..., outer..., tile...],
+    `outer` the number of tiles along each (an index value where it is a run-time size), the
+    last tiles filled out with the scalar `padding` (needed where a tile may not divide)."""
+    source = mlir_ir.RankedTensorType(value.type)
+    tiled = range(source.rank - len(tile), source.rank)
+    init = empty(
+        [*tensor_sizes(value)[: source.rank - len(tile)], *outer, *tile], source.element_type
+    )
+    return mlir_ir.Operation.create(
+        "linalg.pack",
+        results=[init.type],
+        operands=[value, init] + ([] if padding is None else [padding]),
+        attributes={
+            "inner_dims_pos": mlir_ir.DenseI64ArrayAttr.get(list(tiled)),
+            "static_inner_tiles": mlir_ir.DenseI64ArrayAttr.get(list(tile)),
+            "operandSegmentSizes": mlir_ir.DenseI32ArrayAttr.get(
+                [1, 1, int(padding is not None), 0]
+            ),
+        },
+    ).result
+
+
+def unpack(value: mlir_ir.Value, sizes: Sequence[int | mlir_ir.Value]) -> mlir_ir.Value:
+    """`linalg.unpack` of `pack`'s layout back into a tensor of `sizes` (the padding dropped):
+    `value` is [..., outer..., tile...], its dims past len(`sizes`) the tiles of as many last
+    dims of `sizes`."""
+    source = mlir_ir.RankedTensorType(value.type)
+    count = source.rank - len(sizes)
+    inner = list(range(len(sizes) - count, len(sizes)))
+    init = empty(list(sizes), source.element_type)
+    return mlir_ir.Operation.create(
+        "linalg.unpack",
+        results=[init.type],
+        operands=[value, init],
+        attributes={
+            "inner_dims_pos": mlir_ir.DenseI64ArrayAttr.get(inner),
+            "static_inner_tiles": mlir_ir.DenseI64ArrayAttr.get(list(source.shape[-count:])),
+            "operandSegmentSizes": mlir_ir.DenseI32ArrayAttr.get([1, 1, 0]),
+        },
+    ).result

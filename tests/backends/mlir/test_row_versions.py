@@ -11,7 +11,6 @@ import onnx
 import pytest
 from niro.backends.mlir import lower_to_mlir
 from niro.backends.mlir.builders import VERSION_ATTRIBUTE
-from niro.backends.mlir.weight_layout import FEW_ROWS
 from niro.frontends.onnx import import_model
 from onnx import helper, numpy_helper
 
@@ -64,7 +63,7 @@ def test_several_versioned_products_choose_once_at_the_top():
     assert len(branches) == 1, "\n".join(top)
     few, many = text.split("} else {", 1)[0], text.split("} else {", 1)[1]
     assert VERSION_ATTRIBUTE not in few.split("scf.if", 1)[1]
-    assert f"tensor<{FEW_ROWS}x{K}xf32>" in few  # the padded static products
+    assert f"tensor<1x{K}x1x1xf32>" in few  # the static products of one row, in tiles
     assert many.count(VERSION_ATTRIBUTE) == 3  # the function as it was: each chooses
     assert text.index("cf.assert") < text.index("scf.if")  # the checks run once, before
 
@@ -124,8 +123,8 @@ def chosen(tmp_path_factory):
 
 @pytest.mark.parametrize("shape", [(1, 1), (1, 3), (2, 4), (3, 3), (2, 16), (1, 40)], ids=str)
 def test_both_bodies_match_onnxruntime(chosen, shape):
-    """At most FEW_ROWS rows take the few-rows body, more the other; both give
-    onnxruntime's numbers."""
+    """One row takes the few-rows body (its products in tiles of one row), more rows the
+    other (theirs in tiles of 8 rows); both give onnxruntime's numbers."""
     model, module = chosen
     rng = np.random.default_rng(sum(shape))
     feeds = {

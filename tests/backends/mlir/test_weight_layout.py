@@ -27,6 +27,8 @@ from niroc.cli import main
 from .mlir_harness import assert_matches_onnxruntime, compile_onnx
 
 K, N = 512, 512  # MIN_ELEMENTS exactly
+UNTILED = (K, K + 8)  # columns that are no whole number of tiles
+SQUARE_UNTILED = (K + 8, K + 8)
 
 
 def _model(
@@ -55,23 +57,49 @@ def _transposed(model: onnx.ModelProto) -> frozenset[str]:
     return transposed_weights(import_model(model))
 
 
-@pytest.mark.parametrize(
-    "x_shape",
-    [[1, K], [FEW_ROWS, K], [1, 1, K], [2, 4, K], [K], ["rows", K], ["batch", "seq", K]],
-    ids=str,
-)
+@pytest.mark.parametrize("x_shape", [[1, K], [FEW_ROWS, K], [1, 1, K], [2, 4, K], [K]], ids=str)
 def test_weights_of_few_row_products_are_stored_transposed(x_shape):
-    """Niro's rank-2 MatMul and onnx.MatMul of a stack of rows or a vector alike, of few
-    static rows or of a run-time number of them (then versioned)."""
-    assert _transposed(_model(x_shape, [("MatMul", ["x", "w"], ["y"])])) == {"w"}
+    """Niro's rank-2 MatMul and onnx.MatMul of a stack of rows or a vector alike (a weight
+    whose columns are no whole number of tiles: see below for the others)."""
+    model = _model(x_shape, [("MatMul", ["x", "w"], ["y"])], shape=UNTILED)
+    assert _transposed(model) == {"w"}
+
+
+@pytest.mark.parametrize("rows", [["rows"], ["batch", "seq"], [1], [1, 1]], ids=str)
+@pytest.mark.parametrize(
+    "shape, dtype, transposed",
+    [
+        ((K, N), np.float32, False),  # multiplied in tiles: either layout serves
+        ((1024, LARGE_ELEMENTS // 1024), np.float32, False),
+        (UNTILED, np.float32, True),  # versioned: a few rows padded to a static product
+        ((K, N), np.float64, True),
+    ],
+    ids=["tiles", "large", "untiled", "f64"],
+)
+def test_weights_of_one_or_run_time_rows_are_stored_transposed_unless_read_in_tiles(
+    rows, shape, dtype, transposed
+):
+    """f64 products are not made in tiles (`builders.contraction`)."""
+    assert weight_layout.reads_in_tiles(shape[1]) is (shape != UNTILED)
+    model = _model([*rows, shape[0]], [("MatMul", ["x", "w"], ["y"])], shape=shape, dtype=dtype)
+    assert _transposed(model) == ({"w"} if transposed else frozenset())
+
+
+def test_a_weight_read_in_tiles_and_by_few_rows_is_stored_transposed():
+    """A read in tiles takes either layout, so the other read decides."""
+    model = _model(
+        ["rows", K],
+        [("MatMul", ["x", "w"], ["y"]), ("MatMul", ["two", "w"], ["z"])],
+        outputs=("y", "z"),
+    )
+    model.graph.initializer.append(numpy_helper.from_array(np.ones((2, K), np.float32), "two"))
+    assert _transposed(model) == {"w"}
 
 
 LARGE = (1024, LARGE_ELEMENTS // 1024)
 
 
-@pytest.mark.parametrize(
-    "x_shape", [[FEW_ROWS + 1, 1024], [128, 1024], [2, 64, 1024], ["rows", 1024]], ids=str
-)
+@pytest.mark.parametrize("x_shape", [[FEW_ROWS + 1, 1024], [128, 1024], [2, 64, 1024]], ids=str)
 def test_large_weights_are_stored_transposed_whatever_the_rows(x_shape):
     assert _transposed(_model(x_shape, [("MatMul", ["x", "w"], ["y"])], shape=LARGE)) == {"w"}
 
@@ -107,19 +135,22 @@ def test_other_weights_keep_their_layout(x_shape, nodes, shape):
 
 
 def test_the_global_holds_the_transpose_read_back_through_a_linalg_transpose():
-    text = lower_to_mlir(import_model(_model([1, K], [("MatMul", ["x", "w"], ["y"])]))).to_text()
+    text = lower_to_mlir(import_model(_model([2, K], [("MatMul", ["x", "w"], ["y"])]))).to_text()
     assert f"ml_program.global private @w(dense_resource<w> : tensor<{N}x{K}xf32>)" in text
     assert f"linalg.transpose ins(%w : tensor<{N}x{K}xf32>)" in text
 
 
 @pytest.mark.parametrize(
-    "x_shape", [[1, K], [3, K], [1, 2, K], [K]], ids=["1-row", "3-rows", "1x2-rows", "vector"]
+    "x_shape",
+    [[1, K + 8], [3, K + 8], [1, 2, K + 8], [K + 8]],
+    ids=["1-row", "3-rows", "1x2-rows", "vector"],
 )
 def test_products_by_a_transposed_weight_match_onnxruntime(tmp_path, x_shape):
     """Two products share the weight; its data are the model's, transposed in the MLIR."""
     model = _model(
         x_shape,
         [("MatMul", ["x", "w"], ["p"]), ("Relu", ["p"], ["r"]), ("MatMul", ["r", "w"], ["y"])],
+        shape=SQUARE_UNTILED,
     )
     assert _transposed(model) == {"w"}
     module = compile_onnx(model, tmp_path, "weights")
@@ -142,7 +173,7 @@ def test_a_temporary_directory_that_fails_is_named_in_the_error(monkeypatch, tmp
     names the global, the directory and why, as a LoweringError (one line from the CLI)."""
     missing = tmp_path / "gone"
     monkeypatch.setattr(tempfile, "tempdir", str(missing))
-    model = _model([1, K], [("MatMul", ["x", "w"], ["y"])])
+    model = _model([2, K], [("MatMul", ["x", "w"], ["y"])])
     with pytest.raises(LoweringError) as caught:
         lower_to_mlir(import_model(model))
     message = str(caught.value)
@@ -215,9 +246,13 @@ def test_a_transposed_weight_in_a_parameter_archive_matches_onnxruntime(tmp_path
     np.testing.assert_allclose(got, session.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
 
 
-@pytest.fixture(scope="module")
-def versioned(tmp_path_factory):
-    model = _model(["batch", "seq", K], [("MatMul", ["x", "w"], ["p"]), ("Relu", ["p"], ["y"])])
+@pytest.fixture(scope="module", params=[(K, N), UNTILED], ids=["tiles", "untiled"])
+def versioned(request, tmp_path_factory):
+    model = _model(
+        ["batch", "seq", K],
+        [("MatMul", ["x", "w"], ["p"]), ("Relu", ["p"], ["y"])],
+        shape=request.param,
+    )
     return model, compile_onnx(model, tmp_path_factory.mktemp("versioned"), "weights")
 
 
@@ -225,25 +260,64 @@ def versioned(tmp_path_factory):
     "x_shape", [(1, 1, K), (1, 3, K), (2, 4, K), (3, 3, K), (2, 16, K)], ids=str
 )
 def test_a_product_of_run_time_rows_matches_onnxruntime_in_both_versions(versioned, x_shape):
-    """One compiled module: at most FEW_ROWS rows take the padded static product, more the
-    dynamic one; both read the transposed weight."""
+    """One compiled module: in tiles, one row takes the static product of one row, more the
+    product in tiles of 8 rows (3, 9 and 32 rows padded); untiled, at most FEW_ROWS rows take
+    the padded static product by the transposed weight, more the dynamic one."""
     model, module = versioned
     x = np.random.default_rng(sum(x_shape)).standard_normal(x_shape).astype(np.float32)
     assert_matches_onnxruntime(module, model, [{"x": x}], function="weights", rtol=1e-5, atol=1e-5)
 
 
-def test_a_product_of_run_time_rows_is_versioned_in_the_mlir():
-    model = _model(["rows", K], [("MatMul", ["x", "w"], ["y"])])
+def test_a_product_of_run_time_rows_by_untiled_columns_is_padded_in_the_mlir():
+    model = _model(["rows", K], [("MatMul", ["x", "w"], ["y"])], shape=UNTILED)
     text = lower_to_mlir(import_model(model)).to_text()
     assert "scf.if" in text and "tensor.pad" in text
     assert f"tensor<{FEW_ROWS}x{K}xf32>" in text
+    assert "mmt4d" not in text
+
+
+def test_a_product_of_run_time_rows_is_in_tiles_in_the_mlir():
+    """The weight keeps its layout ([K, 2N]) and is read in tiles of 16 columns, made once
+    before the choice; one row is a tile of one row ([1, K, 1, 1]), more rows are packed in
+    tiles of 8 (zero rows padding them) and unpacked after."""
+    model = _model(["rows", K], [("MatMul", ["x", "w"], ["y"])], shape=(K, 2 * N))
+    text = lower_to_mlir(import_model(model)).to_text(elide_weights=True)
+    assert f"ml_program.global private @w(dense_resource<w> : tensor<{K}x{2 * N}xf32>)" in text
+    tiles = f"tensor<{2 * N // 16}x{K}x16x1xf32>"
+    made = text.index("permutation = [2, 0, 3, 1]")
+    assert text.count("permutation = [2, 0, 3, 1]") == 1 and made < text.index("scf.if")
+    one_row = text.index(
+        f"linalg.mmt4d ins(%expanded_0, %transposed : tensor<1x{K}x1x1xf32>, {tiles})"
+    )
+    packed = text.index(
+        "linalg.pack %arg0 padding_value(%cst : f32) inner_dims_pos = [0, 1] inner_tiles = [8, 1]"
+    )
+    rows = text.index(f"linalg.mmt4d ins(%pack, %transposed : tensor<?x{K}x8x1xf32>, {tiles})")
+    unpacked = text.index("linalg.unpack")
+    assert made < one_row < text.index("} else {") < packed < rows < unpacked
+
+
+@pytest.mark.parametrize("x_shape", [[1, K], [1, 1, K]], ids=str)
+def test_one_row_in_tiles_matches_onnxruntime(tmp_path, x_shape):
+    """A static row by a weight of whole tiles: one product in tiles of one row, no versions;
+    the weight keeps its layout."""
+    model = _model(
+        x_shape, [("MatMul", ["x", "w"], ["p"]), ("Relu", ["p"], ["y"])], shape=(K, 2 * N)
+    )
+    text = lower_to_mlir(import_model(model)).to_text(elide_weights=True)
+    assert f"linalg.mmt4d ins(%expanded_0, %transposed : tensor<1x{K}x1x1xf32>" in text
+    assert "scf.if" not in text and _transposed(model) == frozenset()
+    module = compile_onnx(model, tmp_path, "weights")
+    x = np.random.default_rng(8).standard_normal(x_shape).astype(np.float32)
+    assert_matches_onnxruntime(module, model, [{"x": x}], function="weights", rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("rows", [1, 9])
 def test_a_product_by_a_computed_matrix_is_versioned_too(tmp_path, rows):
     """The static matrix need not be a Global (an int4 MatMulNBits dequantizes its weights at
-    run time): a product of run-time rows by W * 2 is versioned; the weight keeps its layout
-    (an element-wise op reads it)."""
+    run time): a product of run-time rows by W * 2 is versioned by its rows, not made in tiles
+    (IREE would make the tiles of a computed matrix at run time too); the weight keeps its
+    layout (an element-wise op reads it)."""
     model = _model(
         ["rows", K],
         [("Mul", ["w", "two"], ["doubled"]), ("MatMul", ["x", "doubled"], ["y"])],
@@ -251,7 +325,8 @@ def test_a_product_by_a_computed_matrix_is_versioned_too(tmp_path, rows):
     )
     model.graph.initializer.append(numpy_helper.from_array(np.array(2, np.float32), "two"))
     assert _transposed(model) == frozenset()
-    assert "scf.if" in lower_to_mlir(import_model(model)).to_text()
+    text = lower_to_mlir(import_model(model)).to_text()
+    assert "scf.if" in text and "tensor.pad" in text and "mmt4d" not in text
     module = compile_onnx(model, tmp_path, "weights")
     x = np.random.default_rng(rows).standard_normal((rows, K)).astype(np.float32)
     assert_matches_onnxruntime(module, model, [{"x": x}], function="weights", rtol=1e-5, atol=1e-5)

@@ -406,7 +406,9 @@ def test_contrib_quantize_dequantize_match_onnxruntime(tmp_path, name, zero_poin
     model = _qdq_model(_QDQ_TYPES[name], zero_points)
     vm_module = compile_onnx(model, tmp_path)
     feeds = [{"x": RNG.uniform(-1, 1, (batch, 8)).astype(np.float32)} for batch in (1, 5)]
-    assert_matches_onnxruntime(vm_module, model, feeds, function="g", rtol=1e-6, atol=1e-6)
+    # rtol: int16 values make products of ~1e4, whose f32 sum differs from onnxruntime's in the
+    # last bits (2.3e-6 relative seen, on the inputs the shared RNG gave in another test order)
+    assert_matches_onnxruntime(vm_module, model, feeds, function="g", rtol=1e-5, atol=1e-6)
 
 
 def test_outputs_of_contrib_calls_exposed_by_name_keep_their_consumers_typed() -> None:
