@@ -22,7 +22,8 @@ The bodies follow onnxruntime's ContribOperators.md and the semantics of its CPU
   product is the CPU kernel's: A quantized to int8 per block of K (scale max|a| / 127, rounded
   half to even), integer sums per block, scaled in f32 (`_int8_block_product`); onnxruntime
   computes exactly this there, except with g_idx or float zero points (then f32, as here). Any
-  other level is computed in f32;
+  other level is computed in f32: per block from B's int8 values q - zero_point where they fit
+  (bits < 8, no g_idx or float zero points: `_f32_block_product`), else from B dequantized;
 - GroupQueryAttention reads each batch row's total length from `seqlens_k` (+1), its past
   length as that minus the new tokens (zero on the first prompt, when the sequence length
   equals `total_sequence_length`), writes the present KV cache as the CPU kernel does (the
@@ -340,8 +341,9 @@ def _matmul_nbits(site: _Site) -> onnx.FunctionProto:
     values = _unpacked(body, body.op("Reshape", "B", body.const([n, blocks, blob])), bits)
     packed_zeros = site.has(3) and site.type(3, "zero_points").element_type is ScalarType.U8
     int8_activations = site.int("accuracy_level", 0) == _INT8_ACTIVATIONS
-    if int8_activations and not site.has(4) and (packed_zeros or not site.has(3)):
-        product = _int8_block_product(body, site, values, grid, bits, block_size, k, n)
+    if not site.has(4) and (packed_zeros or not site.has(3)) and (int8_activations or bits < 8):
+        block_product = _int8_block_product if int8_activations else _f32_block_product
+        product = block_product(body, site, values, grid, bits, block_size, k, n)
         if site.has(5):
             product = body.op("Add", product, body.f32("bias", site.type(5, "bias").element_type))
         return body.function(site.op_type, [body.back(product, scalar)])
@@ -416,23 +418,15 @@ def _int8_block_product(
     [N, blocks, block_size].
 
     The blocks lead ([blocks, rows, block] x [blocks, block, N]), so the integer products are
-    one batched int8 product (the named `linalg.batch_matmul` when its operands are both
-    int8, `builders.named_matmul`), which IREE compiles far better than the f32 product of
-    dequantized weights; the scaling and the sum over blocks are one Einsum, one reduction
-    (as a Mul by the outer product of the scales and a ReduceSum, IREE made three dispatches of
-    it, as long as the product). One 1x1024 by 1536x1024 int4 product ran 0.18 ms against
-    0.55-0.8 ms as the f32 product (iree-benchmark-module); the onnxruntime-genai int4 Llama's
-    decode step (bench-run `genai_llama_int4_step`) 17.1 -> 6.6 ms. Many rows pay for it: the
-    batch writes a partial sum per block for every output (`genai_llama_int4_prompt`, 32
-    tokens: 58 ms against 36 for the f32 form). An If choosing the f32 form for many rows won
-    that back, but IREE then kept two unpacked copies of the weights."""
-    blocks = -(-k // block_size)
-    a = body.f32("A", site.type(0, "A").element_type)
-    rank = len(site.shape(0, "A"))
-    if blocks * block_size != k:
-        a = body.op("Pad", a, body.const([0] * (2 * rank - 1) + [blocks * block_size - k]))
-    rows = body.op("Reshape", a, body.const([-1, blocks, block_size]))
-    blocked = body.op("Transpose", rows, perm=[1, 0, 2])  # [blocks, rows, block]
+    one batched int8 product (in tiles, `linalg.batch_mmt4d`: `builders.contraction`), which
+    IREE compiles far better than the f32 product of dequantized weights; the scaling and the
+    sum over blocks are one Einsum, one reduction (as a Mul by the outer product of the scales
+    and a ReduceSum, IREE made three dispatches of it, as long as the product). One 1x1024 by
+    1536x1024 int4 product ran 0.18 ms as a batch_matmul against 0.55-0.8 ms as the f32
+    product of weights dequantized at every call (iree-benchmark-module). Many rows pay for
+    it: the batch writes a partial sum per block for every output (`_f32_block_product`, the
+    f32 form of the same shape, alike)."""
+    a, blocked = _blocked_rows(body, site, block_size, k)
     largest = body.op("ReduceMax", body.op("Abs", blocked), body.const([2]), keepdims=1)
     a_scale = body.op("Div", largest, body.const(127.0, np.float32))
     zero = body.const(0.0, np.float32)
@@ -442,19 +436,10 @@ def _int8_block_product(
     a_int8 = body.op(
         "Cast", body.op("Round", body.op("Mul", blocked, inverse)), to=onnx.TensorProto.INT8
     )
-    b_columns = body.op("Transpose", values, perm=[1, 2, 0])  # [blocks, block, N]
-    if site.has(3):
-        zeros = _packed_zero_points(body, n, blocks, bits)
-    else:
-        zeros = body.op("Expand", body.const(1 << (bits - 1), np.uint8), grid)
-    zeros = body.op("Transpose", body.op("Unsqueeze", zeros, body.const([2])), perm=[1, 2, 0])
+    b_columns, zeros = _block_columns(body, site, values, grid, bits, n, -(-k // block_size))
     if bits < 8:
         # q - zero_point fits int8: one int8 x int8 product
-        int8 = onnx.TensorProto.INT8
-        weights = body.op(
-            "Sub", body.op("Cast", b_columns, to=int8), body.op("Cast", zeros, to=int8)
-        )
-        sums = body.op("MatMulInteger", a_int8, weights)
+        sums = body.op("MatMulInteger", a_int8, _int8_columns(body, b_columns, zeros))
     else:
         # q - zero_point spans [-255, 255]: sum(a_q * q) - zero_point * sum(a_q)
         int32 = onnx.TensorProto.INT32
@@ -466,8 +451,7 @@ def _int8_block_product(
             body.op("MatMulInteger", a_int8, b_columns),
             body.op("Mul", body.op("Cast", zeros, to=int32), a_sums),
         )
-    b_scale = body.f32("scales", site.type(2, "scales").element_type)
-    b_scale = body.op("Transpose", body.op("Reshape", b_scale, grid), perm=[1, 0])  # [blocks, N]
+    b_scale = _block_scales(body, site, grid)
     a_scale = body.op("Squeeze", a_scale, body.const([2]))  # [blocks, rows]
     product = body.op(
         "Einsum",
@@ -478,6 +462,70 @@ def _int8_block_product(
     )
     shape = body.op("Concat", body.op("Shape", a, end=-1), body.const([n]), axis=0)
     return body.op("Reshape", product, shape)
+
+
+def _f32_block_product(
+    body: _Body, site: _Site, values: str, grid: str, bits: int, block_size: int, k: int, n: int
+) -> str:
+    """A @ dequantize(B)^T in f32 (below accuracy_level 4) for weights whose q - zero_point
+    fits int8 (bits < 8): per block and column the f32 sum of a * (q - zero_point), times the
+    block's scale, the blocks' terms summed. The same sum as of a times the dequantized
+    weights, in another order (onnxruntime dequantizes, then multiplies).
+
+    Why: the int8 weights (q - zero_point, a byte each) are what iree-compile's const-eval
+    keeps, and the product reads them widened in its loop (`builders.contraction`, a product
+    by int8 matrices widened to f32); weights dequantized to f32 are 8x the bytes of the
+    packed ones, which IREE computes at every call instead (the onnxruntime-genai int4 Llama at
+    accuracy_level 1: 41 ms a decode step so)."""
+    a, blocked = _blocked_rows(body, site, block_size, k)
+    b_columns, zeros = _block_columns(body, site, values, grid, bits, n, -(-k // block_size))
+    weights = body.op("Cast", _int8_columns(body, b_columns, zeros), to=onnx.TensorProto.FLOAT)
+    product = body.op(
+        "Einsum",
+        body.op("MatMul", blocked, weights),
+        _block_scales(body, site, grid),
+        equation="bmn,bn->mn",
+    )
+    shape = body.op("Concat", body.op("Shape", a, end=-1), body.const([n]), axis=0)
+    return body.op("Reshape", product, shape)
+
+
+def _blocked_rows(body: _Body, site: _Site, block_size: int, k: int) -> tuple[str, str]:
+    """MatMulNBits' A in f32 and its rows cut into the weights' blocks of K, [blocks, rows,
+    block] (the last block zero-padded)."""
+    blocks = -(-k // block_size)
+    a = body.f32("A", site.type(0, "A").element_type)
+    rank = len(site.shape(0, "A"))
+    if blocks * block_size != k:
+        a = body.op("Pad", a, body.const([0] * (2 * rank - 1) + [blocks * block_size - k]))
+    rows = body.op("Reshape", a, body.const([-1, blocks, block_size]))
+    return a, body.op("Transpose", rows, perm=[1, 0, 2])
+
+
+def _block_columns(
+    body: _Body, site: _Site, values: str, grid: str, bits: int, n: int, blocks: int
+) -> tuple[str, str]:
+    """B's unpacked `values` [N, blocks, block] as [blocks, block, N] (uint8) and their zero
+    points [blocks, 1, N] (uint8; 2^(bits-1) when absent)."""
+    b_columns = body.op("Transpose", values, perm=[1, 2, 0])
+    if site.has(3):
+        zeros = _packed_zero_points(body, n, blocks, bits)
+    else:
+        zeros = body.op("Expand", body.const(1 << (bits - 1), np.uint8), grid)
+    zeros = body.op("Transpose", body.op("Unsqueeze", zeros, body.const([2])), perm=[1, 2, 0])
+    return b_columns, zeros
+
+
+def _int8_columns(body: _Body, b_columns: str, zeros: str) -> str:
+    """q - zero_point as int8 (it fits for bits < 8)."""
+    int8 = onnx.TensorProto.INT8
+    return body.op("Sub", body.op("Cast", b_columns, to=int8), body.op("Cast", zeros, to=int8))
+
+
+def _block_scales(body: _Body, site: _Site, grid: str) -> str:
+    """B's scales in f32, [blocks, N]."""
+    scales = body.f32("scales", site.type(2, "scales").element_type)
+    return body.op("Transpose", body.op("Reshape", scales, grid), perm=[1, 0])
 
 
 def _gather_block_quantized(site: _Site) -> onnx.FunctionProto:

@@ -124,6 +124,23 @@ def _fixed(make, dims: dict[str, int]):
     return fixed
 
 
+def _accuracy_level(make, level: int):
+    """`make`'s model with every MatMulNBits at `accuracy_level` `level` (the builder writes 4
+    for CPU; onnxruntime's quantizer leaves it at 0)."""
+
+    def leveled(path: Path) -> None:
+        make(path)
+        model = onnx.load(path, load_external_data=False)  # the weights' file stays beside
+        for node in model.graph.node:
+            if node.op_type == "MatMulNBits":
+                for attribute in node.attribute:
+                    if attribute.name == "accuracy_level":
+                        attribute.i = level
+        onnx.save(model, path)
+
+    return leveled
+
+
 def _genai(family: str, precision: str):
     """`family` built by onnxruntime-genai's model builder at `precision`, at the benchmark's
     widths (testdata/llm/generate.py, BENCH_SIZES; random weights, fixed seed)."""
@@ -168,12 +185,20 @@ GENAI_PROMPT = {**GENAI_DECODE_STEP, "sequence_length": 32, "past_sequence_lengt
 
 
 def _genai_spec(
-    what: str, precision: str, dims: dict, atol: float = 1e-4, fixed: tuple[str, ...] = ()
+    what: str,
+    precision: str,
+    dims: dict,
+    atol: float = 1e-4,
+    fixed: tuple[str, ...] = (),
+    level: int | None = None,
 ) -> Spec:
     """A row of onnxruntime-genai's Llama at `precision` (`_genai`), fed random ids below its
     vocabulary of 256 and an all-ones attention mask; the dims named in `fixed` are fixed in
-    the model (as `--dim`) to their sizes in `dims`."""
+    the model (as `--dim`) to their sizes in `dims`; `level` sets its MatMulNBits'
+    accuracy_level."""
     make = _genai("llama", precision)
+    if level is not None:
+        make = _accuracy_level(make, level)
     if fixed:
         make = _fixed(make, {name: dims[name] for name in fixed})
     return Spec(what, make, dims, ids=256, ones=("attention_mask",), atol=atol)
@@ -248,6 +273,13 @@ MODELS.update(
             GENAI_DECODE_STEP,
             atol=1e-2,
             fixed=("batch_size", "sequence_length"),
+        ),
+        "genai_llama_int4_f32_step": _genai_spec(
+            "genai_llama_int4_step's model at accuracy_level 0 (onnxruntime's quantizer's"
+            " default): the products in f32, of the int4 weights as int8 values q - zero_point",
+            "int4",
+            GENAI_DECODE_STEP,
+            level=0,
         ),
         "genai_llama_int4_prompt": _genai_spec(
             "genai_llama_int4_step's model on a 32-token prompt (empty KV cache): products of"

@@ -140,6 +140,19 @@ def test_matmul_nbits_at_level_4_stays_f32_where_onnxruntime_does(tmp_path, zero
     assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("level", [0, 1])
+def test_matmul_nbits_below_level_4_reads_int8_weights(level):
+    """Below accuracy_level 4 the f32 product reads B as int8 values (q - zero_point, which
+    iree-compile keeps at compile time) widened in its loop, per block, scaled after
+    (`_f32_block_product`): no f32 copy of the N x K weights is made, at run time either."""
+    from niro.backends.mlir import lower_to_mlir
+
+    model = _matmul_nbits(4, 32, 64, 32, "packed", level=level)
+    text = lower_to_mlir(import_model(model)).to_text(elide_weights=True)
+    assert "linalg.batch_mmt4d" in text and "tensor<2x2x32x16x1xi8>" in text, text
+    assert not re.search(r"tensor<(2x32x32|32x64|64x32)xf32>", text), text
+
+
 def test_matmul_nbits_keeps_weights_packed():
     """The module holds B as packed bytes: no f32 global of the weight's N x K elements."""
     from niro.backends.mlir import lower_to_mlir
