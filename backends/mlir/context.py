@@ -29,6 +29,7 @@ from .bindings import mlir_ir
 from .errors import LoweringError
 from .host_arguments import on_host
 from .types import RankedTensorType
+from .weight_layout import Layout
 
 if TYPE_CHECKING:
     from .literals import ResourceTable
@@ -160,9 +161,10 @@ class LoweringRuleContext:
         """The type of the module's global @`name`, None when there is no such global."""
         return self._driver.module.global_types.get(name)
 
-    def global_stored_transposed(self, name: str) -> bool:
-        """Whether global @`name` (a matrix) is written to MLIR transposed (`weight_layout.py`)."""
-        return name in self._driver.module.transposed
+    def global_layout(self, name: str) -> Layout | None:
+        """How global @`name` (a matrix) is written to MLIR when not as the model stores it
+        (`weight_layout.py`)."""
+        return self._driver.module.layouts.get(name)
 
     def has_function(self, name: str) -> bool:
         """Whether the module defines or declares function @`name`."""

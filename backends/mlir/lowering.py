@@ -51,6 +51,7 @@ from . import rules as _rules  # noqa: F401  (fills KNOWN_LOWERINGS; checks it i
 from . import sub_byte
 from .bindings import arith, func, make_context, mlir_ir
 from .builders.checks import assert_true
+from .builders.contraction import erase_unread_untiled
 from .builders.shapes import dim_size
 from .context import LoweringRuleContext
 from .early_checks import hoist_checks
@@ -63,7 +64,7 @@ from .parameters import ParameterPlan, ParameterTable
 from .registry import KNOWN_LOWERINGS, lowering_for
 from .row_versions import choose_row_versions_once, inline_versioned_calls
 from .types import lower_type, type_key
-from .weight_layout import transposed_global, transposed_weights
+from .weight_layout import Layout, stored_global, stored_layouts
 
 __all__ = ["lower_to_mlir", "FunctionLowering", "ModuleLowering", "NAME_ATTRIBUTE"]
 
@@ -118,7 +119,12 @@ def lower_to_mlir(
             # ops (one more submission each), and at every versioned product (an scf.if): the
             # checks move up (early_checks.py), and a function with several versioned products
             # chooses their versions once (row_versions.py), those of the calls it inlines too.
-            for rewrite in (inline_versioned_calls, hoist_checks, choose_row_versions_once):
+            for rewrite in (
+                erase_unread_untiled,
+                inline_versioned_calls,
+                hoist_checks,
+                choose_row_versions_once,
+            ):
                 if rewrite(mlir_module):
                     _verify(mlir_module, diagnostics)
     finally:
@@ -236,8 +242,8 @@ class ModuleLowering:
     mlir_types: dict[Hashable, mlir_ir.Type] = field(default_factory=dict)
     shared: dict[Hashable, object] = field(default_factory=dict)
     parameters: ParameterTable | None = None
-    transposed: frozenset[str] = frozenset()
-    """The Globals written transposed (`weight_layout.transposed_weights`)."""
+    layouts: dict[str, Layout] = field(default_factory=dict)
+    """The Globals not written as the model stores them (`weight_layout.stored_layouts`)."""
     host_arguments: HostArguments = field(default_factory=lambda: HostArguments(Counter()))
     """Which Function arguments every Call passes from the host (`host_arguments.py`)."""
     helpers: frozenset[str] = frozenset()
@@ -283,7 +289,7 @@ class ModuleLowering:
 
     def lower(self) -> None:
         self.function_names = {function.name for function in self.niro.functions}
-        self.transposed = transposed_weights(self.niro)
+        self.layouts = stored_layouts(self.niro)
         self.host_arguments = HostArguments.of(self.niro)
         calls = self.host_arguments.calls
         defined = [function.name for function in self.niro.functions if not function.is_declaration]
@@ -312,8 +318,9 @@ class ModuleLowering:
                 if not type_.is_static:
                     raise ValueError(f"needs a static tensor type, got {format_type(type_)}")
                 stored = sub_byte.packed_type(type_) if sub_byte.is_packed(type_) else type_
-                if global_.name in self.transposed:
-                    global_ = transposed_global(global_)
+                layout = self.layouts.get(global_.name)
+                if layout is not None:
+                    global_ = stored_global(global_, layout)
                     stored = global_.type
                 if self.parameters is not None and self.parameters.plan.takes(global_):
                     value = self.parameters.add(global_, stored)

@@ -44,12 +44,13 @@ from .builders import (
     index_constant,
     matmul,
     transpose,
+    untiled,
 )
 from .context import LoweringRuleContext
 from .literals import scalar_attr, tensor_data_attr
 from .registry import KNOWN_LOWERINGS, lowering, registered_lowering
 from .types import lower_type
-from .weight_layout import matrix_dims
+from .weight_layout import Layout, matrix_dims, tiled_type
 
 __all__ = ["KNOWN_LOWERINGS"]
 
@@ -99,11 +100,14 @@ def _lower_get_global(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         return [tensor.ExtractOp(load(lower_type(TensorType(global_type, ()))), []).result]
     if sub_byte.is_packed(global_type):
         return [sub_byte.unpack(load(lower_type(sub_byte.packed_type(global_type))), global_type)]
-    if ctx.global_stored_transposed(op.name):  # a weight its products read transposed (weight_layout.py)
+    layout = ctx.global_layout(op.name)  # a weight its products read so (weight_layout.py)
+    if layout is Layout.TRANSPOSED:
         rows, columns = matrix_dims(global_type)
         stored = load(ctx.mlir_type(TensorType(global_type.element_type, (columns, rows))))
         element = ctx.mlir_type(global_type.element_type)
         return [transpose(stored, empty([rows, columns], element), _permutation(ctx, (1, 0)))]
+    if layout is Layout.TILES:
+        return [untiled(load(ctx.mlir_type(tiled_type(global_type))))]
     return [load(ctx.result_types[0])]
 
 

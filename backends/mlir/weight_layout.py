@@ -61,10 +61,12 @@ __all__ = [
     "LARGE_ELEMENTS",
     "MIN_ELEMENTS",
     "TILE_COLUMNS",
+    "Layout",
     "matrix_dims",
     "reads_in_tiles",
-    "transposed_global",
-    "transposed_weights",
+    "stored_global",
+    "stored_layouts",
+    "tiled_type",
 ]
 
 FEW_ROWS = 8
@@ -83,13 +85,25 @@ LARGE_ELEMENTS = 1 << 20
 products (1024 x 1024)."""
 
 
-def transposed_weights(module: Module) -> frozenset[str]:
-    """The names of the Globals to store transposed: 2-D float weights of at least MIN_ELEMENTS
-    with a read that is faster so (`_read`) and no read that wants the model's layout (an
-    element-wise op, a Call, a Return, a product of more rows by a smaller weight). A product
-    that reads the weight in tiles takes either layout."""
-    wanted: set[str] = set()
-    refused: set[str] = set()
+class Layout(enum.Enum):
+    """How a weight matrix (K, N) is written to MLIR when not as the model stores it."""
+
+    TRANSPOSED = enum.auto()
+    """(N, K), read back through a `linalg.transpose`."""
+    TILES = enum.auto()
+    """(N / TILE_COLUMNS, K, TILE_COLUMNS, 1): the tiles its products in tiles read
+    (`builders.contraction`), read back to (K, N) through a transpose and a reshape that
+    only the products' tiles undo (they read the tiles)."""
+
+
+def stored_layouts(module: Module) -> dict[str, Layout]:
+    """The Globals not written as the model stores them, and how. 2-D float weights of at least
+    MIN_ELEMENTS with a read that is faster transposed (`_read`) and no read that wants the
+    model's layout (an element-wise op, a Call, a Return, a product of more rows by a smaller
+    weight) are transposed; those only ever read by products in tiles are written in tiles,
+    which their products then read without a copy (or a compile-time one IREE would make:
+    iree-compile's const-eval of the tiles of llama_step's weights took 1.3 s of its 3.4)."""
+    reads: dict[str, set[_Read]] = {}
     for function in module.functions:  # value ids are a function's own
         read_as: dict[ValueId, str] = {}  # a GetGlobal's result -> the Global's name
         for op in walk_ops(function):
@@ -100,14 +114,16 @@ def transposed_weights(module: Module) -> frozenset[str]:
         for op in walk_ops(function):
             for position, operand in enumerate(operands_of(op)):
                 name = read_as.get(operand.id)
-                if name is None:
-                    continue
-                read = _read(op, operand) if position == 1 else _Read.AS_STORED
-                if read is _Read.TRANSPOSED:
-                    wanted.add(name)
-                elif read is _Read.AS_STORED:
-                    refused.add(name)
-    return frozenset(wanted - refused)
+                if name is not None:
+                    read = _read(op, operand) if position == 1 else _Read.AS_STORED
+                    reads.setdefault(name, set()).add(read)
+    layouts = {}
+    for name, kinds in reads.items():
+        if kinds == {_Read.IN_TILES}:
+            layouts[name] = Layout.TILES
+        elif _Read.TRANSPOSED in kinds and _Read.AS_STORED not in kinds:
+            layouts[name] = Layout.TRANSPOSED
+    return layouts
 
 
 def _is_weight(value: Value) -> bool:
@@ -130,17 +146,18 @@ class _Read(enum.Enum):
 
     TRANSPOSED = enum.auto()
     AS_STORED = enum.auto()
-    EITHER = enum.auto()
+    IN_TILES = enum.auto()
+    """By a product in tiles, which takes the transposed layout too."""
 
 
 def _read(op: Op, weight: Value) -> _Read:
     """How product `op` reads its right operand `weight`: transposed when its rows (the left
     operand's dims but its last) are at most FEW_ROWS, or a run-time number that
     `builders.contraction` versions (in the result's element type, f32 or f64, only), or any
-    number of them when `weight` is an f32/f64 matrix of at least LARGE_ELEMENTS; in tiles,
-    which `builders.contraction` computes from either layout at compile time, when the rows are
-    one (a stack of rows, not a vector) or a run-time number and `weight` is an f32 matrix of
-    whole tiles (`reads_in_tiles`); as stored otherwise (and when `op` is no product)."""
+    number of them when `weight` is an f32/f64 matrix of at least LARGE_ELEMENTS; in tiles
+    (`builders.contraction`) when the rows are one (a stack of rows, not a vector) or a
+    run-time number and `weight` is an f32 matrix of whole tiles (`reads_in_tiles`); as stored
+    otherwise (and when `op` is no product)."""
     if isinstance(op, MatMul):
         lhs = op.lhs
     elif isinstance(op, UnknownOp) and op.name == "onnx.MatMul" and len(op.operands) == 2:
@@ -155,17 +172,24 @@ def _read(op: Op, weight: Value) -> _Read:
     count = None if None in rows else math.prod(dim or 0 for dim in rows)
     tiled = type_.element_type is ScalarType.F32 and reads_in_tiles(matrix_dims(weight.type)[1])
     if tiled and rows and count in (None, 1):
-        return _Read.EITHER
+        return _Read.IN_TILES
     if count is not None:
         few = count <= FEW_ROWS or (wide and _large(weight))
         return _Read.TRANSPOSED if few else _Read.AS_STORED
     return _Read.TRANSPOSED if type_.shape[-1] is not None and wide else _Read.AS_STORED
 
 
+def tiled_type(type_: Type) -> TensorType:
+    """The type of matrix `type_` (K, N) written in tiles (`Layout.TILES`)."""
+    rows, columns = matrix_dims(type_)
+    assert isinstance(type_, TensorType)
+    return TensorType(type_.element_type, (columns // TILE_COLUMNS, rows, TILE_COLUMNS, 1))
+
+
 def reads_in_tiles(columns: int) -> bool:
     """A product of one row or of a run-time number of rows by a static f32 matrix of at
     least MIN_ELEMENTS with `columns` columns is computed in tiles of TILE_COLUMNS columns
-    (`builders.contraction`), which read the matrix in neither of its layouts."""
+    (`builders.contraction`)."""
     return columns % TILE_COLUMNS == 0
 
 
@@ -181,8 +205,7 @@ def _large(weight: Value) -> bool:
 
 
 def matrix_dims(type_: Type) -> tuple[int, int]:
-    """The (K, N) of a weight `transposed_weights` names (a static matrix); it is stored as
-    (N, K)."""
+    """The (K, N) of a weight `stored_layouts` names (a static matrix)."""
     assert isinstance(type_, TensorType) and type_.shape is not None, type_
     rows, columns = type_.shape
     assert rows is not None and columns is not None, type_
@@ -193,10 +216,12 @@ _TRANSPOSE_CHUNK = 16 << 20
 """Bytes of a transposed weight made at a time."""
 
 
-def transposed_global(global_: Global) -> Global:
-    """Matrix `global_` (one `transposed_weights` names) with its data transposed, (K, N) ->
-    (N, K), the same bytes per element, in a temporary file mapped read-only. A ValueError
-    says why the temporary file failed (its directory missing or full).
+def stored_global(global_: Global, layout: Layout) -> Global:
+    """Matrix `global_` (one `stored_layouts` names) with its data in `layout`, (K, N) ->
+    (N / T, K, T) with T columns a tile: (N, K) transposed (T = 1), or the tiles
+    (N / TILE_COLUMNS, K, TILE_COLUMNS, 1), the same bytes per element, in a temporary file
+    mapped read-only. A ValueError says why the temporary file failed (its directory missing or
+    full).
 
     Why a file: the lowered module keeps every blob's buffer until it is written, and the
     writers drop the pages of read-only file mappings as they go (`literals.release_pages`),
@@ -205,9 +230,9 @@ def transposed_global(global_: Global) -> Global:
     niroc's peak resident memory from 216 MiB to 1.2 GiB. The file is made unnamed
     (`tempfile.TemporaryFile`, in the temporary directory) and lasts as long as its mapping.
 
-    It is written a band of result rows (source columns, about _TRANSPOSE_CHUNK bytes) at a
-    time, each band with one `os.pwrite`, and the band is gathered from the source a tile of
-    rows (as many bytes) at a time, the source pages dropped after each tile. So memory stays
+    It is written a band of result rows (source columns, about _TRANSPOSE_CHUNK bytes, whole
+    tiles of them) at a time, each band with one `os.pwrite`, and the band is gathered from the
+    source a tile of rows (as many bytes) at a time, the source pages dropped after each tile. So memory stays
     bounded by the band and the tile. Not through a writable mapping of the file, nor with
     a write per column of a source band: a kernel that caches files in large folios (Linux
     6.18 here) maps a whole folio on each write fault, so writing a few bytes into every row
@@ -223,24 +248,31 @@ def transposed_global(global_: Global) -> Global:
     source = memoryview(global_.initializer)
     data = np.frombuffer(source, dtype=dtype).reshape(rows, columns)
     model_pages = read_only_mappings([source])
-    band = max(1, _TRANSPOSE_CHUNK // (rows * width))  # result rows per write
+    per_tile = TILE_COLUMNS if layout is Layout.TILES else 1
+    band = per_tile * max(1, _TRANSPOSE_CHUNK // (rows * width * per_tile))  # source columns
     tile = max(1, _TRANSPOSE_CHUNK // (columns * width))  # source rows read at a time
     try:
         with tempfile.TemporaryFile() as file:
             file.truncate(source.nbytes)
             for left in range(0, columns, band):
-                block = np.empty((min(band, columns - left), rows), dtype)
+                wide = min(band, columns - left)
+                block = np.empty((wide // per_tile, rows, per_tile), dtype)
                 for top in range(0, rows, tile):
-                    block[:, top : top + tile] = data[top : top + tile, left : left + band].T
+                    part = data[top : top + tile, left : left + wide]
+                    block[:, top : top + tile] = part.reshape(
+                        part.shape[0], wide // per_tile, per_tile
+                    ).transpose(1, 0, 2)
                     release_pages(model_pages)
                 _write_at(file.fileno(), block.reshape(-1).view(np.uint8).data, left * rows * width)
             mapping = mmap.mmap(file.fileno(), source.nbytes, access=mmap.ACCESS_READ)
     except OSError as error:  # the temporary directory: missing, full...
+        how = "in tiles" if layout is Layout.TILES else "transposed"
         raise ValueError(
-            "is stored transposed (its products read it so) through a temporary file in "
+            f"is stored {how} (its products read it so) through a temporary file in "
             f"{tempfile.gettempdir()}, which failed: {error}"
         ) from error
-    return Global(global_.name, TensorType(element, (columns, rows)), memoryview(mapping))
+    stored = tiled_type(global_.type) if per_tile > 1 else TensorType(element, (columns, rows))
+    return Global(global_.name, stored, memoryview(mapping))
 
 
 def _write_at(descriptor: int, data: memoryview, offset: int) -> None:

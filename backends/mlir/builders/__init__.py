@@ -56,6 +56,7 @@ from .contraction import (
     multiply_all,
     named_matmul,
     narrow_to_result,
+    untiled,
 )
 from .elements import accumulator_type, convert, is_float, read_int_scalars, small_elements
 from .shapes import (
@@ -157,6 +158,7 @@ __all__ = [
     "pack",
     "transpose",
     "unpack",
+    "untiled",
     "pad",
     "read_int_scalars",
     "small_elements",

@@ -46,11 +46,13 @@ __all__ = [
     "VERSION_ATTRIBUTE",
     "Label",
     "contract",
+    "erase_unread_untiled",
     "matmul",
     "matmul_labels",
     "multiply_all",
     "named_matmul",
     "narrow_to_result",
+    "untiled",
 ]
 
 Label = object  # a str letter, or ("...", i) for the i-th broadcast (ellipsis) dim
@@ -545,15 +547,17 @@ def _f32_tiles_fit(rhs: mlir_ir.Value, element: mlir_ir.Type) -> bool:
 
 
 def _global_read(value: mlir_ir.Value) -> bool:
-    """`value` is a Global read as it is or through the transpose of its stored layout
-    (`rules._lower_get_global`), whose tiles iree-compile makes at compile time. A matrix
+    """`value` is a Global read as it is or back from its stored layout (transposed, or
+    `untiled`: `rules._lower_get_global`), whose tiles are written or made by iree-compile at
+    compile time. A matrix
     computed from weights need not be: IREE computes an int4 MatMulNBits' dequantized f32
     weights (8x the bytes they are made of) at run time, and would their tiles too (cut in
     tiles, they made the onnxruntime-genai int4 Llama at accuracy_level 1 run a decode step in
     93 ms instead of 41)."""
     owner = value.owner
-    while (
-        isinstance(owner, (mlir_ir.Operation, mlir_ir.OpView)) and owner.name == "linalg.transpose"
+    while isinstance(owner, (mlir_ir.Operation, mlir_ir.OpView)) and owner.name in (
+        "linalg.transpose",
+        "tensor.collapse_shape",
     ):
         owner = owner.operands[0].owner
     return isinstance(owner, (mlir_ir.Operation, mlir_ir.OpView)) and (
@@ -569,11 +573,84 @@ def _tile_divides(rhs: mlir_ir.RankedTensorType, tile: _Tile) -> bool:
     return depth % tile.depth == 0 and columns % tile.columns == 0
 
 
+def untiled(tiles: mlir_ir.Value) -> mlir_ir.Value:
+    """A matrix written in f32 product tiles, [N / N0, K, N0, 1] (`weight_layout.Layout.TILES`),
+    as the [K, N] matrix it holds: a `linalg.transpose` and a `tensor.collapse_shape`, which
+    the products of the matrix undo (`_rhs_tiles` reads `tiles`), so that IREE drops them
+    where nothing else reads the matrix."""
+    column_tiles, depth, columns, _ = mlir_ir.RankedTensorType(tiles.type).shape
+    element = mlir_ir.RankedTensorType(tiles.type).element_type
+    init = empty([depth, 1, column_tiles, columns], element)
+    rows_by_columns = transpose(tiles, init, mlir_ir.DenseI64ArrayAttr.get(_UNTILE_ORDER))
+    return collapse_dims(collapse_dims(rows_by_columns, 2, 2), 0, 2)
+
+
+_UNTILE_ORDER = [1, 3, 0, 2]
+"""The `linalg.transpose` of `untiled`: [N1, K, N0, 1] -> [K, 1, N1, N0]."""
+
+
+def erase_unread_untiled(module: mlir_ir.Module) -> bool:
+    """Erases the `untiled` forms that nothing reads (a weight written in tiles is read by its
+    products in tiles only: `weight_layout.Layout.TILES`), so that the MLIR shows the products
+    reading the tiles and no dead copies; whether any was erased."""
+    transposes: list[mlir_ir.Operation] = []
+
+    def visit(op) -> mlir_ir.WalkResult:
+        if op.name == "linalg.transpose":
+            order = list(mlir_ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+            if order == _UNTILE_ORDER:
+                transposes.append(op)
+        return mlir_ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    erased = False
+    for transpose_op in transposes:
+        chain = [transpose_op]
+        while len(chain) < 3 and _single_user(chain[-1]) is not None:
+            chain.append(_single_user(chain[-1]))
+        if [op.name for op in chain[1:]] != ["tensor.collapse_shape"] * 2:
+            continue
+        if any(True for _ in chain[-1].results[0].uses):
+            continue
+        init = transpose_op.operands[1].owner
+        for op in reversed(chain):
+            op.erase()
+        if not any(True for _ in init.results[0].uses):
+            init.erase()
+        erased = True
+    return erased
+
+
+def _single_user(op: mlir_ir.Operation) -> mlir_ir.Operation | None:
+    users = [use.owner for use in op.results[0].uses]
+    return users[0] if len(users) == 1 else None
+
+
+def _stored_tiles(value: mlir_ir.Value, tile: _Tile) -> mlir_ir.Value | None:
+    """The tiles `value` is the `untiled` form of, when they are of `tile`; None otherwise."""
+    owner = value.owner
+    for name in ("tensor.collapse_shape", "tensor.collapse_shape", "linalg.transpose"):
+        if not isinstance(owner, (mlir_ir.Operation, mlir_ir.OpView)) or owner.name != name:
+            return None
+        if name == "linalg.transpose":
+            order = list(mlir_ir.DenseI64ArrayAttr(owner.attributes["permutation"]))
+            tiles = owner.operands[0]
+            shape = mlir_ir.RankedTensorType(tiles.type).shape
+            fits = order == _UNTILE_ORDER and shape[2:] == [tile.columns, tile.depth]
+            return tiles if fits else None
+        owner = owner.operands[0].owner
+    return None
+
+
 def _rhs_tiles(rhs: mlir_ir.Value, tile: _Tile) -> mlir_ir.Value:
     """The static [..., K, N] `rhs` as `linalg.mmt4d` / `linalg.batch_mmt4d` read it: [...,
-    N / N0, K / K0, N0, K0], each tile's K0 values of one column side by side. It is a
-    `linalg.transpose`, which IREE computes at compile time for a constant `rhs` (a weight)
-    built outside any `scf.if`: callers build it before choosing a version."""
+    N / N0, K / K0, N0, K0], each tile's K0 values of one column side by side: the tiles a
+    weight is written in (`untiled`) or a `linalg.transpose`, which IREE computes at compile
+    time for a constant `rhs` built outside any `scf.if` (callers build it before choosing a
+    version)."""
+    stored = _stored_tiles(rhs, tile)
+    if stored is not None:
+        return stored
     source = mlir_ir.RankedTensorType(rhs.type)
     *batch, depth, columns = source.shape
     lead = len(batch)

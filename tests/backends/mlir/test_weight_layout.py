@@ -15,7 +15,8 @@ from niro.backends.mlir.weight_layout import (
     FEW_ROWS,
     LARGE_ELEMENTS,
     MIN_ELEMENTS,
-    transposed_weights,
+    Layout,
+    stored_layouts,
 )
 from niro.frontends.onnx import import_model
 from niro.ir import Global, ScalarType, TensorType
@@ -53,8 +54,14 @@ def _model(
     return model
 
 
+def _layouts(model: onnx.ModelProto) -> dict[str, Layout]:
+    return stored_layouts(import_model(model))
+
+
 def _transposed(model: onnx.ModelProto) -> frozenset[str]:
-    return transposed_weights(import_model(model))
+    return frozenset(
+        name for name, layout in _layouts(model).items() if layout is Layout.TRANSPOSED
+    )
 
 
 @pytest.mark.parametrize("x_shape", [[1, K], [FEW_ROWS, K], [1, 1, K], [2, 4, K], [K]], ids=str)
@@ -67,26 +74,27 @@ def test_weights_of_few_row_products_are_stored_transposed(x_shape):
 
 @pytest.mark.parametrize("rows", [["rows"], ["batch", "seq"], [1], [1, 1]], ids=str)
 @pytest.mark.parametrize(
-    "shape, dtype, transposed",
+    "shape, dtype, layout",
     [
-        ((K, N), np.float32, False),  # multiplied in tiles: either layout serves
-        ((1024, LARGE_ELEMENTS // 1024), np.float32, False),
-        (UNTILED, np.float32, True),  # versioned: a few rows padded to a static product
-        ((K, N), np.float64, True),
+        ((K, N), np.float32, Layout.TILES),  # multiplied in tiles
+        ((1024, LARGE_ELEMENTS // 1024), np.float32, Layout.TILES),
+        (UNTILED, np.float32, Layout.TRANSPOSED),  # versioned: few rows padded to a static product
+        ((K, N), np.float64, Layout.TRANSPOSED),
     ],
     ids=["tiles", "large", "untiled", "f64"],
 )
-def test_weights_of_one_or_run_time_rows_are_stored_transposed_unless_read_in_tiles(
-    rows, shape, dtype, transposed
+def test_weights_of_one_or_run_time_rows_are_stored_in_tiles_or_transposed(
+    rows, shape, dtype, layout
 ):
     """f64 products are not made in tiles (`builders.contraction`)."""
     assert weight_layout.reads_in_tiles(shape[1]) is (shape != UNTILED)
     model = _model([*rows, shape[0]], [("MatMul", ["x", "w"], ["y"])], shape=shape, dtype=dtype)
-    assert _transposed(model) == ({"w"} if transposed else frozenset())
+    assert _layouts(model) == {"w": layout}
 
 
 def test_a_weight_read_in_tiles_and_by_few_rows_is_stored_transposed():
-    """A read in tiles takes either layout, so the other read decides."""
+    """A product in tiles reads a transposed weight too (through its tiles, which iree-compile
+    makes at compile time), so the other read decides."""
     model = _model(
         ["rows", K],
         [("MatMul", ["x", "w"], ["y"]), ("MatMul", ["two", "w"], ["z"])],
@@ -195,16 +203,29 @@ def test_a_temporary_directory_that_fails_is_named_in_the_error(monkeypatch, tmp
     "scalar, dtype", [(ScalarType.F32, np.float32), (ScalarType.F16, np.float16)]
 )
 def test_a_transposed_copy_is_the_transpose_whatever_its_bands(monkeypatch, chunk, scalar, dtype):
-    """transposed_global writes the result a band of rows at a time, gathered a tile of source
+    """stored_global writes the result a band of rows at a time, gathered a tile of source
     rows at a time: bands and tiles that do not divide the matrix (chunk 1000 bytes: 3 source
     rows and 6 result rows of a 37 x 83 f32 matrix), one row each (chunk 1), or the whole."""
     monkeypatch.setattr(weight_layout, "_TRANSPOSE_CHUNK", chunk)
     source = np.random.default_rng(5).standard_normal((37, 83)).astype(dtype)
     global_ = Global("w", TensorType(scalar, (37, 83)), memoryview(source.tobytes()))
-    transposed = weight_layout.transposed_global(global_)
+    transposed = weight_layout.stored_global(global_, Layout.TRANSPOSED)
     assert transposed.type == TensorType(scalar, (83, 37))
     result = np.frombuffer(transposed.initializer, dtype=dtype).reshape(83, 37)
     np.testing.assert_array_equal(result, source.T)
+
+
+@pytest.mark.parametrize("chunk", [1, 1000, 4096, 1 << 20], ids=lambda chunk: f"chunk{chunk}")
+def test_a_copy_in_tiles_is_the_tiles_whatever_its_bands(monkeypatch, chunk):
+    """In tiles (N / 16, K, 16, 1): each band of 16 columns, row after row; bands of whole
+    tiles (chunk 1000 bytes: 3 source rows, one tile of columns at a time; chunk 1: one)."""
+    monkeypatch.setattr(weight_layout, "_TRANSPOSE_CHUNK", chunk)
+    source = np.random.default_rng(6).standard_normal((37, 80)).astype(np.float32)
+    global_ = Global("w", TensorType(ScalarType.F32, (37, 80)), memoryview(source.tobytes()))
+    tiled = weight_layout.stored_global(global_, Layout.TILES)
+    assert tiled.type == TensorType(ScalarType.F32, (5, 37, 16, 1))
+    result = np.frombuffer(tiled.initializer, dtype=np.float32).reshape(5, 37, 16, 1)
+    np.testing.assert_array_equal(result, source.reshape(37, 5, 16, 1).transpose(1, 0, 2, 3))
 
 
 def test_min_elements_is_the_smallest_weight_taken():
@@ -212,18 +233,24 @@ def test_min_elements_is_the_smallest_weight_taken():
     assert _transposed(small) == frozenset()
 
 
-def test_a_transposed_weight_in_a_parameter_archive_matches_onnxruntime(tmp_path):
-    """`niroc --params`: the archive holds the transposed data under the weight's name."""
+@pytest.mark.parametrize(
+    "rows, stored",
+    [(2, f"tensor<{N}x{K}xf32>"), (1, f"tensor<{N // 16}x{K}x16x1xf32>")],
+    ids=["transposed", "tiles"],
+)
+def test_a_stored_weight_in_a_parameter_archive_matches_onnxruntime(tmp_path, rows, stored):
+    """`niroc --params`: the archive holds the data as stored (transposed, or in tiles) under
+    the weight's name."""
     import onnxruntime
 
     from ...cli.niroc_runner import run_niroc
 
-    model = _model([1, K], [("MatMul", ["x", "w"], ["y"])])
+    model = _model([rows, K], [("MatMul", ["x", "w"], ["y"])])
     onnx.save(model, tmp_path / "model.onnx")
     completed = run_niroc("model.onnx", "--params", "model.irpa", "-o", "model.mlir", cwd=tmp_path)
     assert completed.returncode == 0, completed.stderr
     text = (tmp_path / "model.mlir").read_text()
-    assert f'@w(#stream.parameter.named<"model"::"w"> : tensor<{N}x{K}xf32>)' in text
+    assert f'@w(#stream.parameter.named<"model"::"w"> : {stored})' in text
     vmfb = tmp_path / "model.vmfb"
     compiled = subprocess.run(
         [
@@ -238,7 +265,7 @@ def test_a_transposed_weight_in_a_parameter_archive_matches_onnxruntime(tmp_path
         check=False,
     )
     assert compiled.returncode == 0, compiled.stderr
-    x = np.random.default_rng(7).standard_normal((1, K)).astype(np.float32)
+    x = np.random.default_rng(7).standard_normal((rows, K)).astype(np.float32)
     got = load_iree_module(vmfb, tmp_path / "model.irpa")["weights"](x).to_host()
     session = onnxruntime.InferenceSession(
         model.SerializeToString(), providers=["CPUExecutionProvider"]
@@ -277,36 +304,34 @@ def test_a_product_of_run_time_rows_by_untiled_columns_is_padded_in_the_mlir():
 
 
 def test_a_product_of_run_time_rows_is_in_tiles_in_the_mlir():
-    """The weight keeps its layout ([K, 2N]) and is read in tiles of 16 columns, made once
-    before the choice; one row is a tile of one row ([1, K, 1, 1]), more rows are packed in
-    tiles of 8 (zero rows padding them) and unpacked after."""
+    """The weight is written in tiles of 16 columns ([2N / 16, K, 16, 1]) and the products read
+    them as they are (no transpose, no copy left in the MLIR); one row is a tile of one row
+    ([1, K, 1, 1]), more rows are packed in tiles of 8 (zero rows padding them) and unpacked
+    after."""
     model = _model(["rows", K], [("MatMul", ["x", "w"], ["y"])], shape=(K, 2 * N))
     text = lower_to_mlir(import_model(model)).to_text(elide_weights=True)
-    assert f"ml_program.global private @w(dense_resource<w> : tensor<{K}x{2 * N}xf32>)" in text
     tiles = f"tensor<{2 * N // 16}x{K}x16x1xf32>"
-    made = text.index("permutation = [2, 0, 3, 1]")
-    assert text.count("permutation = [2, 0, 3, 1]") == 1 and made < text.index("scf.if")
-    one_row = text.index(
-        f"linalg.mmt4d ins(%expanded_0, %transposed : tensor<1x{K}x1x1xf32>, {tiles})"
-    )
+    assert f"ml_program.global private @w(dense_resource<w> : {tiles})" in text
+    assert "linalg.transpose" not in text
+    one_row = text.index(f"linalg.mmt4d ins(%expanded, %w : tensor<1x{K}x1x1xf32>, {tiles})")
     packed = text.index(
         "linalg.pack %arg0 padding_value(%cst : f32) inner_dims_pos = [0, 1] inner_tiles = [8, 1]"
     )
-    rows = text.index(f"linalg.mmt4d ins(%pack, %transposed : tensor<?x{K}x8x1xf32>, {tiles})")
+    rows = text.index(f"linalg.mmt4d ins(%pack, %w : tensor<?x{K}x8x1xf32>, {tiles})")
     unpacked = text.index("linalg.unpack")
-    assert made < one_row < text.index("} else {") < packed < rows < unpacked
+    assert one_row < text.index("} else {") < packed < rows < unpacked
 
 
 @pytest.mark.parametrize("x_shape", [[1, K], [1, 1, K]], ids=str)
 def test_one_row_in_tiles_matches_onnxruntime(tmp_path, x_shape):
     """A static row by a weight of whole tiles: one product in tiles of one row, no versions;
-    the weight keeps its layout."""
+    the weight is written in tiles."""
     model = _model(
         x_shape, [("MatMul", ["x", "w"], ["p"]), ("Relu", ["p"], ["y"])], shape=(K, 2 * N)
     )
     text = lower_to_mlir(import_model(model)).to_text(elide_weights=True)
-    assert f"linalg.mmt4d ins(%expanded_0, %transposed : tensor<1x{K}x1x1xf32>" in text
-    assert "scf.if" not in text and _transposed(model) == frozenset()
+    assert f"linalg.mmt4d ins(%expanded, %w : tensor<1x{K}x1x1xf32>" in text
+    assert "scf.if" not in text and _layouts(model) == {"w": Layout.TILES}
     module = compile_onnx(model, tmp_path, "weights")
     x = np.random.default_rng(8).standard_normal(x_shape).astype(np.float32)
     assert_matches_onnxruntime(module, model, [{"x": x}], function="weights", rtol=1e-5, atol=1e-5)
@@ -366,7 +391,7 @@ def test_a_bf16_weight_keeps_its_stored_form(tmp_path):
         functions=[Function("main", FunctionType((row,), (out,)), Region([body]))],
     )
     assert verify(module) == []
-    assert transposed_weights(module) == frozenset()
+    assert stored_layouts(module) == {}
     vm_module = load_vmfb(compile_module(lower_to_mlir(module), tmp_path))
     x_data = np.full((1, K), 0.25, ml_dtypes.bfloat16)
     [got] = call(vm_module, "main", x_data)
