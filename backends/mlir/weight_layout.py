@@ -171,7 +171,7 @@ def _read(op: Op, weight: Value) -> _Read:
     rows = type_.shape[:-1]
     count = None if None in rows else math.prod(dim or 0 for dim in rows)
     tiled = type_.element_type is ScalarType.F32 and reads_in_tiles(matrix_dims(weight.type)[1])
-    if tiled and rows and count in (None, 1):
+    if tiled and rows and count in (None, 1) and type_.shape[-1] is not None:
         return _Read.IN_TILES
     if count is not None:
         few = count <= FEW_ROWS or (wide and _large(weight))

@@ -335,11 +335,10 @@ def _rows_product(
     number of rows in versions by their count (`_few_rows_versioned`). The named product in
     any other case."""
     if _versioned_fits(matrix):
-        if _f32_tiles_fit(rhs, element) and _global_read(rhs) and rows in (None, 1):
-            tiles = _rhs_tiles(rhs, _F32_TILE)
-            if rows == 1:
-                return _tiled_product(lhs, tiles, element, _F32_TILE.one_row)
-            return _tiled_versions(lhs, tiles, element, _F32_TILE)
+        depth = mlir_ir.RankedTensorType(lhs.type).shape[-1]
+        tiled = _f32_tiles_fit(rhs, element) and _global_read(rhs) and depth != DYNAMIC
+        if tiled and rows in (None, 1):
+            return _in_tiles(lhs, _rhs_tiles(rhs, _F32_TILE), element, _F32_TILE, rows)
         if rows is None:
             return _few_rows_versioned(lhs, rhs, element)
     return _product(lhs, rhs, element)
@@ -432,22 +431,13 @@ def _batch_matmul(
     if len(batch) > 1:
         operands = [collapse_dims(operand, 0, len(batch)) for operand in operands]
     lhs, rhs = operands
-    narrow = _widened_int8(rhs)
+    narrow = _widened_int8(rhs) if element == mlir_ir.F32Type.get() else None
     if narrow is not None and _tile_divides(mlir_ir.RankedTensorType(narrow.type), _F32_TILE):
         # f32 rows by int8 matrices widened to f32 (MatMulNBits' f32 block products): the
         # product in tiles reads the int8 ones and widens them in its loop
-        tiles = _rhs_tiles(narrow, _F32_TILE)
-        if shape[-2] is None:
-            product = _tiled_versions(lhs, tiles, element, _F32_TILE)
-        else:
-            tile = _F32_TILE.one_row if shape[-2] == 1 else _F32_TILE
-            product = _tiled_product(lhs, tiles, element, tile)
+        product = _in_tiles(lhs, _rhs_tiles(narrow, _F32_TILE), element, _F32_TILE, shape[-2])
     elif _int8_tiles_fit(lhs, rhs, element):
-        tiles = _rhs_tiles(rhs, _INT8_TILE)
-        if shape[-2] is None:
-            product = _tiled_versions(lhs, tiles, element, _INT8_TILE)
-        else:
-            product = _tiled_product(lhs, tiles, element, _INT8_TILE)
+        product = _in_tiles(lhs, _rhs_tiles(rhs, _INT8_TILE), element, _INT8_TILE, shape[-2])
     elif shape[-2] is None and _int8_matrices(lhs, rhs):
         columns = mlir_ir.RankedTensorType(rhs.type).shape[2]
 
@@ -549,11 +539,10 @@ def _f32_tiles_fit(rhs: mlir_ir.Value, element: mlir_ir.Type) -> bool:
 def _global_read(value: mlir_ir.Value) -> bool:
     """`value` is a Global read as it is or back from its stored layout (transposed, or
     `untiled`: `rules._lower_get_global`), whose tiles are written or made by iree-compile at
-    compile time. A matrix
-    computed from weights need not be: IREE computes an int4 MatMulNBits' dequantized f32
-    weights (8x the bytes they are made of) at run time, and would their tiles too (cut in
-    tiles, they made the onnxruntime-genai int4 Llama at accuracy_level 1 run a decode step in
-    93 ms instead of 41)."""
+    compile time. A matrix computed from weights need not be: IREE computes an int4
+    MatMulNBits' dequantized f32 weights (8x the bytes they are made of) at run time, and would
+    their tiles too (cut in tiles, they made the onnxruntime-genai int4 Llama at
+    accuracy_level 1 run a decode step in 93 ms instead of 41)."""
     owner = value.owner
     while isinstance(owner, (mlir_ir.Operation, mlir_ir.OpView)) and owner.name in (
         "linalg.transpose",
@@ -575,9 +564,9 @@ def _tile_divides(rhs: mlir_ir.RankedTensorType, tile: _Tile) -> bool:
 
 def untiled(tiles: mlir_ir.Value) -> mlir_ir.Value:
     """A matrix written in f32 product tiles, [N / N0, K, N0, 1] (`weight_layout.Layout.TILES`),
-    as the [K, N] matrix it holds: a `linalg.transpose` and a `tensor.collapse_shape`, which
-    the products of the matrix undo (`_rhs_tiles` reads `tiles`), so that IREE drops them
-    where nothing else reads the matrix."""
+    as the [K, N] matrix it holds: a `linalg.transpose` and two `tensor.collapse_shape`s,
+    which the products of the matrix undo (`_rhs_tiles` reads `tiles`); where nothing else
+    reads the matrix they are erased (`erase_unread_untiled`)."""
     column_tiles, depth, columns, _ = mlir_ir.RankedTensorType(tiles.type).shape
     element = mlir_ir.RankedTensorType(tiles.type).element_type
     init = empty([depth, 1, column_tiles, columns], element)
@@ -698,6 +687,16 @@ def _one_row_versioned(
     return _versioned(
         one, result_type, [size], lambda: one_row(cast_to(lhs, row_type)), lambda: rows(lhs)
     )
+
+
+def _in_tiles(
+    lhs: mlir_ir.Value, tiles: mlir_ir.Value, element: mlir_ir.Type, tile: _Tile, rows: int | None
+) -> mlir_ir.Value:
+    """[..., rows, K] `lhs` times the right operand in `tiles`: a run-time number of rows in
+    versions (`_tiled_versions`), one static row in a row tile of 1, more in `tile`."""
+    if rows is None:
+        return _tiled_versions(lhs, tiles, element, tile)
+    return _tiled_product(lhs, tiles, element, tile.one_row if rows == 1 else tile)
 
 
 def _tiled_versions(

@@ -337,6 +337,18 @@ def test_one_row_in_tiles_matches_onnxruntime(tmp_path, x_shape):
     assert_matches_onnxruntime(module, model, [{"x": x}], function="weights", rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("x_shape", [["rows", "k"], [1, "k"]], ids=str)
+def test_rows_of_a_run_time_width_are_not_made_in_tiles(tmp_path, x_shape):
+    """Tiles need the reduced dim static: rows whose width is a run-time size multiply the
+    weight as it is stored (transposed for one row, the model's layout for run-time rows)."""
+    model = _model(x_shape, [("MatMul", ["x", "w"], ["y"])])
+    assert Layout.TILES not in _layouts(model).values()
+    assert "mmt4d" not in lower_to_mlir(import_model(model)).to_text(elide_weights=True)
+    module = compile_onnx(model, tmp_path, "weights")
+    x = np.random.default_rng(9).standard_normal((1, K)).astype(np.float32)
+    assert_matches_onnxruntime(module, model, [{"x": x}], function="weights", rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("rows", [1, 9])
 def test_a_product_by_a_computed_matrix_is_versioned_too(tmp_path, rows):
     """The static matrix need not be a Global (an int4 MatMulNBits dequantizes its weights at
