@@ -1,16 +1,18 @@
-"""Which weight matrices the module stores transposed: those read as the right operand of a
-matrix product that runs faster reading it so, and in no way that wants the model's layout.
+"""Which weight matrices the module stores in another layout than the model's, and how: those
+read as the right operand of matrix products that run faster reading them so, and in no way
+that wants the model's layout.
 
 A Global of shape (K, N) that is the right operand of matrix products of at most FEW_ROWS rows
 (a decode step's token, a classifier head's batch), or of a run-time number of rows (which
-`builders.contraction` then runs as a static product of FEW_ROWS rows when they are that few;
-an f32 weight of whole tiles, `reads_in_tiles`, is multiplied in tiles instead, which IREE
-makes from either layout at compile time, so it keeps the model's), or an f32/f64 one of at
-least LARGE_ELEMENTS multiplying any number of static rows, is written to MLIR as its
-transpose (N, K) and read back through a `linalg.transpose`, which IREE folds into the
-product's operand read: the product then reads each output's K weights contiguously, as for a
-Gemm with transB, instead of striding across N. The Niro module is not changed: its Global keeps the model's layout, and
-lowering rules that read the weight's data (`constant_value`) see that layout.
+`builders.contraction` then runs as a static product of FEW_ROWS rows when they are that few),
+or an f32/f64 one of at least LARGE_ELEMENTS multiplying any number of static rows, is written
+to MLIR as its transpose (N, K) and read back through a `linalg.transpose`, which IREE folds
+into the product's operand read: the product then reads each output's K weights
+contiguously, as for a Gemm with transB, instead of striding across N. An f32 weight of whole
+tiles (`reads_in_tiles`) only ever multiplying one row or a run-time number of rows is
+multiplied in tiles (`builders.contraction`) and written in those tiles (N / 16, K, 16, 1).
+The Niro module is not changed: its Global keeps the model's layout, and lowering rules that
+read the weight's data (`constant_value`) see that layout.
 
 NOTE: measured with IREE 3.13 (iree-compile for the host CPU, local-task, 2 cores), the product
 of M static rows by a (K, N) f32 weight, as read from (K, N) and from (N, K): 1 x 2048 by
@@ -232,12 +234,13 @@ def stored_global(global_: Global, layout: Layout) -> Global:
 
     It is written a band of result rows (source columns, about _TRANSPOSE_CHUNK bytes, whole
     tiles of them) at a time, each band with one `os.pwrite`, and the band is gathered from the
-    source a tile of rows (as many bytes) at a time, the source pages dropped after each tile. So memory stays
-    bounded by the band and the tile. Not through a writable mapping of the file, nor with
-    a write per column of a source band: a kernel that caches files in large folios (Linux
-    6.18 here) maps a whole folio on each write fault, so writing a few bytes into every row
-    of the result held the whole result (mlp_huge's 8192x8192 f32 weights: 350 MiB resident),
-    and 2 KiB writes cost 17 s of the 27 s niroc took for mlp_huge's 17 such weights."""
+    source a tile of rows (as many bytes) at a time, the source pages dropped after each
+    tile. So memory stays bounded by the band and the tile. Not through a writable mapping of
+    the file, nor with a write per column of a source band: a kernel that caches files in
+    large folios (Linux 6.18 here) maps a whole folio on each write fault, so writing a few
+    bytes into every row of the result held the whole result (mlp_huge's 8192x8192 f32
+    weights: 350 MiB resident), and 2 KiB writes cost 17 s of the 27 s niroc took for
+    mlp_huge's 17 such weights."""
     rows, columns = matrix_dims(global_.type)
     assert isinstance(global_.type, TensorType) and not isinstance(
         global_.initializer, (bool, int, float)
