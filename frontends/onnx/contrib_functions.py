@@ -460,8 +460,7 @@ def _int8_block_product(
         b_scale,
         equation="bmn,bm,bn->mn",
     )
-    shape = body.op("Concat", body.op("Shape", a, end=-1), body.const([n]), axis=0)
-    return body.op("Reshape", product, shape)
+    return _rows_back(body, a, product, n)
 
 
 def _f32_block_product(
@@ -486,6 +485,11 @@ def _f32_block_product(
         _block_scales(body, site, grid),
         equation="bmn,bn->mn",
     )
+    return _rows_back(body, a, product, n)
+
+
+def _rows_back(body: _Body, a: str, product: str, n: int) -> str:
+    """The blocks' summed `product` [rows, N] in A's leading dims: [..., N]."""
     shape = body.op("Concat", body.op("Shape", a, end=-1), body.const([n]), axis=0)
     return body.op("Reshape", product, shape)
 

@@ -108,37 +108,44 @@ def _exported(name: str):
     return make
 
 
+def _edited(make, edit):
+    """`make`'s model with `edit(model)` applied to its graph (its weights' file stays beside:
+    the model is read without its external data)."""
+
+    def edited(path: Path) -> None:
+        make(path)
+        model = onnx.load(path, load_external_data=False)
+        edit(model)
+        onnx.save(model, path)
+
+    return edited
+
+
 def _fixed(make, dims: dict[str, int]):
     """`make`'s model with its graph inputs' symbolic dims fixed to `dims` (as niroc's
     `--dim NAME=SIZE` does at import), so that both frontends compile the static form."""
 
-    def fixed(path: Path) -> None:
-        make(path)
-        model = onnx.load(path, load_external_data=False)  # the weights' file stays beside
+    def fix(model: onnx.ModelProto) -> None:
         for value in model.graph.input:
             for dim in value.type.tensor_type.shape.dim:
                 if dim.HasField("dim_param") and dim.dim_param in dims:
                     dim.dim_value = dims[dim.dim_param]
-        onnx.save(model, path)
 
-    return fixed
+    return _edited(make, fix)
 
 
 def _accuracy_level(make, level: int):
     """`make`'s model with every MatMulNBits at `accuracy_level` `level` (the builder writes 4
     for CPU; onnxruntime's quantizer leaves it at 0)."""
 
-    def leveled(path: Path) -> None:
-        make(path)
-        model = onnx.load(path, load_external_data=False)  # the weights' file stays beside
+    def set_level(model: onnx.ModelProto) -> None:
         for node in model.graph.node:
             if node.op_type == "MatMulNBits":
-                for attribute in node.attribute:
-                    if attribute.name == "accuracy_level":
-                        attribute.i = level
-        onnx.save(model, path)
+                kept = [a for a in node.attribute if a.name != "accuracy_level"]
+                del node.attribute[:]
+                node.attribute.extend([*kept, onnx.helper.make_attribute("accuracy_level", level)])
 
-    return leveled
+    return _edited(make, set_level)
 
 
 def _genai(family: str, precision: str):

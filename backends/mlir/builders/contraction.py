@@ -34,6 +34,7 @@ from .shapes import (
     extract_slice,
     index_value,
     pad,
+    producer,
     ranked_result,
     tensor_size,
 )
@@ -487,8 +488,8 @@ def _widened_int8(value: mlir_ir.Value) -> mlir_ir.Value | None:
     computes their f32 widening at every call (4x the bytes), and a product that reads the
     int8 ones widens them in its loop: [32, 1, 32] by [32, 32, 2816] 0.83-0.96 ms so, 0.15-0.16
     ms reading the int8 tiles (iree-benchmark-module)."""
-    owner = value.owner
-    if not isinstance(owner, (mlir_ir.Operation, mlir_ir.OpView)) or owner.name != "linalg.generic":
+    owner = producer(value)
+    if owner is None or owner.name != "linalg.generic":
         return None
     inputs = list(owner.operands)[:-1]
     block = owner.regions[0].blocks[0]
@@ -543,15 +544,10 @@ def _global_read(value: mlir_ir.Value) -> bool:
     MatMulNBits' dequantized f32 weights (8x the bytes they are made of) at run time, and would
     their tiles too (cut in tiles, they made the onnxruntime-genai int4 Llama at
     accuracy_level 1 run a decode step in 93 ms instead of 41)."""
-    owner = value.owner
-    while isinstance(owner, (mlir_ir.Operation, mlir_ir.OpView)) and owner.name in (
-        "linalg.transpose",
-        "tensor.collapse_shape",
-    ):
-        owner = owner.operands[0].owner
-    return isinstance(owner, (mlir_ir.Operation, mlir_ir.OpView)) and (
-        owner.name == "ml_program.global_load_const"
-    )
+    owner = producer(value)
+    while owner is not None and owner.name in ("linalg.transpose", "tensor.collapse_shape"):
+        owner = producer(owner.operands[0])
+    return owner is not None and owner.name == "ml_program.global_load_const"
 
 
 def _tile_divides(rhs: mlir_ir.RankedTensorType, tile: _Tile) -> bool:
@@ -616,19 +612,22 @@ def _single_user(op: mlir_ir.Operation) -> mlir_ir.Operation | None:
 
 
 def _stored_tiles(value: mlir_ir.Value, tile: _Tile) -> mlir_ir.Value | None:
-    """The tiles `value` is the `untiled` form of, when they are of `tile`; None otherwise."""
-    owner = value.owner
-    for name in ("tensor.collapse_shape", "tensor.collapse_shape", "linalg.transpose"):
-        if not isinstance(owner, (mlir_ir.Operation, mlir_ir.OpView)) or owner.name != name:
+    """The tiles `value` is the `untiled` form of (two collapses of a transpose of them), when
+    they are of `tile`; None otherwise."""
+    owner = producer(value)
+    for _ in range(2):
+        if owner is None or owner.name != "tensor.collapse_shape":
             return None
-        if name == "linalg.transpose":
-            order = list(mlir_ir.DenseI64ArrayAttr(owner.attributes["permutation"]))
-            tiles = owner.operands[0]
-            shape = mlir_ir.RankedTensorType(tiles.type).shape
-            fits = order == _UNTILE_ORDER and shape[2:] == [tile.columns, tile.depth]
-            return tiles if fits else None
-        owner = owner.operands[0].owner
-    return None
+        owner = producer(owner.operands[0])
+    if owner is None or owner.name != "linalg.transpose":
+        return None
+    order = list(mlir_ir.DenseI64ArrayAttr(owner.attributes["permutation"]))
+    tiles = owner.operands[0]
+    fits = order == _UNTILE_ORDER and mlir_ir.RankedTensorType(tiles.type).shape[2:] == [
+        tile.columns,
+        tile.depth,
+    ]
+    return tiles if fits else None
 
 
 def _rhs_tiles(rhs: mlir_ir.Value, tile: _Tile) -> mlir_ir.Value:

@@ -43,6 +43,7 @@ __all__ = [
     "crop",
     "extract_slice",
     "cast_to",
+    "producer",
 ]
 
 DYNAMIC = mlir_ir.ShapedType.get_dynamic_size()
@@ -183,11 +184,17 @@ def expand_shape(
     return tensor.ExpandShapeOp(result, value, reassociation(groups), list(dynamic), shape).result
 
 
+def producer(value: mlir_ir.Value) -> mlir_ir.Operation | mlir_ir.OpView | None:
+    """The op that defines `value`; None for a block argument."""
+    owner = value.owner
+    return owner if isinstance(owner, (mlir_ir.Operation, mlir_ir.OpView)) else None
+
+
 def _built_on_host(value: mlir_ir.Value) -> bool:
     """Whether `value` is a vector joined from scalars (`tensor.from_elements`, as Concat builds
     shape vectors); a block argument is not."""
-    owner = value.owner
-    return isinstance(owner, (mlir_ir.Operation, mlir_ir.OpView)) and owner.name == "tensor.from_elements"
+    owner = producer(value)
+    return owner is not None and owner.name == "tensor.from_elements"
 
 
 def _read_by_position(value: mlir_ir.Value, result: mlir_ir.RankedTensorType) -> mlir_ir.Value:

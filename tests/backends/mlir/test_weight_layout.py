@@ -176,16 +176,23 @@ def test_many_rows_by_a_large_transposed_weight_match_onnxruntime(tmp_path):
     assert_matches_onnxruntime(module, model, [{"x": x}], function="weights", rtol=1e-4, atol=1e-4)
 
 
-def test_a_temporary_directory_that_fails_is_named_in_the_error(monkeypatch, tmp_path, capsys):
-    """The transposed copy is made in the temporary directory: when that fails, the error
-    names the global, the directory and why, as a LoweringError (one line from the CLI)."""
+@pytest.mark.parametrize(
+    "rows, how", [(2, "transposed"), (1, "in tiles")], ids=["transposed", "tiles"]
+)
+def test_a_temporary_directory_that_fails_is_named_in_the_error(
+    monkeypatch, tmp_path, capsys, rows, how
+):
+    """The stored copy (transposed, or in tiles) is made in the temporary directory: when that
+    fails, the error names the global, the layout, the directory and why, as a LoweringError
+    (one line from the CLI)."""
     missing = tmp_path / "gone"
     monkeypatch.setattr(tempfile, "tempdir", str(missing))
-    model = _model([2, K], [("MatMul", ["x", "w"], ["y"])])
+    model = _model([rows, K], [("MatMul", ["x", "w"], ["y"])])
     with pytest.raises(LoweringError) as caught:
         lower_to_mlir(import_model(model))
     message = str(caught.value)
     assert "@w" in message and str(missing) in message and "No such file" in message
+    assert f"is stored {how}" in message
     # the CLI: exit 1, one line naming the model and the global, no traceback, no output file
     path, output = tmp_path / "model.onnx", tmp_path / "model.mlir"
     onnx.save(model, path)

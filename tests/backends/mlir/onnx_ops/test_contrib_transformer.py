@@ -140,17 +140,26 @@ def test_matmul_nbits_at_level_4_stays_f32_where_onnxruntime_does(tmp_path, zero
     assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("level", [0, 1])
-def test_matmul_nbits_below_level_4_reads_int8_weights(level):
+@pytest.mark.parametrize(
+    "level, k, zero_points, bias",
+    [(0, 64, "packed", False), (1, 64, None, True), (0, 80, None, False)],
+    ids=["level0-packed", "level1-bias", "level0-padded-k"],
+)
+def test_matmul_nbits_below_level_4_reads_int8_weights(tmp_path, level, k, zero_points, bias):
     """Below accuracy_level 4 the f32 product reads B as int8 values (q - zero_point, which
     iree-compile keeps at compile time) widened in its loop, per block, scaled after
-    (`_f32_block_product`): no f32 copy of the N x K weights is made, at run time either."""
+    (`_f32_block_product`): no f32 copy of the N x K weights is made, at run time either. One
+    row takes the product in tiles of one row, more rows tiles of 8; both match onnxruntime."""
     from niro.backends.mlir import lower_to_mlir
 
-    model = _matmul_nbits(4, 32, 64, 32, "packed", level=level)
+    model = _matmul_nbits(4, 32, k, 32, zero_points, bias, level=level)
+    blocks = -(-k // 32)
     text = lower_to_mlir(import_model(model)).to_text(elide_weights=True)
-    assert "linalg.batch_mmt4d" in text and "tensor<2x2x32x16x1xi8>" in text, text
-    assert not re.search(r"tensor<(2x32x32|32x64|64x32)xf32>", text), text
+    assert f"tensor<{blocks}x2x32x16x1xi8>" in text and text.count("linalg.batch_mmt4d") == 2
+    assert not re.search(rf"tensor<({blocks}x32x32|32x{k}|{k}x32)xf32>", text), text
+    module = compile_onnx(model, tmp_path)
+    feeds = [{"A": _f(1, 1, k)}, {"A": _f(1, 3, k)}, {"A": _f(2, 5, k)}]
+    assert_matches_onnxruntime(module, model, feeds, function="g", rtol=1e-4, atol=1e-4)
 
 
 def test_matmul_nbits_keeps_weights_packed():
