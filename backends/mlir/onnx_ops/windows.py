@@ -22,6 +22,7 @@ from niro.ir import op_name
 from ..bindings import arith, mlir_ir, tensor
 from ..builders import (
     DYNAMIC,
+    as_index,
     assert_true,
     collapse_dims,
     constant,
@@ -32,6 +33,7 @@ from ..builders import (
     generic,
     index_constant,
     pad,
+    producer,
     tensor_size,
 )
 from ..context import LoweringRuleContext
@@ -412,10 +414,8 @@ def phase_taps(
     if all(s == 1 for s in strides) or math.prod(kernel) > TAPS_LIMIT:
         return None
     element = source.element_type
-    phased = [_phase_rows(tensor_size(padded, 2 + axis), strides[axis]) for axis in range(rank)]
-    rows = [count for count, _ in phased]
-    grid = pad(padded, [0] * (2 + rank), [0, 0, *(grow for _, grow in phased)], constant(element, 0))
-    lead = [tensor_size(padded, 0), tensor_size(padded, 1)]
+    grid, rows = _whole_phases(padded, strides)
+    lead = [tensor_size(grid, 0), tensor_size(grid, 1)]
     for axis in range(rank):  # (N, C, q_0, p_0, q_1, p_1, ...)
         grid = expand_dim(grid, 2 + 2 * axis, (rows[axis], strides[axis]))
     # loops: n, c, p_0..p_{r-1}, q_0..q_{r-1}
@@ -435,6 +435,139 @@ def phase_taps(
         window = extract_slice(phases, [0, 0, *offsets], [*lead, *([1] * rank), *output])
         taps.append(collapse_dims(window, 2, rank + 1))
     return taps
+
+
+def _whole_phases(
+    value: mlir_ir.Value, strides: Sequence[int]
+) -> tuple[mlir_ir.Value, list[int | mlir_ir.Value]]:
+    """(`value` grown along each spatial axis to whole stride phases, the rows of each phase).
+
+    When `value` is a `tensor.pad`, or `pad_for_window`'s cut of one, that pad is grown
+    instead (its padding serves: the rows past `value` the phases take in are read by no tap)
+    and cut to the phases (`_regrown_pad`). NOTE: IREE 3.13 makes each `tensor.pad` a copy
+    dispatch of its own, so growing `value` itself copies the padded input a second time
+    (MobileNet's 3x3 stride-2 depthwise convolution of 48x112x112: 150 us of a 2 ms call)."""
+    regrown = _regrown_pad(value, strides)
+    if regrown is not None:
+        return regrown
+    rank = len(strides)
+    phased = [_phase_rows(tensor_size(value, 2 + axis), strides[axis]) for axis in range(rank)]
+    element = mlir_ir.RankedTensorType(value.type).element_type
+    grows = [grow for _, grow in phased]
+    grown = pad(value, [0] * (2 + rank), [0, 0, *grows], constant(element, 0))
+    return grown, [rows for rows, _ in phased]
+
+
+def _regrown_pad(
+    value: mlir_ir.Value, strides: Sequence[int]
+) -> tuple[mlir_ir.Value, list[int | mlir_ir.Value]] | None:
+    """`_whole_phases` of a `tensor.pad` or a cut of one from the start of its spatial axes
+    (its leading axes whole): the pad grown where the phases need more rows than it has (a
+    run-time size by stride - 1, as many as they can lack), cut to them; the old cut, and the
+    old pad once unread, erased. None for any other `value`, or a run-time size the cut does
+    not compute itself."""
+    cut_op, padded = _uncut(value)
+    pad_op = producer(padded)
+    if pad_op is None or pad_op.name != "tensor.pad" or not _padding_outside(pad_op):
+        return None
+    pad_op = pad_op.opview
+    shape = mlir_ir.RankedTensorType(padded.type).shape
+    sizes: list[int | mlir_ir.Value] = (
+        _mixed(cut_op.static_sizes, cut_op.sizes) if cut_op is not None else list(shape)
+    )
+    whole = [size == DYNAMIC or _dim_of(size, padded, axis) for axis, size in enumerate(sizes)]
+    if not all(whole[:2]):
+        return None
+    old_high = _mixed(pad_op.static_high, pad_op.high)
+    high = list(old_high)
+    targets: list[int | mlir_ir.Value] = list(shape[:2])  # the leading axes whole, as they were
+    rows: list[int | mlir_ir.Value | None] = []
+    for axis, stride in enumerate(strides, start=2):
+        size = sizes[axis]
+        if stride == 1:  # no phases along it: the axis as the cut left it
+            targets.append(shape[axis] if whole[axis] else size)
+            rows.append(None if whole[axis] else size)
+            continue
+        if whole[axis] and not (isinstance(size, int) and size != DYNAMIC):
+            return None  # a run-time size read off the pad: the pad would stay, read by it
+        count, _ = _phase_rows(size, stride)
+        rows.append(count)
+        if isinstance(count, int) and shape[axis] != DYNAMIC:
+            targets.append(count * stride)
+            extra = max(0, count * stride - shape[axis])
+        else:  # `value` ends at the pad's end or before: its phases at most stride - 1 rows past
+            targets.append(arith.MulIOp(as_index(count), index_constant(stride)).result)
+            extra = stride - 1
+        if extra:
+            end = high[axis]
+            grow = index_constant(extra)
+            high[axis] = end + extra if isinstance(end, int) else arith.AddIOp(end, grow).result
+    grown = high != old_high
+    if grown:
+        padding = pad_op.region.blocks[0].operations[0].operands[0]
+        padded = pad(pad_op.source, _mixed(pad_op.static_low, pad_op.low), high, padding)
+    result = crop(padded, targets)
+    if cut_op is not None and not list(cut_op.result.uses):
+        cut_op.operation.erase()
+    if grown:
+        _erase_unread(pad_op)
+    return result, [
+        tensor_size(result, axis) if count is None else count
+        for axis, count in enumerate(rows, start=2)
+    ]
+
+
+def _erase_unread(op: mlir_ir.OpView) -> None:
+    """Erase `op` if nothing reads its result but `tensor.dim`s nothing reads (a cut's sizes)."""
+    users = [use.owner for use in op.result.uses]
+    if all(user.name == "tensor.dim" and not list(user.result.uses) for user in users):
+        for user in users:
+            user.erase()
+        op.operation.erase()
+
+
+def _uncut(value: mlir_ir.Value) -> tuple[mlir_ir.OpView | None, mlir_ir.Value]:
+    """(the `tensor.extract_slice` that cut `value` from the start of each axis of its source,
+    that source), or (None, `value`) when nothing did."""
+    op = producer(value)
+    if op is None or op.name != "tensor.extract_slice":
+        return None, value
+    op = op.opview
+    if list(op.offsets) or any(op.static_offsets) or any(s != 1 for s in op.static_strides):
+        return None, value
+    return op, op.source
+
+
+def _dim_of(size: int | mlir_ir.Value, tensor_value: mlir_ir.Value, axis: int) -> bool:
+    """Whether `size` is the whole of `axis` of `tensor_value`: equal to its static size, or
+    its `tensor.dim` at that axis."""
+    if isinstance(size, int):
+        return size == mlir_ir.RankedTensorType(tensor_value.type).shape[axis]
+    op = producer(size)
+    if op is None or op.name != "tensor.dim" or op.operands[0] != tensor_value:
+        return False
+    index = producer(op.operands[1])
+    return (
+        index is not None
+        and index.name == "arith.constant"
+        and mlir_ir.IntegerAttr(index.attributes["value"]).value == axis
+    )
+
+
+def _padding_outside(pad_op: mlir_ir.Operation | mlir_ir.OpView) -> bool:
+    """Whether a `tensor.pad` yields one value defined outside its region (its padding)."""
+    padding = pad_op.regions[0].blocks[0].operations[0].operands[0]
+    owner = padding.owner
+    return not isinstance(owner, mlir_ir.Block) and owner.operation.parent != pad_op.operation
+
+
+def _mixed(
+    static: Sequence[int], dynamic: Sequence[mlir_ir.Value]
+) -> list[int | mlir_ir.Value]:
+    """An op's mixed sizes or amounts (a `tensor.pad`'s low or high, a slice's sizes), each an
+    int or, where the static form holds DYNAMIC, the next index operand."""
+    values = iter(dynamic)
+    return [next(values) if amount == DYNAMIC else amount for amount in static]
 
 
 def _phase_rows(size: int | mlir_ir.Value, stride: int) -> tuple[int | mlir_ir.Value, int | mlir_ir.Value]:

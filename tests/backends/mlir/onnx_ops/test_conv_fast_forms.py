@@ -261,6 +261,11 @@ def test_depthwise_convolutions_are_tap_sums() -> None:
     dynamic = _text(_depthwise(("batch", 4, 11, 12)))
     assert dynamic.count(DIRECT) == 1
     assert dynamic.count(PHASES) == 2
+    # each of the five pads its input once, static or not: the strided ones' pads reach their
+    # whole stride phases (14 rows and 15 columns where the windows read 13 and 14), no second pad
+    for text_of_shape in (text, dynamic, _text(_depthwise(("batch", 4, "h", "w")))):
+        assert text_of_shape.count("tensor.pad") == 5
+    assert "high[0, 0, 2, 1]" in text and "high[0, 0, 0, 2]" in text
 
 
 DIRECT = '"parallel", "parallel", "reduction", "reduction", "reduction"]'
