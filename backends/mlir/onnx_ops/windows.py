@@ -22,11 +22,12 @@ from niro.ir import op_name
 from ..bindings import arith, mlir_ir, tensor
 from ..builders import (
     DYNAMIC,
-    as_index,
+    MapSpec,
     assert_true,
     collapse_dims,
     constant,
     crop,
+    dim,
     empty,
     expand_dim,
     extract_slice,
@@ -399,10 +400,16 @@ def phase_taps(
     output: Sequence[int | mlir_ir.Value],
 ) -> list[mlir_ir.Value] | None:
     """`window_taps` of a window whose strides are not all 1, as unit-stride slices: the
-    input (padded up to a multiple of each stride) copied once into its stride phases
-    (N, C, s..., S/s...), phase[n, c, p..., q...] = padded[n, c, q*s + p]; tap k is then the
-    slice of phase (k*d mod s) at offset (k*d div s); dynamic sizes are computed at run time.
-    None for unit strides or more than `TAPS_LIMIT` taps.
+    input (padded up to a multiple of each stride, `_whole_phases`) copied once into its stride
+    phases (N, C, s..., S/s...), phase[n, c, p..., q...] = padded[n, c, q*s + p]; tap k is then
+    the slice of phase (k*d mod s) at offset (k*d div s); dynamic sizes are computed at run
+    time. None for unit strides or more than `TAPS_LIMIT` taps.
+
+    The copy reads a grid of exactly the phases' size as a reshape of it, a longer one (a
+    run-time size, or one cut) through strided maps. NOTE: IREE 3.13 copies a cut of a grid
+    before reshaping it; MobileNet's 3x3 stride-2 depthwise convolution of 48x112x112, dynamic:
+    cut and reshaped 129 + 226 us, read through strided maps 194 us; static and exact: reshaped
+    126 us, through strided maps 263 us.
 
     NOTE: IREE 3.13 runs a strided depthwise convolution as a generic reducing over its window
     at about 4 GFLOP/s (MobileNet's 3x3 stride-2 one of 48x112x112: 450-480 us a call, the
@@ -414,14 +421,18 @@ def phase_taps(
     if all(s == 1 for s in strides) or math.prod(kernel) > TAPS_LIMIT:
         return None
     element = source.element_type
-    grid, rows = _whole_phases(padded, strides)
+    grid, rows, exact = _whole_phases(padded, strides)
     lead = [tensor_size(grid, 0), tensor_size(grid, 1)]
-    for axis in range(rank):  # (N, C, q_0, p_0, q_1, p_1, ...)
-        grid = expand_dim(grid, 2 + 2 * axis, (rows[axis], strides[axis]))
     # loops: n, c, p_0..p_{r-1}, q_0..q_{r-1}
-    interleaved = [index for axis in range(rank) for index in (2 + rank + axis, 2 + axis)]
+    read: MapSpec
+    if exact:  # (N, C, q_0, p_0, q_1, p_1, ...), a view of the grid
+        for axis in range(rank):
+            grid = expand_dim(grid, 2 + 2 * axis, (rows[axis], strides[axis]))
+        read = [0, 1, *(index for axis in range(rank) for index in (2 + rank + axis, 2 + axis))]
+    else:
+        read = [0, 1, *(dim(2 + rank + axis) * s + dim(2 + axis) for axis, s in enumerate(strides))]
     phases = generic(
-        [(grid, [0, 1, *interleaved])],
+        [(grid, read)],
         [(empty([*lead, *strides, *rows], element), list(range(2 + 2 * rank)))],
         2 + 2 * rank,
         (),
@@ -439,14 +450,16 @@ def phase_taps(
 
 def _whole_phases(
     value: mlir_ir.Value, strides: Sequence[int]
-) -> tuple[mlir_ir.Value, list[int | mlir_ir.Value]]:
-    """(`value` grown along each spatial axis to whole stride phases, the rows of each phase).
+) -> tuple[mlir_ir.Value, list[int | mlir_ir.Value], bool]:
+    """(a grid holding `value`'s whole stride phases from its start, the rows of each phase,
+    whether the grid's spatial axes are exactly rows * stride long).
 
-    When `value` is a `tensor.pad`, or `pad_for_window`'s cut of one, that pad is grown
-    instead (its padding serves: the rows past `value` the phases take in are read by no tap)
-    and cut to the phases (`_regrown_pad`). NOTE: IREE 3.13 makes each `tensor.pad` a copy
-    dispatch of its own, so growing `value` itself copies the padded input a second time
-    (MobileNet's 3x3 stride-2 depthwise convolution of 48x112x112: 150 us of a 2 ms call)."""
+    When `value` is a `tensor.pad`, or `pad_for_window`'s cut of one, the grid is that pad,
+    grown where the phases need more rows than it has (its padding serves: the rows past
+    `value` the phases take in are read by no tap); else `value` padded to whole phases.
+    NOTE: IREE 3.13 makes each `tensor.pad` a copy dispatch of its own, so padding `value`
+    itself copies the padded input a second time (MobileNet's 3x3 stride-2 depthwise
+    convolution of 48x112x112: 150 us of a 2 ms call)."""
     regrown = _regrown_pad(value, strides)
     if regrown is not None:
         return regrown
@@ -455,17 +468,17 @@ def _whole_phases(
     element = mlir_ir.RankedTensorType(value.type).element_type
     grows = [grow for _, grow in phased]
     grown = pad(value, [0] * (2 + rank), [0, 0, *grows], constant(element, 0))
-    return grown, [rows for rows, _ in phased]
+    return grown, [rows for rows, _ in phased], True
 
 
 def _regrown_pad(
     value: mlir_ir.Value, strides: Sequence[int]
-) -> tuple[mlir_ir.Value, list[int | mlir_ir.Value]] | None:
-    """`_whole_phases` of a `tensor.pad` or a cut of one from the start of its spatial axes
-    (its leading axes whole): the pad grown where the phases need more rows than it has (a
-    run-time size by stride - 1, as many as they can lack), cut to them; the old cut, and the
-    old pad once unread, erased. None for any other `value`, or a run-time size the cut does
-    not compute itself."""
+) -> tuple[mlir_ir.Value, list[int | mlir_ir.Value], bool] | None:
+    """`_whole_phases` of a `tensor.pad` or a cut of one from the start of its axes (its
+    leading axes whole): the pad, grown where the phases need more rows than it has (a
+    run-time size by stride - 1, as many as they can lack); the cut, and the old pad once
+    unread, erased. None for any other `value`, or a run-time size the cut does not compute
+    itself."""
     cut_op, padded = _uncut(value)
     pad_op = producer(padded)
     if pad_op is None or pad_op.name != "tensor.pad" or not _padding_outside(pad_op):
@@ -480,41 +493,38 @@ def _regrown_pad(
         return None
     old_high = _mixed(pad_op.static_high, pad_op.high)
     high = list(old_high)
-    targets: list[int | mlir_ir.Value] = list(shape[:2])  # the leading axes whole, as they were
     rows: list[int | mlir_ir.Value | None] = []
+    exact = True
     for axis, stride in enumerate(strides, start=2):
         size = sizes[axis]
         if stride == 1:  # no phases along it: the axis as the cut left it
-            targets.append(shape[axis] if whole[axis] else size)
             rows.append(None if whole[axis] else size)
+            exact = exact and whole[axis]
             continue
         if whole[axis] and not (isinstance(size, int) and size != DYNAMIC):
             return None  # a run-time size read off the pad: the pad would stay, read by it
         count, _ = _phase_rows(size, stride)
         rows.append(count)
         if isinstance(count, int) and shape[axis] != DYNAMIC:
-            targets.append(count * stride)
             extra = max(0, count * stride - shape[axis])
+            exact = exact and count * stride == shape[axis] + extra
         else:  # `value` ends at the pad's end or before: its phases at most stride - 1 rows past
-            targets.append(arith.MulIOp(as_index(count), index_constant(stride)).result)
-            extra = stride - 1
+            extra, exact = stride - 1, False
         if extra:
-            end = high[axis]
-            grow = index_constant(extra)
+            end, grow = high[axis], index_constant(extra)
             high[axis] = end + extra if isinstance(end, int) else arith.AddIOp(end, grow).result
-    grown = high != old_high
-    if grown:
+    if high != old_high:
         padding = pad_op.region.blocks[0].operations[0].operands[0]
         padded = pad(pad_op.source, _mixed(pad_op.static_low, pad_op.low), high, padding)
-    result = crop(padded, targets)
     if cut_op is not None and not list(cut_op.result.uses):
         cut_op.operation.erase()
-    if grown:
+    if high != old_high:
         _erase_unread(pad_op)
-    return result, [
-        tensor_size(result, axis) if count is None else count
+    phase_rows = [
+        tensor_size(padded, axis) if count is None else count
         for axis, count in enumerate(rows, start=2)
     ]
+    return padded, phase_rows, exact
 
 
 def _erase_unread(op: mlir_ir.OpView) -> None:

@@ -13,6 +13,7 @@ ConvTranspose through the same forms.
 from __future__ import annotations
 
 import io
+import re
 
 import numpy as np
 import pytest
@@ -263,14 +264,25 @@ def test_depthwise_convolutions_are_tap_sums() -> None:
     assert dynamic.count(PHASES) == 2
     # each of the five pads its input once, static or not: the strided ones' pads reach their
     # whole stride phases (14 rows and 15 columns where the windows read 13 and 14), no second pad
-    for text_of_shape in (text, dynamic, _text(_depthwise(("batch", 4, "h", "w")))):
+    spatial = _text(_depthwise(("batch", 4, "h", "w")))
+    for text_of_shape in (text, dynamic, spatial):
         assert text_of_shape.count("tensor.pad") == 5
     assert "high[0, 0, 2, 1]" in text and "high[0, 0, 0, 2]" in text
+    # a static pad of whole phases is reshaped into them; of run-time spatial sizes it is grown
+    # by stride - 1 and its phases read through strided maps (no cut of it, which IREE copies)
+    assert STRIDED_PHASES not in text and STRIDED_PHASES not in dynamic
+    assert STRIDED_PHASES in spatial and "(d0, d1, d2 + d4, d5 * 3 + d3)" in spatial
+    grown = re.search(r"(%\S+) = tensor.pad %arg0 low\[0, 0, 1, 1\] high\[0, 0, 2, 2\]", spatial)
+    assert grown is not None
+    name = grown.group(1)
+    assert f"ins({name} :" in spatial and f"extract_slice {name}[" not in spatial
 
 
 DIRECT = '"parallel", "parallel", "reduction", "reduction", "reduction"]'
 PHASES = "iterator_types = [" + ", ".join(['"parallel"'] * 6) + "]}"
 """The copy of a 2-D input into its stride phases (n, c, p_h, p_w, q_h, q_w)."""
+STRIDED_PHASES = "(d0, d1, d4 * 2 + d2, d5 * 2 + d3)"
+"""The phases of 2x2 strides read from a grid longer than them."""
 PRODUCT = 'iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]'
 SPATIAL_PRODUCT = "iterator_types = [" + '"parallel", ' * 5 + '"reduction"]'
 """A 2-D convolution's product with the output rows a batch dim (grouped, few positions) or over
