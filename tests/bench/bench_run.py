@@ -716,8 +716,14 @@ def main() -> int:
         DOCS.write_text(DOCS_HEAD + body)
         DOCS_ROWS.write_text(json.dumps([r.__dict__ for r in rows], indent=1) + "\n")
     print(text)
-    failed = any("WRONG" in note or note.startswith("niroc") for r in results for note in r.notes)
-    return 1 if failed else 0
+    return 1 if niroc_failed(results) else 0
+
+
+def niroc_failed(results: list[Result]) -> bool:
+    """Whether niroc failed a model (compile, run or a wrong output): that fails the run. The
+    peer's failures (iree-import-onnx's wrong output on scan_long, models it cannot import or
+    compile) are findings the report shows."""
+    return any(note.startswith("niroc") for result in results for note in result.notes)
 
 
 if __name__ == "__main__":
