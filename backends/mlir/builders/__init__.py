@@ -56,6 +56,7 @@ from .contraction import (
     multiply_all,
     named_matmul,
     narrow_to_result,
+    rows_by_tiled_columns,
     untiled,
 )
 from .elements import accumulator_type, convert, is_float, read_int_scalars, small_elements
@@ -112,6 +113,7 @@ __all__ = [
     "insert_rows",
     "ranked_result",
     "narrow_to_result",
+    "rows_by_tiled_columns",
     "multiply_all",
     "named_matmul",
     "matmul_labels",

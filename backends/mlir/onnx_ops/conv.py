@@ -54,11 +54,13 @@ from ..builders import (
     named_op,
     pad,
     reassociation,
+    rows_by_tiled_columns,
     tensor_size,
 )
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
+from ..weight_layout import TILE_COLUMNS
 from .common import attribute, element_type, input_value, required_input, static_shape
 from .windows import (
     at_run_time,
@@ -240,7 +242,8 @@ def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.
     into columns (N, G, C/G * prod K, O...) by one copying `linalg.generic` (im2col; a plain
     reshape for a 1x1 kernel of stride 1), the filter reshaped to (G, M/G, C/G * prod K), and
     out[n, g, m, p] = sum over k of w[g, m, k] * columns[n, g, k, p], p the output positions
-    (`_grouped_product` for a grouped convolution of few of them).
+    (`_grouped_product` for a grouped convolution of few of them; in tiles where `_tiles_pay`,
+    the windows then gathered position by position).
 
     NOTE: IREE 3.13 compiles its named NCHW convolutions (and the NHWC ones) to a direct
     convolution that runs 5-10x slower on CPU than this product (ResNet-50's 3x3 convolutions
@@ -253,11 +256,19 @@ def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.
     rank = len(kernel)
     grouped = expand_dim(x, 1, (spec.group, group_channels))  # (N, G, C/G, S...)
     pointwise = all(k == 1 for k in kernel) and all(s == 1 for s in spec.strides)
+    positions = [size for size in spec.output if isinstance(size, int)]
+    in_tiles = not pointwise and _tiles_pay(x, w, spec, positions)
     if pointwise:
         windows = grouped  # the padded input is exactly the output: (N, G, C/G, O...)
     else:
-        gathered = [tensor_size(x, 0), spec.group, group_channels, *kernel, *spec.output]
-        # loops: n, g, c, k_0..k_{r-1}, o_0..o_{r-1}
+        # loops: n, g, c, k_0..k_{r-1}, o_0..o_{r-1}; the columns (N, G, C/G, K..., O...), or
+        # for a product in tiles each position's window as a row, (N, G, O..., C/G, K...)
+        order = (
+            [0, 1, *range(3 + rank, 3 + 2 * rank), 2, *range(3, 3 + rank)]
+            if in_tiles
+            else list(range(3 + 2 * rank))
+        )
+        sizes = [tensor_size(x, 0), spec.group, group_channels, *kernel, *spec.output]
         ks = [dim(3 + axis) for axis in range(rank)]
         outs = [dim(3 + rank + axis) for axis in range(rank)]
         x_map = [dim(0), dim(1), dim(2)] + [
@@ -266,12 +277,11 @@ def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.
         element = mlir_ir.RankedTensorType(x.type).element_type
         windows = generic(
             [(grouped, x_map)],
-            [(empty(gathered, element), list(range(3 + 2 * rank)))],
+            [(empty([sizes[loop] for loop in order], element), order)],
             3 + 2 * rank,
             (),
             lambda args: [args[0]],
-        )[0]  # (N, G, C/G, K..., O...)
-    positions = [size for size in spec.output if isinstance(size, int)]
+        )[0]
     grouped_rows = spec.group > 1 and 1 < rank == len(positions)
     grouped_rows = grouped_rows and math.prod(positions) <= GROUPED_ROWS_POSITIONS
     spatial = rank > 1 and len(positions) < rank and pointwise
@@ -281,12 +291,53 @@ def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.
         if grouped_rows:
             return _grouped_product(_filter_rows(w, spec), columns, spec)
         return collapse_dims(_product(_filter_rows(w, spec), columns, spec), 1, 2)
-    if pointwise:
-        flat = collapse_dims(windows, 3, rank)
+    if in_tiles:  # [M, K] filter rows by [P, K] window rows, then (N, G, M, P)
+        window_rows = collapse_dims(collapse_dims(windows, 0, 2 + rank), 1, 1 + rank)
+        product = rows_by_tiled_columns(collapse_dims(w, 1, 1 + rank), window_rows)
+        product = expand_dim(expand_dim(product, 0, (1, features)), 0, (1, 1))
     else:
-        flat = collapse_dims(collapse_dims(windows, 3 + rank, rank), 2, 1 + rank)
-    product = _product(_filter_rows(w, spec), flat, spec)
+        if pointwise:
+            flat = collapse_dims(windows, 3, rank)
+        else:
+            flat = collapse_dims(collapse_dims(windows, 3 + rank, rank), 2, 1 + rank)
+        product = _product(_filter_rows(w, spec), flat, spec)
     return collapse_dims(expand_dim(product, 3, list(spec.output)), 1, 2)
+
+
+TILED_FEATURES = 128
+"""The fewest output channels for which a convolution's im2col product is computed in tiles
+(`_tiles_pay`)."""
+
+
+def _tiles_pay(
+    x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec, positions: Sequence[int]
+) -> bool:
+    """Whether `_im2col_conv`'s product is computed in tiles (`rows_by_tiled_columns`): an f32
+    convolution of one image and one group, static positions, at least `TILED_FEATURES`
+    outputs, the positions padded to whole tiles by at most a tenth.
+
+    NOTE: IREE 3.13 runs the product in tiles about twice as fast as the matmul, but the
+    windows' rows are packed into tiles by a copy as large as the im2col copy before it, which
+    a product of few output channels does not repay, nor one whose tiles are mostly padding
+    (ResNet-50, iree-benchmark-module: 256 outputs by 2304 x 196 windows 2.24 -> 1.21 ms, 128
+    by 1152 x 784 2.13 -> 0.97 + 0.17; 64 by 576 x 3136 1.45 -> 1.15 + 0.51 (the pack); 512 by
+    4608 x 49 (64 in tiles) 1.86 -> 1.85; the whole net 76-80 -> 70-74 ms). A 1x1 convolution
+    of stride 1 (whose input is its columns, `pointwise`) stays a product: packing its input
+    gained nothing there (63.5-65 against 63-64 ms). iree-compile packs the constant filters
+    at compile time: ResNet-50's compile 5.1 -> 6.2 s (const-eval 0.8 s)."""
+    f32 = mlir_ir.F32Type.get()
+    count = math.prod(positions)
+    return (
+        spec.group == 1
+        and tensor_size(x, 0) == 1
+        and len(positions) == len(spec.output)
+        and mlir_ir.RankedTensorType(w.type).shape[0] >= TILED_FEATURES
+        and -(-count // TILE_COLUMNS) * TILE_COLUMNS * 10 <= count * 11
+        and spec.mul_add is float_mul_add
+        and spec.accumulator == f32
+        and mlir_ir.RankedTensorType(x.type).element_type == f32
+        and mlir_ir.RankedTensorType(w.type).element_type == f32
+    )
 
 
 def _filter_rows(w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.Value:
