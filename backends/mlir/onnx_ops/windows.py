@@ -481,9 +481,12 @@ def _regrown_pad(
     itself."""
     cut_op, padded = _uncut(value)
     pad_op = producer(padded)
-    if pad_op is None or pad_op.name != "tensor.pad" or not _padding_outside(pad_op):
+    if pad_op is None or pad_op.name != "tensor.pad":
         return None
     pad_op = pad_op.opview
+    padding = _padding(pad_op)
+    if padding is None:
+        return None
     shape = mlir_ir.RankedTensorType(padded.type).shape
     sizes: list[int | mlir_ir.Value] = (
         _mixed(cut_op.static_sizes, cut_op.sizes) if cut_op is not None else list(shape)
@@ -514,7 +517,6 @@ def _regrown_pad(
             end, grow = high[axis], index_constant(extra)
             high[axis] = end + extra if isinstance(end, int) else arith.AddIOp(end, grow).result
     if high != old_high:
-        padding = pad_op.region.blocks[0].operations[0].operands[0]
         padded = pad(pad_op.source, _mixed(pad_op.static_low, pad_op.low), high, padding)
     if cut_op is not None and not list(cut_op.result.uses):
         cut_op.operation.erase()
@@ -564,11 +566,15 @@ def _dim_of(size: int | mlir_ir.Value, tensor_value: mlir_ir.Value, axis: int) -
     )
 
 
-def _padding_outside(pad_op: mlir_ir.Operation | mlir_ir.OpView) -> bool:
-    """Whether a `tensor.pad` yields one value defined outside its region (its padding)."""
-    padding = pad_op.regions[0].blocks[0].operations[0].operands[0]
+def _padding(pad_op: mlir_ir.OpView) -> mlir_ir.Value | None:
+    """The value a `tensor.pad` yields when it is defined outside the pad (`builders.pad`'s),
+    else None (a padding computed in its region, as ONNX Pad's lowering may write it)."""
+    block = pad_op.regions[0].blocks[0]
+    padding = list(block.operations)[-1].operands[0]
     owner = padding.owner
-    return not isinstance(owner, mlir_ir.Block) and owner.operation.parent != pad_op.operation
+    if isinstance(owner, mlir_ir.Block) or owner.operation.parent == pad_op.operation:
+        return None
+    return padding
 
 
 def _mixed(

@@ -212,6 +212,20 @@ def _many_outputs_1d():
     return graph_model(nodes, (1, 5, 400), weights)
 
 
+def _padded_then_strided(x_shape=(1, 4, 9, 10)):
+    """ONNX Pad, then a strided depthwise convolution without pads of its own (as
+    TorchScript exports torchvision's MobileNet v1 and v2 with padding the 'same' way): the
+    phases' grid is the Pad's result, whose padding is built in its region."""
+    weights = random_weights(18, w=(4, 1, 3, 3))
+    weights["pads"] = np.array([0, 0, 0, 0, 0, 0, 1, 1], np.int64)
+    node = helper.make_node
+    nodes = [
+        node("Pad", ["x", "pads"], ["padded"]),
+        node("Conv", ["padded", "w"], ["y"], group=4, strides=[2, 2]),
+    ]
+    return graph_model(nodes, x_shape, weights)
+
+
 def _text(model) -> str:
     out = io.BytesIO()
     lower_to_mlir(import_model(model)).write_text(out)
@@ -240,6 +254,11 @@ CASES = {
         [(2, 4, 11, 12), (1, 4, 9, 16)],
     ),
     "small_dynamic": (lambda: _small(("batch", 6, "h", "w")), [(2, 6, 9, 10), (1, 6, 5, 11)]),
+    "padded_then_strided": (_padded_then_strided, [(1, 4, 9, 10)]),
+    "padded_then_strided_dynamic": (
+        lambda: _padded_then_strided(("batch", 4, "h", "w")),
+        [(1, 4, 9, 10), (2, 4, 8, 7)],
+    ),
     "many_outputs": (_many_outputs, [(1, 6, 14, 14)]),
     "many_outputs_1d": (_many_outputs_1d, [(1, 5, 400)]),
     "many_outputs_batch": (lambda: _many_outputs((2, 6, 14, 14)), [(2, 6, 14, 14)]),
