@@ -5,24 +5,16 @@ benchmark's job.)"""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import onnx
 import pytest
 from onnx import TensorProto, helper
 
-SCRIPT = Path(__file__).with_name("bench_compile_growth.py")
-
 
 @pytest.fixture
-def growth(monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_compile_growth_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+def growth(load_bench_script):
+    return load_bench_script("bench_compile_growth.py")
 
 
 def test_a_model_costs_the_cpu_of_its_frontend_and_its_compile(growth, tmp_path) -> None:

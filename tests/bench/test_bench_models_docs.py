@@ -4,21 +4,12 @@ models replaces their figures and keeps the others', and nothing outside the mar
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-SCRIPT = Path(__file__).with_name("bench_models.py")
 
 
 @pytest.fixture
-def bench(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_models_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
+def bench(tmp_path, monkeypatch, load_bench_script):
+    module = load_bench_script("bench_models.py")
     page = tmp_path / "compiler-speed.md"
     page.write_text(f"# Title\n\nprose before\n\n{module.FIGURES_BEGIN}\nold figures\n{module.FIGURES_END}\n\nprose after\n")
     monkeypatch.setattr(module, "DOCS", page)

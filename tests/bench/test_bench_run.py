@@ -3,22 +3,12 @@ are what the report compares against). The measurements themselves are the bench
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-SCRIPT = Path(__file__).with_name("bench_run.py")
 
 
 @pytest.fixture
-def bench(monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_run_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+def bench(load_bench_script):
+    return load_bench_script("bench_run.py")
 
 
 @pytest.mark.parametrize(
