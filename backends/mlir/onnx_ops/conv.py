@@ -329,7 +329,7 @@ def _tiles_pay(
     count = math.prod(positions)
     return (
         spec.group == 1
-        and tensor_size(x, 0) == 1
+        and mlir_ir.RankedTensorType(x.type).shape[0] == 1
         and len(positions) == len(spec.output)
         and mlir_ir.RankedTensorType(w.type).shape[0] >= TILED_FEATURES
         and -(-count // TILE_COLUMNS) * TILE_COLUMNS * 10 <= count * 11

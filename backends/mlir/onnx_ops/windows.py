@@ -513,9 +513,11 @@ def _regrown_pad(
             exact = exact and count * stride == shape[axis] + extra
         else:  # `value` ends at the pad's end or before: its phases at most stride - 1 rows past
             extra, exact = stride - 1, False
-        if extra:
-            end, grow = high[axis], index_constant(extra)
-            high[axis] = end + extra if isinstance(end, int) else arith.AddIOp(end, grow).result
+        end = high[axis]
+        if extra and isinstance(end, int):
+            high[axis] = end + extra
+        elif extra:
+            high[axis] = arith.AddIOp(end, index_constant(extra)).result
     if high != old_high:
         padded = pad(pad_op.source, _mixed(pad_op.static_low, pad_op.low), high, padding)
     if cut_op is not None and not list(cut_op.result.uses):
