@@ -5,8 +5,8 @@ Every convolution here is the same computation after its inputs are prepared: th
 (`tensor.pad`, cut to exactly what the windows read) and a sum of input[n, g, c, o*s + k*d] *
 filter[g, m, c, k] over (c, k), built once by `grouped_conv`. It is a matrix product per image
 and group (im2col: the windows gathered into columns by one copy, then a contraction
-`linalg.generic` that IREE compiles as a matmul), because IREE 3.13 runs its direct
-convolutions several times slower; a depthwise convolution (one input channel per output) is a
+`linalg.generic` that IREE compiles as a matmul; of many outputs, in tiles, `linalg.mmt4d`),
+because IREE 3.13 runs its direct convolutions several times slower; a depthwise convolution (one input channel per output) is a
 sum over the kernel taps of shifted input slices times a filter column (one element-wise
 `linalg.generic`; a strided one's slices cut from its input's stride phases), except past
 `TAPS_LIMIT` taps and where IREE would copy each slice (`window_taps`): there one direct
