@@ -713,39 +713,42 @@ def _tiled_versions(
     )
 
 
-MANY_ROWS_TILE = 16
-"""The rows of `rows_by_tiled_columns`' f32 tiles (16 x TILE_COLUMNS x 1): IREE 3.13's
-data-tiling choice on AVX-512 for products of many rows."""
+_MANY_ROWS_TILE = _Tile(16, TILE_COLUMNS, 1)
+"""f32 tiles of 16 rows by 16 columns: IREE 3.13's data-tiling choice on AVX-512 for products
+of many static rows (`rows_by_tiled_columns`)."""
 
 
 def rows_by_tiled_columns(rows: mlir_ir.Value, columns: mlir_ir.Value) -> mlir_ir.Value:
     """[M, K] `rows` times the transpose of [N, K] `columns` ([M, N], f32, static), both
-    packed into tiles of 16 (zero padding where 16 does not divide M or N), multiplied by the
-    named `linalg.mmt4d` and unpacked. A constant `rows` is packed at compile time by IREE.
+    packed into tiles of 16 (zero padding where 16 does not divide M or N) and multiplied in
+    them (`_tiled_product`). A constant `rows` is packed at compile time by IREE.
 
     Why: IREE 3.13 without `--iree-opt-data-tiling` compiles `linalg.mmt4d` of these tiles
     about twice as fast as the named matmul of the same matrices (256 x 2304 by 2304 x 196, a
     ResNet-50 3x3 convolution at 14x14: 1.05-1.2 against 2.1-2.2 ms), but the packing is a
     copy of each operand: it pays where a product has many rows (see `conv`)."""
     element = mlir_ir.RankedTensorType(rows.type).element_type
-    (m, depth), (n, _) = (mlir_ir.RankedTensorType(v.type).shape for v in (rows, columns))
-    tile_rows, tile_columns = MANY_ROWS_TILE, TILE_COLUMNS
-    zero = constant(element, 0)
-    row_tiles, column_tiles = -(-m // tile_rows), -(-n // tile_columns)
-    lhs = pack(rows, [row_tiles, depth], [tile_rows, 1], zero)
-    rhs = pack(columns, [column_tiles, depth], [tile_columns, 1], zero)
-    init = fill(empty([row_tiles, column_tiles, tile_rows, tile_columns], element), zero)
-    return unpack(named_op("linalg.mmt4d", [lhs, rhs], init), [m, n])
+    count, depth = mlir_ir.RankedTensorType(columns.type).shape
+    tile = _MANY_ROWS_TILE
+    column_tiles = -(-count // tile.columns)
+    tiles = pack(columns, [column_tiles, depth], [tile.columns, tile.depth], constant(element, 0))
+    return _tiled_product(rows, tiles, element, tile, columns=count)
 
 
 def _tiled_product(
-    lhs: mlir_ir.Value, tiles: mlir_ir.Value, element: mlir_ir.Type, tile: _Tile
+    lhs: mlir_ir.Value,
+    tiles: mlir_ir.Value,
+    element: mlir_ir.Type,
+    tile: _Tile,
+    *,
+    columns: int | None = None,
 ) -> mlir_ir.Value:
     """[..., M, K] `lhs` times the right operand in `tiles` (`_rhs_tiles`), [..., M, N], as the
     named `linalg.mmt4d` (`linalg.batch_mmt4d` with one batch dim) summed from 0 in `element`.
     With a row tile of 1 the left operand's tiles and the result are reshapes of it (a run-time
     M stays one dim); with `tile.rows` they are `linalg.pack` (zero rows padding M to a
-    multiple) and `linalg.unpack`.
+    multiple) and `linalg.unpack`, to N `columns` where the tiles hold padding columns (else
+    all the tiles' columns).
 
     Why: IREE 3.13 (without `--iree-opt-data-tiling`) compiles these far better than the named
     products (iree-benchmark-module): MatMulNBits' int8 block product [32, 1, 32] x [32, 32,
@@ -768,4 +771,4 @@ def _tiled_product(
     lhs_tiles = pack(lhs, [row_tiles, depth_tiles], [tile.rows, tile.depth], zero)
     init = fill(empty([*batch, row_tiles, column_tiles, tile.rows, tile.columns], element), zero)
     product = named_op(name, [lhs_tiles, tiles], init)
-    return unpack(product, [*batch, rows, column_tiles * tile.columns])
+    return unpack(product, [*batch, rows, columns or column_tiles * tile.columns])
