@@ -718,10 +718,13 @@ _MANY_ROWS_TILE = _Tile(16, TILE_COLUMNS, 1)
 of many static rows (`rows_by_tiled_columns`)."""
 
 
-def rows_by_tiled_columns(rows: mlir_ir.Value, columns: mlir_ir.Value) -> mlir_ir.Value:
+def rows_by_tiled_columns(
+    rows: mlir_ir.Value, columns: mlir_ir.Value, *, depth_major: bool = False
+) -> mlir_ir.Value:
     """[M, K] `rows` times the transpose of [N, K] `columns` ([M, N], f32, static), both
     packed into tiles of 16 (zero padding where 16 does not divide M or N) and multiplied in
-    them (`_tiled_product`). A constant `rows` is packed at compile time by IREE.
+    them (`_tiled_product`). `depth_major`: `columns` is given as [K, N], and its pack
+    transposes it. A constant `rows` is packed at compile time by IREE.
 
     Why: IREE 3.13 without `--iree-opt-data-tiling` compiles `linalg.mmt4d` of these tiles
     about twice as fast as the named matmul of the same matrices (256 x 2304 by 2304 x 196, a
@@ -729,9 +732,17 @@ def rows_by_tiled_columns(rows: mlir_ir.Value, columns: mlir_ir.Value) -> mlir_i
     copy of each operand: it pays where a product has many rows (see `conv`)."""
     element = mlir_ir.RankedTensorType(rows.type).element_type
     count, depth = mlir_ir.RankedTensorType(columns.type).shape
+    if depth_major:
+        count, depth = depth, count
     tile = _MANY_ROWS_TILE
     column_tiles = -(-count // tile.columns)
-    tiles = pack(columns, [column_tiles, depth], [tile.columns, tile.depth], constant(element, 0))
+    tiles = pack(
+        columns,
+        [column_tiles, depth],
+        [tile.columns, tile.depth],
+        constant(element, 0),
+        transposed=depth_major,
+    )
     return _tiled_product(rows, tiles, element, tile, columns=count)
 
 

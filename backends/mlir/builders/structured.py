@@ -173,21 +173,31 @@ def pack(
     outer: Sequence[int | mlir_ir.Value],
     tile: Sequence[int],
     padding: mlir_ir.Value | None = None,
+    *,
+    transposed: bool = False,
 ) -> mlir_ir.Value:
     """`linalg.pack` of `value`'s last len(`tile`) dims into tiles: [..., outer..., tile...],
     `outer` the number of tiles along each (an index value where it is a run-time size), the
-    last tiles filled out with the scalar `padding` (needed where a tile may not divide)."""
+    last tiles filled out with the scalar `padding` (needed where a tile may not divide).
+    `transposed` packs [..., A, B] as its transpose [..., B, A] would be (`outer` and `tile`
+    in that order), the transposition done by the pack's own copy."""
     source = mlir_ir.RankedTensorType(value.type)
-    tiled = range(source.rank - len(tile), source.rank)
-    init = empty(
-        [*tensor_sizes(value)[: source.rank - len(tile)], *outer, *tile], source.element_type
-    )
+    tiled = list(range(source.rank - len(tile), source.rank))
+    kept = source.rank - len(tile)
+    sizes = tensor_sizes(value)[:kept]
+    attributes = {}
+    if transposed:
+        assert len(tile) == 2, "a transposing pack tiles the last two dims"
+        tiled.reverse()
+        attributes["outer_dims_perm"] = mlir_ir.DenseI64ArrayAttr.get([*range(kept), *tiled])
+    init = empty([*sizes, *outer, *tile], source.element_type)
     return mlir_ir.Operation.create(
         "linalg.pack",
         results=[init.type],
         operands=[value, init] + ([] if padding is None else [padding]),
         attributes={
-            "inner_dims_pos": mlir_ir.DenseI64ArrayAttr.get(list(tiled)),
+            **attributes,
+            "inner_dims_pos": mlir_ir.DenseI64ArrayAttr.get(tiled),
             "static_inner_tiles": mlir_ir.DenseI64ArrayAttr.get(list(tile)),
             "operandSegmentSizes": mlir_ir.DenseI32ArrayAttr.get(
                 [1, 1, int(padding is not None), 0]

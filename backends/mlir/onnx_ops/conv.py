@@ -257,7 +257,7 @@ def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.
     grouped = expand_dim(x, 1, (spec.group, group_channels))  # (N, G, C/G, S...)
     pointwise = all(k == 1 for k in kernel) and all(s == 1 for s in spec.strides)
     positions = [size for size in spec.output if isinstance(size, int)]
-    in_tiles = not pointwise and _tiles_pay(x, w, spec, positions)
+    in_tiles = _tiles_pay(x, w, spec, positions)
     if pointwise:
         windows = grouped  # the padded input is exactly the output: (N, G, C/G, O...)
     else:
@@ -292,8 +292,12 @@ def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.
             return _grouped_product(_filter_rows(w, spec), columns, spec)
         return collapse_dims(_product(_filter_rows(w, spec), columns, spec), 1, 2)
     if in_tiles:  # [M, K] filter rows by [P, K] window rows, then (N, G, M, P)
-        window_rows = collapse_dims(collapse_dims(windows, 0, 2 + rank), 1, 1 + rank)
-        product = rows_by_tiled_columns(collapse_dims(w, 1, 1 + rank), window_rows)
+        if pointwise:  # the input is [K, P]: its pack transposes it
+            columns = collapse_dims(collapse_dims(windows, 0, 3), 1, rank)
+        else:
+            columns = collapse_dims(collapse_dims(windows, 0, 2 + rank), 1, 1 + rank)
+        filter_rows = collapse_dims(w, 1, 1 + rank)
+        product = rows_by_tiled_columns(filter_rows, columns, depth_major=pointwise)
         product = expand_dim(expand_dim(product, 0, (1, features)), 0, (1, 1))
     else:
         if pointwise:
@@ -304,7 +308,7 @@ def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.
     return collapse_dims(expand_dim(product, 3, list(spec.output)), 1, 2)
 
 
-TILED_FEATURES = 128
+TILED_FEATURES = 64
 """The fewest output channels for which a convolution's im2col product is computed in tiles
 (`_tiles_pay`)."""
 
@@ -316,15 +320,20 @@ def _tiles_pay(
     convolution of one image and one group, static positions, at least `TILED_FEATURES`
     outputs, the positions padded to whole tiles by at most a tenth.
 
-    NOTE: IREE 3.13 runs the product in tiles about twice as fast as the matmul, but the
-    windows' rows are packed into tiles by a copy as large as the im2col copy before it, which
-    a product of few output channels does not repay, nor one whose tiles are mostly padding
-    (ResNet-50, iree-benchmark-module: 256 outputs by 2304 x 196 windows 2.24 -> 1.21 ms, 128
-    by 1152 x 784 2.13 -> 0.97 + 0.17; 64 by 576 x 3136 1.45 -> 1.15 + 0.51 (the pack); 512 by
-    4608 x 49 (64 in tiles) 1.86 -> 1.85; the whole net 76-80 -> 70-74 ms). A 1x1 convolution
-    of stride 1 (whose input is its columns, `pointwise`) stays a product: packing its input
-    gained nothing there (63.5-65 against 63-64 ms). iree-compile packs the constant filters
-    at compile time: ResNet-50's compile 5.1 -> 6.2 s (const-eval 0.8 s)."""
+    NOTE: IREE 3.13 runs the product in tiles about twice as fast as the matmul (ResNet-50,
+    iree-benchmark-module: 256 outputs by 2304 x 196 windows 2.24 -> 1.21 ms; 1024 by 256 x
+    196, a 1x1 convolution, 1.11 -> 0.51 ms), but the windows' rows are packed into tiles by a
+    copy (a 1x1 convolution of stride 1, whose input is its columns, by a transposing pack of
+    that input). The convolutions of a net go into tiles together or not at all: IREE fuses
+    the pack of a 1x1 convolution's input into the matmul that makes that input, which then
+    runs ~3.5x slower (ResNet-50's 64-output 3x3 at 56x56: 1.6 -> 5.5 ms), and tiles for the
+    1x1 convolutions alone made ResNet-50 slower (76-81 -> 82-86 ms); every product of at
+    least 64 outputs in tiles: ResNet-50 69-75 -> 66-68 ms, SqueezeNet 10.6-11.4 -> 9.0-9.9,
+    DenseNet-121 64 -> 58, Inception v1 32-34 -> 31-31.5, ShuffleNet and MobileNet unchanged
+    (interleaved runs). Fewer outputs (16, SqueezeNet's squeezes) change nothing; tiles mostly
+    padding do not pay (512 by 4608 x 49, 64 positions in tiles: 1.86 -> 1.85 ms, and with the
+    7x7 stage in tiles the net is no faster). iree-compile packs the constant filters at
+    compile time: ResNet-50's compile 5.1 -> 6.2 s (const-eval 0.8 s)."""
     f32 = mlir_ir.F32Type.get()
     count = math.prod(positions)
     return (

@@ -181,24 +181,27 @@ def _upsampling(x_shape=(1, 4, 5, 6)):
 def _many_outputs(x_shape=(1, 6, 14, 14)):
     """Convolutions of at least `conv.TILED_FEATURES` outputs, whose im2col product is in tiles
     (`conv._tiles_pay`): 3x3 with a bias at 14x14 (196 positions, 208 in the tiles), strided
-    and padded (91 positions), dilated with 130 outputs (144 in the tiles), a 1-D one; beside
-    them ones that stay one product: 64 outputs, strided to 6x6 (36 positions, 48 in tiles),
-    two groups."""
+    and padded (91 positions), dilated with 130 outputs (144 in the tiles), 1x1 of 64 outputs
+    (its input packed as it is, transposed), a 1-D one; beside them ones that stay one
+    product: 48 outputs, strided to 6x6 (36 positions, 48 in tiles), two groups."""
     weights = random_weights(
         16,
         w1=(128, 6, 3, 3),
         b1=(128,),
         w2=(128, 6, 3, 3),
         w3=(130, 6, 2, 3),
-        w4=(64, 6, 3, 3),
+        w4=(48, 6, 3, 3),
         w5=(128, 6, 3, 3),
         w6=(128, 3, 3, 3),
+        w7=(64, 6, 1, 1),
+        b7=(64,),
     )
     node = helper.make_node
     nodes = [
         node("Conv", ["x", "w1", "b1"], ["tiled"], pads=[1, 1, 1, 1]),
         node("Conv", ["x", "w2"], ["strided"], strides=[2, 1], pads=[0, 1, 2, 0]),
         node("Conv", ["x", "w3"], ["dilated"], dilations=[2, 2], pads=[1, 1, 1, 1]),
+        node("Conv", ["x", "w7", "b7"], ["pointwise"]),
         node("Conv", ["x", "w4"], ["few_outputs"], pads=[1, 1, 1, 1]),
         node("Conv", ["x", "w5"], ["few_positions"], strides=[2, 2]),
         node("Conv", ["x", "w6"], ["grouped"], group=2, pads=[1, 1, 1, 1]),
@@ -373,13 +376,13 @@ def test_the_forms_are_in_the_mlir() -> None:
 
 
 def test_convolutions_of_many_outputs_are_products_in_tiles() -> None:
-    """The three convolutions of 128-130 outputs at 14x14 positions and the 1-D one of 144
-    multiply their filter rows by their windows' rows in tiles of 16 (`linalg.mmt4d`, both
-    packed); the others stay one product: 64 outputs, 36 positions (12 of 48 padding), two
-    groups, and with two images every one."""
+    """The three convolutions of 128-130 outputs at 14x14 positions, the 1x1 one of 64 and the
+    1-D one of 144 multiply their filter rows by their windows' rows in tiles of 16
+    (`linalg.mmt4d`, both packed); the others stay one product: 48 outputs, 36 positions (12
+    of 48 padding), two groups, and with two images every one."""
     text = _text(_many_outputs())
-    assert text.count("linalg.mmt4d") == 3
-    assert text.count("linalg.pack") == 6 and text.count("linalg.unpack") == 3
+    assert text.count("linalg.mmt4d") == 4
+    assert text.count("linalg.pack") == 8 and text.count("linalg.unpack") == 4
     # the windows gathered once, position by position: (1, 1, 14, 14, 6, 3, 3), then rows
     assert "tensor<1x1x14x14x6x3x3xf32>" in text and "tensor<196x54xf32>" in text
     # 128 filter rows of 54 in 8 tiles; 196 window rows in 13, the strided one's 7 x 13 in 6
@@ -387,7 +390,11 @@ def test_convolutions_of_many_outputs_are_products_in_tiles() -> None:
     assert "tensor<6x54x16x1xf32>" in text
     # the dilated one: 130 filter rows of 6 x 2 x 3 in 9 tiles, 14 x 12 window rows in 11
     assert "tensor<9x36x16x1xf32>" in text and "tensor<11x36x16x1xf32>" in text
-    # 64 outputs and 36 positions: one product each; two groups: the product over rows
+    # the 1x1 one: no im2col copy; its [6, 196] input packed transposed into 13 tiles
+    assert "outer_dims_perm = [1, 0] inner_dims_pos = [1, 0] inner_tiles = [16, 1]" in text
+    assert "tensor<6x196xf32> -> tensor<13x6x16x1xf32>" in text
+    assert "tensor<4x6x16x1xf32>" in text
+    # 48 outputs and 36 positions: one product each; two groups: the product over rows
     assert text.count(PRODUCT) == 2 and text.count(SPATIAL_PRODUCT) == 1
     assert "linalg.mmt4d" in _text(_many_outputs_1d())
     assert "linalg.mmt4d" not in _text(_many_outputs((2, 6, 14, 14)))
