@@ -243,7 +243,8 @@ def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.
     reshape for a 1x1 kernel of stride 1), the filter reshaped to (G, M/G, C/G * prod K), and
     out[n, g, m, p] = sum over k of w[g, m, k] * columns[n, g, k, p], p the output positions
     (`_grouped_product` for a grouped convolution of few of them; in tiles where `_tiles_pay`,
-    the windows then gathered position by position).
+    the windows then gathered position by position, or a 1x1 kernel's input packed
+    transposed).
 
     NOTE: IREE 3.13 compiles its named NCHW convolutions (and the NHWC ones) to a direct
     convolution that runs 5-10x slower on CPU than this product (ResNet-50's 3x3 convolutions
