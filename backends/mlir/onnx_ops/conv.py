@@ -334,7 +334,8 @@ def _tiles_pay(
     (interleaved runs). Fewer outputs (16, SqueezeNet's squeezes) change nothing; tiles mostly
     padding do not pay (512 by 4608 x 49, 64 positions in tiles: 1.86 -> 1.85 ms, and with the
     7x7 stage in tiles the net is no faster). iree-compile packs the constant filters at
-    compile time: ResNet-50's compile 5.1 -> 6.2 s (const-eval 0.8 s)."""
+    compile time: ResNet-50's iree-compile 5.1 s untiled, 7.3 with the products of 128 outputs
+    or more in tiles, 9.7 with these."""
     f32 = mlir_ir.F32Type.get()
     count = math.prod(positions)
     return (
