@@ -45,12 +45,13 @@ from .builders import (
     matmul,
     transpose,
     untiled,
+    untiled_filter,
 )
 from .context import LoweringRuleContext
 from .literals import scalar_attr, tensor_data_attr
 from .registry import KNOWN_LOWERINGS, lowering, registered_lowering
 from .types import lower_type
-from .weight_layout import Layout, matrix_dims, tiled_type
+from .weight_layout import Layout, filter_tiles_type, matrix_dims, tiled_type
 
 __all__ = ["KNOWN_LOWERINGS"]
 
@@ -108,6 +109,10 @@ def _lower_get_global(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         return [transpose(stored, empty([rows, columns], element), _permutation(ctx, (1, 0)))]
     if layout is Layout.TILES:
         return [untiled(load(ctx.mlir_type(tiled_type(global_type))))]
+    if layout is Layout.FILTER_TILES:
+        assert isinstance(global_type, TensorType) and global_type.shape is not None
+        tiles = load(ctx.mlir_type(filter_tiles_type(global_type)))
+        return [untiled_filter(tiles, [size or 0 for size in global_type.shape])]
     return [load(ctx.result_types[0])]
 
 

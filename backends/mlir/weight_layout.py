@@ -11,7 +11,8 @@ into the product's operand read: the product then reads each output's K weights
 contiguously, as for a Gemm with transB, instead of striding across N. An f32 weight of whole
 tiles (`reads_in_tiles`) only ever multiplying one row or a run-time number of rows is
 multiplied in tiles (`builders.contraction`) and written in those tiles (N / 16, K, 16, 1).
-The Niro module is not changed: its Global keeps the model's layout, and lowering rules that
+A convolution filter (M, C, K...) whose convolutions multiply it in tiles (`conv_tiles_pay`)
+is written as the tiles of its rows, (M / 16, C * prod K, 16, 1). The Niro module is not changed: its Global keeps the model's layout, and lowering rules that
 read the weight's data (`constant_value`) see that layout.
 
 NOTE: measured with IREE 3.13 (iree-compile for the host CPU, local-task, 2 cores), the product
@@ -38,6 +39,7 @@ import math
 import mmap
 import os
 import tempfile
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 from niro.ir import (
@@ -62,8 +64,11 @@ __all__ = [
     "FEW_ROWS",
     "LARGE_ELEMENTS",
     "MIN_ELEMENTS",
+    "TILED_FEATURES",
     "TILE_COLUMNS",
     "Layout",
+    "conv_tiles_pay",
+    "filter_tiles_type",
     "matrix_dims",
     "reads_in_tiles",
     "stored_global",
@@ -87,6 +92,22 @@ LARGE_ELEMENTS = 1 << 20
 products (1024 x 1024)."""
 
 
+TILED_FEATURES = 64
+"""The fewest output channels for which a convolution's product is computed in tiles
+(`conv_tiles_pay`)."""
+
+
+def conv_tiles_pay(batch: int | None, group: int, features: int, positions: Sequence[int | None]) -> bool:
+    """Whether an f32 convolution's im2col product is computed in tiles (`conv`, which says
+    why): one image and one group, static output `positions`, at least `TILED_FEATURES`
+    outputs, the positions padded to whole tiles of TILE_COLUMNS by at most a tenth. Decided
+    here, where the filters' layouts are, since a filter so read is written in tiles."""
+    if batch != 1 or group != 1 or features < TILED_FEATURES or None in positions:
+        return False
+    count = math.prod(size or 0 for size in positions)
+    return -(-count // TILE_COLUMNS) * TILE_COLUMNS * 10 <= count * 11
+
+
 class Layout(enum.Enum):
     """How a weight matrix (K, N) is written to MLIR when not as the model stores it."""
 
@@ -96,6 +117,10 @@ class Layout(enum.Enum):
     """(N / TILE_COLUMNS, K, TILE_COLUMNS, 1): the tiles its products in tiles read
     (`builders.contraction`), read back to (K, N) through a transpose and a reshape that
     only the products' tiles undo (they read the tiles)."""
+    FILTER_TILES = enum.auto()
+    """A convolution filter (M, C, K...) as the tiles of its rows, (M / TILE_COLUMNS,
+    C * prod K, TILE_COLUMNS, 1), read back to (M, C, K...) through a transpose and reshapes
+    that only its products in tiles undo."""
 
 
 def stored_layouts(module: Module) -> dict[str, Layout]:
@@ -109,7 +134,7 @@ def stored_layouts(module: Module) -> dict[str, Layout]:
     for function in module.functions:  # value ids are a function's own
         read_as: dict[ValueId, str] = {}  # a GetGlobal's result -> the Global's name
         for op in walk_ops(function):
-            if isinstance(op, GetGlobal) and _is_weight(op.result):
+            if isinstance(op, GetGlobal) and (_is_weight(op.result) or _is_filter(op.result)):
                 read_as[op.result.id] = op.name
         if not read_as:
             continue  # NOTE: most functions read no large weight; the walk is ~0.1 s per 25,000 ops
@@ -123,6 +148,8 @@ def stored_layouts(module: Module) -> dict[str, Layout]:
     for name, kinds in reads.items():
         if kinds == {_Read.IN_TILES}:
             layouts[name] = Layout.TILES
+        elif kinds == {_Read.IN_FILTER_TILES}:
+            layouts[name] = Layout.FILTER_TILES
         elif _Read.TRANSPOSED in kinds and _Read.AS_STORED not in kinds:
             layouts[name] = Layout.TRANSPOSED
     return layouts
@@ -143,6 +170,21 @@ def _is_weight(value: Value) -> bool:
     )
 
 
+def _is_filter(value: Value) -> bool:
+    """A static f32 convolution filter (M, C, K...) of whole tiles of rows, M at least
+    TILED_FEATURES."""
+    type_ = value.type
+    if not (isinstance(type_, TensorType) and type_.shape is not None and len(type_.shape) >= 3):
+        return False
+    features = type_.shape[0] or 0
+    return (
+        type_.is_static
+        and type_.element_type is ScalarType.F32
+        and features >= TILED_FEATURES
+        and features % TILE_COLUMNS == 0
+    )
+
+
 class _Read(enum.Enum):
     """How a read of a weight wants it stored."""
 
@@ -150,6 +192,8 @@ class _Read(enum.Enum):
     AS_STORED = enum.auto()
     IN_TILES = enum.auto()
     """By a product in tiles, which takes the transposed layout too."""
+    IN_FILTER_TILES = enum.auto()
+    """As the filter of a convolution whose product is in tiles (`conv_tiles_pay`)."""
 
 
 def _read(op: Op, weight: Value) -> _Read:
@@ -159,7 +203,10 @@ def _read(op: Op, weight: Value) -> _Read:
     number of them when `weight` is an f32/f64 matrix of at least LARGE_ELEMENTS; in tiles
     (`builders.contraction`) when the rows are one (a stack of rows, not a vector) or a
     run-time number and `weight` is an f32 matrix of whole tiles (`reads_in_tiles`); as stored
-    otherwise (and when `op` is no product)."""
+    otherwise (and when `op` is no product). A filter (rank 3 or more) is read in tiles by
+    an f32 `onnx.Conv` whose product is in tiles, as stored by anything else."""
+    if _is_filter(weight):
+        return _Read.IN_FILTER_TILES if _conv_in_tiles(op) else _Read.AS_STORED
     if isinstance(op, MatMul):
         lhs = op.lhs
     elif isinstance(op, UnknownOp) and op.name == "onnx.MatMul" and len(op.operands) == 2:
@@ -179,6 +226,36 @@ def _read(op: Op, weight: Value) -> _Read:
         few = count <= FEW_ROWS or (wide and _large(weight))
         return _Read.TRANSPOSED if few else _Read.AS_STORED
     return _Read.TRANSPOSED if type_.shape[-1] is not None and wide else _Read.AS_STORED
+
+
+def _conv_in_tiles(op: Op) -> bool:
+    """`op` is an `onnx.Conv` of f32 input and output whose filter (operand 1) its lowering
+    multiplies in tiles (`conv_tiles_pay`; a filter of one input channel per group is a
+    depthwise convolution's, never a product)."""
+    if not (isinstance(op, UnknownOp) and op.name == "onnx.Conv" and len(op.operands) >= 2):
+        return False
+    x, w, y = op.operands[0].type, op.operands[1].type, op.results[0].type
+    if not all(isinstance(type_, TensorType) and type_.shape is not None for type_ in (x, w, y)):
+        return False
+    assert isinstance(x, TensorType) and isinstance(w, TensorType) and isinstance(y, TensorType)
+    assert x.shape is not None and w.shape is not None and y.shape is not None
+    group = op.attributes.get("group", 1)
+    return (
+        x.element_type is ScalarType.F32
+        and y.element_type is ScalarType.F32
+        and (w.shape[1] or 0) > 1
+        and isinstance(group, int)
+        and conv_tiles_pay(x.shape[0], group, w.shape[0] or 0, y.shape[2:])
+    )
+
+
+def filter_tiles_type(type_: Type) -> TensorType:
+    """The type of filter `type_` (M, C, K...) written in tiles (`Layout.FILTER_TILES`)."""
+    assert isinstance(type_, TensorType) and type_.shape is not None
+    features, *rest = type_.shape
+    assert features is not None and None not in rest
+    depth = math.prod(size or 0 for size in rest)
+    return TensorType(type_.element_type, (features // TILE_COLUMNS, depth, TILE_COLUMNS, 1))
 
 
 def tiled_type(type_: Type) -> TensorType:
@@ -240,7 +317,11 @@ def stored_global(global_: Global, layout: Layout) -> Global:
     large folios (Linux 6.18 here) maps a whole folio on each write fault, so writing a few
     bytes into every row of the result held the whole result (mlp_huge's 8192x8192 f32
     weights: 350 MiB resident), and 2 KiB writes cost 17 s of the 27 s niroc took for
-    mlp_huge's 17 such weights."""
+    mlp_huge's 17 such weights.
+
+    A filter (`Layout.FILTER_TILES`) is written a band of whole tiles of its rows at a time."""
+    if layout is Layout.FILTER_TILES:
+        return _stored_filter(global_)
     rows, columns = matrix_dims(global_.type)
     assert isinstance(global_.type, TensorType) and not isinstance(
         global_.initializer, (bool, int, float)
@@ -254,28 +335,64 @@ def stored_global(global_: Global, layout: Layout) -> Global:
     per_tile = TILE_COLUMNS if layout is Layout.TILES else 1
     band = per_tile * max(1, _TRANSPOSE_CHUNK // (rows * width * per_tile))  # source columns
     tile = max(1, _TRANSPOSE_CHUNK // (columns * width))  # source rows read at a time
+
+    def bands() -> Iterator[tuple[np.ndarray, int]]:
+        for left in range(0, columns, band):
+            wide = min(band, columns - left)
+            block = np.empty((wide // per_tile, rows, per_tile), dtype)
+            for top in range(0, rows, tile):
+                part = data[top : top + tile, left : left + wide]
+                block[:, top : top + tile] = part.reshape(
+                    part.shape[0], wide // per_tile, per_tile
+                ).transpose(1, 0, 2)
+                release_pages(model_pages)
+            yield block, left * rows * width
+
+    how = "in tiles" if layout is Layout.TILES else "transposed"
+    stored = tiled_type(global_.type) if per_tile > 1 else TensorType(element, (columns, rows))
+    return Global(global_.name, stored, _written(source.nbytes, bands(), how))
+
+
+def _stored_filter(global_: Global) -> Global:
+    """Filter `global_` (M, C, K...) in `Layout.FILTER_TILES`: each tile of TILE_COLUMNS rows
+    transposed, (M / T, C * prod K, T, 1), a band of tiles (about _TRANSPOSE_CHUNK bytes) at a
+    time (see `stored_global`)."""
+    stored = filter_tiles_type(global_.type)
+    assert stored.shape is not None
+    tiles, depth = stored.shape[0], stored.shape[1]
+    assert tiles is not None and depth is not None
+    width = stored.element_type.buffer_size(1)
+    dtype = np.dtype(f"V{width}")
+    assert not isinstance(global_.initializer, (bool, int, float))
+    source = memoryview(global_.initializer)
+    data = np.frombuffer(source, dtype=dtype).reshape(tiles, TILE_COLUMNS, depth)
+    model_pages = read_only_mappings([source])
+    band = max(1, _TRANSPOSE_CHUNK // (TILE_COLUMNS * depth * width))  # tiles at a time
+
+    def bands() -> Iterator[tuple[np.ndarray, int]]:
+        for first in range(0, tiles, band):
+            block = np.ascontiguousarray(data[first : first + band].transpose(0, 2, 1))
+            release_pages(model_pages)
+            yield block, first * TILE_COLUMNS * depth * width
+
+    return Global(global_.name, stored, _written(source.nbytes, bands(), "in tiles"))
+
+
+def _written(size: int, blocks: Iterator[tuple[np.ndarray, int]], how: str) -> memoryview:
+    """`blocks` (each an array and its byte offset) written into an unnamed temporary file of
+    `size` bytes, mapped read-only (see `stored_global`); a ValueError when the file fails."""
     try:
         with tempfile.TemporaryFile() as file:
-            file.truncate(source.nbytes)
-            for left in range(0, columns, band):
-                wide = min(band, columns - left)
-                block = np.empty((wide // per_tile, rows, per_tile), dtype)
-                for top in range(0, rows, tile):
-                    part = data[top : top + tile, left : left + wide]
-                    block[:, top : top + tile] = part.reshape(
-                        part.shape[0], wide // per_tile, per_tile
-                    ).transpose(1, 0, 2)
-                    release_pages(model_pages)
-                _write_at(file.fileno(), block.reshape(-1).view(np.uint8).data, left * rows * width)
-            mapping = mmap.mmap(file.fileno(), source.nbytes, access=mmap.ACCESS_READ)
+            file.truncate(size)
+            for block, offset in blocks:
+                _write_at(file.fileno(), block.reshape(-1).view(np.uint8).data, offset)
+            mapping = mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ)
     except OSError as error:  # the temporary directory: missing, full...
-        how = "in tiles" if layout is Layout.TILES else "transposed"
         raise ValueError(
             f"is stored {how} (its products read it so) through a temporary file in "
             f"{tempfile.gettempdir()}, which failed: {error}"
         ) from error
-    stored = tiled_type(global_.type) if per_tile > 1 else TensorType(element, (columns, rows))
-    return Global(global_.name, stored, memoryview(mapping))
+    return memoryview(mapping)
 
 
 def _write_at(descriptor: int, data: memoryview, offset: int) -> None:

@@ -58,6 +58,7 @@ from .contraction import (
     narrow_to_result,
     rows_by_tiled_columns,
     untiled,
+    untiled_filter,
 )
 from .elements import accumulator_type, convert, is_float, read_int_scalars, small_elements
 from .shapes import (
@@ -163,6 +164,7 @@ __all__ = [
     "transpose",
     "unpack",
     "untiled",
+    "untiled_filter",
     "pad",
     "read_int_scalars",
     "small_elements",

@@ -55,6 +55,7 @@ __all__ = [
     "narrow_to_result",
     "rows_by_tiled_columns",
     "untiled",
+    "untiled_filter",
 ]
 
 Label = object  # a str letter, or ("...", i) for the i-th broadcast (ellipsis) dim
@@ -575,31 +576,46 @@ _UNTILE_ORDER = [1, 3, 0, 2]
 """The `linalg.transpose` of `untiled`: [N1, K, N0, 1] -> [K, 1, N1, N0]."""
 
 
+def untiled_filter(tiles: mlir_ir.Value, shape: Sequence[int]) -> mlir_ir.Value:
+    """A convolution filter written as the tiles of its rows, [M / M0, K, M0, 1]
+    (`weight_layout.Layout.FILTER_TILES`), as the filter of `shape` (M, C, K...) it holds: a
+    `linalg.transpose` to [M / M0, M0, K, 1] and reshapes, which its products in tiles undo
+    (`_tiled_product` reads `tiles`); where nothing else reads the filter they are erased
+    (`erase_unread_untiled`)."""
+    row_tiles, depth, rows, _ = mlir_ir.RankedTensorType(tiles.type).shape
+    element = mlir_ir.RankedTensorType(tiles.type).element_type
+    init = empty([row_tiles, rows, depth, 1], element)
+    by_rows = transpose(tiles, init, mlir_ir.DenseI64ArrayAttr.get(_ROWS_UNTILE_ORDER))
+    matrix = collapse_dims(collapse_dims(by_rows, 2, 2), 0, 2)
+    return expand_dim(matrix, 1, list(shape[1:]))
+
+
+_ROWS_UNTILE_ORDER = [0, 2, 1, 3]
+"""The `linalg.transpose` of `untiled_filter`: [M1, K, M0, 1] -> [M1, M0, K, 1]."""
+
+
 def erase_unread_untiled(module: mlir_ir.Module) -> bool:
-    """Erases the `untiled` forms that nothing reads (a weight written in tiles is read by its
-    products in tiles only: `weight_layout.Layout.TILES`), so that the MLIR shows the products
+    """Erases the `untiled` and `untiled_filter` forms that nothing reads, with the reshapes
+    of them nothing reads (a weight or filter written in tiles is read by its products in tiles
+    only: `weight_layout.Layout.TILES`, `FILTER_TILES`), so that the MLIR shows the products
     reading the tiles and no dead copies; whether any was erased."""
     transposes: list[mlir_ir.Operation] = []
 
     def visit(op) -> mlir_ir.WalkResult:
         if op.name == "linalg.transpose":
-            order = list(mlir_ir.DenseI64ArrayAttr(op.attributes["permutation"]))
-            if order == _UNTILE_ORDER:
+            order = tuple(mlir_ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+            if order in _UNTILED_ORDERS and _loads_global(op.operands[0]):
                 transposes.append(op)
         return mlir_ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
     erased = False
     for transpose_op in transposes:
-        chain = [transpose_op]
-        while len(chain) < 3 and _single_user(chain[-1]) is not None:
-            chain.append(_single_user(chain[-1]))
-        if [op.name for op in chain[1:]] != ["tensor.collapse_shape"] * 2:
-            continue
-        if any(True for _ in chain[-1].results[0].uses):
+        unread = _unread_reshapes(transpose_op)
+        if unread is None:
             continue
         init = transpose_op.operands[1].owner
-        for op in reversed(chain):
+        for op in reversed(unread):
             op.erase()
         if not any(True for _ in init.results[0].uses):
             init.erase()
@@ -607,9 +623,28 @@ def erase_unread_untiled(module: mlir_ir.Module) -> bool:
     return erased
 
 
-def _single_user(op: mlir_ir.Operation) -> mlir_ir.Operation | None:
-    users = [use.owner for use in op.results[0].uses]
-    return users[0] if len(users) == 1 else None
+_UNTILED_ORDERS = (tuple(_UNTILE_ORDER), tuple(_ROWS_UNTILE_ORDER))
+"""The permutations of the transposes of `untiled` and `untiled_filter`."""
+_RESHAPES = ("tensor.collapse_shape", "tensor.expand_shape")
+
+
+def _loads_global(value: mlir_ir.Value) -> bool:
+    owner = producer(value)
+    return owner is not None and owner.name == "ml_program.global_load_const"
+
+
+def _unread_reshapes(op: mlir_ir.Operation) -> list[mlir_ir.Operation] | None:
+    """`op` and the reshapes of its result, and of theirs, when nothing else reads any of
+    them (in order, readers after what they read); None otherwise."""
+    unread = [op]
+    for use in op.results[0].uses:
+        if use.owner.name not in _RESHAPES:
+            return None
+        below = _unread_reshapes(use.owner)
+        if below is None:
+            return None
+        unread.extend(below)
+    return unread
 
 
 def _stored_tiles(value: mlir_ir.Value, tile: _Tile) -> mlir_ir.Value | None:
@@ -628,6 +663,30 @@ def _stored_tiles(value: mlir_ir.Value, tile: _Tile) -> mlir_ir.Value | None:
         tile.columns,
         tile.depth,
     ]
+    return tiles if fits else None
+
+
+def _stored_row_tiles(lhs: mlir_ir.Value, tile: _Tile) -> mlir_ir.Value | None:
+    """The tiles static [M, K] `lhs` is a reshape of the `untiled_filter` form of, when they
+    are tiles of `tile` (rows by depth); None otherwise. Reshapes keep the order of the
+    elements, so [M, K] holds the transposed tiles [M / M0, M0, K, 1] as they are."""
+    source = mlir_ir.RankedTensorType(lhs.type)
+    if source.rank != 2 or not source.has_static_shape:
+        return None
+    owner = producer(lhs)
+    while owner is not None and owner.name in ("tensor.collapse_shape", "tensor.expand_shape"):
+        owner = producer(owner.operands[0])
+    if owner is None or owner.name != "linalg.transpose":
+        return None
+    order = list(mlir_ir.DenseI64ArrayAttr(owner.attributes["permutation"]))
+    tiles = owner.operands[0]
+    row_tiles, depth, rows, depth_tile = mlir_ir.RankedTensorType(tiles.type).shape
+    fits = (
+        order == _ROWS_UNTILE_ORDER
+        and _loads_global(tiles)
+        and (rows, depth_tile) == (tile.rows, tile.depth)
+        and source.shape == [row_tiles * rows, depth]
+    )
     return tiles if fits else None
 
 
@@ -758,8 +817,9 @@ def _tiled_product(
     named `linalg.mmt4d` (`linalg.batch_mmt4d` with one batch dim) summed from 0 in `element`.
     With a row tile of 1 the left operand's tiles and the result are reshapes of it (a run-time
     M stays one dim); with `tile.rows` they are `linalg.pack` (zero rows padding M to a
-    multiple) and `linalg.unpack`, to N `columns` where the tiles hold padding columns (else
-    all the tiles' columns).
+    multiple; a filter written in such tiles, `untiled_filter`, is read as written) and
+    `linalg.unpack`, to N `columns` where the tiles hold padding columns (else all the tiles'
+    columns).
 
     Why: IREE 3.13 (without `--iree-opt-data-tiling`) compiles these far better than the named
     products (iree-benchmark-module): MatMulNBits' int8 block product [32, 1, 32] x [32, 32,
@@ -779,7 +839,9 @@ def _tiled_product(
         if isinstance(rows, int)
         else arith.CeilDivUIOp(rows, index_constant(tile.rows)).result
     )
-    lhs_tiles = pack(lhs, [row_tiles, depth_tiles], [tile.rows, tile.depth], zero)
+    lhs_tiles = _stored_row_tiles(lhs, tile)
+    if lhs_tiles is None:
+        lhs_tiles = pack(lhs, [row_tiles, depth_tiles], [tile.rows, tile.depth], zero)
     init = fill(empty([*batch, row_tiles, column_tiles, tile.rows, tile.columns], element), zero)
     product = named_op(name, [lhs_tiles, tiles], init)
     return unpack(product, [*batch, rows, columns or column_tiles * tile.columns])

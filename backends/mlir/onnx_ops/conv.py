@@ -60,7 +60,7 @@ from ..builders import (
 from ..context import LoweringRuleContext
 from ..registry import register_lowering
 from ..types import lower_scalar_type
-from ..weight_layout import TILE_COLUMNS
+from ..weight_layout import conv_tiles_pay
 from .common import attribute, element_type, input_value, required_input, static_shape
 from .windows import (
     at_run_time,
@@ -258,7 +258,7 @@ def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.
     grouped = expand_dim(x, 1, (spec.group, group_channels))  # (N, G, C/G, S...)
     pointwise = all(k == 1 for k in kernel) and all(s == 1 for s in spec.strides)
     positions = [size for size in spec.output if isinstance(size, int)]
-    in_tiles = _tiles_pay(x, w, spec, positions)
+    in_tiles = _tiles_pay(x, w, spec)
     if pointwise:
         windows = grouped  # the padded input is exactly the output: (N, G, C/G, O...)
     else:
@@ -309,17 +309,11 @@ def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.
     return collapse_dims(expand_dim(product, 3, list(spec.output)), 1, 2)
 
 
-TILED_FEATURES = 64
-"""The fewest output channels for which a convolution's im2col product is computed in tiles
-(`_tiles_pay`)."""
-
-
-def _tiles_pay(
-    x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec, positions: Sequence[int]
-) -> bool:
+def _tiles_pay(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> bool:
     """Whether `_im2col_conv`'s product is computed in tiles (`rows_by_tiled_columns`): an f32
     convolution of one image and one group, static positions, at least `TILED_FEATURES`
-    outputs, the positions padded to whole tiles by at most a tenth.
+    outputs, the positions padded to whole tiles by at most a tenth
+    (`weight_layout.conv_tiles_pay`, which writes the filters of such convolutions in tiles).
 
     NOTE: IREE 3.13 runs the product in tiles about twice as fast as the matmul (ResNet-50,
     iree-benchmark-module: 256 outputs by 2304 x 196 windows 2.24 -> 1.21 ms; 1024 by 256 x
@@ -334,16 +328,17 @@ def _tiles_pay(
     (interleaved runs). Fewer outputs (16, SqueezeNet's squeezes) change nothing; tiles mostly
     padding do not pay (512 by 4608 x 49, 64 positions in tiles: 1.86 -> 1.85 ms, and with the
     7x7 stage in tiles the net is no faster). iree-compile packs the constant filters at
-    compile time: ResNet-50's iree-compile 5.1 s untiled, 7.3 with the products of 128 outputs
-    or more in tiles, 9.7 with these."""
+    compile time unless niroc writes them in tiles (`weight_layout.Layout.FILTER_TILES`,
+    filters of whole tiles read by such convolutions only): ResNet-50's iree-compile took 9.8 s
+    with its filters packed by IREE, 6.6 s without that const-eval."""
     f32 = mlir_ir.F32Type.get()
-    count = math.prod(positions)
     return (
-        spec.group == 1
-        and mlir_ir.RankedTensorType(x.type).shape[0] == 1
-        and len(positions) == len(spec.output)
-        and mlir_ir.RankedTensorType(w.type).shape[0] >= TILED_FEATURES
-        and -(-count // TILE_COLUMNS) * TILE_COLUMNS * 10 <= count * 11
+        conv_tiles_pay(
+            mlir_ir.RankedTensorType(x.type).shape[0],
+            spec.group,
+            mlir_ir.RankedTensorType(w.type).shape[0],
+            [size if isinstance(size, int) else None for size in spec.output],
+        )
         and spec.mul_add is float_mul_add
         and spec.accumulator == f32
         and mlir_ir.RankedTensorType(x.type).element_type == f32

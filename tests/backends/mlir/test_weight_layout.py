@@ -4,6 +4,7 @@ large ones of any product, which Globals qualify, what the MLIR holds (the Globa
 
 from __future__ import annotations
 
+import io
 import subprocess
 import tempfile
 
@@ -415,3 +416,79 @@ def test_a_bf16_weight_keeps_its_stored_form(tmp_path):
     x_data = np.full((1, K), 0.25, ml_dtypes.bfloat16)
     [got] = call(vm_module, "main", x_data)
     np.testing.assert_array_equal(np.asarray(got).astype(np.float32), np.full((1, N), K * 0.25))
+
+
+def _convs(convs, x_shape=(1, 8, 14, 14), filter_shape=(64, 8, 3, 3)) -> onnx.ModelProto:
+    """Convolutions `convs` ((output, input, attributes) each, pads 1) reading filter w."""
+    nodes = [
+        helper.make_node("Conv", [source, "w"], [name], pads=[1, 1, 1, 1], **attributes)
+        for name, source, attributes in convs
+    ]
+    rng = np.random.default_rng(7)
+    w = numpy_helper.from_array((rng.standard_normal(filter_shape) * 0.1).astype(np.float32), "w")
+    graph = helper.make_graph(
+        nodes,
+        "convs",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None) for name, _, _ in convs],
+        [w],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize(
+    "x_shape, filter_shape, layout",
+    [
+        ((1, 8, 14, 14), (64, 8, 3, 3), Layout.FILTER_TILES),
+        ((1, 8, 14, 14), (128, 8, 1, 1), Layout.FILTER_TILES),
+        ((2, 8, 14, 14), (64, 8, 3, 3), None),  # two images: one product, no tiles
+        ((1, 8, 14, 14), (48, 8, 3, 3), None),  # fewer than TILED_FEATURES outputs
+        ((1, 8, 14, 14), (72, 8, 3, 3), None),  # no whole tiles of rows: packed by IREE
+        ((1, 8, 7, 7), (64, 8, 3, 3), None),  # 49 positions, 64 in tiles: no tiles
+        (("n", 8, 14, 14), (64, 8, 3, 3), None),
+    ],
+    ids=["3x3", "1x1", "batch2", "few_outputs", "partial_tile", "few_positions", "dynamic"],
+)
+def test_filters_of_convolutions_in_tiles_are_stored_in_tiles(x_shape, filter_shape, layout):
+    """A filter whose convolutions multiply it in tiles (`conv_tiles_pay`) is written as the
+    tiles of its rows; a filter of any other convolution keeps its layout."""
+    model = _convs([("y", "x", {})], x_shape, filter_shape)
+    assert _layouts(model).get("w") is layout
+
+
+def test_a_filter_read_by_another_convolution_too_keeps_its_layout():
+    """One convolution of two images reads the filter as stored: no tiles for either."""
+    model = _convs([("y", "x", {}), ("z", "x2", {})])
+    x2 = helper.make_tensor_value_info("x2", onnx.TensorProto.FLOAT, (2, 8, 14, 14))
+    model.graph.input.append(x2)
+    assert "w" not in _layouts(model)
+
+
+def test_a_filter_in_tiles_is_read_by_its_products_as_stored(tmp_path):
+    """The Global holds (M / 16, C * K..., 16, 1); the products read it without a pack, the
+    unread form of the filter is erased, and the numbers match onnxruntime: a 3x3
+    convolution and a strided one sharing the filter."""
+    model = _convs([("y", "x", {}), ("s", "x", {"strides": [2, 1]})], (1, 8, 20, 20))
+    text = io.BytesIO()
+    lower_to_mlir(import_model(model)).write_text(text)
+    mlir = text.getvalue().decode()
+    assert "ml_program.global private @w(dense_resource<w> : tensor<4x72x16x1xf32>)" in mlir
+    assert mlir.count("linalg.mmt4d ins(%w, ") == 2
+    assert mlir.count("linalg.pack") == 2  # the windows' rows of each, no filter pack
+    assert "linalg.transpose" not in mlir
+    module = compile_onnx(model, tmp_path, "convs")
+    x = np.random.default_rng(9).standard_normal((1, 8, 20, 20)).astype(np.float32)
+    assert_matches_onnxruntime(module, model, [{"x": x}], function="convs", rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("chunk", [1, 1000, 1 << 20], ids=lambda chunk: f"chunk{chunk}")
+def test_a_filter_in_tiles_is_its_row_tiles_whatever_its_bands(monkeypatch, chunk):
+    """FILTER_TILES (M / 16, C * K..., 16, 1): the 16 rows of each tile side by side, a band
+    of whole tiles at a time (chunk 1000 bytes: one tile; 1 MiB: all three)."""
+    monkeypatch.setattr(weight_layout, "_TRANSPOSE_CHUNK", chunk)
+    source = np.random.default_rng(8).standard_normal((48, 5, 3, 2)).astype(np.float32)
+    global_ = Global("w", TensorType(ScalarType.F32, (48, 5, 3, 2)), memoryview(source.tobytes()))
+    tiled = weight_layout.stored_global(global_, Layout.FILTER_TILES)
+    assert tiled.type == TensorType(ScalarType.F32, (3, 30, 16, 1))
+    result = np.frombuffer(tiled.initializer, dtype=np.float32).reshape(3, 30, 16, 1)
+    np.testing.assert_array_equal(result, source.reshape(3, 16, 30, 1).transpose(0, 2, 1, 3))
