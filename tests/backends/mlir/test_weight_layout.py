@@ -1,6 +1,8 @@
-"""Weights stored transposed (backends/mlir/weight_layout.py): those of few-row products and
-large ones of any product, which Globals qualify, what the MLIR holds (the Global as (N, K), read back through a
-`linalg.transpose`), and that the compiled products match onnxruntime."""
+"""Weights stored transposed or in tiles (backends/mlir/weight_layout.py): those of few-row
+products and large ones of any product, convolution filters in the tiles of their rows, which
+Globals qualify, what the MLIR holds (the Global as (N, K), read back through a
+`linalg.transpose`; the tiles read by the products as they are), and that the compiled products
+match onnxruntime."""
 
 from __future__ import annotations
 
@@ -492,3 +494,37 @@ def test_a_filter_in_tiles_is_its_row_tiles_whatever_its_bands(monkeypatch, chun
     assert tiled.type == TensorType(ScalarType.F32, (3, 30, 16, 1))
     result = np.frombuffer(tiled.initializer, dtype=np.float32).reshape(3, 30, 16, 1)
     np.testing.assert_array_equal(result, source.reshape(3, 16, 30, 1).transpose(0, 2, 1, 3))
+
+
+def test_a_filter_in_tiles_in_a_parameter_archive_matches_onnxruntime(tmp_path):
+    """`niroc --params`: the archive holds a filter in the tiles of its rows."""
+    import onnxruntime
+
+    from ...cli.niroc_runner import run_niroc
+
+    model = _convs([("y", "x", {})])
+    onnx.save(model, tmp_path / "model.onnx")
+    completed = run_niroc("model.onnx", "--params", "model.irpa", "-o", "model.mlir", cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    text = (tmp_path / "model.mlir").read_text()
+    assert '@w(#stream.parameter.named<"model"::"w"> : tensor<4x72x16x1xf32>)' in text
+    vmfb = tmp_path / "model.vmfb"
+    compiled = subprocess.run(
+        [
+            find_tool("iree-compile"),
+            *IREE_COMPILE_FLAGS,
+            str(tmp_path / "model.mlir"),
+            "-o",
+            str(vmfb),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert compiled.returncode == 0, compiled.stderr
+    x = np.random.default_rng(10).standard_normal((1, 8, 14, 14)).astype(np.float32)
+    got = load_iree_module(vmfb, tmp_path / "model.irpa")["convs"](x).to_host()
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    np.testing.assert_allclose(got, session.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
