@@ -12,8 +12,9 @@ contiguously, as for a Gemm with transB, instead of striding across N. An f32 we
 tiles (`reads_in_tiles`) only ever multiplying one row or a run-time number of rows is
 multiplied in tiles (`builders.contraction`) and written in those tiles (N / 16, K, 16, 1).
 A convolution filter (M, C, K...) whose convolutions multiply it in tiles (`conv_tiles_pay`)
-is written as the tiles of its rows, (M / 16, C * prod K, 16, 1). The Niro module is not changed: its Global keeps the model's layout, and lowering rules that
-read the weight's data (`constant_value`) see that layout.
+is written as the tiles of its rows, (M / 16, C * prod K, 16, 1). The Niro module is not
+changed: its Global keeps the model's layout, and lowering rules that read the weight's data
+(`constant_value`) see that layout.
 
 NOTE: measured with IREE 3.13 (iree-compile for the host CPU, local-task, 2 cores), the product
 of M static rows by a (K, N) f32 weight, as read from (K, N) and from (N, K): 1 x 2048 by
@@ -231,7 +232,9 @@ def _read(op: Op, weight: Value) -> _Read:
 def _conv_in_tiles(op: Op) -> bool:
     """`op` is an `onnx.Conv` of f32 input and output whose filter (operand 1) its lowering
     multiplies in tiles (`conv_tiles_pay`; a filter of one input channel per group is a
-    depthwise convolution's, never a product)."""
+    depthwise convolution's, never a product). A convolution whose gathered windows would
+    pass `conv.IM2COL_LIMIT` is computed in place from the filter read back from its tiles
+    (`untiled_filter`): the same numbers, the tiles undone by iree-compile."""
     if not (isinstance(op, UnknownOp) and op.name == "onnx.Conv" and len(op.operands) >= 2):
         return False
     x, w, y = op.operands[0].type, op.operands[1].type, op.results[0].type
