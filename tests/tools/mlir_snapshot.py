@@ -6,12 +6,16 @@ installed onnx, testdata's ONNX text and PyTorch exports) and records a SHA-256 
 text, or of the first line of the error that refused it; `compare` lists what differs
 between two manifests. Usage:
 
-    python -m tests.tools.mlir_snapshot write BEFORE.json [--filter SUBSTRING] [--keep DIR]
+    python -m tests.tools.mlir_snapshot write BEFORE.json [--filter SUBSTRING] [--keep DIR] [--generated]
     ... change the code ...
     python -m tests.tools.mlir_snapshot write AFTER.json
     python -m tests.tools.mlir_snapshot compare BEFORE.json AFTER.json
 
 `--keep DIR` also writes each model's MLIR text into DIR, to diff the ones that changed.
+`--generated` adds the models a long suite generates, where they are present
+(`GENERATED_FOLDERS`: `make hf`'s 112 Hugging Face exports, TorchScript and dynamo graphs of
+58 architectures, which a change of the importer should be checked on too; ~30 s on 2 cores).
+None of these has a convolution of 64 outputs or more on one image (`make zoo` has).
 Exit status of `compare`: 0 identical, 1 some differ.
 """
 
@@ -30,16 +34,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_FOLDERS = ("testdata/onnx", "testdata/pytorch", "testdata/cli", "tests/cli")
+GENERATED_FOLDERS = ("testdata/generated/hf",)
 
 
-def _models(name_filter: str) -> Iterator[tuple[str, bytes | Path]]:
+def _models(name_filter: str, generated: bool = False) -> Iterator[tuple[str, bytes | Path]]:
     """(name, serialized model or path) of every model the snapshot covers."""
     from tests.onnx_node_cases import node_test_cases
 
     for case in node_test_cases():
         if name_filter in case.name:
             yield f"node/{case.name}", case.model.SerializeToString()
-    for folder in MODEL_FOLDERS:
+    for folder in MODEL_FOLDERS + (GENERATED_FOLDERS if generated else ()):
         for path in sorted((REPO / folder).glob("*")):
             if path.suffix in (".onnx", ".onnxtxt") and name_filter in path.name:
                 yield f"{folder}/{path.name}", path
@@ -75,10 +80,12 @@ def _emit(item: tuple[str, bytes | Path, str | None]) -> tuple[str, str]:
     return name, "mlir " + hashlib.sha256(text.getvalue()).hexdigest()
 
 
-def write(manifest: str, name_filter: str, keep: str | None, jobs: int) -> int:
+def write(
+    manifest: str, name_filter: str, keep: str | None, jobs: int, generated: bool = False
+) -> int:
     if keep:
         os.makedirs(keep, exist_ok=True)
-    items = [(name, source, keep) for name, source in _models(name_filter)]
+    items = [(name, source, keep) for name, source in _models(name_filter, generated)]
     context = multiprocessing.get_context("fork")
     with context.Pool(jobs, maxtasksperchild=100) as pool:
         results = dict(pool.imap_unordered(_emit, items, chunksize=8))
@@ -110,12 +117,19 @@ def main(argv: list[str] | None = None) -> int:
     write_parser.add_argument("--filter", default="")
     write_parser.add_argument("--keep", default=None)
     write_parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    write_parser.add_argument("--generated", action="store_true")
     compare_parser = commands.add_parser("compare")
     compare_parser.add_argument("before")
     compare_parser.add_argument("after")
     arguments = parser.parse_args(argv)
     if arguments.command == "write":
-        return write(arguments.manifest, arguments.filter, arguments.keep, arguments.jobs)
+        return write(
+            arguments.manifest,
+            arguments.filter,
+            arguments.keep,
+            arguments.jobs,
+            arguments.generated,
+        )
     return compare(arguments.before, arguments.after)
 
 
