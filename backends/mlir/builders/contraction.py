@@ -648,46 +648,44 @@ def _unread_reshapes(op: mlir_ir.Operation) -> list[mlir_ir.Operation] | None:
 
 
 def _stored_tiles(value: mlir_ir.Value, tile: _Tile) -> mlir_ir.Value | None:
-    """The tiles `value` is the `untiled` form of (two collapses of a transpose of them), when
-    they are of `tile`; None otherwise."""
-    owner = producer(value)
-    for _ in range(2):
-        if owner is None or owner.name != "tensor.collapse_shape":
-            return None
-        owner = producer(owner.operands[0])
-    if owner is None or owner.name != "linalg.transpose":
+    """The tiles static [K, N] `value` is the `untiled` form of, when they are of `tile`;
+    None otherwise."""
+    tiles = _read_back(value, _UNTILE_ORDER)
+    if tiles is None:
         return None
-    order = list(mlir_ir.DenseI64ArrayAttr(owner.attributes["permutation"]))
-    tiles = owner.operands[0]
-    fits = order == _UNTILE_ORDER and mlir_ir.RankedTensorType(tiles.type).shape[2:] == [
-        tile.columns,
-        tile.depth,
-    ]
-    return tiles if fits else None
+    column_tiles, depth, columns, depth_tile = mlir_ir.RankedTensorType(tiles.type).shape
+    fits = (columns, depth_tile) == (tile.columns, tile.depth)
+    return tiles if fits and _shape(value) == [depth, column_tiles * columns] else None
 
 
 def _stored_row_tiles(lhs: mlir_ir.Value, tile: _Tile) -> mlir_ir.Value | None:
-    """The tiles static [M, K] `lhs` is a reshape of the `untiled_filter` form of, when they
-    are tiles of `tile` (rows by depth); None otherwise. Reshapes keep the order of the
-    elements, so [M, K] holds the transposed tiles [M / M0, M0, K, 1] as they are."""
-    source = mlir_ir.RankedTensorType(lhs.type)
-    if source.rank != 2 or not source.has_static_shape:
+    """The tiles static [M, K] `lhs` is the `untiled_filter` form of (reshaped), when they
+    are tiles of `tile` (rows by depth); None otherwise."""
+    tiles = _read_back(lhs, _ROWS_UNTILE_ORDER)
+    if tiles is None:
         return None
-    owner = producer(lhs)
-    while owner is not None and owner.name in ("tensor.collapse_shape", "tensor.expand_shape"):
+    row_tiles, depth, rows, depth_tile = mlir_ir.RankedTensorType(tiles.type).shape
+    fits = (rows, depth_tile) == (tile.rows, tile.depth)
+    return tiles if fits and _shape(lhs) == [row_tiles * rows, depth] else None
+
+
+def _read_back(value: mlir_ir.Value, order: Sequence[int]) -> mlir_ir.Value | None:
+    """The tiles of a loaded Global that `value` reshapes a `linalg.transpose` of by `order`
+    (`untiled`, `untiled_filter`); None otherwise. Reshapes keep the order of the elements,
+    so any that lead to the right shape read the transposed tiles as they are."""
+    owner = producer(value)
+    while owner is not None and owner.name in _RESHAPES:
         owner = producer(owner.operands[0])
     if owner is None or owner.name != "linalg.transpose":
         return None
-    order = list(mlir_ir.DenseI64ArrayAttr(owner.attributes["permutation"]))
+    if list(mlir_ir.DenseI64ArrayAttr(owner.attributes["permutation"])) != list(order):
+        return None
     tiles = owner.operands[0]
-    row_tiles, depth, rows, depth_tile = mlir_ir.RankedTensorType(tiles.type).shape
-    fits = (
-        order == _ROWS_UNTILE_ORDER
-        and _loads_global(tiles)
-        and (rows, depth_tile) == (tile.rows, tile.depth)
-        and source.shape == [row_tiles * rows, depth]
-    )
-    return tiles if fits else None
+    return tiles if _loads_global(tiles) else None
+
+
+def _shape(value: mlir_ir.Value) -> list[int]:
+    return list(mlir_ir.RankedTensorType(value.type).shape)
 
 
 def _rhs_tiles(rhs: mlir_ir.Value, tile: _Tile) -> mlir_ir.Value:
