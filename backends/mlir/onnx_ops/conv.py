@@ -311,9 +311,10 @@ def _im2col_conv(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> mlir_ir.
 
 def _tiles_pay(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> bool:
     """Whether `_im2col_conv`'s product is computed in tiles (`rows_by_tiled_columns`): an f32
-    convolution of one image and one group, static positions, at least `TILED_FEATURES`
-    outputs, the positions padded to whole tiles by at most a tenth
-    (`weight_layout.conv_tiles_pay`, which writes the filters of such convolutions in tiles).
+    convolution of one image and one group, static positions, at least
+    `weight_layout.TILED_FEATURES` outputs, the positions padded to whole tiles by at most a
+    tenth (`weight_layout.conv_tiles_pay`, which writes the filters of such convolutions in
+    tiles).
 
     NOTE: IREE 3.13 runs the product in tiles about twice as fast as the matmul (ResNet-50,
     iree-benchmark-module: 256 outputs by 2304 x 196 windows 2.24 -> 1.21 ms; 1024 by 256 x

@@ -179,7 +179,7 @@ def _upsampling(x_shape=(1, 4, 5, 6)):
 
 
 def _many_outputs(x_shape=(1, 6, 14, 14)):
-    """Convolutions of at least `conv.TILED_FEATURES` outputs, whose im2col product is in tiles
+    """Convolutions of at least `weight_layout.TILED_FEATURES` outputs, whose im2col product is in tiles
     (`conv._tiles_pay`): 3x3 with a bias at 14x14 (196 positions, 208 in the tiles), strided
     and padded (91 positions), dilated with 130 outputs (144 in the tiles), 1x1 of 64 outputs
     (its input packed as it is, transposed), a 1-D one; beside them ones that stay one
