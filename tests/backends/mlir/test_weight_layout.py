@@ -29,6 +29,7 @@ from niroc.checking import IREE_COMPILE_FLAGS, load_iree_module
 from niroc.cli import main
 
 from .mlir_harness import assert_matches_onnxruntime, compile_onnx
+from .onnx_ops.dynamic_models import graph_model, random_weights
 
 K, N = 512, 512  # MIN_ELEMENTS exactly
 UNTILED = (K, K + 8)  # columns that are no whole number of tiles
@@ -243,19 +244,13 @@ def test_min_elements_is_the_smallest_weight_taken():
     assert _transposed(small) == frozenset()
 
 
-@pytest.mark.parametrize(
-    "rows, stored",
-    [(2, f"tensor<{N}x{K}xf32>"), (1, f"tensor<{N // 16}x{K}x16x1xf32>")],
-    ids=["transposed", "tiles"],
-)
-def test_a_stored_weight_in_a_parameter_archive_matches_onnxruntime(tmp_path, rows, stored):
-    """`niroc --params`: the archive holds the data as stored (transposed, or in tiles) under
-    the weight's name."""
+def _assert_archive_matches_onnxruntime(tmp_path, model, stored, function, x, tolerance):
+    """`niroc --params` writes the model's weight w into the archive as `stored` (its MLIR
+    type), and the module iree-compile makes runs `function` on `x` as onnxruntime does."""
     import onnxruntime
 
     from ...cli.niroc_runner import run_niroc
 
-    model = _model([rows, K], [("MatMul", ["x", "w"], ["y"])])
     onnx.save(model, tmp_path / "model.onnx")
     completed = run_niroc("model.onnx", "--params", "model.irpa", "-o", "model.mlir", cwd=tmp_path)
     assert completed.returncode == 0, completed.stderr
@@ -275,12 +270,24 @@ def test_a_stored_weight_in_a_parameter_archive_matches_onnxruntime(tmp_path, ro
         check=False,
     )
     assert compiled.returncode == 0, compiled.stderr
-    x = np.random.default_rng(7).standard_normal((rows, K)).astype(np.float32)
-    got = load_iree_module(vmfb, tmp_path / "model.irpa")["weights"](x).to_host()
+    got = load_iree_module(vmfb, tmp_path / "model.irpa")[function](x).to_host()
     session = onnxruntime.InferenceSession(
         model.SerializeToString(), providers=["CPUExecutionProvider"]
     )
-    np.testing.assert_allclose(got, session.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, session.run(None, {"x": x})[0], rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize(
+    "rows, stored",
+    [(2, f"tensor<{N}x{K}xf32>"), (1, f"tensor<{N // 16}x{K}x16x1xf32>")],
+    ids=["transposed", "tiles"],
+)
+def test_a_stored_weight_in_a_parameter_archive_matches_onnxruntime(tmp_path, rows, stored):
+    """`niroc --params`: the archive holds the data as stored (transposed, or in tiles) under
+    the weight's name."""
+    model = _model([rows, K], [("MatMul", ["x", "w"], ["y"])])
+    x = np.random.default_rng(7).standard_normal((rows, K)).astype(np.float32)
+    _assert_archive_matches_onnxruntime(tmp_path, model, stored, "weights", x, 1e-5)
 
 
 @pytest.fixture(scope="module", params=[(K, N), UNTILED], ids=["tiles", "untiled"])
@@ -420,22 +427,15 @@ def test_a_bf16_weight_keeps_its_stored_form(tmp_path):
     np.testing.assert_array_equal(np.asarray(got).astype(np.float32), np.full((1, N), K * 0.25))
 
 
-def _convs(convs, x_shape=(1, 8, 14, 14), filter_shape=(64, 8, 3, 3)) -> onnx.ModelProto:
-    """Convolutions `convs` ((output, input, attributes) each, pads 1) reading filter w."""
-    nodes = [
+def _convs(convs, x_shape=(1, 8, 14, 14), filter_shape=(64, 8, 3, 3), before=()) -> onnx.ModelProto:
+    """Convolutions `convs` ((output, input, attributes) each, pads 1) reading filter w, after
+    the nodes `before`."""
+    nodes = list(before) + [
         helper.make_node("Conv", [source, "w"], [name], pads=[1, 1, 1, 1], **attributes)
         for name, source, attributes in convs
     ]
-    rng = np.random.default_rng(7)
-    w = numpy_helper.from_array((rng.standard_normal(filter_shape) * 0.1).astype(np.float32), "w")
-    graph = helper.make_graph(
-        nodes,
-        "convs",
-        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x_shape)],
-        [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None) for name, _, _ in convs],
-        [w],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    outputs = {name: onnx.TensorProto.FLOAT for name, _, _ in convs}
+    return graph_model(nodes, x_shape, random_weights(7, w=filter_shape), outputs=outputs)
 
 
 @pytest.mark.parametrize(
@@ -460,9 +460,8 @@ def test_filters_of_convolutions_in_tiles_are_stored_in_tiles(x_shape, filter_sh
 
 def test_a_filter_read_by_another_convolution_too_keeps_its_layout():
     """One convolution of two images reads the filter as stored: no tiles for either."""
-    model = _convs([("y", "x", {}), ("z", "x2", {})])
-    x2 = helper.make_tensor_value_info("x2", onnx.TensorProto.FLOAT, (2, 8, 14, 14))
-    model.graph.input.append(x2)
+    twice = helper.make_node("Concat", ["x", "x"], ["x2"], axis=0)
+    model = _convs([("y", "x", {}), ("z", "x2", {})], before=[twice])
     assert "w" not in _layouts(model)
 
 
@@ -480,7 +479,7 @@ def test_a_filter_in_tiles_is_read_by_its_products_as_stored(tmp_path):
     assert "linalg.transpose" not in mlir
     module = compile_onnx(model, tmp_path, "convs")
     x = np.random.default_rng(9).standard_normal((1, 8, 20, 20)).astype(np.float32)
-    assert_matches_onnxruntime(module, model, [{"x": x}], function="convs", rtol=1e-4, atol=1e-4)
+    assert_matches_onnxruntime(module, model, [{"x": x}], function="g", rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("chunk", [1, 1000, 1 << 20], ids=lambda chunk: f"chunk{chunk}")
@@ -498,33 +497,6 @@ def test_a_filter_in_tiles_is_its_row_tiles_whatever_its_bands(monkeypatch, chun
 
 def test_a_filter_in_tiles_in_a_parameter_archive_matches_onnxruntime(tmp_path):
     """`niroc --params`: the archive holds a filter in the tiles of its rows."""
-    import onnxruntime
-
-    from ...cli.niroc_runner import run_niroc
-
     model = _convs([("y", "x", {})])
-    onnx.save(model, tmp_path / "model.onnx")
-    completed = run_niroc("model.onnx", "--params", "model.irpa", "-o", "model.mlir", cwd=tmp_path)
-    assert completed.returncode == 0, completed.stderr
-    text = (tmp_path / "model.mlir").read_text()
-    assert '@w(#stream.parameter.named<"model"::"w"> : tensor<4x72x16x1xf32>)' in text
-    vmfb = tmp_path / "model.vmfb"
-    compiled = subprocess.run(
-        [
-            find_tool("iree-compile"),
-            *IREE_COMPILE_FLAGS,
-            str(tmp_path / "model.mlir"),
-            "-o",
-            str(vmfb),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert compiled.returncode == 0, compiled.stderr
     x = np.random.default_rng(10).standard_normal((1, 8, 14, 14)).astype(np.float32)
-    got = load_iree_module(vmfb, tmp_path / "model.irpa")["convs"](x).to_host()
-    session = onnxruntime.InferenceSession(
-        model.SerializeToString(), providers=["CPUExecutionProvider"]
-    )
-    np.testing.assert_allclose(got, session.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    _assert_archive_matches_onnxruntime(tmp_path, model, "tensor<4x72x16x1xf32>", "g", x, 1e-4)
