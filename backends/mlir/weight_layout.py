@@ -98,7 +98,9 @@ TILED_FEATURES = 64
 (`conv_tiles_pay`)."""
 
 
-def conv_tiles_pay(batch: int | None, group: int, features: int, positions: Sequence[int | None]) -> bool:
+def conv_tiles_pay(
+    batch: int | None, group: int, features: int, positions: Sequence[int | None]
+) -> bool:
     """Whether an f32 convolution's im2col product is computed in tiles (`conv`, which says
     why): one image and one group, static output `positions`, at least `TILED_FEATURES`
     outputs, the positions padded to whole tiles of TILE_COLUMNS by at most a tenth. Decided

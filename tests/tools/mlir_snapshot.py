@@ -6,7 +6,8 @@ installed onnx, testdata's ONNX text and PyTorch exports) and records a SHA-256 
 text, or of the first line of the error that refused it; `compare` lists what differs
 between two manifests. Usage:
 
-    python -m tests.tools.mlir_snapshot write BEFORE.json [--filter SUBSTRING] [--keep DIR] [--generated]
+    python -m tests.tools.mlir_snapshot write BEFORE.json [--filter SUBSTRING] [--keep DIR]
+        [--generated]
     ... change the code ...
     python -m tests.tools.mlir_snapshot write AFTER.json
     python -m tests.tools.mlir_snapshot compare BEFORE.json AFTER.json

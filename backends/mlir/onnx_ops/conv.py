@@ -6,11 +6,11 @@ Every convolution here is the same computation after its inputs are prepared: th
 filter[g, m, c, k] over (c, k), built once by `grouped_conv`. It is a matrix product per image
 and group (im2col: the windows gathered into columns by one copy, then a contraction
 `linalg.generic` that IREE compiles as a matmul; of many outputs, in tiles, `linalg.mmt4d`),
-because IREE 3.13 runs its direct convolutions several times slower; a depthwise convolution (one input channel per output) is a
-sum over the kernel taps of shifted input slices times a filter column (one element-wise
-`linalg.generic`; a strided one's slices cut from its input's stride phases), except past
-`TAPS_LIMIT` taps and where IREE would copy each slice (`window_taps`): there one direct
-`linalg.generic`. f16/bf16 accumulate
+because IREE 3.13 runs its direct convolutions several times slower; a depthwise convolution
+(one input channel per output) is a sum over the kernel taps of shifted input slices times a
+filter column (one element-wise `linalg.generic`; a strided one's slices cut from its input's
+stride phases), except past `TAPS_LIMIT` taps and where IREE would copy each slice
+(`window_taps`): there one direct `linalg.generic`. f16/bf16 accumulate
 in f32. ConvTranspose is the classic rewrite: zeros inserted between input elements (stride),
 padded by the dilated kernel extent minus the pads (negative amounts crop), then a stride-1
 convolution with the filter flipped and its channel axes swapped; one whose strides equal its
@@ -203,7 +203,6 @@ def grouped_conv(ctx: LoweringRuleContext, x: mlir_ir.Value, w: mlir_ir.Value, s
 
 def _named_fits(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> bool:
     """Whether `linalg.conv_2d_nchw_fchw` computes `grouped_conv` and is the faster form."""
-    f32 = mlir_ir.F32Type.get()
     w_shape = mlir_ir.RankedTensorType(w.type).shape
     return (
         len(w_shape) == 4
@@ -211,7 +210,16 @@ def _named_fits(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> bool:
         and w_shape[0] <= NAMED_FEATURES
         and math.prod(w_shape[2:]) > 1
         and all(s == 1 for s in spec.strides)
-        and spec.mul_add is float_mul_add
+        and _plain_f32(x, w, spec)
+    )
+
+
+def _plain_f32(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> bool:
+    """An f32 convolution summed in f32 by the plain multiply-add (not a quantized one): what
+    IREE's named convolution and the product in tiles compute."""
+    f32 = mlir_ir.F32Type.get()
+    return (
+        spec.mul_add is float_mul_add
         and spec.accumulator == f32
         and mlir_ir.RankedTensorType(x.type).element_type == f32
         and mlir_ir.RankedTensorType(w.type).element_type == f32
@@ -332,18 +340,11 @@ def _tiles_pay(x: mlir_ir.Value, w: mlir_ir.Value, spec: ConvSpec) -> bool:
     compile time unless niroc writes them in tiles (`weight_layout.Layout.FILTER_TILES`,
     filters of whole tiles read by such convolutions only): ResNet-50's iree-compile took
     10.1 s with its filters packed by IREE, 5.8 s with them written in tiles."""
-    f32 = mlir_ir.F32Type.get()
-    return (
-        conv_tiles_pay(
-            mlir_ir.RankedTensorType(x.type).shape[0],
-            spec.group,
-            mlir_ir.RankedTensorType(w.type).shape[0],
-            [size if isinstance(size, int) else None for size in spec.output],
-        )
-        and spec.mul_add is float_mul_add
-        and spec.accumulator == f32
-        and mlir_ir.RankedTensorType(x.type).element_type == f32
-        and mlir_ir.RankedTensorType(w.type).element_type == f32
+    return _plain_f32(x, w, spec) and conv_tiles_pay(
+        mlir_ir.RankedTensorType(x.type).shape[0],
+        spec.group,
+        mlir_ir.RankedTensorType(w.type).shape[0],
+        [size if isinstance(size, int) else None for size in spec.output],
     )
 
 

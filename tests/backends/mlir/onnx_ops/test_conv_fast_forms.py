@@ -179,11 +179,11 @@ def _upsampling(x_shape=(1, 4, 5, 6)):
 
 
 def _many_outputs(x_shape=(1, 6, 14, 14)):
-    """Convolutions of at least `weight_layout.TILED_FEATURES` outputs, whose im2col product is in tiles
-    (`conv._tiles_pay`): 3x3 with a bias at 14x14 (196 positions, 208 in the tiles), strided
-    and padded (91 positions), dilated with 130 outputs (144 in the tiles), 1x1 of 64 outputs
-    (its input packed as it is, transposed), a 1-D one; beside them ones that stay one
-    product: 48 outputs, strided to 6x6 (36 positions, 48 in tiles), two groups."""
+    """Convolutions of at least `weight_layout.TILED_FEATURES` outputs, whose im2col product
+    is in tiles (`conv._tiles_pay`): 3x3 with a bias at 14x14 (196 positions, 208 in the
+    tiles), strided and padded (91 positions), dilated with 130 outputs (144 in the tiles), 1x1
+    of 64 outputs (its input packed as it is, transposed), a 1-D one; beside them ones that
+    stay one product: 48 outputs, strided to 6x6 (36 positions, 48 in tiles), two groups."""
     weights = random_weights(
         16,
         w1=(128, 6, 3, 3),
