@@ -181,17 +181,22 @@ def test_many_rows_by_a_large_transposed_weight_match_onnxruntime(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "rows, how", [(2, "transposed"), (1, "in tiles")], ids=["transposed", "tiles"]
+    "rows, how",
+    [(2, "transposed"), (1, "in tiles"), (None, "in tiles")],
+    ids=["transposed", "tiles", "filter_tiles"],
 )
 def test_a_temporary_directory_that_fails_is_named_in_the_error(
     monkeypatch, tmp_path, capsys, rows, how
 ):
-    """The stored copy (transposed, or in tiles) is made in the temporary directory: when that
-    fails, the error names the global, the layout, the directory and why, as a LoweringError
-    (one line from the CLI)."""
+    """The stored copy (transposed, in tiles, a filter in the tiles of its rows) is made in
+    the temporary directory: when that fails, the error names the global, the layout, the
+    directory and why, as a LoweringError (one line from the CLI)."""
     missing = tmp_path / "gone"
     monkeypatch.setattr(tempfile, "tempdir", str(missing))
-    model = _model([rows, K], [("MatMul", ["x", "w"], ["y"])])
+    if rows is None:
+        model = _convs([("y", "x", {})])
+    else:
+        model = _model([rows, K], [("MatMul", ["x", "w"], ["y"])])
     with pytest.raises(LoweringError) as caught:
         lower_to_mlir(import_model(model))
     message = str(caught.value)
