@@ -28,12 +28,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import onnx
+import onnx_ir
 
-from .half_precision import ReadInitializer, fold_half_convs, plan_half_precision
+from .half_conv_folds import ReadInitializer, fold_half_convs
+from .half_precision import plan_half_precision
 from .inference import GraphTypes, infer_types
 from .sequences import eliminate_sequences, has_sequences
+from .value_types import ValueTypes, bind_types
 
-__all__ = ["TypedModel", "type_model"]
+__all__ = ["TypedModel", "bound_types", "compute_as_onnxruntime", "type_model"]
 
 
 @dataclass(frozen=True)
@@ -45,25 +48,39 @@ class TypedModel:
 
 
 def type_model(
-    model: onnx.ModelProto,
-    split_raw: Mapping[str, memoryview] | None = None,
-    read_half: ReadInitializer | None = None,
+    model: onnx.ModelProto, split_raw: Mapping[str, memoryview] | None = None
 ) -> TypedModel:
-    """`model` (left untouched) rewritten and typed, see the module docstring.
-
-    `split_raw` holds the main graph's split-out raw_data (`inference.strip_weights`).
-    `read_half` reads a main-graph initializer as a float16/bfloat16 array for the fp16/bf16
-    plan; None keeps the ONNX rounding of every op: a specialised function body, because
-    onnxruntime inlines model-local functions before it plans, which niroc does not model."""
-    if read_half is not None:
-        model = fold_half_convs(model, read_half) or model
+    """`model` (left untouched) with its sequences rewritten, and typed (module docstring).
+    `split_raw` holds the main graph's split-out raw_data (`inference.strip_weights`)."""
     types = infer_types(model, split_raw)
     if has_sequences(model):
         model = eliminate_sequences(model, types, split_raw)
         types = infer_types(model, split_raw)
-    if read_half is not None:
-        planned = plan_half_precision(model, types, split_raw)
-        if planned is not None:
-            model = planned.model
-            types = infer_types(model, split_raw) if planned.types is None else planned.types
     return TypedModel(model, types)
+
+
+def bound_types(model: onnx_ir.Model, types: GraphTypes) -> ValueTypes:
+    """`types` (inferred for the proto `model` was read from) bound to its values and nodes."""
+    bound = ValueTypes()
+    bind_types(model.graph, types, bound)
+    return bound
+
+
+def compute_as_onnxruntime(
+    model: onnx_ir.Model,
+    types: ValueTypes,
+    read_half: ReadInitializer,
+    split_raw: Mapping[str, memoryview] | None = None,
+) -> ValueTypes:
+    """Rewrite `model` (typed by `types`) in place where onnxruntime computes an fp16/bf16
+    model otherwise than ONNX rounds it: its Conv folds of half weights
+    (`half_conv_folds.fold_half_convs`), then its Casts to f32 and back
+    (`half_precision.plan_half_precision`); the types of the model so rewritten. `read_half`
+    reads a main-graph initializer as a float16/bfloat16 array."""
+    fold_half_convs(model, read_half, types)
+    planned = plan_half_precision(model, types, split_raw)
+    if planned is None:
+        return types
+    if planned.types is not None:
+        return planned.types
+    return bound_types(model, infer_types(onnx_ir.serde.serialize_model(model), split_raw))

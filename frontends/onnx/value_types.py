@@ -22,7 +22,7 @@ import onnx_ir
 
 from .inference import GraphTypes
 
-__all__ = ["ValueTypes", "bind_types"]
+__all__ = ["ValueTypes", "bind_types", "node_bodies"]
 
 
 @dataclass
@@ -37,11 +37,44 @@ class ValueTypes:
     dim_names: dict[onnx_ir.Graph, frozenset[str]] = field(default_factory=dict)
     """Per graph, the dim names its Niro types keep (`inference.GraphTypes.dim_names`)."""
 
+    before_declared: dict[onnx_ir.Value, onnx.TypeProto] = field(default_factory=dict)
+    """Main-graph outputs given their declared size where inference left a dim unknown, with
+    the type inference gave them (`inference.GraphTypes.before_declared`)."""
+    shaped_backwards: set[onnx_ir.Value] = field(default_factory=set)
+    """The values `inference._refine_backwards` gave a shape (folding saw them without one)."""
+    spare_fold_round: bool = False
+    """Whether inference's folding had a round to spare (`inference.GraphTypes.spare_fold_round`)."""
+
     def of_graph(self, graph: onnx_ir.Graph) -> Mapping[onnx_ir.Value, onnx.TypeProto]:
         return self.graphs.get(graph) or {}
 
+    def type_of(self, value: onnx_ir.Value) -> onnx.TypeProto | None:
+        """The inferred type of `value`, from the table of the graph that defines it."""
+        graph = value.graph
+        return None if graph is None else self.of_graph(graph).get(value)
+
+    def add(self, other: ValueTypes) -> None:
+        """Add the tables of `other` (another model's graphs, a function body's) to these."""
+        self.graphs.update(other.graphs)
+        self.folded.update(other.folded)
+        self.dim_names.update(other.dim_names)
+
     def names_of(self, graph: onnx_ir.Graph) -> frozenset[str]:
         return self.dim_names.get(graph, frozenset())
+
+
+def node_bodies(node: onnx_ir.Node) -> list[tuple[str, int, onnx_ir.Graph]]:
+    """The graphs of `node`'s graph attributes (If branches, Loop and Scan bodies): (attribute
+    name, position, graph), in attribute order."""
+    bodies = []
+    for name, attribute in node.attributes.items():
+        if attribute.is_ref():
+            continue
+        if attribute.type is onnx_ir.AttributeType.GRAPH:
+            bodies.append((name, 0, attribute.value))
+        elif attribute.type is onnx_ir.AttributeType.GRAPHS:
+            bodies.extend((name, position, graph) for position, graph in enumerate(attribute.value))
+    return bodies
 
 
 def bind_types(graph: onnx_ir.Graph, types: GraphTypes, into: ValueTypes) -> None:
@@ -72,11 +105,16 @@ def bind_types(graph: onnx_ir.Graph, types: GraphTypes, into: ValueTypes) -> Non
             if outputs is not None:
                 into.folded[node] = outputs
         if subgraphs:
-            for name, attribute in node.attributes.items():
-                if attribute.is_ref():
-                    continue
-                if attribute.type is onnx_ir.AttributeType.GRAPH:
-                    bind_types(attribute.value, types.subgraph(index, name, 0), into)
-                elif attribute.type is onnx_ir.AttributeType.GRAPHS:
-                    for position, subgraph in enumerate(attribute.value):
-                        bind_types(subgraph, types.subgraph(index, name, position), into)
+            for name, position, subgraph in node_bodies(node):
+                bind_types(subgraph, types.subgraph(index, name, position), into)
+    if types.before_declared:
+        into.before_declared.update(
+            (value, types.before_declared[value.name])
+            for value in graph.outputs
+            if value.name in types.before_declared
+        )
+    if types.shaped_backwards:
+        into.shaped_backwards.update(
+            value for value in table if value.name in types.shaped_backwards
+        )
+    into.spare_fold_round = into.spare_fold_round or types.spare_fold_round

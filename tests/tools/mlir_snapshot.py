@@ -15,7 +15,8 @@ between two manifests. Usage:
 `--keep DIR` also writes each model's MLIR text into DIR, to diff the ones that changed.
 `--generated` adds the models a long suite generates, where they are present
 (`GENERATED_FOLDERS`: `make hf`'s 112 Hugging Face exports, TorchScript and dynamo graphs of
-58 architectures, which a change of the importer should be checked on too; ~30 s on 2 cores).
+58 architectures, and `make test`'s fp16/bf16 PyTorch exports, which a change of the importer
+should be checked on too; ~30 s on 2 cores).
 None of these has a convolution of 64 outputs or more on one image (`make zoo` has).
 Exit status of `compare`: 0 identical, 1 some differ.
 """
@@ -35,7 +36,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_FOLDERS = ("testdata/onnx", "testdata/pytorch", "testdata/cli", "tests/cli")
-GENERATED_FOLDERS = ("testdata/generated/hf",)
+GENERATED_FOLDERS = ("testdata/generated/hf", "testdata/generated/half_exports")
 
 
 def _models(name_filter: str, generated: bool = False) -> Iterator[tuple[str, bytes | Path]]:
@@ -46,9 +47,9 @@ def _models(name_filter: str, generated: bool = False) -> Iterator[tuple[str, by
         if name_filter in case.name:
             yield f"node/{case.name}", case.model.SerializeToString()
     for folder in MODEL_FOLDERS + (GENERATED_FOLDERS if generated else ()):
-        for path in sorted((REPO / folder).glob("*")):
+        for path in sorted((REPO / folder).rglob("*")):
             if path.suffix in (".onnx", ".onnxtxt") and name_filter in path.name:
-                yield f"{folder}/{path.name}", path
+                yield f"{folder}/{path.relative_to(REPO / folder)}", path
 
 
 def _emit(item: tuple[str, bytes | Path, str | None]) -> tuple[str, str]:

@@ -32,8 +32,6 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
-from niro.frontends.onnx.half_precision import plan_half_precision
-from niro.frontends.onnx.inference import infer_types
 from onnx import TensorProto, helper
 
 from ...frontends.onnx.test_half_precision import (
@@ -42,6 +40,7 @@ from ...frontends.onnx.test_half_precision import (
     if_model,
     loop_feeds,
     loop_model,
+    planned_model,
 )
 from .mlir_harness import assert_within_ulps, call, compile_onnx
 
@@ -132,9 +131,8 @@ def test_bf16_export_matches_onnxruntime_on_the_plan(exports, network, exporter,
     model = onnx.load(path)
     with pytest.raises(Exception, match="bfloat16|NOT_IMPLEMENTED"):
         onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    plan = plan_half_precision(model, infer_types(model))
+    planned, plan = planned_model(model)
     assert plan is not None
-    planned = plan.model
     session = onnxruntime.InferenceSession(
         _float_interface(planned).SerializeToString(), providers=["CPUExecutionProvider"]
     )

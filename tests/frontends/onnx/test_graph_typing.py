@@ -1,13 +1,18 @@
 """The typing step (graph_typing.py): the model is inferred once, and again only after a rewrite
 that read its types changed it and could not type what it wrote; the Conv folds of half weights
-read none, and the fp16/bf16 plan types what it writes where it can (bodies included)."""
+type what they write, and so does the fp16/bf16 plan where it can (bodies included)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
 import onnx
+import onnx_ir
 import pytest
 from niro.frontends.onnx import graph_typing
-from niro.frontends.onnx.graph_typing import type_model
+from niro.frontends.onnx.graph_typing import bound_types, compute_as_onnxruntime, type_model
+from niro.frontends.onnx.value_types import ValueTypes
 from onnx import TensorProto, numpy_helper
 
 from .test_half_precision import conv_fold_model, if_model
@@ -29,36 +34,78 @@ def inferred(monkeypatch) -> list[list[str]]:
     return recorded
 
 
-def _elem_type(typed: graph_typing.TypedModel, name: str) -> int:
-    return typed.types.values[name].tensor_type.elem_type
+class _Typed:
+    """A model after the whole typing step: its proto phase, then its fp16/bf16 rewrites."""
+
+    def __init__(
+        self, model: onnx.ModelProto, read_half: Callable[[str], np.ndarray | None]
+    ) -> None:
+        typed = type_model(model)
+        self.model = onnx_ir.serde.deserialize_model(typed.model)
+        self.types: ValueTypes = compute_as_onnxruntime(
+            self.model, bound_types(self.model, typed.types), read_half
+        )
+        self.graph = onnx_ir.serde.serialize_model(self.model).graph
+
+    def value(self, name: str, graph: onnx_ir.Graph | None = None) -> onnx_ir.Value:
+        """The value called `name` in `graph` (the main graph by default)."""
+        graph = self.model.graph if graph is None else graph
+        values = [*graph.inputs, *(value for node in graph for value in node.outputs)]
+        return next(value for value in values if value.name == name)
+
+    def type(self, name: str, graph: onnx_ir.Graph | None = None) -> onnx.TypeProto:
+        found = self.types.type_of(self.value(name, graph))
+        assert found is not None, name
+        return found
+
+    def folded_names(self) -> set[str]:
+        return {tensor.name for tensors in self.types.folded.values() for tensor in tensors}
+
+    def inferred_again(self) -> ValueTypes:
+        """The types inference gives the model as rewritten."""
+        return bound_types(
+            self.model, graph_typing.infer_types(onnx_ir.serde.serialize_model(self.model))
+        )
+
+
+def _no_half(name: str) -> None:
+    return None
+
+
+def _elem_type(typed: _Typed, name: str) -> int:
+    return typed.type(name).tensor_type.elem_type
 
 
 def test_a_model_no_rewrite_changes_is_inferred_once_and_kept(inferred) -> None:
     model = onnx.parser.parse_model(OPSET + "g (float[2, 3] x) => (y) { y = Relu(x) }")
-    typed = type_model(model, read_half=lambda name: None)
-    assert typed.model is model
+    typed = _Typed(model, _no_half)
     assert inferred == [["Relu"]]
     assert _elem_type(typed, "y") == TensorProto.FLOAT
 
 
 def test_sequences_are_rewritten_from_the_first_types_and_the_result_typed_again(inferred) -> None:
     model = onnx.parser.parse_model(
-        OPSET + "g (float[2, 3] x) => (y) { s = SequenceConstruct(x, x)\n y = ConcatFromSequence<axis = 0>(s) }"
+        OPSET
+        + "g (float[2, 3] x) => (y) { s = SequenceConstruct(x, x)\n y = ConcatFromSequence<axis = 0>(s) }"
     )
-    typed = type_model(model)
+    typed = _Typed(model, _no_half)
     assert inferred == [["SequenceConstruct", "ConcatFromSequence"], ["Concat"]]
-    assert [node.op_type for node in typed.model.graph.node] == ["Concat"]
-    assert typed.types.values["y"].tensor_type.shape.dim[0].dim_value == 4
+    assert [node.op_type for node in typed.graph.node] == ["Concat"]
+    assert typed.type("y").tensor_type.shape.dim[0].dim_value == 4
 
 
 def test_half_conv_folds_and_the_plan_cost_no_inference(inferred) -> None:
     model = conv_fold_model()
     arrays = {tensor.name: numpy_helper.to_array(tensor) for tensor in model.graph.initializer}
-    typed = type_model(model, read_half=arrays.get)
-    assert inferred == [["Conv", "Relu"] * 4]  # the folded model, once
-    assert "Cast" in [node.op_type for node in typed.model.graph.node]  # then planned
+    typed = _Typed(model, arrays.get)
+    assert len(inferred) == 1  # the model as exported, once
+    assert [node.op_type for node in typed.graph.node if node.op_type != "Cast"] == [
+        "Conv",
+        "Relu",
+    ] * 4  # folded
+    assert "Cast" in [node.op_type for node in typed.graph.node]  # then planned
     assert _elem_type(typed, "y") == TensorProto.FLOAT16  # the graph output keeps its half type
-    widened = next(node.output[0] for node in typed.model.graph.node if node.op_type == "Conv")
+    widened = next(node.output[0] for node in typed.graph.node if node.op_type == "Conv")
     assert _elem_type(typed, widened) == TensorProto.FLOAT  # the Conv computes in f32
 
 
@@ -66,14 +113,15 @@ def test_an_f32_twin_of_a_declared_output_has_the_inferred_size(inferred) -> Non
     """Range's size is unknown to ONNX inference; its graph output takes the declared [2], its
     f32 twin (no graph output) the size inference gives, as inference of the planned model would."""
     model = onnx.parser.parse_model(
-        OPSET + "g (float16 start, float16 limit, float16 delta) => (float16[2] y) { y = Range(start, limit, delta) }"
+        OPSET
+        + "g (float16 start, float16 limit, float16 delta) => (float16[2] y) { y = Range(start, limit, delta) }"
     )
-    typed = type_model(model, read_half=lambda name: None)
+    typed = _Typed(model, _no_half)
     assert inferred == [["Range"]]
-    assert [node.op_type for node in typed.model.graph.node][-2:] == ["Range", "Cast"]
-    wide = typed.types.values["y_f32"].tensor_type
+    assert [node.op_type for node in typed.graph.node][-2:] == ["Range", "Cast"]
+    wide = typed.type("y_f32").tensor_type
     assert wide.elem_type == TensorProto.FLOAT and not wide.shape.dim[0].HasField("dim_value")
-    assert typed.types.values["y"].tensor_type.shape.dim[0].dim_value == 2
+    assert typed.type("y").tensor_type.shape.dim[0].dim_value == 2
 
 
 def test_folds_of_what_the_plan_writes_cost_no_inference(inferred) -> None:
@@ -88,14 +136,14 @@ def test_folds_of_what_the_plan_writes_cost_no_inference(inferred) -> None:
             y = Mul(x, k)
         }"""
     )
-    typed = type_model(model, read_half=lambda name: None)
+    typed = _Typed(model, _no_half)
     assert inferred == [["Shape", "Cast", "Mul"]]
-    ops = [(node.op_type, list(node.input)) for node in typed.model.graph.node]
+    ops = [(node.op_type, list(node.input)) for node in typed.graph.node]
     assert ("Cast", ["k"]) in ops
-    again = graph_typing.infer_types(typed.model)
+    again = typed.inferred_again()
     assert typed.types.folded == again.folded
-    assert "k_f32" in {tensor.name for tensors in typed.types.folded.values() for tensor in tensors}
-    assert typed.types.values["y_f32"] == again.values["y_f32"]
+    assert "k_f32" in typed.folded_names()
+    assert typed.type("y_f32") == again.type_of(typed.value("y_f32"))
 
 
 def test_a_folded_node_computing_in_f32_is_folded_again(inferred) -> None:
@@ -110,11 +158,11 @@ def test_a_folded_node_computing_in_f32_is_folded_again(inferred) -> None:
             y = Mul(x, k)
         }"""
     )
-    typed = type_model(model, read_half=lambda name: None)
+    typed = _Typed(model, _no_half)
     assert inferred == [["Shape", "Cast", "Sqrt", "Mul"]]
-    again = graph_typing.infer_types(typed.model)
+    again = typed.inferred_again()
     assert typed.types.folded == again.folded
-    assert "k_f32" in {tensor.name for tensors in typed.types.folded.values() for tensor in tensors}
+    assert "k_f32" in typed.folded_names()
 
 
 def test_what_was_folded_from_a_node_computing_in_f32_may_fold_no_more(inferred) -> None:
@@ -132,11 +180,11 @@ def test_what_was_folded_from_a_node_computing_in_f32_may_fold_no_more(inferred)
             y = Mul(x, scale)
         }"""
     )
-    typed = type_model(model, read_half=lambda name: None)
+    typed = _Typed(model, _no_half)
     assert len(inferred) == 1
-    again = graph_typing.infer_types(typed.model)
+    again = typed.inferred_again()
     assert typed.types.folded == again.folded
-    folded = {tensor.name for tensors in typed.types.folded.values() for tensor in tensors}
+    folded = typed.folded_names()
     assert "n" in folded and not {"k", "k_f32", "scale"} & folded
 
 
@@ -154,11 +202,11 @@ def test_a_comparison_folded_again_may_choose_between_floats(inferred) -> None:
             y = Where(masked, x, x)
         }"""
     )
-    typed = type_model(model, read_half=lambda name: None)
+    typed = _Typed(model, _no_half)
     assert len(inferred) == 1
-    again = graph_typing.infer_types(typed.model)
+    again = typed.inferred_again()
     assert typed.types.folded == again.folded
-    assert "masked" in {tensor.name for tensors in typed.types.folded.values() for tensor in tensors}
+    assert "masked" in typed.folded_names()
 
 
 def test_a_fold_no_longer_made_and_read_as_data_is_left_to_inference(inferred) -> None:
@@ -178,9 +226,9 @@ def test_a_fold_no_longer_made_and_read_as_data_is_left_to_inference(inferred) -
             y = Mul(r, x)
         }"""
     )
-    typed = type_model(model, read_half=lambda name: None)
+    typed = _Typed(model, _no_half)
     assert len(inferred) == 2
-    assert not typed.types.values["r_f32"].tensor_type.shape.dim[0].HasField("dim_value")
+    assert not typed.type("r_f32").tensor_type.shape.dim[0].HasField("dim_value")
 
 
 def test_a_fold_of_the_plan_read_as_data_is_left_to_inference(inferred) -> None:
@@ -196,24 +244,28 @@ def test_a_fold_of_the_plan_read_as_data_is_left_to_inference(inferred) -> None:
             y = Range(start, limit, delta)
         }"""
     )
-    typed = type_model(model, read_half=lambda name: None)
+    typed = _Typed(model, _no_half)
     assert len(inferred) == 2 and "Range" in inferred[1]
-    assert typed.types.values["y_f32"].tensor_type.elem_type == TensorProto.FLOAT
+    assert typed.type("y_f32").tensor_type.elem_type == TensorProto.FLOAT
 
 
 def test_a_plan_of_subgraph_bodies_types_them_too(inferred) -> None:
     """A planned body reads its half values through Casts of its own and yields half values
     again: the plan types it like the main graph, and the model is inferred once."""
-    typed = type_model(if_model(), read_half=lambda name: None)
+    typed = _Typed(if_model(), _no_half)
     assert inferred == [["Exp", "If"]]
-    assert [node.op_type for node in typed.model.graph.node] == ["Cast", "Exp", "Cast", "If"]
-    then_types = typed.types.subgraph(3, "then_branch").values
-    assert then_types["x_f32_1"].tensor_type.elem_type == TensorProto.FLOAT  # an outer value, widened
-    assert then_types["t"].tensor_type.elem_type == TensorProto.FLOAT16  # the branch's output
+    assert [node.op_type for node in typed.graph.node] == ["Cast", "Exp", "Cast", "If"]
+    branch = list(typed.model.graph)[3].attributes["then_branch"].value
+    assert (
+        typed.type("x_f32_1", branch).tensor_type.elem_type == TensorProto.FLOAT
+    )  # an outer value, widened
+    assert (
+        typed.type("t", branch).tensor_type.elem_type == TensorProto.FLOAT16
+    )  # the branch's output
 
 
 def test_a_function_body_keeps_per_op_rounding(inferred) -> None:
-    """Without `read_half` (a specialised function body) nothing is folded or planned."""
+    """A specialised function body is typed only (`type_model`): nothing is folded or planned."""
     model = conv_fold_model()
     typed = type_model(model)
     assert typed.model is model

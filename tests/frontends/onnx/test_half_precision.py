@@ -13,16 +13,19 @@ import tempfile
 
 import numpy as np
 import onnx
+import onnx_ir
 import onnxruntime
 import pytest
+from niro.frontends.onnx.graph_typing import bound_types
+from niro.frontends.onnx.half_conv_folds import fold_half_convs
 from niro.frontends.onnx.half_precision import (
     BF16_KERNELS,
     F16_KERNELS,
     HalfPlan,
-    fold_half_convs,
     plan_half_precision,
 )
-from niro.frontends.onnx.inference import GraphTypes, infer_types
+from niro.frontends.onnx.inference import infer_types
+from niro.frontends.onnx.value_types import ValueTypes
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
@@ -81,11 +84,25 @@ def _weight(name, *shape, seed=0):
     return numpy_helper.from_array(values, name)
 
 
+def typed(model: onnx.ModelProto) -> tuple[onnx_ir.Model, ValueTypes]:
+    """`model` read into onnx_ir, with its inferred types."""
+    ir_model = onnx_ir.serde.deserialize_model(model)
+    return ir_model, bound_types(ir_model, infer_types(model))
+
+
+def planned_model(model: onnx.ModelProto) -> tuple[onnx.ModelProto, HalfPlan | None]:
+    """`model` as the plan rewrites it (written back to a proto), and the plan."""
+    ir_model, types = typed(model)
+    plan = plan_half_precision(ir_model, types)
+    if plan is not None:
+        _assert_types_as_inferred(ir_model, plan)
+    return onnx_ir.serde.serialize_model(ir_model), plan
+
+
 def _plan(model):
-    planned = plan_half_precision(model, infer_types(model))
-    assert planned is not None
-    _assert_types_as_inferred(planned)
-    return planned.model
+    planned, plan = planned_model(model)
+    assert plan is not None
+    return planned
 
 
 def _known(type_: onnx.TypeProto | None) -> bytes | None:
@@ -100,30 +117,17 @@ def _known(type_: onnx.TypeProto | None) -> bytes | None:
     return known.SerializeToString()
 
 
-def _assert_types_as_inferred(planned: HalfPlan) -> None:
-    """The types the plan gives the model it writes are those inference gives it."""
+def _assert_types_as_inferred(model: onnx_ir.Model, planned: HalfPlan) -> None:
+    """The types the plan gives the model it rewrote are those inference gives it, in its
+    bodies too, and so are its folds."""
     if planned.types is None:
         return
-    _assert_same_types(planned.model.graph, planned.types, infer_types(planned.model))
-
-
-def _assert_same_types(graph: onnx.GraphProto, planned: GraphTypes, inferred: GraphTypes) -> None:
-    """The planned types of `graph`'s values are those inference gives, in its bodies too."""
-    names = {value.name for value in (*graph.input, *graph.output)}
-    names.update(name for node in graph.node for name in node.output)
-    for name in names:
-        assert _known(planned.values.get(name)) == _known(inferred.values.get(name)), name
-    assert planned.folded == inferred.folded
-    assert planned.subgraphs.keys() == inferred.subgraphs.keys()
-    for index, node in enumerate(graph.node):
-        for attribute in node.attribute:
-            bodies = [attribute.g] if attribute.HasField("g") else list(attribute.graphs)
-            for position, body in enumerate(bodies):
-                _assert_same_types(
-                    body,
-                    planned.subgraph(index, attribute.name, position),
-                    inferred.subgraph(index, attribute.name, position),
-                )
+    inferred = bound_types(model, infer_types(onnx_ir.serde.serialize_model(model)))
+    for graph in (model.graph, *model.graph.subgraphs()):
+        values = {*graph.inputs, *graph.outputs, *(value for node in graph for value in node.outputs)}
+        for value in values:
+            assert _known(planned.types.type_of(value)) == _known(inferred.type_of(value)), value.name
+    assert planned.types.folded == inferred.folded
 
 
 def _casts(model) -> list[tuple[str, str]]:
@@ -144,7 +148,7 @@ def test_f32_models_are_left_alone():
     model = _model(
         [helper.make_node("Relu", ["x"], ["y"])], [("x", [2])], ["y"], element=TensorProto.FLOAT
     )
-    assert plan_half_precision(model, infer_types(model)) is None
+    assert planned_model(model)[1] is None
 
 
 def test_an_f32_graph_with_half_values_only_in_a_body_is_planned():
@@ -163,9 +167,8 @@ def test_an_f32_graph_with_half_values_only_in_a_body_is_planned():
             >
         }"""
     )
-    planned = plan_half_precision(model, infer_types(model))
-    assert planned is not None
-    [branch] = [attribute.g for attribute in planned.model.graph.node[0].attribute if attribute.name == "then_branch"]
+    planned = _plan(model)
+    [branch] = [attribute.g for attribute in planned.graph.node[0].attribute if attribute.name == "then_branch"]
     assert "Sin" in [node.op_type for node in branch.node]
     assert any(node.op_type == "Cast" and node.output[0] not in ("h", "a") for node in branch.node)
 
@@ -403,8 +406,9 @@ def test_conv_folds_give_onnxruntimes_weights():
     rewrite rules), and the planned model computes what onnxruntime does."""
     model = conv_fold_model()
     arrays = {tensor.name: numpy_helper.to_array(tensor) for tensor in model.graph.initializer}
-    folded = fold_half_convs(model, arrays.get)
-    assert folded is not None
+    ir_model, types = typed(model)
+    assert fold_half_convs(ir_model, arrays.get, types)
+    folded = onnx_ir.serde.serialize_model(ir_model)
     assert [node.op_type for node in folded.graph.node] == ["Conv", "Relu"] * 4
     options = onnxruntime.SessionOptions()
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
@@ -426,8 +430,7 @@ def test_conv_folds_give_onnxruntimes_weights():
             expected = theirs[widened.get(their_name, their_name)]
             assert expected.dtype == np.float16
             np.testing.assert_array_equal(ours[our_name].view(np.uint16), expected.view(np.uint16))
-    plan = plan_half_precision(folded, infer_types(folded))
+    plan = plan_half_precision(ir_model, types)
     assert plan is not None and plan.types is not None
-    _assert_types_as_inferred(plan)
-    planned = plan.model
-    _assert_onnxruntime_agrees(model, planned, [1, 3, 8, 8])
+    _assert_types_as_inferred(ir_model, plan)
+    _assert_onnxruntime_agrees(model, onnx_ir.serde.serialize_model(ir_model), [1, 3, 8, 8])
