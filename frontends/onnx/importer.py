@@ -33,11 +33,10 @@ from .context import NodeContext
 from .conversion import Converter
 from .errors import OnnxImportError, first_line
 from .functions import FunctionKey, specialize
-from .graph_typing import bound_types, compute_as_onnxruntime, type_model
-from .half_conv_folds import ReadInitializer
+from .graph_typing import typed_model
 from .inference import InferenceFailure
 from .input_shapes import InputShapes, declared_types_rewritten
-from .loading import LoadedModel, deserialize_inputs, deserialize_model, load_model
+from .loading import LoadedModel, deserialize_inputs, load_model
 from .refinements import resolve_type
 from .schema_functions import ExpandPredicate
 from .sequences import SequenceRewriteError
@@ -110,12 +109,7 @@ class _Importer:
         self._check(self.model, f"graph '{self.model.graph.name}'", self.raw_views)
         self._check_input_types(self.model)
         try:
-            typed = type_model(self.model, self.raw_views)
-            self.model = typed.model
-            ir_model = deserialize_model(self.model, self.filename)
-            types = compute_as_onnxruntime(
-                ir_model, bound_types(ir_model, typed.types), self._half_array(ir_model), self.raw_views
-            )
+            ir_model, types = typed_model(self.model, self.filename, self.raw_views, self._read_half)
         except InferenceFailure as error:
             raise self.error(f"shape inference failed: {first_line(error)}") from error
         except SequenceRewriteError as refusal:
@@ -142,37 +136,30 @@ class _Importer:
         model = specialize(self.model, function_proto, input_types, call_attributes)
         self._check(model, f"function '{function_proto.name}'")
         try:
-            typed = type_model(model)
+            ir_model, types = typed_model(model, self.filename)
         except InferenceFailure as error:
             raise ctx.error(f"shape inference of function '{key[1]}' failed: {first_line(error)}") from error
         except SequenceRewriteError as refusal:
             raise ctx.error(f"function '{key[1]}': {refusal}") from None
-        ir_model = deserialize_model(typed.model, self.filename)
-        self.converter.types.add(bound_types(ir_model, typed.types))
+        self.converter.types.add(types)
         return ir_model
 
     # -- the proto steps -----------------------------------------------------------------------
 
-    def _half_array(self, model: onnx_ir.Model) -> ReadInitializer:
-        """What reads a main-graph initializer of `model` as a float16/bfloat16 array (None for
-        other types)."""
-        initializers = model.graph.initializers
-
-        def read(name: str) -> np.ndarray | None:
-            value = initializers.get(name)
-            if value is None:
-                return None
-            tensor_type, data = self.converter.read_tensor(
-                value.const_value, f"initializer '{name}'", self.raw_views.get(name)
-            )
-            dtype = {ScalarType.F16: np.float16, ScalarType.BF16: ml_dtypes.bfloat16}.get(
-                tensor_type.element_type
-            )
-            if dtype is None:
-                return None
-            return np.frombuffer(data, dtype).reshape(tensor_type.shape)
-
-        return read
+    def _read_half(self, name: str) -> np.ndarray | None:
+        """Main-graph initializer `name` as a float16/bfloat16 array, None for other types."""
+        proto = next((tensor for tensor in self.model.graph.initializer if tensor.name == name), None)
+        if proto is None:
+            return None
+        tensor_type, data = self.converter.read_tensor(
+            onnx_ir.serde.deserialize_tensor(proto), f"initializer '{name}'", self.raw_views.get(name)
+        )
+        dtype = {ScalarType.F16: np.float16, ScalarType.BF16: ml_dtypes.bfloat16}.get(
+            tensor_type.element_type
+        )
+        if dtype is None:
+            return None
+        return np.frombuffer(data, dtype).reshape(tensor_type.shape)
 
     def _check(self, model: onnx.ModelProto, what: str, raw_elsewhere: Container[str] = frozenset()) -> None:
         try:

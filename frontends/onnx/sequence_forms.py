@@ -1,22 +1,25 @@
 """The machinery of the sequence rewrite (`sequences`): the two forms a sequence takes at import,
-the scopes that map sequence names to them, and the context a handler rewrites one node in.
+the scopes that map sequence values to them, and the context a handler rewrites one node in.
 
-A handler reads its node through `RewriteContext` (inputs, constants, inferred types, the
-sequences in scope), emits replacement nodes named like the node (`emit`, `const`...) and binds
-the node's sequence outputs to their forms (`define`). Names it makes are fresh across the model.
+The rewrite works on the onnx_ir model in place. A handler reads its node through
+`RewriteContext` (inputs, constants, inferred types, the sequences in scope), emits replacement
+nodes named like the node (`emit`, `const`...), which take the node's place, and binds the
+node's sequence outputs to their forms (`define`). Names it makes are fresh across the model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import onnx
+import onnx_ir
 from onnx import helper, numpy_helper
 
 from .context import describe_node, node_label
-from .inference import GraphTypes, copy_fields
+from .value_types import ValueTypes, node_bodies
 
 __all__ = [
     "DEFAULT_DOMAINS",
@@ -28,12 +31,11 @@ __all__ = [
     "SequenceRewriteError",
     "SequenceScope",
     "Stacked",
-    "all_names",
     "constant_node_tensor",
     "dims_of",
-    "graphs_in",
+    "drop_node",
     "int_attribute",
-    "used_names",
+    "used_values",
     "with_dims",
 ]
 
@@ -56,9 +58,9 @@ class SequenceRewriteError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Listed:
-    """A sequence of static length: the names of its element tensors, in order."""
+    """A sequence of static length: its element tensors, in order."""
 
-    elements: tuple[str, ...]
+    elements: tuple[onnx_ir.Value, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,27 +68,14 @@ class Stacked:
     """A sequence of elements of one shape: `tensor` stacks them along a new leading axis;
     `element` is the elements' type (its shape may be unknown)."""
 
-    tensor: str
+    tensor: onnx_ir.Value
     element: onnx.TypeProto | None
 
 
 SequenceForm = Listed | Stacked
 
 
-def copy_node(node: onnx.NodeProto) -> onnx.NodeProto:
-    copy = onnx.NodeProto()
-    copy.CopyFrom(node)
-    return copy
-
-
-def graphs_in(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
-    for attribute in node.attribute:
-        if attribute.HasField("g"):
-            yield attribute.g
-        yield from attribute.graphs
-
-
-# -- types -------------------------------------------------------------------------------------
+# -- types and graphs ----------------------------------------------------------------------------
 
 
 def dims_of(type_proto: onnx.TypeProto | None) -> tuple[int | None, ...] | None:
@@ -99,59 +88,65 @@ def dims_of(type_proto: onnx.TypeProto | None) -> tuple[int | None, ...] | None:
     return tuple(dim.dim_value if dim.HasField("dim_value") else None for dim in tensor.shape.dim)
 
 
-def with_dims(type_proto: onnx.TypeProto | None, dims: tuple[int | None, ...] | None) -> onnx.TypeProto | None:
+def with_dims(
+    type_proto: onnx.TypeProto | None, dims: tuple[int | None, ...] | None
+) -> onnx.TypeProto | None:
     if type_proto is None or type_proto.WhichOneof("value") != "tensor_type":
         return None
-    return helper.make_tensor_type_proto(type_proto.tensor_type.elem_type, None if dims is None else list(dims))
+    return helper.make_tensor_type_proto(
+        type_proto.tensor_type.elem_type, None if dims is None else list(dims)
+    )
 
 
-def flat_types(types: GraphTypes, into: dict[str, onnx.TypeProto]) -> dict[str, onnx.TypeProto]:
-    """Every inferred value type of a graph and its subgraphs, by name (ONNX names are unique
-    across a model's graphs)."""
-    into.update(types.values)
-    for subgraph in types.subgraphs.values():
-        flat_types(subgraph, into)
-    return into
-
-
-def all_names(graph: onnx.GraphProto, names: set[str]) -> set[str]:
-    for value in (*graph.input, *graph.output, *graph.value_info):
-        names.add(value.name)
-    names.update(tensor.name for tensor in graph.initializer)
-    for node in graph.node:
-        names.update(node.input)
-        names.update(node.output)
-        for subgraph in graphs_in(node):
-            all_names(subgraph, names)
+def all_names(graph: onnx_ir.Graph) -> set[str]:
+    """Every value name in `graph` and its subgraphs."""
+    names: set[str] = set()
+    for current in (graph, *graph.subgraphs()):
+        names.update(value.name or "" for value in (*current.inputs, *current.outputs))
+        names.update(current.initializers)
+        for node in current:
+            names.update(value.name or "" for value in node.inputs if value is not None)
+            names.update(value.name or "" for value in node.outputs)
     return names
 
 
-def used_names(graph: onnx.GraphProto) -> set[str]:
-    """Every name a graph's nodes (at any depth) read, and its outputs."""
-    used = {value.name for value in graph.output}
-    for node in graph.node:
-        used.update(node.input)
-        for subgraph in graphs_in(node):
-            used |= used_names(subgraph)
+def used_values(graph: onnx_ir.Graph) -> set[onnx_ir.Value]:
+    """Every value a graph's nodes (at any depth) read, and its outputs."""
+    used = set(graph.outputs)
+    for current in (graph, *graph.subgraphs()):
+        for node in current:
+            used.update(value for value in node.inputs if value is not None)
     return used
 
 
-def constant_node_tensor(node: onnx.NodeProto) -> onnx.TensorProto | None:
-    for attribute in node.attribute:
-        if attribute.name == "value":
-            return attribute.t
-        if attribute.name == "value_int":
-            return numpy_helper.from_array(np.array(attribute.i, np.int64))
-        if attribute.name == "value_ints":
-            return numpy_helper.from_array(np.array(list(attribute.ints), np.int64))
+def constant_node_tensor(node: onnx_ir.Node) -> onnx.TensorProto | None:
+    """The tensor a Constant node makes, for its `value`, `value_int` or `value_ints`."""
+    for name, attribute in node.attributes.items():
+        if name == "value" and attribute.type is onnx_ir.AttributeType.TENSOR:
+            return onnx_ir.serde.serialize_tensor(attribute.value)
+        if name == "value_int":
+            return numpy_helper.from_array(np.array(attribute.value, np.int64))
+        if name == "value_ints":
+            return numpy_helper.from_array(np.array(list(attribute.value), np.int64))
     return None
 
 
-def int_attribute(node: onnx.NodeProto, name: str, default: int) -> int:
-    for attribute in node.attribute:
-        if attribute.name == name:
-            return attribute.i
-    return default
+def int_attribute(node: onnx_ir.Node, name: str, default: int) -> int:
+    found = node.attributes.get(name)
+    return default if found is None else int(found.value)
+
+
+def drop_node(graph: onnx_ir.Graph, node: onnx_ir.Node) -> None:
+    """Remove `node` from `graph`, no longer a reader of its inputs; its outputs may still be
+    read by nodes the rewrite removes later."""
+    for position in range(len(node.inputs)):
+        node.replace_input_with(position, None)
+    graph.remove(node)
+
+
+def replace_value(old: onnx_ir.Value, new: onnx_ir.Value) -> None:
+    """Make every reader of `old` (graph outputs included) read `new`."""
+    old.replace_all_uses_with(new, replace_graph_outputs=True)
 
 
 # -- scopes --------------------------------------------------------------------------------------
@@ -162,12 +157,14 @@ class SequenceScope:
     """The sequences known in one graph (and, through `parent`, in the graphs around it)."""
 
     parent: SequenceScope | None = None
-    sequences: dict[str, SequenceForm] = field(default_factory=dict)
+    sequences: dict[onnx_ir.Value, SequenceForm] = field(default_factory=dict)
 
-    def sequence(self, name: str) -> SequenceForm | None:
+    def sequence(self, value: onnx_ir.Value | None) -> SequenceForm | None:
+        if value is None:
+            return None
         scope: SequenceScope | None = self
         while scope is not None:
-            found = scope.sequences.get(name)
+            found = scope.sequences.get(value)
             if found is not None:
                 return found
             scope = scope.parent
@@ -180,15 +177,25 @@ class Rewriter:
 
     def __init__(
         self,
-        model: onnx.ModelProto,
-        types: GraphTypes,
+        model: onnx_ir.Model,
+        types: ValueTypes,
         split_raw: Mapping[str, memoryview],
         handlers: Mapping[str, Callable[[RewriteContext], None]],
     ) -> None:
-        self.opset = next((entry.version for entry in model.opset_import if entry.domain in DEFAULT_DOMAINS), 1)
-        self.taken = all_names(model.graph, set())
-        self.types = flat_types(types, {})
-        self.constants: dict[str, onnx.TensorProto] = {}
+        self.opset = next(
+            (
+                version
+                for domain, version in model.opset_imports.items()
+                if domain in DEFAULT_DOMAINS
+            ),
+            1,
+        )
+        self.taken = all_names(model.graph)
+        self.types: dict[onnx_ir.Value, onnx.TypeProto] = {}
+        for table in types.graphs.values():
+            self.types.update(table)
+        self.folded = types.folded
+        self.constants: dict[onnx_ir.Value, onnx.TensorProto] = {}
         self.split_raw = split_raw
         self.handlers = handlers
 
@@ -202,17 +209,21 @@ class Rewriter:
         self.taken.add(name)
         return name
 
-    def constant(self, name: str) -> np.ndarray | None:
+    def constant(self, value: onnx_ir.Value | None) -> np.ndarray | None:
         """The value of a small constant (initializer, Constant node or folded value)."""
-        tensor = self.constants.get(name) if name else None
-        if tensor is None or any(dim < 0 for dim in tensor.dims) or int(np.prod(tensor.dims)) > _LARGEST_CONSTANT:
+        tensor = self.constants.get(value) if value is not None else None
+        if (
+            tensor is None
+            or any(dim < 0 for dim in tensor.dims)
+            or int(np.prod(tensor.dims)) > _LARGEST_CONSTANT
+        ):
             return None
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
             return None
-        if name in self.split_raw and not tensor.raw_data:
+        if value is not None and value.name in self.split_raw and not tensor.raw_data:
             copy = onnx.TensorProto()
             copy.CopyFrom(tensor)
-            copy.raw_data = bytes(self.split_raw[name])
+            copy.raw_data = bytes(self.split_raw[value.name or ""])
             tensor = copy
         try:
             return numpy_helper.to_array(tensor)
@@ -221,59 +232,68 @@ class Rewriter:
 
     # -- graphs ----------------------------------------------------------------------------------
 
-    def rewrite_graph(
-        self,
-        graph: onnx.GraphProto,
-        scope: SequenceScope,
-        what: str,
-        folded: Mapping[int, tuple] | None = None,
-        target: onnx.GraphProto | None = None,
-    ) -> onnx.GraphProto:
-        """A copy of `graph` (written into `target` if given) with its sequence ops rewritten;
-        `what` names the graph in messages, `folded` gives the outputs folding computed by node."""
-        for tensor in graph.initializer:
-            self.constants[tensor.name] = tensor
-        nodes: list[onnx.NodeProto] = []
-        for index, node in enumerate(graph.node):
-            if folded and index in folded:
-                for output, tensor in zip(node.output, folded[index], strict=False):
+    def rewrite_graph(self, graph: onnx_ir.Graph, scope: SequenceScope, what: str) -> None:
+        """Rewrite the sequence ops of `graph` in place; `what` names the graph in messages."""
+        for value in graph.initializers.values():
+            tensor = _initializer_tensor(value)
+            if tensor is not None:
+                self.constants[value] = tensor
+        for index, node in enumerate(list(graph)):
+            folded = self.folded.get(node)
+            if folded:
+                for output, tensor in zip(node.outputs, folded, strict=False):
                     self.constants[output] = tensor
-            self.rewrite_node(node, index, scope, nodes)
-        for value in graph.output:
-            if scope.sequence(value.name) is not None:
+            out: list[onnx_ir.Node] = []
+            self.rewrite_node(node, index, scope, out)
+            if out != [node]:
+                graph.insert_before(node, out)
+                graph.remove(node)
+        for value in graph.outputs:
+            if scope.sequence(value) is not None:
                 raise SequenceRewriteError(
                     f"value '{value.name}' (output of {what}): a sequence output has no tensor form "
                     "(niroc rewrites only sequences used inside the model into tensor ops)"
                 )
-        rewritten = onnx.GraphProto() if target is None else target
-        copy_fields(graph, rewritten, frozenset({"node", "value_info"}))
-        rewritten.node.extend(nodes)
-        rewritten.value_info.extend(info for info in graph.value_info if not info.type.HasField("sequence_type"))
-        return rewritten
 
-    def rewrite_node(self, node: onnx.NodeProto, index: int, scope: SequenceScope, out: list[onnx.NodeProto]) -> None:
+    def rewrite_node(
+        self, node: onnx_ir.Node, index: int, scope: SequenceScope, out: list[onnx_ir.Node]
+    ) -> None:
+        """Put into `out` what takes `node`'s place: the nodes its handler emits, or the node
+        itself (its bodies rewritten)."""
         at = RewriteContext(self, node, index, scope, out)
         if node.domain in DEFAULT_DOMAINS:
             if node.op_type == "Constant":
                 tensor = constant_node_tensor(node)
-                if tensor is not None and node.output:
-                    self.constants[node.output[0]] = tensor
+                if tensor is not None and node.outputs:
+                    self.constants[node.outputs[0]] = tensor
             handler = self.handlers.get(node.op_type)
             if handler is not None and (node.op_type in SEQUENCE_OPS or at.takes_sequences()):
                 handler(at)
+                for position in range(len(node.inputs)):  # (replaced: no longer a reader)
+                    node.replace_input_with(position, None)
                 return
-        for position, name in enumerate(node.input):
-            if name and scope.sequence(name) is not None:
+        for position, value in enumerate(node.inputs):
+            if value is not None and scope.sequence(value) is not None:
                 raise at.error(
-                    f"takes sequence '{name}' as input #{position}; niroc rewrites sequences into "
+                    f"takes sequence '{value.name}' as input #{position}; niroc rewrites sequences into "
                     "tensors only for the sequence ops, Identity and Loop"
                 )
-        kept = at.with_subgraphs_rewritten(node)
-        if not kept.name:
+        at.rewrite_subgraphs()
+        if not node.name:
             # NOTE: the importer names an unnamed node by its position, which the rewrite shifts
-            kept = kept if kept is not node else copy_node(node)
-            kept.name = node_label(node, index)
-        out.append(kept)
+            node.name = node_label(node, index)
+        out.append(node)
+
+
+def _initializer_tensor(value: onnx_ir.Value) -> onnx.TensorProto | None:
+    """An initializer's tensor as a proto (without its data when that was split out of the
+    file, `Rewriter.constant`), None for external data."""
+    tensor = value.const_value
+    if tensor is None or isinstance(tensor, onnx_ir.ExternalTensor):
+        return None
+    if isinstance(tensor, onnx_ir.serde.TensorProtoTensor):
+        return tensor.raw
+    return onnx_ir.serde.serialize_tensor(tensor)
 
 
 @dataclass
@@ -281,10 +301,10 @@ class RewriteContext:
     """The node being rewritten, and where its replacement nodes go."""
 
     rewriter: Rewriter
-    node: onnx.NodeProto
+    node: onnx_ir.Node
     index: int
     scope: SequenceScope
-    out: list[onnx.NodeProto]
+    out: list[onnx_ir.Node]
 
     @property
     def label(self) -> str:
@@ -294,115 +314,167 @@ class RewriteContext:
     def error(self, reason: str) -> SequenceRewriteError:
         return SequenceRewriteError(f"{describe_node(self.node, self.index)}: {reason}")
 
-    def graph_attribute(self, name: str) -> onnx.GraphProto:
+    def graph_attribute(self, name: str) -> onnx_ir.Graph:
         """The node's graph attribute `name` (a SequenceMap's or Loop's body), or a clear error:
         the rewrite runs before the verifier checks the node's attributes."""
-        for attribute in self.node.attribute:
-            if attribute.name == name and attribute.HasField("g"):
-                return attribute.g
-        raise self.error(f"missing graph attribute '{name}'")
+        found = self.node.attributes.get(name)
+        if found is None or found.is_ref() or found.type is not onnx_ir.AttributeType.GRAPH:
+            raise self.error(f"missing graph attribute '{name}'")
+        return found.value
 
     def takes_sequences(self) -> bool:
-        return any(name and self.scope.sequence(name) is not None for name in self.node.input)
+        return any(
+            value is not None and self.scope.sequence(value) is not None
+            for value in self.node.inputs
+        )
 
-    def input(self, position: int) -> str:
-        """The name of input `position`, or '' when absent."""
-        return self.node.input[position] if position < len(self.node.input) else ""
+    def input(self, position: int) -> onnx_ir.Value | None:
+        """Input `position`, or None when absent."""
+        return self.node.inputs[position] if position < len(self.node.inputs) else None
 
-    def output(self, position: int = 0) -> str:
-        return self.node.output[position] if position < len(self.node.output) else ""
+    def name(self, position: int) -> str:
+        """The name of input `position` ('' when absent), for messages."""
+        value = self.input(position)
+        return "" if value is None else value.name or ""
+
+    def output(self, position: int = 0) -> onnx_ir.Value | None:
+        """Output `position`, or None when absent."""
+        if position >= len(self.node.outputs):
+            return None
+        value = self.node.outputs[position]
+        return value if value.name else None
 
     def sequence(self, position: int) -> SequenceForm:
-        name = self.input(position)
-        found = self.scope.sequence(name) if name else None
+        value = self.input(position)
+        found = self.scope.sequence(value)
         if found is None:
-            raise self.error(f"input #{position} '{name}' is not a sequence built inside the model")
+            raise self.error(
+                f"input #{position} '{self.name(position)}' is not a sequence built inside the model"
+            )
         return found
 
-    def define(self, name: str, form: SequenceForm) -> None:
-        if name:
-            self.scope.sequences[name] = form
+    def define(self, value: onnx_ir.Value | None, form: SequenceForm) -> None:
+        if value is not None:
+            self.scope.sequences[value] = form
 
-    def type_of(self, name: str) -> onnx.TypeProto | None:
-        return self.rewriter.types.get(name)
+    def type_of(self, value: onnx_ir.Value | None) -> onnx.TypeProto | None:
+        return None if value is None else self.rewriter.types.get(value)
 
-    def emit(self, op_type: str, inputs: list[str], output: str | None = None, **attributes) -> str:
-        """A node named like the node being rewritten; its (one) output name."""
-        name = output or self.rewriter.fresh(f"{self.label}_{op_type.lower()}")
-        self.out.append(helper.make_node(op_type, inputs, [name], name=self.label, **attributes))
+    def emit(
+        self,
+        op_type: str,
+        inputs: Sequence[onnx_ir.Value | None],
+        output: onnx_ir.Value | None = None,
+        **attributes: Any,
+    ) -> onnx_ir.Value:
+        """A node named like the node being rewritten; its (one) output. Given `output` (one of
+        the node's), the node emitted yields it in its place (a new value of its name, which its
+        readers read instead)."""
+        if output is None:
+            result = onnx_ir.Value(name=self.rewriter.fresh(f"{self.label}_{op_type.lower()}"))
+        else:
+            result = self.takes_place_of(output)
+        self.out.append(
+            onnx_ir.Node(
+                "",
+                op_type,
+                inputs,
+                onnx_ir.convenience.convert_attributes(attributes),
+                outputs=[result],
+                name=self.label,
+            )
+        )
+        return result
+
+    def takes_place_of(self, output: onnx_ir.Value) -> onnx_ir.Value:
+        """A new value named like `output` (of the node being rewritten), with its declared and
+        inferred types, that its readers read instead."""
+        result = onnx_ir.Value(name=output.name, type=output.type, shape=output.shape)
+        replace_value(output, result)
+        types = self.rewriter.types
+        if output in types:
+            types[result] = types[output]
+        return result
+
+    def const(self, array: np.ndarray) -> onnx_ir.Value:
+        tensor = numpy_helper.from_array(np.asarray(array))
+        name = self.emit("Constant", [], value=tensor)
+        self.rewriter.constants[name] = tensor
         return name
 
-    def const(self, array: np.ndarray) -> str:
-        name = self.emit("Constant", [], value=numpy_helper.from_array(np.asarray(array)))
-        self.rewriter.constants[name] = self.out[-1].attribute[0].t
-        return name
-
-    def ints(self, values: list[int]) -> str:
+    def ints(self, values: list[int]) -> onnx_ir.Value:
         return self.const(np.array(values, np.int64))
 
-    def unsqueeze(self, value: str, axes: list[int], output: str | None = None) -> str:
+    def unsqueeze(
+        self, value: onnx_ir.Value, axes: list[int], output: onnx_ir.Value | None = None
+    ) -> onnx_ir.Value:
         if self.rewriter.opset >= 13:
             return self.emit("Unsqueeze", [value, self.ints(axes)], output)
         return self.emit("Unsqueeze", [value], output, axes=axes)
 
-    def slice(self, value: str, start: str, end: str, axis: int = 0) -> str:
+    def slice(
+        self, value: onnx_ir.Value, start: onnx_ir.Value, end: onnx_ir.Value, axis: int = 0
+    ) -> onnx_ir.Value:
         return self.emit("Slice", [value, start, end, self.ints([axis])])
 
-    def scalar_position(self, position: int) -> str:
+    def scalar_position(self, position: int) -> onnx_ir.Value | None:
         """Input `position` (a sequence position) as a rank-0 tensor."""
-        name = self.input(position)
-        if dims_of(self.type_of(name)) == (1,):
-            return self.emit("Reshape", [name, self.ints([])])
-        return name
+        value = self.input(position)
+        if dims_of(self.type_of(value)) == (1,):
+            return self.emit("Reshape", [value, self.ints([])])
+        return value
 
     def constant_position(self, position: int) -> int | None:
         array = self.rewriter.constant(self.input(position))
         return None if array is None or array.size != 1 else int(array.reshape(-1)[0])
 
-    def with_subgraphs_rewritten(self, node: onnx.NodeProto) -> onnx.NodeProto:
-        """`node` itself, or a copy whose graph attributes have their sequences rewritten."""
-        if not any(attribute.HasField("g") or attribute.graphs for attribute in node.attribute):
-            return node
-        copy = onnx.NodeProto()
-        copy_fields(node, copy, frozenset({"attribute"}))
-        for attribute in node.attribute:
-            if not (attribute.HasField("g") or attribute.graphs):
-                copy.attribute.append(attribute)
-                continue
-            target = copy.attribute.add()
-            copy_fields(attribute, target, frozenset({"g", "graphs"}))
-            if attribute.HasField("g"):
-                target.g.CopyFrom(self.subgraph(attribute.g, f"attribute '{attribute.name}'"))
-            for position, graph in enumerate(attribute.graphs):
-                target.graphs.append(self.subgraph(graph, f"attribute '{attribute.name}' #{position}"))
-        return copy
+    def rewrite_subgraphs(self) -> None:
+        """Rewrite the sequences of the node's graph attributes, in place."""
+        for name, position, graph in node_bodies(self.node):
+            attribute = self.node.attributes[name]
+            where = (
+                f"attribute '{name}'"
+                if attribute.type is onnx_ir.AttributeType.GRAPH
+                else f"attribute '{name}' #{position}"
+            )
+            self.subgraph(graph, where)
 
-    def subgraph(self, graph: onnx.GraphProto, where: str, scope: SequenceScope | None = None) -> onnx.GraphProto:
+    def subgraph(
+        self, graph: onnx_ir.Graph, where: str, scope: SequenceScope | None = None
+    ) -> None:
         what = f"graph '{graph.name}' ({where} of {describe_node(self.node, self.index)})"
-        return self.rewriter.rewrite_graph(graph, scope or SequenceScope(self.scope), what)
+        self.rewriter.rewrite_graph(graph, scope or SequenceScope(self.scope), what)
 
-    def stacked(self, form: SequenceForm, like: str | None = None) -> Stacked:
+    def stacked(self, form: SequenceForm, like: onnx_ir.Value | None = None) -> Stacked:
         """`form` as one stacked tensor. Its elements (and `like`, a tensor to be inserted)
         must be known to share one static shape (or be one value)."""
         if isinstance(form, Stacked) and like is None:
             return form
-        names = list(form.elements) if isinstance(form, Listed) else []
-        types = [self.type_of(name) for name in names] if isinstance(form, Listed) else [form.element]
-        if like:
-            names.append(like)
+        values = list(form.elements) if isinstance(form, Listed) else []
+        types = (
+            [self.type_of(value) for value in values]
+            if isinstance(form, Listed)
+            else [form.element]
+        )
+        if like is not None:
+            values.append(like)
             types.append(self.type_of(like))
         shapes = {dims_of(type_) for type_ in types}
         only = next(iter(shapes)) if len(shapes) == 1 else None
         static = only is not None and None not in only
-        if not types or not (static or (isinstance(form, Listed) and len(set(names)) == 1)):
+        if not types or not (static or (isinstance(form, Listed) and len(set(values)) == 1)):
             raise self.error(
                 "needs its sequence as one stacked tensor, but the elements (and the tensor inserted) "
                 "are not known to share one static shape"
             )
         if isinstance(form, Stacked):
             return form
-        pieces = [self.unsqueeze(name, [0]) for name in form.elements]
+        pieces = [self.unsqueeze(value, [0]) for value in form.elements]
         stacked = pieces[0] if len(pieces) == 1 else self.emit("Concat", pieces, axis=0)
         return Stacked(stacked, types[0])
 
 
+def graphs_in(node: onnx_ir.Node) -> Iterator[onnx_ir.Graph]:
+    """The graphs of `node`'s graph attributes."""
+    for _, _, graph in node_bodies(node):
+        yield graph

@@ -33,9 +33,9 @@ from typing import cast
 
 import numpy as np
 import onnx
+import onnx_ir
 from onnx import numpy_helper
 
-from .inference import GraphTypes, copy_fields
 from .sequence_forms import (
     DEFAULT_DOMAINS,
     SEQUENCE_OPS,
@@ -45,13 +45,13 @@ from .sequence_forms import (
     SequenceRewriteError,
     SequenceScope,
     Stacked,
-    all_names,
     dims_of,
-    graphs_in,
     int_attribute,
+    replace_value,
     with_dims,
 )
 from .sequence_loops import rewrite_loop
+from .value_types import ValueTypes, node_bodies
 
 __all__ = ["SEQUENCE_OPS", "SequenceRewriteError", "eliminate_sequences", "has_sequences"]
 
@@ -61,7 +61,7 @@ _CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 """Default-domain ops whose graph attributes may hold sequence ops."""
 
 
-def has_sequences(model: onnx.ModelProto) -> bool:
+def has_sequences(model: onnx_ir.Model) -> bool:
     """Whether the main graph (or an If/Loop/Scan body in it) uses a sequence op. Model-local
     functions are checked when they are specialised; sequence graph inputs are refused by their
     type.
@@ -70,14 +70,14 @@ def has_sequences(model: onnx.ModelProto) -> bool:
     stack = [model.graph]
     while stack:
         graph = stack.pop()
-        op_types = {node.op_type for node in graph.node}
+        op_types = {node.op_type for node in graph}
         if op_types & SEQUENCE_OPS and any(
-            node.op_type in SEQUENCE_OPS and node.domain in DEFAULT_DOMAINS for node in graph.node
+            node.op_type in SEQUENCE_OPS and node.domain in DEFAULT_DOMAINS for node in graph
         ):
             return True
         if op_types & _CONTROL_FLOW:
             stack.extend(
-                subgraph for node in graph.node if node.op_type in _CONTROL_FLOW for subgraph in graphs_in(node)
+                body for node in graph if node.op_type in _CONTROL_FLOW for _, _, body in node_bodies(node)
             )
     return False
 
@@ -90,7 +90,10 @@ def _sequence_empty(at: RewriteContext) -> None:
 
 
 def _sequence_construct(at: RewriteContext) -> None:
-    at.define(at.output(), Listed(tuple(at.node.input)))
+    elements = tuple(at.node.inputs)
+    if any(element is None for element in elements):
+        raise at.error("has an absent input; every element of a sequence is a tensor")
+    at.define(at.output(), Listed(cast(tuple[onnx_ir.Value, ...], elements)))
 
 
 def _identity(at: RewriteContext) -> None:
@@ -127,7 +130,9 @@ def _sequence_length(at: RewriteContext) -> None:
 def _sequence_insert(at: RewriteContext) -> None:
     form = at.sequence(0)
     tensor = at.input(1)
-    has_position = bool(at.input(2))
+    if tensor is None:
+        raise at.error("inserts no tensor (its input #1 is absent)")
+    has_position = at.input(2) is not None
     constant = at.constant_position(2) if has_position else None
     if isinstance(form, Listed) and (constant is not None or not has_position):
         elements = list(form.elements)
@@ -149,7 +154,7 @@ def _sequence_insert(at: RewriteContext) -> None:
 
 def _sequence_erase(at: RewriteContext) -> None:
     form = at.sequence(0)
-    has_position = bool(at.input(1))
+    has_position = at.input(1) is not None
     constant = at.constant_position(1) if has_position else -1
     if constant is None:
         raise at.error(
@@ -178,7 +183,7 @@ def _concat_from_sequence(at: RewriteContext) -> None:
     if isinstance(form, Listed):
         if not form.elements:
             raise at.error("concatenates an empty sequence")
-        pieces = [at.unsqueeze(name, [axis]) for name in form.elements] if new_axis else list(form.elements)
+        pieces = [at.unsqueeze(value, [axis]) for value in form.elements] if new_axis else list(form.elements)
         at.emit("Concat", pieces, at.output(), axis=axis)
         return
     dims = dims_of(form.element)
@@ -220,7 +225,7 @@ def _concat_from_sequence(at: RewriteContext) -> None:
     at.emit("Reshape", [moved, shape], at.output(), **extra)
 
 
-def _concat_rows(at: RewriteContext, stacked: str, new_axis: int) -> None:
+def _concat_rows(at: RewriteContext, stacked: onnx_ir.Value, new_axis: int) -> None:
     """ConcatFromSequence along axis 0 of stacked elements of unknown rank: the stack itself,
     or (without a new axis) its first two axes merged."""
     if new_axis:
@@ -237,14 +242,14 @@ def _split_to_sequence(at: RewriteContext) -> None:
     data = at.input(0)
     data_type = at.type_of(data)
     dims = dims_of(data_type)
-    if dims is None:
+    if data is None or dims is None:
         raise at.error("splits a tensor of unknown rank")
     rank = len(dims)
     axis = int_attribute(at.node, "axis", 0)
     if not -rank <= axis < rank:
         raise at.error(f"axis {axis} is out of range for a tensor of rank {rank}")
     axis = axis + rank if axis < 0 else axis
-    if not at.input(1):
+    if at.input(1) is None:
         keepdims = int_attribute(at.node, "keepdims", 1)
         perm = [axis, *(position for position in range(rank) if position != axis)]
         stacked = at.emit("Transpose", [data], perm=perm) if axis else data
@@ -286,10 +291,10 @@ def _split_to_sequence(at: RewriteContext) -> None:
 
 def _sequence_map(at: RewriteContext) -> None:
     body = at.graph_attribute("body")
-    forms = {position: at.scope.sequence(name) for position, name in enumerate(at.node.input) if name}
+    forms = {position: at.scope.sequence(value) for position, value in enumerate(at.node.inputs) if value is not None}
     sequences = {position: form for position, form in forms.items() if form is not None}
     if 0 not in sequences:
-        raise at.error(f"input #0 '{at.input(0)}' is not a sequence built inside the model")
+        raise at.error(f"input #0 '{at.name(0)}' is not a sequence built inside the model")
     listed = [form for form in sequences.values() if isinstance(form, Listed)]
     if len(listed) != len(sequences):
         raise at.error("maps over a sequence of run-time length; niroc unrolls SequenceMap only over sequences of static length")
@@ -297,77 +302,84 @@ def _sequence_map(at: RewriteContext) -> None:
     if len(lengths) != 1:
         raise at.error(f"maps over sequences of different lengths {sorted(lengths)}")
     length = lengths.pop()
-    results: list[list[str]] = [[] for _ in body.output]
+    results: list[list[onnx_ir.Value | None]] = [[] for _ in body.outputs]
     for element in range(length):
-        bindings = {}
-        for position, value in enumerate(body.input):
+        bindings: dict[onnx_ir.Value, onnx_ir.Value | None] = {}
+        for position, value in enumerate(body.inputs):
             form = sequences.get(position)
-            bindings[value.name] = form.elements[element] if isinstance(form, Listed) else at.input(position)
-        for output, name in zip(results, _inline(at, body, bindings), strict=True):
-            output.append(name)
-    for position, names in enumerate(results):
-        at.define(at.output(position), Listed(tuple(names)))
+            bindings[value] = form.elements[element] if isinstance(form, Listed) else at.input(position)
+        for output, copied in zip(results, _inline(at, body, bindings), strict=True):
+            output.append(copied)
+    for position, values in enumerate(results):
+        at.define(at.output(position), Listed(tuple(cast(list[onnx_ir.Value], values))))
 
 
-def _inline(at: RewriteContext, body: onnx.GraphProto, bindings: dict[str, str]) -> list[str]:
+def _inline(
+    at: RewriteContext, body: onnx_ir.Graph, bindings: Mapping[onnx_ir.Value, onnx_ir.Value | None]
+) -> list[onnx_ir.Value | None]:
     """Copy `body`'s nodes into the graph being rewritten, its inputs bound to `bindings` and
-    every name it defines renamed (at any depth); the names of its outputs."""
+    every value it defines renamed (at any depth), its initializers made Constants; its
+    outputs, as copied."""
     rewriter = at.rewriter
-    renames = dict(bindings)
-    for name in all_names(body, set()) - set(bindings):
-        if _defined_in(body, name):
-            renames[name] = rewriter.fresh(name)
-    for name, renamed in renames.items():
-        if name in rewriter.types and renamed not in rewriter.types:
-            rewriter.types[renamed] = rewriter.types[name]
-    for tensor in body.initializer:
-        constant = onnx.TensorProto()
-        constant.CopyFrom(tensor)
-        constant.name = ""
-        at.emit("Constant", [], renames[tensor.name], value=constant)
-        rewriter.constants[renames[tensor.name]] = constant
-    for index, node in enumerate(body.node):
-        rewriter.rewrite_node(_renamed_node(node, renames), index, at.scope, at.out)
-    return [renames.get(value.name, value.name) for value in body.output]
+    types = rewriter.types
+    copy = body.clone(allow_outer_scope_values=True)
+    copied: dict[onnx_ir.Value, onnx_ir.Value | None] = {}
+    for value, clone in _pairs(body, copy):
+        made = bindings[value] if value in bindings else clone
+        if made is not None and value in types and made not in types:
+            types[made] = types[value]
+        copied[value] = made
+        if value in bindings:
+            _bind(clone, made)
+        elif value.is_initializer() and value.graph is body:
+            made = onnx_ir.Value(name=rewriter.fresh(value.name or ""))
+            tensor = onnx.TensorProto()
+            tensor.CopyFrom(onnx_ir.serde.serialize_tensor(cast(onnx_ir.TensorProtocol, value.const_value)))
+            tensor.name = ""
+            at.out.append(
+                onnx_ir.Node(
+                    "",
+                    "Constant",
+                    [],
+                    [onnx_ir.AttrTensor("value", onnx_ir.serde.deserialize_tensor(tensor))],
+                    outputs=[made],
+                    name=at.label,
+                )
+            )
+            rewriter.constants[made] = tensor
+            if value in types:
+                types[made] = types[value]
+            copy.initializers.pop(clone.name or "")
+            replace_value(clone, made)
+            copied[value] = made
+        elif clone.name:
+            clone.name = rewriter.fresh(value.name or "")
+    nodes = list(copy)
+    copy.remove(nodes)
+    for index, node in enumerate(nodes):
+        rewriter.rewrite_node(node, index, at.scope, at.out)
+    return [copied.get(value, value) for value in body.outputs]
 
 
-def _defined_in(graph: onnx.GraphProto, name: str) -> bool:
-    if any(value.name == name for value in graph.input) or any(tensor.name == name for tensor in graph.initializer):
-        return True
-    for node in graph.node:
-        if name in node.output or any(_defined_in(subgraph, name) for subgraph in graphs_in(node)):
-            return True
-    return False
+def _bind(value: onnx_ir.Value, bound: onnx_ir.Value | None) -> None:
+    """Make the readers of `value` (a copied body's input) read `bound` (None: absent)."""
+    if bound is not None:
+        replace_value(value, bound)
+        return
+    for reader, position in list(value.uses()):
+        reader.replace_input_with(position, None)
 
 
-def _renamed_graph(graph: onnx.GraphProto, renames: Mapping[str, str]) -> onnx.GraphProto:
-    copy = onnx.GraphProto()
-    copy_fields(graph, copy, frozenset({"node", "input", "output", "value_info", "initializer"}))
-    for source, target in ((graph.input, copy.input), (graph.output, copy.output), (graph.value_info, copy.value_info)):
-        for value in source:
-            renamed = target.add()
-            renamed.CopyFrom(value)
-            renamed.name = renames.get(value.name, value.name)
-    for tensor in graph.initializer:
-        renamed_tensor = copy.initializer.add()
-        renamed_tensor.CopyFrom(tensor)
-        renamed_tensor.name = renames.get(tensor.name, tensor.name)
-    copy.node.extend(_renamed_node(node, renames) for node in graph.node)
-    return copy
-
-
-def _renamed_node(node: onnx.NodeProto, renames: Mapping[str, str]) -> onnx.NodeProto:
-    copy = onnx.NodeProto()
-    copy_fields(node, copy, frozenset({"input", "output", "attribute"}))
-    copy.input.extend(renames.get(name, name) if name else name for name in node.input)
-    copy.output.extend(renames.get(name, name) if name else name for name in node.output)
-    for attribute in node.attribute:
-        target = copy.attribute.add()
-        copy_fields(attribute, target, frozenset({"g", "graphs"}))
-        if attribute.HasField("g"):
-            target.g.CopyFrom(_renamed_graph(attribute.g, renames))
-        target.graphs.extend(_renamed_graph(graph, renames) for graph in attribute.graphs)
-    return copy
+def _pairs(graph: onnx_ir.Graph, copy: onnx_ir.Graph) -> list[tuple[onnx_ir.Value, onnx_ir.Value]]:
+    """The values `graph` defines (its inputs, initializers, node outputs, at any depth), each
+    with its copy in `copy` (`onnx_ir.Graph.clone` of it)."""
+    pairs = list(zip(graph.inputs, copy.inputs, strict=True))
+    pairs += zip(graph.initializers.values(), copy.initializers.values(), strict=True)
+    for node, copied in zip(graph, copy, strict=True):
+        pairs += zip(node.outputs, copied.outputs, strict=True)
+        for (_, _, body), (_, _, copied_body) in zip(node_bodies(node), node_bodies(copied), strict=True):
+            pairs += _pairs(body, copied_body)
+    return pairs
 
 
 HANDLERS: dict[str, Callable[[RewriteContext], None]] = {
@@ -386,12 +398,10 @@ HANDLERS: dict[str, Callable[[RewriteContext], None]] = {
 
 
 def eliminate_sequences(
-    model: onnx.ModelProto, types: GraphTypes, split_raw: Mapping[str, memoryview] | None = None
-) -> onnx.ModelProto:
-    """A copy of `model` whose sequences are tensors (see the module docstring); `types` are
-    the model's inferred types, `split_raw` its main-graph initializers' split-out raw_data."""
+    model: onnx_ir.Model, types: ValueTypes, split_raw: Mapping[str, memoryview] | None = None
+) -> None:
+    """Rewrite `model` in place so that its sequences are tensors (see the module docstring);
+    `types` are the model's inferred types, `split_raw` its main-graph initializers'
+    split-out raw_data."""
     rewriter = Rewriter(model, types, split_raw or {}, HANDLERS)
-    rewritten = onnx.ModelProto()
-    copy_fields(model, rewritten, frozenset({"graph"}))
-    rewriter.rewrite_graph(model.graph, SequenceScope(), f"graph '{model.graph.name}'", types.folded, rewritten.graph)
-    return rewritten
+    rewriter.rewrite_graph(model.graph, SequenceScope(), f"graph '{model.graph.name}'")

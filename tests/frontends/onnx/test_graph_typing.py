@@ -11,7 +11,7 @@ import onnx
 import onnx_ir
 import pytest
 from niro.frontends.onnx import graph_typing
-from niro.frontends.onnx.graph_typing import bound_types, compute_as_onnxruntime, type_model
+from niro.frontends.onnx.graph_typing import bound_types, typed_model
 from niro.frontends.onnx.value_types import ValueTypes
 from onnx import TensorProto, numpy_helper
 
@@ -40,11 +40,7 @@ class _Typed:
     def __init__(
         self, model: onnx.ModelProto, read_half: Callable[[str], np.ndarray | None]
     ) -> None:
-        typed = type_model(model)
-        self.model = onnx_ir.serde.deserialize_model(typed.model)
-        self.types: ValueTypes = compute_as_onnxruntime(
-            self.model, bound_types(self.model, typed.types), read_half
-        )
+        self.model, self.types = typed_model(model, "m.onnx", read_half=read_half)
         self.graph = onnx_ir.serde.serialize_model(self.model).graph
 
     def value(self, name: str, graph: onnx_ir.Graph | None = None) -> onnx_ir.Value:
@@ -265,8 +261,8 @@ def test_a_plan_of_subgraph_bodies_types_them_too(inferred) -> None:
 
 
 def test_a_function_body_keeps_per_op_rounding(inferred) -> None:
-    """A specialised function body is typed only (`type_model`): nothing is folded or planned."""
+    """A specialised function body is typed only (`typed_model`): nothing is folded or planned."""
     model = conv_fold_model()
-    typed = type_model(model)
-    assert typed.model is model
+    ir_model, _ = typed_model(model, "m.onnx")
+    assert [node.op_type for node in ir_model.graph] == [node.op_type for node in model.graph.node]
     assert len(inferred) == 1

@@ -10,11 +10,12 @@ import niro.ir as nir
 import numpy as np
 import onnx
 import onnx.reference
+import onnx_ir
 import onnxruntime
 import pytest
 from niro.frontends.onnx import OnnxImportError, import_model
-from niro.frontends.onnx.inference import infer_types
-from niro.frontends.onnx.sequences import SEQUENCE_OPS, eliminate_sequences, has_sequences
+from niro.frontends.onnx.graph_typing import typed_model
+from niro.frontends.onnx.sequences import SEQUENCE_OPS, has_sequences
 
 HEADER = '<ir_version: 8, opset_import: ["" : {opset}]>'
 
@@ -46,8 +47,8 @@ def check(text: str, feeds: dict[str, np.ndarray], opset: int = 17) -> onnx.Mode
     """Rewrite the model, check it holds no sequence, and compare the rewritten model's outputs
     with the original's under onnx.reference; the rewritten model."""
     model = _model(text, opset)
-    assert has_sequences(model)
-    rewritten = eliminate_sequences(model, infer_types(model))
+    assert has_sequences(onnx_ir.serde.deserialize_model(model))
+    rewritten = onnx_ir.serde.serialize_model(typed_model(model, "m.onnx")[0])
     _no_sequences(rewritten.graph)
     onnx.checker.check_model(rewritten)
     expected = onnx.reference.ReferenceEvaluator(model).run(None, feeds)
@@ -284,7 +285,7 @@ def test_the_rewritten_model_imports_with_the_users_node_names() -> None:
 
 def test_a_model_without_sequence_ops_is_returned_untouched() -> None:
     model = _model("g (float[4] x) => (float[4] y) { y = Relu(x) }")
-    assert not has_sequences(model)
+    assert not has_sequences(onnx_ir.serde.deserialize_model(model))
 
 
 # -- refusals ----------------------------------------------------------------------------------
@@ -424,7 +425,7 @@ def test_a_sequence_op_inside_a_branch_is_found_and_rewritten() -> None:
                                                        a = SequenceAt(s, one) },
                  else_branch = e () => (float[4,6] b) { b = Neg(x) }>
     }"""
-    assert has_sequences(_model(text))
+    assert has_sequences(onnx_ir.serde.deserialize_model(_model(text)))
     check(text, {"x": X, "c": np.array(True)})
 
 
@@ -438,7 +439,7 @@ def test_sequences_in_a_model_local_function_are_rewritten() -> None:
           b = ConcatFromSequence <axis = 1> (s)
         }"""
     )
-    assert not has_sequences(model)  # functions are rewritten when they are specialised
+    assert not has_sequences(onnx_ir.serde.deserialize_model(model))  # functions: when specialised
     module = import_model(model)
     names = {nir.op_name(op) for function in module.functions for op in function.first_block.operations}
     assert not {f"onnx.{op}" for op in SEQUENCE_OPS} & names
