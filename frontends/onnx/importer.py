@@ -2,13 +2,13 @@
 
 1. Load (`loading`): the ModelProto, its main graph's weights as views of the file.
 2. Check (`validation`, `input_shapes`): what must hold before anything reads the model.
-3. Rewrite and type (`graph_typing`): ONNX shape inference on a weightless copy, folding and
-   symbolic dims in rounds (`inference`), answered in the proto's names; the rewrites that read
-   those types (sequence values into tensor ops, fp16/bf16 graphs computed where onnxruntime
-   computes) run in the same step, each followed by inference of what it rewrote.
-4. Read into onnx_ir once (`loading.deserialize_model`) and bind the types to its values and
-   nodes (`value_types`).
-5. Convert (`conversion`, with `calls` for specialised functions): the graph walk that builds
+3-5. Type, read and rewrite (`graph_typing`): ONNX shape inference on a weightless copy,
+   folding and symbolic dims in rounds (`inference`), answered in the proto's names; the model
+   read into onnx_ir once (`loading.deserialize_model`) and the types bound to its values and
+   nodes (`value_types`); then the rewrites that read those types (sequence values into tensor
+   ops, fp16/bf16 graphs computed where onnxruntime computes) on the onnx_ir model in place,
+   each typing what it writes or having the model typed again.
+6. Convert (`conversion`, with `calls` for specialised functions): the graph walk that builds
    the Module.
 
 This module must not let a raw exception escape for bad input: every failure is an

@@ -19,8 +19,9 @@ is tracked at import as one of two forms:
 Every node written keeps the name of the node it replaces, so later errors and MLIR locations
 name the user's node. What has no such form (a sequence graph input or output, a sequence leaving
 an If branch, run-time split sizes, a Loop that reads the sequence it grows...) is refused with
-`SequenceRewriteError`, naming the node and the reason. `has_sequences` is one scan of op types:
-a model without sequence ops is never copied or rewritten.
+`SequenceRewriteError`, naming the node and the reason. The rewrite works on the onnx_ir model
+in place (`graph_typing` types it again after). `has_sequences` is one scan of op types: a model
+without sequence ops is never rewritten.
 
 This module holds the handler of each op type; `sequence_forms` the forms, scopes and the
 context a handler works in; `sequence_loops` the Loop handler.

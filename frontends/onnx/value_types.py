@@ -1,10 +1,11 @@
 """The typing step's result as the conversion reads it: types by onnx_ir value, folds by node.
 
-`graph_typing.type_model` types the proto (ONNX shape inference, folding, symbolic dims, in
-rounds: `inference.infer_types`) and answers in the proto's terms: a table of types by value
+`graph_typing.typed_model` types the proto (ONNX shape inference, folding, symbolic dims, in
+rounds: `inference.infer_types`), which answers in the proto's terms: a table of types by value
 name per graph, the tables of subgraphs by (node index, attribute, position), folded outputs by
 node index. `bind_types` ties that answer to the onnx_ir graph the conversion walks, once, so
-the conversion asks about a Value or a Node and never about a name or a position.
+the rewrites on onnx_ir (`sequences`, `half_precision`) and the conversion ask about a Value or
+a Node and never about a name or a position.
 
 Each value is typed in the table of the graph that defines it (its inputs, initializers and node
 outputs): inference typed each graph with its own names, so a value a subgraph captures from an
