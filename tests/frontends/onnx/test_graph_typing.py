@@ -10,7 +10,8 @@ import numpy as np
 import onnx
 import onnx_ir
 import pytest
-from niro.frontends.onnx import graph_typing
+import niro.ir as nir
+from niro.frontends.onnx import graph_typing, import_model
 from niro.frontends.onnx.graph_typing import bound_types, typed_model
 from niro.frontends.onnx.value_types import ValueTypes
 from onnx import TensorProto, numpy_helper
@@ -35,7 +36,7 @@ def inferred(monkeypatch) -> list[list[str]]:
 
 
 class _Typed:
-    """A model after the whole typing step: its proto phase, then its fp16/bf16 rewrites."""
+    """A model after the whole typing step: inferred, read, rewritten on onnx_ir and typed."""
 
     def __init__(
         self, model: onnx.ModelProto, read_half: Callable[[str], np.ndarray | None]
@@ -88,6 +89,38 @@ def test_sequences_are_rewritten_from_the_first_types_and_the_result_typed_again
     assert inferred == [["SequenceConstruct", "ConcatFromSequence"], ["Concat"]]
     assert [node.op_type for node in typed.graph.node] == ["Concat"]
     assert typed.type("y").tensor_type.shape.dim[0].dim_value == 4
+
+
+def test_the_model_is_read_once_and_rewritten_in_place(inferred, monkeypatch) -> None:
+    """Sequences and fp16 in one model: one read of the proto into onnx_ir, both rewrites on
+    that model (the sequence rewrite typed again from a proto written of it, the plan typing
+    what it writes), and the import converts that same model."""
+    reads: list[onnx.ModelProto] = []
+    real_deserialize = graph_typing.deserialize_model
+
+    def recording_deserialize(model, display):
+        reads.append(model)
+        return real_deserialize(model, display)
+
+    monkeypatch.setattr(graph_typing, "deserialize_model", recording_deserialize)
+    model = onnx.parser.parse_model(
+        OPSET
+        + """g (float16[2, 3] x) => (float16[4, 3] y) {
+            s = SequenceConstruct(x, x)
+            c = ConcatFromSequence<axis = 0>(s)
+            y = Sin(c)
+        }"""
+    )
+    typed = _Typed(model, _no_half)
+    assert reads == [model]
+    assert inferred == [["SequenceConstruct", "ConcatFromSequence", "Sin"], ["Concat", "Sin"]]
+    assert [node.op_type for node in typed.graph.node] == ["Concat", "Cast", "Sin", "Cast"]
+    assert _elem_type(typed, "c") == TensorProto.FLOAT16
+    assert _elem_type(typed, "y_f32") == TensorProto.FLOAT  # typed by the plan, not inferred
+    module = import_model(model)
+    assert [nir.op_name(op) for op in module.functions[0].first_block.operations].count(
+        "onnx.Sin"
+    ) == 1
 
 
 def test_half_conv_folds_and_the_plan_cost_no_inference(inferred) -> None:
