@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import niro.ir as nir
 import numpy as np
 import onnx
 import onnx_ir
 import pytest
-import niro.ir as nir
 from niro.frontends.onnx import graph_typing, import_model
 from niro.frontends.onnx.graph_typing import bound_types, typed_model
 from niro.frontends.onnx.value_types import ValueTypes
