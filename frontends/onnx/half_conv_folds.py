@@ -20,8 +20,8 @@ import onnx
 import onnx_ir
 
 from .half_plan_types import values_read_by_bodies
-from .half_precision import HALF_TYPES, fresh_name, value_names
-from .value_types import ValueTypes
+from .half_precision import HALF_TYPES, fresh_name
+from .value_types import ValueTypes, value_names
 
 __all__ = ["ReadInitializer", "fold_half_convs"]
 

@@ -59,7 +59,7 @@ import onnx_ir
 from onnx import TensorProto
 
 from .half_plan_types import PlannedGraph, initializer_dims, planned_types, values_read_by_bodies
-from .value_types import ValueTypes, node_bodies
+from .value_types import ValueTypes, node_bodies, value_names
 
 __all__ = [
     "BF16_KERNELS",
@@ -68,7 +68,6 @@ __all__ = [
     "HalfPlan",
     "fresh_name",
     "plan_half_precision",
-    "value_names",
 ]
 
 HALF_TYPES = frozenset({TensorProto.FLOAT16, TensorProto.BFLOAT16})
@@ -502,19 +501,6 @@ def _cast(source: onnx_ir.Value, result: onnx_ir.Value, to: int, at: str) -> onn
         outputs=[result],
         name=f"{at}/{name}" if at else name,
     )
-
-
-def value_names(graph: onnx_ir.Graph) -> set[str]:
-    """Every value name in the model whose main graph is `graph`, at any depth: what a new
-    name must not be."""
-    names: set[str] = set()
-    for current in (graph, *graph.subgraphs()):
-        for node in current:
-            names.update(value.name or "" for value in node.inputs if value is not None)
-            names.update(value.name or "" for value in node.outputs)
-        names.update(value.name or "" for value in (*current.inputs, *current.outputs))
-        names.update(current.initializers)
-    return names
 
 
 def fresh_name(name: str, suffix: str, taken: set[str]) -> str:

@@ -9,7 +9,7 @@ node's sequence outputs to their forms (`define`). Names it makes are fresh acro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,7 @@ import onnx_ir
 from onnx import helper, numpy_helper
 
 from .context import describe_node, node_label
-from .value_types import ValueTypes, node_bodies
+from .value_types import ValueTypes, node_bodies, value_names
 
 __all__ = [
     "DEFAULT_DOMAINS",
@@ -35,6 +35,7 @@ __all__ = [
     "dims_of",
     "drop_node",
     "int_attribute",
+    "replace_value",
     "used_values",
     "with_dims",
 ]
@@ -96,18 +97,6 @@ def with_dims(
     return helper.make_tensor_type_proto(
         type_proto.tensor_type.elem_type, None if dims is None else list(dims)
     )
-
-
-def all_names(graph: onnx_ir.Graph) -> set[str]:
-    """Every value name in `graph` and its subgraphs."""
-    names: set[str] = set()
-    for current in (graph, *graph.subgraphs()):
-        names.update(value.name or "" for value in (*current.inputs, *current.outputs))
-        names.update(current.initializers)
-        for node in current:
-            names.update(value.name or "" for value in node.inputs if value is not None)
-            names.update(value.name or "" for value in node.outputs)
-    return names
 
 
 def used_values(graph: onnx_ir.Graph) -> set[onnx_ir.Value]:
@@ -190,7 +179,7 @@ class Rewriter:
             ),
             1,
         )
-        self.taken = all_names(model.graph)
+        self.taken = value_names(model.graph)
         self.types: dict[onnx_ir.Value, onnx.TypeProto] = {}
         for table in types.graphs.values():
             self.types.update(table)
@@ -472,9 +461,3 @@ class RewriteContext:
         pieces = [self.unsqueeze(value, [0]) for value in form.elements]
         stacked = pieces[0] if len(pieces) == 1 else self.emit("Concat", pieces, axis=0)
         return Stacked(stacked, types[0])
-
-
-def graphs_in(node: onnx_ir.Node) -> Iterator[onnx_ir.Graph]:
-    """The graphs of `node`'s graph attributes."""
-    for _, _, graph in node_bodies(node):
-        yield graph

@@ -25,9 +25,9 @@ from .sequence_forms import (
     Stacked,
     constant_node_tensor,
     drop_node,
-    graphs_in,
     used_values,
 )
+from .value_types import node_bodies
 
 __all__ = ["rewrite_loop"]
 
@@ -185,7 +185,7 @@ def _appended(
     found = None
     for index, body_node in enumerate(body):
         reads = argument in body_node.inputs or result in body_node.inputs
-        reads = reads or any(carried & used_values(graph) for graph in graphs_in(body_node))
+        reads = reads or any(carried & used_values(graph) for _, _, graph in node_bodies(body_node))
         is_append = (
             body_node.op_type == "SequenceInsert"
             and body_node.domain in DEFAULT_DOMAINS

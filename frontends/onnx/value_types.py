@@ -23,7 +23,7 @@ import onnx_ir
 
 from .inference import GraphTypes
 
-__all__ = ["ValueTypes", "bind_types", "node_bodies"]
+__all__ = ["ValueTypes", "bind_types", "node_bodies", "value_names"]
 
 
 @dataclass
@@ -76,6 +76,19 @@ def node_bodies(node: onnx_ir.Node) -> list[tuple[str, int, onnx_ir.Graph]]:
         elif attribute.type is onnx_ir.AttributeType.GRAPHS:
             bodies.extend((name, position, graph) for position, graph in enumerate(attribute.value))
     return bodies
+
+
+def value_names(graph: onnx_ir.Graph) -> set[str]:
+    """Every value name in `graph` and its subgraphs, at any depth: what a name a rewrite makes
+    must not be."""
+    names: set[str] = set()
+    for current in (graph, *graph.subgraphs()):
+        names.update(value.name or "" for value in (*current.inputs, *current.outputs))
+        names.update(current.initializers)
+        for node in current:
+            names.update(value.name or "" for value in node.inputs if value is not None)
+            names.update(value.name or "" for value in node.outputs)
+    return names
 
 
 def bind_types(graph: onnx_ir.Graph, types: GraphTypes, into: ValueTypes) -> None:
