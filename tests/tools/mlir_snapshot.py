@@ -7,12 +7,14 @@ text, or of the first line of the error that refused it; `compare` lists what di
 between two manifests. Usage:
 
     python -m tests.tools.mlir_snapshot write BEFORE.json [--filter SUBSTRING] [--keep DIR]
-        [--generated]
+        [--generated] [--dynamic realistic|all]
     ... change the code ...
     python -m tests.tools.mlir_snapshot write AFTER.json
     python -m tests.tools.mlir_snapshot compare BEFORE.json AFTER.json
 
 `--keep DIR` also writes each model's MLIR text into DIR, to diff the ones that changed.
+`--dynamic realistic|all` makes the node tests' declared input dims symbolic as `make
+conformance` does (`tests.onnx_node_cases.dynamic_variant`), for the dynamic-shape paths.
 `--generated` adds the models a long suite generates, where they are present
 (`GENERATED_FOLDERS`: `make hf`'s 112 Hugging Face exports, TorchScript and dynamo graphs of
 58 architectures, and `make test`'s fp16/bf16 PyTorch exports, which a change of the importer
@@ -34,17 +36,23 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.onnx_node_cases import DYNAMIC_MODES
+
 REPO = Path(__file__).resolve().parents[2]
 MODEL_FOLDERS = ("testdata/onnx", "testdata/pytorch", "testdata/cli", "tests/cli")
 GENERATED_FOLDERS = ("testdata/generated/hf", "testdata/generated/half_exports")
 
 
-def _models(name_filter: str, generated: bool = False) -> Iterator[tuple[str, bytes | Path]]:
+def _models(
+    name_filter: str, generated: bool = False, dynamic: str = "none"
+) -> Iterator[tuple[str, bytes | Path]]:
     """(name, serialized model or path) of every model the snapshot covers."""
-    from tests.onnx_node_cases import node_test_cases
+    from tests.onnx_node_cases import dynamic_variant, node_test_cases
 
     for case in node_test_cases():
         if name_filter in case.name:
+            if dynamic != "none":
+                case = dynamic_variant(case, dynamic)
             yield f"node/{case.name}", case.model.SerializeToString()
     for folder in MODEL_FOLDERS + (GENERATED_FOLDERS if generated else ()):
         for path in sorted((REPO / folder).rglob("*")):
@@ -83,11 +91,16 @@ def _emit(item: tuple[str, bytes | Path, str | None]) -> tuple[str, str]:
 
 
 def write(
-    manifest: str, name_filter: str, keep: str | None, jobs: int, generated: bool = False
+    manifest: str,
+    name_filter: str,
+    keep: str | None,
+    jobs: int,
+    generated: bool = False,
+    dynamic: str = "none",
 ) -> int:
     if keep:
         os.makedirs(keep, exist_ok=True)
-    items = [(name, source, keep) for name, source in _models(name_filter, generated)]
+    items = [(name, source, keep) for name, source in _models(name_filter, generated, dynamic)]
     context = multiprocessing.get_context("fork")
     with context.Pool(jobs, maxtasksperchild=100) as pool:
         results = dict(pool.imap_unordered(_emit, items, chunksize=8))
@@ -120,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     write_parser.add_argument("--keep", default=None)
     write_parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     write_parser.add_argument("--generated", action="store_true")
+    write_parser.add_argument("--dynamic", choices=DYNAMIC_MODES, default="none")
     compare_parser = commands.add_parser("compare")
     compare_parser.add_argument("before")
     compare_parser.add_argument("after")
@@ -131,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             arguments.keep,
             arguments.jobs,
             arguments.generated,
+            arguments.dynamic,
         )
     return compare(arguments.before, arguments.after)
 
