@@ -134,6 +134,8 @@ def _gather_small(ctx: LoweringRuleContext, data: mlir_ir.Value, indices: mlir_i
     if elements is None or chosen is None:
         return None
     extent = len(elements)
+    if extent == 0 and chosen.size:
+        raise ctx.error(f"gathers indices {chosen.reshape(-1).tolist()} from an empty tensor (no index is in range)")
     # Wrapped once and clamped, as `_normalized` does at run time.
     picked = [min(max(index + extent if index < 0 else index, 0), extent - 1) for index in chosen.reshape(-1).tolist()]
     return tensor.FromElementsOp(result_type, [elements[index] for index in picked]).result

@@ -355,6 +355,24 @@ def test_unsupported_cases_are_refused_clearly(case: NodeTestCase, message: str)
     assert re.search(message, outcome.message), outcome.message
 
 
+def test_a_gather_from_the_shape_of_a_scalar_is_refused_clearly() -> None:
+    """The shape of a scalar is empty, so no constant index into it is in range (the lowering
+    raised an IndexError; found by `make fuzz`)."""
+    graph = helper.make_graph(
+        [N("Shape", ["n"], ["s"]), N("Gather", ["s", "zero"], ["y"], axis=0)],
+        "gather_from_the_shape_of_a_scalar",
+        [helper.make_tensor_value_info("n", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, None)],
+        [numpy_helper.from_array(np.array([0], I64), "zero")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    outcome = run_case(NodeTestCase(graph.name, model, (), 1e-3, 1e-5))
+    assert (outcome.stage, outcome.refused) == ("lower", True), outcome
+    assert re.search(
+        r"'onnx\.Gather' op gathers indices \[0\] from an empty tensor \(no index is in range\)", outcome.message
+    ), outcome.message
+
+
 # -- Tile with repeats computed at run time -------------------------------------------------------
 
 
