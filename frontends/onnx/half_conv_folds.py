@@ -172,6 +172,8 @@ def _fold_into_conv(
             return None
         scale, offset, mean, variance = (array for array in parameters if array is not None)
         found = reader.attributes.get("epsilon")
+        if found is not None and found.type is not onnx_ir.AttributeType.FLOAT:
+            return None  # (the conversion says what is wrong with it)
         epsilon = np.float32(found.value if found is not None else np.float32(1e-5))
         deviation = rounded(np.sqrt(wide(rounded(wide(variance) + epsilon))))
         factor = rounded(wide(scale) / wide(deviation))

@@ -34,7 +34,6 @@ __all__ = [
     "constant_node_tensor",
     "dims_of",
     "drop_node",
-    "int_attribute",
     "replace_value",
     "used_values",
     "with_dims",
@@ -109,20 +108,16 @@ def used_values(graph: onnx_ir.Graph) -> set[onnx_ir.Value]:
 
 
 def constant_node_tensor(node: onnx_ir.Node) -> onnx.TensorProto | None:
-    """The tensor a Constant node makes, for its `value`, `value_int` or `value_ints`."""
+    """The tensor a Constant node makes, for its `value`, `value_int` or `value_ints` (None for
+    another attribute, or one of another type than its name says)."""
     for name, attribute in node.attributes.items():
         if name == "value" and attribute.type is onnx_ir.AttributeType.TENSOR:
             return onnx_ir.serde.serialize_tensor(attribute.value)
-        if name == "value_int":
+        if name == "value_int" and attribute.type is onnx_ir.AttributeType.INT:
             return numpy_helper.from_array(np.array(attribute.value, np.int64))
-        if name == "value_ints":
+        if name == "value_ints" and attribute.type is onnx_ir.AttributeType.INTS:
             return numpy_helper.from_array(np.array(list(attribute.value), np.int64))
     return None
-
-
-def int_attribute(node: onnx_ir.Node, name: str, default: int) -> int:
-    found = node.attributes.get(name)
-    return default if found is None else int(found.value)
 
 
 def drop_node(graph: onnx_ir.Graph, node: onnx_ir.Node) -> None:
@@ -302,6 +297,15 @@ class RewriteContext:
 
     def error(self, reason: str) -> SequenceRewriteError:
         return SequenceRewriteError(f"{describe_node(self.node, self.index)}: {reason}")
+
+    def int_attribute(self, name: str, default: int) -> int:
+        """The node's int attribute `name` (`default` when absent), as `NodeContext` reads it."""
+        found = self.node.attributes.get(name)
+        if found is None:
+            return default
+        if found.type is not onnx_ir.AttributeType.INT:
+            raise self.error(f"attribute '{name}' must be an int, got {found.type.name}")
+        return int(found.value)
 
     def graph_attribute(self, name: str) -> onnx_ir.Graph:
         """The node's graph attribute `name` (a SequenceMap's or Loop's body), or a clear error:

@@ -47,7 +47,6 @@ from .sequence_forms import (
     SequenceScope,
     Stacked,
     dims_of,
-    int_attribute,
     replace_value,
     with_dims,
 )
@@ -179,8 +178,8 @@ def _sequence_erase(at: RewriteContext) -> None:
 
 def _concat_from_sequence(at: RewriteContext) -> None:
     form = at.sequence(0)
-    axis = int_attribute(at.node, "axis", 0)
-    new_axis = int_attribute(at.node, "new_axis", 0)
+    axis = at.int_attribute("axis", 0)
+    new_axis = at.int_attribute("new_axis", 0)
     if isinstance(form, Listed):
         if not form.elements:
             raise at.error("concatenates an empty sequence")
@@ -246,12 +245,12 @@ def _split_to_sequence(at: RewriteContext) -> None:
     if data is None or dims is None:
         raise at.error("splits a tensor of unknown rank")
     rank = len(dims)
-    axis = int_attribute(at.node, "axis", 0)
+    axis = at.int_attribute("axis", 0)
     if not -rank <= axis < rank:
         raise at.error(f"axis {axis} is out of range for a tensor of rank {rank}")
     axis = axis + rank if axis < 0 else axis
     if at.input(1) is None:
-        keepdims = int_attribute(at.node, "keepdims", 1)
+        keepdims = at.int_attribute("keepdims", 1)
         perm = [axis, *(position for position in range(rank) if position != axis)]
         stacked = at.emit("Transpose", [data], perm=perm) if axis else data
         element = [dim for position, dim in enumerate(dims) if position != axis]

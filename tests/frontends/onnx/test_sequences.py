@@ -330,6 +330,17 @@ def test_run_time_split_sizes_are_refused() -> None:
     )
 
 
+def test_an_axis_that_is_no_int_is_refused() -> None:
+    """The rewrite reads its attributes before the verifier: a float axis is named, not a crash."""
+    refuse(
+        """g (float[4,6] x) => (float[4,6] y) {
+          s = SplitToSequence <axis = 1.5> (x)
+          y = ConcatFromSequence <axis = 1> (s)
+        }""",
+        "node 'SplitToSequence_0' (SplitToSequence): attribute 'axis' must be an int, got FLOAT",
+    )
+
+
 def test_a_run_time_position_into_differently_shaped_elements_is_refused() -> None:
     refuse(
         """g (float[4,6] x, float[2,6] z, int64 i) => (float[?,6] y) {
