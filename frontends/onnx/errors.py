@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from niro.ir import NirocError
 
-__all__ = ["OnnxImportError", "first_line"]
+__all__ = ["OnnxImportError", "first_line", "root_cause"]
 
 
 def _one_line(text: str) -> str:
@@ -36,3 +36,11 @@ def first_line(error: BaseException) -> str:
         if line:
             return line
     return type(error).__name__
+
+
+def root_cause(error: BaseException) -> BaseException:
+    """The exception at the end of `error`'s `__cause__` chain (onnx_ir wraps the root cause in
+    one "Error calling ..." layer per nesting level)."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return error

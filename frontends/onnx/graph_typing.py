@@ -30,9 +30,10 @@ from collections.abc import Mapping
 import onnx
 import onnx_ir
 
+from .errors import first_line, root_cause
 from .half_conv_folds import ReadInitializer, fold_half_convs
 from .half_precision import plan_half_precision
-from .inference import GraphTypes, infer_types
+from .inference import GraphTypes, InferenceFailure, infer_types
 from .loading import deserialize_model
 from .sequences import eliminate_sequences, has_sequences
 from .value_types import ValueTypes, bind_types
@@ -76,4 +77,10 @@ def typed_again(
     model: onnx_ir.Model, split_raw: Mapping[str, memoryview] | None = None
 ) -> ValueTypes:
     """The types of `model` as a rewrite left it: inference of a weightless proto of it."""
-    return bound_types(model, infer_types(onnx_ir.serde.serialize_model(model), split_raw))
+    try:
+        proto = onnx_ir.serde.serialize_model(model)
+    except onnx_ir.serde.SerdeError as error:
+        raise InferenceFailure(
+            f"the rewritten model cannot be written for inference: {first_line(root_cause(error))}"
+        ) from error
+    return bound_types(model, infer_types(proto, split_raw))

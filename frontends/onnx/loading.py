@@ -22,7 +22,7 @@ import onnx
 import onnx_ir
 
 from .context import describe_node
-from .errors import OnnxImportError, first_line
+from .errors import OnnxImportError, first_line, root_cause
 from .wire import split_raw_data
 
 __all__ = ["MAX_TEXT_NESTING", "LoadedModel", "deserialize_inputs", "deserialize_model", "load_model", "load_onnx_text"]
@@ -174,11 +174,7 @@ def deserialize_model(model: onnx.ModelProto, display: str) -> onnx_ir.Model:
         with _quiet_onnx_ir():
             return onnx_ir.serde.deserialize_model(model)
     except Exception as error:
-        # onnx_ir wraps the root cause in one "Error calling ..." layer per nesting level
-        root: BaseException = error
-        while root.__cause__ is not None:
-            root = root.__cause__
-        message = first_line(root)
+        message = first_line(root_cause(error))
         if "Map types are not supported" in message:
             raise OnnxImportError(_describe_map_value(model), filename=display) from error
         raise OnnxImportError(f"cannot read model: {message}", filename=display) from error

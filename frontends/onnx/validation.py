@@ -299,6 +299,8 @@ def _check_attributes(
     # one per node made this walk quadratic (20,000 nodes: 25 s).
     visible: frozenset[str] | None = None
     for attribute in node.attribute:
+        if attribute.type == onnx.AttributeProto.UNDEFINED:
+            raise StructureError(f"{describe_node(node, index)}: attribute '{attribute.name}' has no type")
         _check_sparse(node, index, attribute)
         for tensor in [attribute.t] if attribute.HasField("t") else attribute.tensors:
             _check_data_fields(tensor, f"{describe_node(node, index)}: attribute '{attribute.name}'")

@@ -219,7 +219,8 @@ def test_invalid_utf8_names_are_refused() -> None:
 
 def _with_undefined_attribute(op_type: str, domain: str) -> onnx.ModelProto:
     """A node carrying an attribute of type UNDEFINED (found by the fuzzer): onnx_ir reads it but
-    cannot write it back, which folding, function calls and function bodies all need."""
+    cannot write it back, which folding, function calls, function bodies and typing a rewritten
+    model all need; the check refuses it first."""
     model = onnx.parser.parse_model(
         '<ir_version: 8, opset_import: ["" : 18, "local" : 1]>'
         " g (float[2] x) => (y) { y = local.F(x) }"
@@ -234,9 +235,9 @@ def _with_undefined_attribute(op_type: str, domain: str) -> onnx.ModelProto:
 @pytest.mark.parametrize(
     ("op_type", "domain", "message"),
     [
-        ("F", "local", "node 'F_0' (local.F): attribute 'odd' of kind UNDEFINED cannot be passed to the function"),
-        ("Shrink", "", "node 'Shrink_0' (Shrink): attribute 'odd': attribute kind UNDEFINED is not supported"),
-        ("Shape", "", "node 'Shape_0' (Shape): attribute 'odd': attribute kind UNDEFINED is not supported"),
+        ("F", "local", "node 'F_0' (local.F): attribute 'odd' has no type"),
+        ("Shrink", "", "node 'Shrink_0' (Shrink): attribute 'odd' has no type"),
+        ("Shape", "", "node 'Shape_0' (Shape): attribute 'odd' has no type"),
     ],
 )
 def test_an_undefined_attribute_is_refused_not_folded_or_expanded(op_type: str, domain: str, message: str) -> None:

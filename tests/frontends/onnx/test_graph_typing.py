@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 import onnx_ir
 import pytest
-from niro.frontends.onnx import graph_typing, import_model
+from niro.frontends.onnx import OnnxImportError, graph_typing, import_model
 from niro.frontends.onnx.graph_typing import bound_types, typed_model
 from niro.frontends.onnx.value_types import ValueTypes
 from onnx import TensorProto, numpy_helper
@@ -121,6 +121,27 @@ def test_the_model_is_read_once_and_rewritten_in_place(inferred, monkeypatch) ->
     assert [nir.op_name(op) for op in module.functions[0].first_block.operations].count(
         "onnx.Sin"
     ) == 1
+
+
+def test_a_rewritten_model_onnx_ir_cannot_write_is_refused_in_one_line(monkeypatch) -> None:
+    """Typing again writes the onnx_ir model as a proto; what onnx_ir cannot write is named as
+    a failure of inference, in one line."""
+
+    def refusing_serialize(model):
+        raise onnx_ir.serde.SerdeError("Error calling serialize_model_into") from TypeError(
+            "Unsupported attribute type: UNDEFINED"
+        )
+
+    monkeypatch.setattr(onnx_ir.serde, "serialize_model", refusing_serialize)
+    model = onnx.parser.parse_model(
+        OPSET + "g (float[2, 3] x) => (y) { s = SequenceConstruct(x, x)\n y = ConcatFromSequence<axis = 0>(s) }"
+    )
+    with pytest.raises(OnnxImportError) as refusal:
+        import_model(model, filename="m.onnx")
+    assert str(refusal.value) == (
+        "m.onnx: shape inference failed: the rewritten model cannot be written for inference: "
+        "Unsupported attribute type: UNDEFINED"
+    )
 
 
 def test_half_conv_folds_and_the_plan_cost_no_inference(inferred) -> None:
