@@ -71,7 +71,8 @@ DEFAULT_DOMAINS = ("", "ai.onnx")
 
 def serialized_node(node: onnx_ir.Node) -> onnx.NodeProto | None:
     """The node as a NodeProto again, or None when onnx_ir cannot write one of its attributes
-    back (an attribute of type UNDEFINED in a malformed model)."""
+    back (the check refuses the kind known to do that, UNDEFINED, before; this stays for any
+    other, since the callers only lose a fold or a function expansion)."""
     try:
         return onnx_ir.serde.serialize_node(node)
     except Exception:  # noqa: BLE001 - onnx_ir raises TypeError/ValueError wrapped in its own

@@ -173,7 +173,7 @@ def _fold_into_conv(
         scale, offset, mean, variance = (array for array in parameters if array is not None)
         found = reader.attributes.get("epsilon")
         if found is not None and found.type is not onnx_ir.AttributeType.FLOAT:
-            return None  # (the conversion says what is wrong with it)
+            return None  # (malformed: left as it is, not folded with a guessed epsilon)
         epsilon = np.float32(found.value if found is not None else np.float32(1e-5))
         deviation = rounded(np.sqrt(wide(rounded(wide(variance) + epsilon))))
         factor = rounded(wide(scale) / wide(deviation))

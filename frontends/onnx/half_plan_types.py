@@ -22,7 +22,7 @@ from onnx import TensorProto
 
 from .folding import fold_shape_arithmetic
 from .inference import strip_weights
-from .value_types import ValueTypes, node_bodies
+from .value_types import ValueTypes, node_bodies, values_read
 
 __all__ = ["PlannedGraph", "initializer_dims", "planned_types", "values_read_by_bodies"]
 
@@ -285,11 +285,5 @@ def initializer_dims(value: onnx_ir.Value) -> list[int | None] | None:
 def values_read_by_bodies(graph: onnx_ir.Graph) -> set[onnx_ir.Value]:
     """The values the bodies of `graph`'s nodes read, at any depth."""
     return {
-        value
-        for node in graph
-        for _, _, body in node_bodies(node)
-        for sub in (body, *body.subgraphs())
-        for inner in sub
-        for value in inner.inputs
-        if value is not None
+        value for node in graph for _, _, body in node_bodies(node) for value in values_read(body)
     }

@@ -33,9 +33,9 @@ __all__ = [
     "Stacked",
     "constant_node_tensor",
     "dims_of",
-    "drop_node",
+    "name_of",
+    "detach",
     "replace_value",
-    "used_values",
     "with_dims",
 ]
 
@@ -98,15 +98,6 @@ def with_dims(
     )
 
 
-def used_values(graph: onnx_ir.Graph) -> set[onnx_ir.Value]:
-    """Every value a graph's nodes (at any depth) read, and its outputs."""
-    used = set(graph.outputs)
-    for current in (graph, *graph.subgraphs()):
-        for node in current:
-            used.update(value for value in node.inputs if value is not None)
-    return used
-
-
 def constant_node_tensor(node: onnx_ir.Node) -> onnx.TensorProto | None:
     """The tensor a Constant node makes, for its `value`, `value_int` or `value_ints` (None for
     another attribute, or one of another type than its name says)."""
@@ -120,12 +111,16 @@ def constant_node_tensor(node: onnx_ir.Node) -> onnx.TensorProto | None:
     return None
 
 
-def drop_node(graph: onnx_ir.Graph, node: onnx_ir.Node) -> None:
-    """Remove `node` from `graph`, no longer a reader of its inputs; its outputs may still be
-    read by nodes the rewrite removes later."""
+def name_of(value: onnx_ir.Value | None) -> str:
+    """A value's name, '' for an absent one, for names made from it and messages."""
+    return "" if value is None else value.name or ""
+
+
+def detach(node: onnx_ir.Node) -> None:
+    """Make `node` no longer a reader of its inputs: it is replaced (its outputs may still be
+    read by nodes the rewrite replaces later)."""
     for position in range(len(node.inputs)):
         node.replace_input_with(position, None)
-    graph.remove(node)
 
 
 def replace_value(old: onnx_ir.Value, new: onnx_ir.Value) -> None:
@@ -253,8 +248,7 @@ class Rewriter:
             handler = self.handlers.get(node.op_type)
             if handler is not None and (node.op_type in SEQUENCE_OPS or at.takes_sequences()):
                 handler(at)
-                for position in range(len(node.inputs)):  # (replaced: no longer a reader)
-                    node.replace_input_with(position, None)
+                detach(node)
                 return
         for position, value in enumerate(node.inputs):
             if value is not None and scope.sequence(value) is not None:
@@ -327,8 +321,7 @@ class RewriteContext:
 
     def name(self, position: int) -> str:
         """The name of input `position` ('' when absent), for messages."""
-        value = self.input(position)
-        return "" if value is None else value.name or ""
+        return name_of(self.input(position))
 
     def output(self, position: int = 0) -> onnx_ir.Value | None:
         """Output `position`, or None when absent."""
@@ -358,15 +351,19 @@ class RewriteContext:
         op_type: str,
         inputs: Sequence[onnx_ir.Value | None],
         output: onnx_ir.Value | None = None,
+        *,
+        named: str | None = None,
         **attributes: Any,
     ) -> onnx_ir.Value:
         """A node named like the node being rewritten; its (one) output. Given `output` (one of
         the node's), the node emitted yields it in its place (a new value of its name, which its
-        readers read instead)."""
-        if output is None:
-            result = onnx_ir.Value(name=self.rewriter.fresh(f"{self.label}_{op_type.lower()}"))
-        else:
+        readers read instead); else a new value, called `named` if given."""
+        if output is not None:
             result = self.takes_place_of(output)
+        else:
+            result = onnx_ir.Value(
+                name=named or self.rewriter.fresh(f"{self.label}_{op_type.lower()}")
+            )
         self.out.append(
             onnx_ir.Node(
                 "",

@@ -24,10 +24,10 @@ from .sequence_forms import (
     SequenceScope,
     Stacked,
     constant_node_tensor,
-    drop_node,
-    used_values,
+    detach,
+    name_of,
 )
-from .value_types import node_bodies
+from .value_types import node_bodies, values_read
 
 __all__ = ["rewrite_loop"]
 
@@ -59,14 +59,14 @@ def rewrite_loop(at: RewriteContext) -> None:
         else:
             appends[position] = _appended(at, body, argument, result)
     scans = {
-        position: onnx_ir.Value(name=at.rewriter.fresh(f"{_name(states[position])}_stacked"))
+        position: onnx_ir.Value(name=at.rewriter.fresh(f"{name_of(states[position])}_stacked"))
         for position in appends
     }
     trip_count = at.input(0)
     if appends and trip_count is None:
         trip_count = _trip_bound(at, body, states)
         if trip_count is None:
-            sequence = _name(states[next(iter(appends))])
+            sequence = name_of(states[next(iter(appends))])
             raise at.error(
                 f"appends to sequence '{sequence}' in a loop without a max trip count M whose condition "
                 "is not a counter compared with a loop-invariant bound: the number of elements cannot "
@@ -86,7 +86,8 @@ def rewrite_loop(at: RewriteContext) -> None:
                 name=node_label(append, index),
             ),
         )
-        drop_node(body, append)
+        detach(append)
+        body.remove(append)
     inputs, outputs = list(body.inputs), list(body.outputs)
     body.inputs.clear()
     body.inputs.extend([inputs[0], inputs[1], *(inputs[2 + position] for position in kept)])
@@ -140,10 +141,6 @@ def rewrite_loop(at: RewriteContext) -> None:
         at.define(results[position], Stacked(stacked, element))
 
 
-def _name(value: onnx_ir.Value | None) -> str:
-    return "" if value is None else value.name or ""
-
-
 def _kept(at: RewriteContext, result: onnx_ir.Value | None) -> onnx_ir.Value:
     """The rewritten Loop's output for `result`, an output of the Loop rewritten (None or
     unnamed: absent)."""
@@ -185,7 +182,7 @@ def _appended(
     found = None
     for index, body_node in enumerate(body):
         reads = argument in body_node.inputs or result in body_node.inputs
-        reads = reads or any(carried & used_values(graph) for _, _, graph in node_bodies(body_node))
+        reads = reads or any(carried & values_read(graph) for _, _, graph in node_bodies(body_node))
         is_append = (
             body_node.op_type == "SequenceInsert"
             and body_node.domain in DEFAULT_DOMAINS

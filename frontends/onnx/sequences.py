@@ -30,7 +30,7 @@ context a handler works in; `sequence_loops` the Loop handler.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import onnx
@@ -202,7 +202,10 @@ def _concat_from_sequence(at: RewriteContext) -> None:
     axis = axis + limit if axis < 0 else axis
     perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
     if new_axis:
-        at.emit("Transpose" if axis else "Identity", [form.tensor], at.output(), **({"perm": perm} if axis else {}))
+        if axis:
+            at.emit("Transpose", [form.tensor], at.output(), perm=perm)
+        else:
+            at.emit("Identity", [form.tensor], at.output())
         return
     size = dims[axis]
     if size is None:
@@ -221,7 +224,7 @@ def _concat_from_sequence(at: RewriteContext) -> None:
         each = at.slice(whole, at.ints([axis + 1]), at.ints([axis + 2]))
         tail = at.slice(whole, at.ints([axis + 2]), at.ints([_INT64_MAX]))
         shape = at.emit("Concat", [head, at.emit("Mul", [rows, each]), tail], axis=0)
-    extra = {"allowzero": 1} if at.rewriter.opset >= 14 and not (size and all(others)) else {}
+    extra: dict[str, Any] = {"allowzero": 1} if at.rewriter.opset >= 14 and not (size and all(others)) else {}
     at.emit("Reshape", [moved, shape], at.output(), **extra)
 
 
@@ -234,7 +237,7 @@ def _concat_rows(at: RewriteContext, stacked: onnx_ir.Value, new_axis: int) -> N
     whole = at.emit("Shape", [stacked])
     rows = at.emit("Mul", [at.slice(whole, at.ints([0]), at.ints([1])), at.slice(whole, at.ints([1]), at.ints([2]))])
     shape = at.emit("Concat", [rows, at.slice(whole, at.ints([2]), at.ints([_INT64_MAX]))], axis=0)
-    extra = {"allowzero": 1} if at.rewriter.opset >= 14 else {}
+    extra: dict[str, Any] = {"allowzero": 1} if at.rewriter.opset >= 14 else {}
     at.emit("Reshape", [stacked, shape], at.output(), **extra)
 
 
@@ -325,35 +328,23 @@ def _inline(
     copy = body.clone(allow_outer_scope_values=True)
     copied: dict[onnx_ir.Value, onnx_ir.Value | None] = {}
     for value, clone in _pairs(body, copy):
-        made = bindings[value] if value in bindings else clone
-        if made is not None and value in types and made not in types:
-            types[made] = types[value]
-        copied[value] = made
+        made: onnx_ir.Value | None = clone
         if value in bindings:
+            made = bindings[value]
             _bind(clone, made)
         elif value.is_initializer() and value.graph is body:
-            made = onnx_ir.Value(name=rewriter.fresh(value.name or ""))
             tensor = onnx.TensorProto()
             tensor.CopyFrom(onnx_ir.serde.serialize_tensor(cast(onnx_ir.TensorProtocol, value.const_value)))
             tensor.name = ""
-            at.out.append(
-                onnx_ir.Node(
-                    "",
-                    "Constant",
-                    [],
-                    [onnx_ir.AttrTensor("value", onnx_ir.serde.deserialize_tensor(tensor))],
-                    outputs=[made],
-                    name=at.label,
-                )
-            )
+            made = at.emit("Constant", [], named=rewriter.fresh(value.name or ""), value=tensor)
             rewriter.constants[made] = tensor
-            if value in types:
-                types[made] = types[value]
             copy.initializers.pop(clone.name or "")
             replace_value(clone, made)
-            copied[value] = made
         elif clone.name:
             clone.name = rewriter.fresh(value.name or "")
+        if made is not None and value in types and made not in types:
+            types[made] = types[value]
+        copied[value] = made
     nodes = list(copy)
     copy.remove(nodes)
     for index, node in enumerate(nodes):

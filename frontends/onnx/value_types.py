@@ -23,7 +23,7 @@ import onnx_ir
 
 from .inference import GraphTypes
 
-__all__ = ["ValueTypes", "bind_types", "node_bodies", "value_names"]
+__all__ = ["ValueTypes", "bind_types", "node_bodies", "value_names", "values_read"]
 
 
 @dataclass
@@ -89,6 +89,17 @@ def value_names(graph: onnx_ir.Graph) -> set[str]:
             names.update(value.name or "" for value in node.inputs if value is not None)
             names.update(value.name or "" for value in node.outputs)
     return names
+
+
+def values_read(graph: onnx_ir.Graph) -> set[onnx_ir.Value]:
+    """Every value the nodes of `graph` and its subgraphs read, at any depth."""
+    return {
+        value
+        for current in (graph, *graph.subgraphs())
+        for node in current
+        for value in node.inputs
+        if value is not None
+    }
 
 
 def bind_types(graph: onnx_ir.Graph, types: GraphTypes, into: ValueTypes) -> None:
