@@ -133,11 +133,6 @@ def _lower_transpose(ctx: LoweringRuleContext) -> Sequence[mlir_ir.Value]:
         raise ctx.error(
             f"permutation {list(op.permutation)} is not a permutation of rank {len(source.shape)}"
         )
-    if not source.shape:
-        # NOTE: IREE 3.13's MLIR crashes on a `linalg.transpose` of rank 0 (`permutation = []`):
-        # a segmentation fault in the verifier (iree-opt too), so a model transposing a scalar
-        # killed niroc. The transpose of a scalar is the scalar.
-        return [ctx.operands[0]]
     sizes = [
         dim_size(ctx.operands[0], op.permutation[axis]) if dim is None else None
         for axis, dim in enumerate(result.shape)

@@ -153,7 +153,13 @@ def transpose(
 
     NOTE: the generic builder: `linalg.TransposeOp` converts the permutation and checks its
     arguments in Python (2x the time; same op). Its region (one yield of the input element) is
-    built as the op's printer/parser would."""
+    built as the op's printer/parser would.
+
+    NOTE: IREE 3.13's MLIR crashes on a `linalg.transpose` of rank 0 (`permutation = []`): a
+    segmentation fault in the verifier (iree-opt too), so a model transposing a scalar killed
+    niroc. The transpose of a scalar is the scalar, and none is written."""
+    if mlir_ir.RankedTensorType(value.type).rank == 0:
+        return value
     transposed = mlir_ir.Operation.create(
         "linalg.transpose",
         results=[init.type],

@@ -208,7 +208,7 @@ def build_suite(element: ScalarType, *, host_scalars: bool = True) -> Suite:
         ("static", tensor(e, 2, 3, 4), (2, 0, 1), tensor(e, 4, 2, 3)),
         ("dynamic", tensor(e, None, 3, None), (1, 2, 0), tensor(e, 3, None, None)),
         ("matrix", tensor(e, 2, 3), (1, 0), tensor(e, 3, 2)),
-        ("scalar", tensor(e), (), tensor(e)),  # (IREE 3.13's MLIR crashed on it: rules.py NOTE)
+        ("scalar", tensor(e), (), tensor(e)),  # (IREE 3.13's MLIR crashed on it: builders.structured.transpose)
     ):
         source = suite.data(*{3: (2, 3, 4), 2: (2, 3), 0: ()}[len(permutation)])
 

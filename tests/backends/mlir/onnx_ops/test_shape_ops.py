@@ -307,6 +307,9 @@ def _cases() -> dict[str, NodeTestCase]:
             },
             outputs=("y", "z", "target2"),
         ),
+        # IREE 3.13's MLIR segfaulted on the rank-0 linalg.transpose this lowered to (NOTE in
+        # builders.structured.transpose)
+        graph_case("transpose_of_a_scalar", [N("Transpose", ["x"], ["y"])], {"x": (np.array(2.5, np.float32), [])}),
         # ONNX's inference leaves this op-set 9 Slice untyped; the import's symbolic dims type it
         graph_case("slice_untyped_by_onnx", [N("Slice", ["x"], ["y"], starts=[1, -3], ends=[1000, -1], axes=[2, 1])], {"x": (X, [2, 3, 4])}, opset=9),
     ]
