@@ -19,9 +19,10 @@ import numpy as np
 import onnx
 import onnx_ir
 
+from .graph_walks import value_names
 from .half_plan_types import values_read_by_bodies
 from .half_precision import HALF_TYPES, fresh_name
-from .value_types import ValueTypes, value_names
+from .value_types import ValueTypes
 
 __all__ = ["ReadInitializer", "fold_half_convs"]
 

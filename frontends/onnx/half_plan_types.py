@@ -21,8 +21,9 @@ import onnx_ir
 from onnx import TensorProto
 
 from .folding import fold_shape_arithmetic
+from .graph_walks import node_bodies, values_read
 from .inference import strip_weights
-from .value_types import ValueTypes, node_bodies, values_read
+from .value_types import ValueTypes
 
 __all__ = ["PlannedGraph", "initializer_dims", "planned_types", "values_read_by_bodies"]
 

@@ -58,8 +58,9 @@ import onnx
 import onnx_ir
 from onnx import TensorProto
 
+from .graph_walks import node_bodies, value_names
 from .half_plan_types import PlannedGraph, initializer_dims, planned_types, values_read_by_bodies
-from .value_types import ValueTypes, node_bodies, value_names
+from .value_types import ValueTypes
 
 __all__ = [
     "BF16_KERNELS",

@@ -19,7 +19,8 @@ import onnx_ir
 from onnx import helper, numpy_helper
 
 from .context import describe_node, node_label
-from .value_types import ValueTypes, node_bodies, value_names
+from .graph_walks import node_bodies, value_names
+from .value_types import ValueTypes
 
 __all__ = [
     "DEFAULT_DOMAINS",

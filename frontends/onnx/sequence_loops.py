@@ -16,6 +16,7 @@ import onnx_ir
 from onnx import numpy_helper
 
 from .context import describe_node, node_label
+from .graph_walks import node_bodies, values_read
 from .sequence_forms import (
     DEFAULT_DOMAINS,
     Listed,
@@ -27,7 +28,6 @@ from .sequence_forms import (
     detach,
     name_of,
 )
-from .value_types import node_bodies, values_read
 
 __all__ = ["rewrite_loop"]
 

@@ -37,6 +37,7 @@ import onnx
 import onnx_ir
 from onnx import numpy_helper
 
+from .graph_walks import node_bodies
 from .sequence_forms import (
     DEFAULT_DOMAINS,
     SEQUENCE_OPS,
@@ -51,7 +52,7 @@ from .sequence_forms import (
     with_dims,
 )
 from .sequence_loops import rewrite_loop
-from .value_types import ValueTypes, node_bodies
+from .value_types import ValueTypes
 
 __all__ = ["SEQUENCE_OPS", "SequenceRewriteError", "eliminate_sequences", "has_sequences"]
 
